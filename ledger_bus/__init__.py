@@ -1,0 +1,37 @@
+"""ledger-bus: a durable, append-only event log for multi-agent systems, on Redis Streams."""
+
+from ledger_bus.batch import Limits
+from ledger_bus.errors import (
+    BackendUnavailable,
+    IdempotencyConflict,
+    InvalidEvent,
+    InvalidInput,
+    LedgerError,
+    VersionConflict,
+)
+from ledger_bus.events import Event, Message, Mutation, ToolCall, ToolResult
+from ledger_bus.ids import ANY, StreamId
+from ledger_bus.store import AppendResult, EventStore, RecordedEvent, connect
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ANY",
+    "AppendResult",
+    "BackendUnavailable",
+    "Event",
+    "EventStore",
+    "IdempotencyConflict",
+    "InvalidEvent",
+    "InvalidInput",
+    "LedgerError",
+    "Limits",
+    "Message",
+    "Mutation",
+    "RecordedEvent",
+    "StreamId",
+    "ToolCall",
+    "ToolResult",
+    "VersionConflict",
+    "connect",
+]

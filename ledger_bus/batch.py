@@ -1,0 +1,109 @@
+"""An append's events, validated, canonicalised, digested and encoded once, for any backend."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgpack
+from pydantic import BaseModel, ValidationError
+
+from ledger_bus.canonical import JsonValueError, canonical_bytes, check_json, digest_of_parts
+from ledger_bus.errors import InvalidEvent, InvalidInput
+from ledger_bus.events import EVENT_MODELS, EVENT_TYPES, RESERVED_FIELDS, event_adapter, event_fields
+from ledger_bus.ids import derive_event_id
+
+DEFAULT_MAX_EVENT_BYTES: Final = 1024 * 1024
+# One append is one Lua call, and a Lua call blocks the whole server while it runs.
+DEFAULT_MAX_EVENTS_PER_APPEND: Final = 1000
+DEFAULT_MAX_APPEND_BYTES: Final = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds on what one append may carry."""
+
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+    max_events_per_append: int = DEFAULT_MAX_EVENTS_PER_APPEND
+    max_append_bytes: int = DEFAULT_MAX_APPEND_BYTES
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedAppend:
+    """What a store writes for one append."""
+
+    digest: str
+    payloads: list[bytes]  # msgpack of each event's fields, event_id filled in
+
+
+def _validate(index: int, raw: object) -> BaseModel:
+    if isinstance(raw, EVENT_MODELS):
+        return raw
+    if not isinstance(raw, dict):
+        raise InvalidEvent(f"expected an event object, got {type(raw).__name__}", index=index)
+    kind = raw.get("type")
+    if kind not in EVENT_TYPES:
+        raise InvalidEvent(
+            f"unknown event type {kind!r}; the vocabulary is {', '.join(EVENT_TYPES)}",
+            index=index,
+            field="type",
+        )
+    if kind == "mutation":
+        for name in sorted(RESERVED_FIELDS.intersection(raw)):
+            raise InvalidEvent("set by the ledger itself; a mutation may not carry it", index=index, field=name)
+    try:
+        return event_adapter.validate_python(raw)
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        # loc is (type tag, field, ...) for a discriminated union.
+        loc = [str(part) for part in first["loc"][1:]]
+        message = first["msg"]
+        if first["type"] == "missing":
+            message = "required field is missing"
+        elif first["type"] == "extra_forbidden":
+            message = f"{raw.get('type')} events have no such field"
+        raise InvalidEvent(message, index=index, field=".".join(loc) or None) from None
+
+
+def prepare_append(
+    session_id: str, stream: str, append_id: str, events: Sequence[object], limits: Limits
+) -> PreparedAppend:
+    """Validate and encode the events of one append, or raise InvalidEvent naming the first fault.
+
+    The digest covers the events as the caller gave them (RFC 8785 over their set fields); the
+    event ids the ledger generates for events without one are filled in afterwards.
+    """
+    if isinstance(events, dict | str | bytes) or not isinstance(events, Sequence):
+        raise InvalidInput("events must be a list of events")
+    if not events:
+        raise InvalidEvent("an append needs at least one event")
+    if len(events) > limits.max_events_per_append:
+        raise InvalidEvent(
+            f"{len(events)} events in one append; the limit is {limits.max_events_per_append}"
+        )
+    parts: list[bytes] = []
+    fields: list[dict[str, Any]] = []
+    total = 0
+    for index, raw in enumerate(events):
+        data = event_fields(_validate(index, raw))
+        try:
+            part = canonical_bytes(data, fast=check_json(data))
+        except JsonValueError as err:
+            raise InvalidEvent(err.message, index=index, field=err.where or None) from None
+        if len(part) > limits.max_event_bytes:
+            raise InvalidEvent(
+                f"{len(part)} bytes of canonical JSON; the limit is {limits.max_event_bytes}",
+                index=index,
+            )
+        total += len(part)
+        if total > limits.max_append_bytes:
+            raise InvalidEvent(f"the append exceeds {limits.max_append_bytes} bytes in all")
+        parts.append(part)
+        fields.append(data)
+    digest = digest_of_parts(parts)
+    for index, data in enumerate(fields):
+        if "event_id" not in data:
+            data["event_id"] = derive_event_id(session_id, stream, append_id, index)
+    payloads = [msgpack.packb(data, use_bin_type=True) for data in fields]
+    return PreparedAppend(digest=digest, payloads=payloads)

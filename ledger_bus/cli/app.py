@@ -1,0 +1,199 @@
+"""The `ledger-bus` root command, its shared options, exit codes and output."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import IO, Any, Final, NoReturn
+
+import click
+
+from ledger_bus.errors import (
+    BackendUnavailable,
+    IdempotencyConflict,
+    InvalidInput,
+    LedgerError,
+    VersionConflict,
+)
+from ledger_bus.render import jsonl, summary
+from ledger_bus.store import DEFAULT_URL, URL_ENV, EventStore, RecordedEvent, connect
+from ledger_bus.store.base import format_time
+
+EXIT_OK: Final = 0
+EXIT_REFUSED: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_VERSION_CONFLICT: Final = 3
+EXIT_IDEMPOTENCY_CONFLICT: Final = 4
+EXIT_UNAVAILABLE: Final = 5
+
+
+def exit_code_for(err: LedgerError) -> int:
+    """The documented exit code of a library error."""
+    if isinstance(err, VersionConflict):
+        return EXIT_VERSION_CONFLICT
+    if isinstance(err, IdempotencyConflict):
+        return EXIT_IDEMPOTENCY_CONFLICT
+    if isinstance(err, BackendUnavailable):
+        return EXIT_UNAVAILABLE
+    if isinstance(err, InvalidInput):
+        return EXIT_USAGE
+    return EXIT_REFUSED
+
+
+class Failure(click.ClickException):
+    """Raised to end a command with one plain line on stderr and a documented exit code."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"ledger-bus: {self.format_message()}", err=True)
+
+
+class Refused(Failure):
+    """Raised when a rule refuses the request (exit 1); nothing was written."""
+
+    def __init__(self, message: str):
+        super().__init__(message, EXIT_REFUSED)
+
+
+class BadInput(Failure):
+    """Raised for invalid input (exit 2); nothing was written."""
+
+    def __init__(self, message: str):
+        super().__init__(message, EXIT_USAGE)
+
+
+class LedgerGroup(click.Group):
+    """Translates library errors into one line on stderr and the documented exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except LedgerError as err:
+            raise Failure(str(err), exit_code_for(err)) from None
+
+
+@dataclass
+class Settings:
+    url: str | None
+    timeout: float
+    prefix: str
+    output: str
+    _store: EventStore | None = None
+
+    def store(self) -> EventStore:
+        if self._store is None:
+            self._store = connect(self.url, timeout=self.timeout, prefix=self.prefix)
+        return self._store
+
+    @property
+    def as_table(self) -> bool:
+        if self.output == "auto":
+            return sys.stdout.isatty()
+        return self.output == "table"
+
+
+pass_settings = click.make_pass_decorator(Settings)
+
+
+@click.group(cls=LedgerGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--url",
+    envvar=URL_ENV,
+    show_envvar=True,
+    help=f"redis://, rediss://, unix:// or memory:// (default {DEFAULT_URL}).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    envvar="LEDGER_BUS_TIMEOUT",
+    help="Seconds, retries included, before an unreachable backend is an error (exit 5).",
+)
+@click.option("--prefix", default="lb", show_default=True, envvar="LEDGER_BUS_PREFIX",
+              help="First part of every Redis key.")
+@click.option(
+    "--output",
+    type=click.Choice(["auto", "jsonl", "table"]),
+    default="auto",
+    show_default=True,
+    help="auto: a table on a terminal, JSONL otherwise.",
+)
+@click.version_option(package_name="ledger-bus")
+@click.pass_context
+def cli(ctx: click.Context, url: str | None, timeout: float, prefix: str, output: str) -> None:
+    """A durable, append-only event log for multi-agent systems, on Redis Streams.
+
+    Exit codes: 0 done; 1 refused by a rule; 2 bad usage or invalid input; 3 version conflict;
+    4 idempotency conflict; 5 backend unreachable.
+    """
+    settings = Settings(url=url, timeout=timeout, prefix=prefix, output=output)
+    ctx.obj = settings
+    ctx.call_on_close(lambda: settings._store.close() if settings._store else None)
+
+
+def emit(obj: Any) -> None:
+    """Print one JSON object as one line and flush, so a pipe sees it at once."""
+    sys.stdout.write(jsonl(obj) + "\n")
+    sys.stdout.flush()
+
+
+def print_events(settings: Settings, events: Iterable[RecordedEvent], title: str = "") -> int:
+    """Print events as JSONL, or as a table on a terminal; return how many."""
+    if not settings.as_table:
+        count = 0
+        for event in events:
+            emit(event.to_dict())
+            count += 1
+        return count
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title or None, box=None, header_style="bold")
+    for column in ("at", "stream", "v", "type", "agent", "what"):
+        table.add_column(column, overflow="fold")
+    count = 0
+    for event in events:
+        table.add_row(
+            format_time(int(event.cursor[:13]))[11:23],
+            event.stream.name,
+            str(event.version),
+            event.type,
+            event.agent,
+            summary(event.fields, 120),
+        )
+        count += 1
+    Console().print(table)
+    return count
+
+
+def print_rows(settings: Settings, rows: list[dict[str, Any]], title: str = "") -> None:
+    """Print plain records as JSONL, or as a table on a terminal."""
+    if not settings.as_table:
+        for row in rows:
+            emit(row)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title or None, box=None, header_style="bold")
+    columns = list(rows[0]) if rows else []
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(v if isinstance(v, str) else jsonl(v) for v in row.values()))
+    Console().print(table)
+
+
+def stop_on_sigterm() -> None:
+    """Turn SIGTERM into KeyboardInterrupt, so long-running commands end the same way on both."""
+
+    def handler(signum: int, frame: object) -> NoReturn:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)

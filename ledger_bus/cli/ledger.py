@@ -1,0 +1,197 @@
+"""Commands over the ledger itself: append, read, scan, tail, sessions, inspect, export, import."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from typing import Any
+
+import click
+
+from ledger_bus.cli.app import BadInput, Settings, cli, emit, pass_settings, print_events, print_rows
+from ledger_bus.cli.app import stop_on_sigterm
+from ledger_bus.conversation import DEFAULT_STREAM, export_session, plan_import, run_import
+from ledger_bus.ids import ANY, CURSOR_ZERO, ExpectedVersion, StreamId
+from ledger_bus.store.base import format_time
+
+
+class ExpectedVersionType(click.ParamType):
+    name = "N|any"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value is ANY or value == "any":
+            return ANY
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is neither a version nor 'any'", param, ctx)
+        if number < 0:
+            self.fail("a version is >= 0", param, ctx)
+        return number
+
+
+def _read_events(stream: Any) -> list[Any]:
+    events = []
+    for number, line in enumerate(stream, start=1):
+        if not line.strip():
+            continue
+        try:
+            events.append(json.loads(line))
+        except ValueError as err:
+            raise BadInput(f"stdin line {number}: not JSON: {err}") from None
+    return events
+
+
+@cli.command()
+@click.argument("session")
+@click.argument("stream")
+@click.option("--append-id", required=True, help="Unique within the stream; a retry reuses it.")
+@click.option(
+    "--expected-version",
+    type=ExpectedVersionType(),
+    default="any",
+    show_default=True,
+    help="The stream's version as last seen, or 'any'.",
+)
+@pass_settings
+def append(
+    settings: Settings, session: str, stream: str, append_id: str, expected_version: ExpectedVersion
+) -> None:
+    """Append events (JSONL on stdin) to a stream, atomically; print the result."""
+    ref = StreamId(session, stream)
+    events = _read_events(sys.stdin)
+    result = settings.store().append(ref, expected_version, append_id, events)
+    emit(result.to_dict())
+
+
+@cli.command()
+@click.argument("session")
+@click.argument("stream")
+@click.option("--after", type=click.IntRange(min=0), default=0, help="Versions above this one.")
+@click.option("--limit", type=click.IntRange(min=0), default=None, help="At most this many.")
+@pass_settings
+def read(settings: Settings, session: str, stream: str, after: int, limit: int | None) -> None:
+    """A stream's events, ascending by version."""
+    events = settings.store().read_stream(StreamId(session, stream), after, limit)
+    print_events(settings, events, f"{session}/{stream}")
+
+
+@cli.command()
+@click.argument("session")
+@click.option("--after", "after", default=None, help="Events after this cursor.")
+@click.option("--limit", type=click.IntRange(min=0), default=None, help="At most this many.")
+@pass_settings
+def scan(settings: Settings, session: str, after: str | None, limit: int | None) -> None:
+    """A session's events in commit order."""
+    store = settings.store()
+    if limit is None:
+        print_events(settings, store.iter_session(session, after), session)
+    else:
+        print_events(settings, store.scan_session(session, after, limit), session)
+
+
+@cli.command()
+@click.argument("session")
+@click.option("-n", "count", type=click.IntRange(min=0), default=20, show_default=True)
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new events as they commit.")
+@pass_settings
+def tail(settings: Settings, session: str, count: int, follow: bool) -> None:
+    """The session's last N events, oldest first; with --follow, then every new one."""
+    store = settings.store()
+    events = store.tail(session, count)
+    if not follow:
+        print_events(settings, events, session)
+        return
+    stop_on_sigterm()
+    settings.output = "jsonl" if settings.output == "auto" else settings.output
+    print_events(settings, events)
+    # After the last event shown; in an empty session, everything is new.
+    cursor = events[-1].cursor if events else CURSOR_ZERO
+    if count == 0:
+        newest = store.tail(session, 1)
+        cursor = newest[-1].cursor if newest else CURSOR_ZERO
+    try:
+        while True:
+            batch = store.wait_session(session, cursor, timeout_ms=5000)
+            print_events(settings, batch)
+            if batch:
+                cursor = batch[-1].cursor
+    except KeyboardInterrupt:
+        return
+
+
+@cli.command()
+@click.option("--limit", type=click.IntRange(min=0), default=None, help="At most this many.")
+@click.option("--rebuild", is_flag=True, help="Rebuild the index from the sessions first.")
+@pass_settings
+def sessions(settings: Settings, limit: int | None, rebuild: bool) -> None:
+    """Sessions by last activity, most recent first."""
+    store = settings.store()
+    if rebuild:
+        from ledger_bus.store.redis import RedisStore
+
+        if isinstance(store, RedisStore):
+            store.rebuild_index()
+    rows = [{"session": s, "last_at": format_time(ms)} for s, ms in store.sessions(limit)]
+    print_rows(settings, rows, "sessions")
+
+
+@cli.command()
+@click.argument("session")
+@pass_settings
+def inspect(settings: Settings, session: str) -> None:
+    """What a session holds: streams and versions, event count, first and last commit."""
+    info = settings.store().session_info(session).to_dict()
+    if not settings.as_table:
+        emit(info)
+        return
+    rows = [{"stream": name, "version": str(v)} for name, v in info["streams"].items()]
+    print_rows(settings, rows, f"{session}: {info['events']} events, {info['first_at']} .. {info['last_at']}")
+
+
+@cli.command()
+@click.argument("session")
+@click.argument("file", required=False, type=click.Path(dir_okay=False, allow_dash=True))
+@pass_settings
+def export(settings: Settings, session: str, file: str | None) -> None:
+    """The whole session as conversation.jsonl, in commit order (stdout when no FILE)."""
+    store = settings.store()
+    if file in (None, "-"):
+        export_session(store, session, sys.stdout)
+        return
+    assert file is not None
+    # Written beside the target and renamed, so a reader never sees half a file.
+    directory = os.path.dirname(os.path.abspath(file))
+    handle, temp = tempfile.mkstemp(prefix=".export-", dir=directory)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            count = export_session(store, session, out)
+        os.replace(temp, file)
+    except BaseException:
+        os.unlink(temp)
+        raise
+    click.echo(f"exported {count} events to {file}", err=True)
+
+
+@cli.command(name="import")
+@click.argument("session")
+@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.option("--stream", "default_stream", default=DEFAULT_STREAM, show_default=True,
+              help="Stream for lines that name none.")
+@pass_settings
+def import_(settings: Settings, session: str, file: Any, default_stream: str) -> None:
+    """A conversation.jsonl into a session; importing the same file again changes nothing."""
+    store = settings.store()
+    batches = plan_import(store, session, file, default_stream)
+    total = sum(len(b.events) for b in batches)
+    if sys.stderr.isatty():
+        from rich.progress import Progress
+
+        with Progress(transient=True) as bar:
+            task = bar.add_task(f"importing into {session}", total=total)
+            report = run_import(store, batches, lambda n: bar.advance(task, n))
+    else:
+        report = run_import(store, batches)
+    emit({"session": session, **report.to_dict()})

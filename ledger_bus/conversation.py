@@ -1,0 +1,125 @@
+"""The conversation log: a session as conversation.jsonl, one event a line, and back.
+
+Export writes what `ledger-bus scan` prints, so `tail -n 20 conversation.jsonl | jq .` reads it.
+Import appends each line's event to its stream, in file order, with append ids derived from the
+file itself, so importing the same file twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any, Final
+
+from ledger_bus.batch import prepare_append
+from ledger_bus.errors import InvalidEvent, InvalidInput
+from ledger_bus.events import RESERVED_FIELDS
+from ledger_bus.ids import ANY, StreamId, check_name
+from ledger_bus.render import jsonl
+from ledger_bus.store.base import EventStore
+
+IMPORT_BATCH: Final = 100
+DEFAULT_STREAM: Final = "main"
+
+
+def export_session(store: EventStore, session_id: str, out: IO[str]) -> int:
+    """Write the session to `out` in commit order, a page at a time; return the event count."""
+    count = 0
+    for event in store.iter_session(session_id):
+        out.write(jsonl(event.to_dict()) + "\n")
+        count += 1
+    return count
+
+
+@dataclass(frozen=True, slots=True)
+class ImportBatch:
+    """Consecutive lines of one stream, appended together."""
+
+    stream: StreamId
+    append_id: str
+    events: list[dict[str, Any]]
+    first_line: int
+
+
+@dataclass(frozen=True, slots=True)
+class ImportReport:
+    events: int
+    appends: int
+    deduplicated: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {"events": self.events, "appends": self.appends, "deduplicated": self.deduplicated}
+
+
+def _parse(lines: Iterable[str], default_stream: str) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as err:
+            raise InvalidInput(f"line {number}: not JSON: {err}") from None
+        if not isinstance(obj, dict):
+            raise InvalidInput(f"line {number}: expected a JSON object")
+        stream = obj.get("stream", default_stream)
+        try:
+            check_name(stream, "stream name")
+        except InvalidInput as err:
+            raise InvalidInput(f"line {number}: {err}") from None
+        event = {k: v for k, v in obj.items() if k not in RESERVED_FIELDS}
+        yield number, stream, event
+
+
+def plan_import(
+    store: EventStore, session_id: str, lines: Iterable[str], default_stream: str = DEFAULT_STREAM
+) -> list[ImportBatch]:
+    """Parse and validate a whole conversation.jsonl before anything is written.
+
+    Raises InvalidInput (or InvalidEvent) naming the line of the first fault.
+    """
+    check_name(session_id, "session id")
+    batches: list[ImportBatch] = []
+    current: list[tuple[int, dict[str, Any]]] = []
+    current_stream = ""
+
+    def close() -> None:
+        if not current:
+            return
+        ref = StreamId(session_id, current_stream)
+        events = [event for _, event in current]
+        # The ordinal keeps two identical runs at different places in the file apart.
+        provisional = f"import:{len(batches)}"
+        try:
+            prepared = prepare_append(session_id, current_stream, provisional, events, store.limits)
+        except InvalidEvent as err:
+            line = current[err.index][0] if err.index is not None else current[0][0]
+            where = f"line {line}" + (f", field {err.field!r}" if err.field else "")
+            raise InvalidEvent(f"{where}: {err.reason}") from None
+        append_id = f"{provisional}:{prepared.digest[:24]}"
+        batches.append(ImportBatch(ref, append_id, events, current[0][0]))
+        current.clear()
+
+    for number, stream, event in _parse(lines, default_stream):
+        if stream != current_stream or len(current) >= IMPORT_BATCH:
+            close()
+            current_stream = stream
+        current.append((number, event))
+    close()
+    return batches
+
+
+def run_import(
+    store: EventStore,
+    batches: list[ImportBatch],
+    progress: Callable[[int], None] | None = None,
+) -> ImportReport:
+    """Append planned batches in file order; an already imported batch deduplicates."""
+    events = deduplicated = 0
+    for batch in batches:
+        result = store.append(batch.stream, ANY, batch.append_id, batch.events)
+        events += len(batch.events)
+        deduplicated += result.deduplicated
+        if progress:
+            progress(len(batch.events))
+    return ImportReport(events=events, appends=len(batches), deduplicated=deduplicated)

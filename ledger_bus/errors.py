@@ -1,0 +1,52 @@
+"""The one error hierarchy every backend raises; callers catch `LedgerError`."""
+
+from __future__ import annotations
+
+
+class LedgerError(Exception):
+    """Raised for every failure ledger-bus reports; the root of the hierarchy."""
+
+
+class InvalidInput(LedgerError, ValueError):
+    """Raised when an argument is malformed (a session id, a version, a cursor); nothing is written."""
+
+
+class InvalidEvent(InvalidInput):
+    """Raised when an event breaks the vocabulary or a limit; nothing of its append is written."""
+
+    def __init__(self, message: str, *, index: int | None = None, field: str | None = None):
+        where = []
+        if index is not None:
+            where.append(f"event {index}")
+        if field:
+            where.append(f"field {field!r}")
+        prefix = ", ".join(where)
+        super().__init__(f"{prefix}: {message}" if prefix else message)
+        self.reason = message
+        self.index = index
+        self.field = field
+
+
+class VersionConflict(LedgerError):
+    """Raised when `expected_version` is not the stream's version; nothing is written."""
+
+    def __init__(self, stream: str, expected: int, actual: int):
+        super().__init__(f"stream {stream}: expected version {expected}, actual {actual}")
+        self.stream = stream
+        self.expected = expected
+        self.actual = actual
+
+
+class IdempotencyConflict(LedgerError):
+    """Raised when an append_id already used on a stream arrives with other content."""
+
+    def __init__(self, stream: str, append_id: str):
+        super().__init__(
+            f"stream {stream}: append_id {append_id!r} was already used for different events"
+        )
+        self.stream = stream
+        self.append_id = append_id
+
+
+class BackendUnavailable(LedgerError):
+    """Raised when the backend cannot be reached within the configured deadline."""

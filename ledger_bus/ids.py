@@ -1,0 +1,104 @@
+"""Names and identifiers: stream references, commit cursors, generated event ids."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from ledger_bus.errors import InvalidInput
+
+# Session ids and stream names become parts of Redis keys. Braces would move the hash tag (and so
+# the slot), whitespace and control characters break the one-line output; both are refused.
+_NAME = re.compile(r"[^\s{}\x00-\x1f\x7f]{1,200}")
+
+# Cursors are the session log's entry ids ("<ms>-<seq>") padded to a fixed width, so that they sort
+# as strings in commit order too. Thirteen digits of milliseconds last until the year 2286; one
+# million entries in one millisecond is beyond what one Redis shard can write.
+_CURSOR = re.compile(r"(\d{1,13})-(\d{1,6})")
+CURSOR_ZERO: Final = "0000000000000-000000"
+
+EVENT_ID_NAMESPACE: Final = uuid.UUID("5c1b6a0e-4f3a-5d8e-9b2c-7a6e0d1f2b3c")
+
+
+class _Any:
+    """The `expected_version` that accepts any version."""
+
+    _instance: _Any | None = None
+
+    def __new__(cls) -> _Any:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "ledger_bus.ANY"
+
+
+ANY: Final = _Any()
+ExpectedVersion = int | Literal["any"] | _Any
+
+
+def check_name(value: object, what: str) -> str:
+    """Return `value` when it is a usable session id or stream name, else raise InvalidInput."""
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
+        raise InvalidInput(
+            f"{what} must be 1-200 characters with no whitespace, control characters or braces;"
+            f" got {value!r}"
+        )
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class StreamId:
+    """One optimistic-concurrency partition of a session."""
+
+    session_id: str
+    name: str
+
+    def __post_init__(self) -> None:
+        check_name(self.session_id, "session id")
+        check_name(self.name, "stream name")
+
+    def __str__(self) -> str:
+        return f"{self.session_id}/{self.name}"
+
+
+def check_expected_version(value: object) -> int | None:
+    """Return the expected version as an int, or None for ANY; raise InvalidInput otherwise."""
+    if value is ANY or value == "any":
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise InvalidInput(f"expected_version must be an int >= 0 or ANY, got {value!r}")
+
+
+def check_append_id(value: object) -> str:
+    """Return a usable append_id or raise InvalidInput."""
+    if not isinstance(value, str) or not value or len(value) > 512:
+        raise InvalidInput(f"append_id must be a non-empty string of at most 512 characters, got {value!r}")
+    return value
+
+
+def format_cursor(ms: int, seq: int) -> str:
+    """Return the cursor of the session log entry `<ms>-<seq>`."""
+    return f"{ms:013d}-{seq:06d}"
+
+
+def parse_cursor(cursor: object) -> tuple[int, int]:
+    """Return (ms, seq) of a cursor; raise InvalidInput for anything that is not one."""
+    match = _CURSOR.fullmatch(cursor) if isinstance(cursor, str) else None
+    if match is None:
+        raise InvalidInput(f"not a cursor: {cursor!r}")
+    return int(match[1]), int(match[2])
+
+
+def cursor_ms(cursor: str) -> int:
+    """Return the commit time of a cursor in milliseconds since the epoch."""
+    return int(cursor[:13])
+
+
+def derive_event_id(session_id: str, stream: str, append_id: str, index: int) -> str:
+    """Return the id of an event that came without one, the same for every retry of its append."""
+    return str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{session_id}\x1f{stream}\x1f{append_id}\x1f{index}"))

@@ -1,0 +1,44 @@
+"""How events look to machines (one JSON object a line) and to people (a line of text)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+from ledger_bus.store.base import RecordedEvent, format_time
+
+_COMMON: Final = frozenset(
+    {"type", "agent", "event_id", "run_id", "step_id", "attempt_id", "parents"}
+)
+
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+def jsonl(obj: Any) -> str:
+    """One JSON object on one line: JSON escapes every line break inside strings."""
+    return _encode(obj)
+
+
+def _short(value: Any, width: int) -> str:
+    text = value if isinstance(value, str) else jsonl(value)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def summary(fields: dict[str, Any], width: int = 160) -> str:
+    """What an event says, in one line of text."""
+    kind = fields.get("type")
+    if kind == "message":
+        return _short(fields.get("body", ""), width)
+    if kind == "tool_call":
+        return _short(f"{fields.get('tool')}({jsonl(fields.get('args', {}))})", width)
+    if kind == "tool_result":
+        return _short(f"{fields.get('tool')} -> {fields.get('status')}: {jsonl(fields.get('result'))}", width)
+    extra = {k: v for k, v in fields.items() if k not in _COMMON and k != "kind"}
+    return _short(f"{fields.get('kind')} {jsonl(extra) if extra else ''}".strip(), width)
+
+
+def context_line(event: RecordedEvent, width: int = 200) -> str:
+    """A compact line for a model's context: time, who, what."""
+    at = format_time(int(event.cursor[:13]))[11:19]
+    return f"{at} {event.agent} {event.type}: {summary(event.fields, width)}"

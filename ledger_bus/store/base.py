@@ -1,0 +1,330 @@
+"""The EventStore every backend implements, and the records it returns."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from ledger_bus.batch import Limits, PreparedAppend, prepare_append
+from ledger_bus.events import event_adapter
+from ledger_bus.ids import (
+    ExpectedVersion,
+    StreamId,
+    check_append_id,
+    check_expected_version,
+    check_name,
+    cursor_ms,
+    parse_cursor,
+)
+from ledger_bus.errors import InvalidInput
+
+PAGE: Final = 1000
+
+
+def format_time(ms: int) -> str:
+    """Return a millisecond timestamp as ISO 8601 UTC, e.g. 2026-11-29T23:01:02.345Z."""
+    moment = datetime.fromtimestamp(ms / 1000, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """What an append committed, or had committed before when `deduplicated`."""
+
+    stream: StreamId
+    first_version: int
+    last_version: int
+    cursor: str
+    deduplicated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "session": self.stream.session_id,
+            "stream": self.stream.name,
+            "first_version": self.first_version,
+            "last_version": self.last_version,
+            "cursor": self.cursor,
+            "deduplicated": self.deduplicated,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedEvent:
+    """One committed event: its fields as appended, plus where and when it was committed."""
+
+    stream: StreamId
+    version: int
+    cursor: str
+    fields: dict[str, Any] = field(repr=False)
+
+    @property
+    def type(self) -> str:
+        return str(self.fields["type"])
+
+    @property
+    def agent(self) -> str:
+        return str(self.fields["agent"])
+
+    @property
+    def event_id(self) -> str:
+        return str(self.fields["event_id"])
+
+    @property
+    def run_id(self) -> str | None:
+        return self.fields.get("run_id")
+
+    @property
+    def step_id(self) -> str | None:
+        return self.fields.get("step_id")
+
+    @property
+    def attempt_id(self) -> str | None:
+        return self.fields.get("attempt_id")
+
+    @property
+    def parents(self) -> list[str]:
+        return list(self.fields.get("parents", ()))
+
+    @property
+    def session_id(self) -> str:
+        return self.stream.session_id
+
+    @property
+    def recorded_at(self) -> datetime:
+        """The commit time, carried by the cursor itself."""
+        return datetime.fromtimestamp(cursor_ms(self.cursor) / 1000, UTC)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.fields[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.fields.get(name, default)
+
+    @property
+    def event(self) -> Any:
+        """The event as a validated model (Message, ToolCall, ToolResult or Mutation)."""
+        return event_adapter.validate_python(self.fields)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The flat JSON object of the JSONL format: ledger keys first, then the event's fields."""
+        out: dict[str, Any] = {
+            "session": self.stream.session_id,
+            "stream": self.stream.name,
+            "version": self.version,
+            "cursor": self.cursor,
+            "type": self.fields["type"],
+            "agent": self.fields["agent"],
+            "event_id": self.fields["event_id"],
+            "recorded_at": format_time(cursor_ms(self.cursor)),
+        }
+        for name, value in self.fields.items():
+            out.setdefault(name, value)
+        return out
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class StreamInfo:
+    """A stream of a session and its version."""
+
+    name: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """What a session holds, for `ledger-bus inspect`."""
+
+    session_id: str
+    events: int
+    streams: list[StreamInfo]
+    first_cursor: str | None
+    last_cursor: str | None
+    append_ids: int
+
+    def to_dict(self) -> dict[str, Any]:
+        def at(cursor: str | None) -> str | None:
+            return format_time(cursor_ms(cursor)) if cursor else None
+
+        return {
+            "session": self.session_id,
+            "events": self.events,
+            "streams": {s.name: s.version for s in self.streams},
+            "append_ids": self.append_ids,
+            "first_cursor": self.first_cursor,
+            "last_cursor": self.last_cursor,
+            "first_at": at(self.first_cursor),
+            "last_at": at(self.last_cursor),
+        }
+
+
+def _check_limit(limit: object) -> int | None:
+    if limit is None:
+        return None
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0:
+        return limit
+    raise InvalidInput(f"limit must be an int >= 0 or None, got {limit!r}")
+
+
+class EventStore(abc.ABC):
+    """An append-only, optimistic-concurrency event store with a per-session commit order.
+
+    The public methods check their arguments and prepare appends once, here; each backend supplies
+    the few atomic primitives below them.
+    """
+
+    def __init__(self, limits: Limits | None = None):
+        self.limits = limits or Limits()
+
+    # -- the contract ---------------------------------------------------------------------------
+
+    def append(
+        self,
+        stream: StreamId,
+        expected_version: ExpectedVersion,
+        append_id: str,
+        events: Sequence[object],
+    ) -> AppendResult:
+        """Append events to a stream atomically.
+
+        Args:
+            stream: the stream to append to.
+            expected_version: the stream's version as the caller last saw it, or ANY.
+            append_id: unique within the stream; a retry with the same id and content returns the
+                original result with `deduplicated=True`.
+            events: Event models, or dicts that validate into them.
+
+        Returns:
+            The versions and cursor the events took.
+
+        Raises:
+            InvalidEvent, VersionConflict, IdempotencyConflict, BackendUnavailable.
+        """
+        if not isinstance(stream, StreamId):
+            raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
+        expected = check_expected_version(expected_version)
+        check_append_id(append_id)
+        prepared = prepare_append(stream.session_id, stream.name, append_id, events, self.limits)
+        return self._append(stream, expected, append_id, prepared)
+
+    def read_stream(
+        self, stream: StreamId, after_version: int = 0, limit: int | None = None
+    ) -> list[RecordedEvent]:
+        """Return a stream's events with versions above `after_version`, ascending."""
+        if not isinstance(stream, StreamId):
+            raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
+        after = check_expected_version(after_version)
+        if after is None:
+            raise InvalidInput("after_version must be an int >= 0")
+        wanted = _check_limit(limit)
+        out: list[RecordedEvent] = []
+        while wanted is None or len(out) < wanted:
+            count = PAGE if wanted is None else min(PAGE, wanted - len(out))
+            page = self._read_stream(stream, after, count)
+            out.extend(page)
+            if len(page) < count:
+                break
+            after = page[-1].version
+        return out
+
+    def scan_session(
+        self, session_id: str, after_cursor: str | None = None, limit: int | None = None
+    ) -> list[RecordedEvent]:
+        """Return a session's events after `after_cursor`, in commit order."""
+        wanted = _check_limit(limit)
+        out: list[RecordedEvent] = []
+        for event in self.iter_session(session_id, after_cursor):
+            if wanted is not None and len(out) >= wanted:
+                break
+            out.append(event)
+        return out
+
+    def iter_session(
+        self, session_id: str, after_cursor: str | None = None, page: int = PAGE
+    ) -> Iterator[RecordedEvent]:
+        """Yield a session's events after `after_cursor` in commit order, a page at a time."""
+        check_name(session_id, "session id")
+        cursor = after_cursor
+        if cursor is not None:
+            parse_cursor(cursor)
+        while True:
+            batch = self._scan(session_id, cursor, page)
+            yield from batch
+            if len(batch) < page:
+                return
+            cursor = batch[-1].cursor
+
+    def tail(self, session_id: str, n: int = 20) -> list[RecordedEvent]:
+        """Return the session's last `n` events, oldest first, at a cost of O(n)."""
+        check_name(session_id, "session id")
+        if _check_limit(n) is None:
+            raise InvalidInput("n must be an int >= 0")
+        return self._tail(session_id, n) if n else []
+
+    def wait_session(
+        self, session_id: str, after_cursor: str | None, timeout_ms: int, limit: int = PAGE
+    ) -> list[RecordedEvent]:
+        """Return events after `after_cursor`, waiting up to `timeout_ms` for the first one.
+
+        With `after_cursor=None` only events committed after the call are returned.
+        """
+        check_name(session_id, "session id")
+        if after_cursor is not None:
+            parse_cursor(after_cursor)
+        return self._wait(session_id, after_cursor, max(0, timeout_ms), limit)
+
+    def stream_version(self, stream: StreamId) -> int:
+        """Return the number of events in a stream, 0 when it has none."""
+        if not isinstance(stream, StreamId):
+            raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
+        return self._stream_version(stream)
+
+    def session_info(self, session_id: str) -> SessionInfo:
+        """Return what a session holds: its streams and versions, counts, first and last cursor."""
+        check_name(session_id, "session id")
+        return self._session_info(session_id)
+
+    def sessions(self, limit: int | None = None) -> list[tuple[str, int]]:
+        """Return (session id, last activity in ms) pairs, most recently active first."""
+        return self._sessions(_check_limit(limit))
+
+    def close(self) -> None:
+        """Release connections; the store is not used afterwards."""
+
+    def __enter__(self) -> EventStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- what a backend provides ----------------------------------------------------------------
+
+    @abc.abstractmethod
+    def _append(
+        self, stream: StreamId, expected: int | None, append_id: str, prepared: PreparedAppend
+    ) -> AppendResult: ...
+
+    @abc.abstractmethod
+    def _read_stream(self, stream: StreamId, after: int, count: int) -> list[RecordedEvent]: ...
+
+    @abc.abstractmethod
+    def _scan(self, session_id: str, after: str | None, count: int) -> list[RecordedEvent]: ...
+
+    @abc.abstractmethod
+    def _tail(self, session_id: str, n: int) -> list[RecordedEvent]: ...
+
+    @abc.abstractmethod
+    def _wait(
+        self, session_id: str, after: str | None, timeout_ms: int, count: int
+    ) -> list[RecordedEvent]: ...
+
+    @abc.abstractmethod
+    def _stream_version(self, stream: StreamId) -> int: ...
+
+    @abc.abstractmethod
+    def _session_info(self, session_id: str) -> SessionInfo: ...
+
+    @abc.abstractmethod
+    def _sessions(self, limit: int | None) -> list[tuple[str, int]]: ...

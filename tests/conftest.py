@@ -1,0 +1,66 @@
+"""Fixtures: every store a test asks for, and real Redis servers started for the tests alone."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+import ledger_bus
+from ledger_bus.server import LocalServer
+from ledger_bus.store.base import EventStore
+from ledger_bus.store.memory import MemoryStore
+from ledger_bus.store.redis import RedisStore
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[LocalServer]:
+    """One real server for the whole run; tests keep apart by key prefix."""
+    with LocalServer(appendonly=False) as server:
+        yield server
+
+
+@pytest.fixture
+def own_server() -> Iterator[LocalServer]:
+    """A real server for one test, with an AOF, that the test may kill and restart."""
+    with LocalServer(appendonly=True, extra=["--appendfsync", "always"]) as server:
+        yield server
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"t{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def redis_url(redis_server: LocalServer) -> str:
+    return redis_server.url
+
+
+@pytest.fixture
+def memory_store() -> EventStore:
+    return MemoryStore()
+
+
+@pytest.fixture
+def fakeredis_store() -> Iterator[EventStore]:
+    import fakeredis
+
+    client = fakeredis.FakeRedis(server=fakeredis.FakeServer(), protocol=2)
+    store = RedisStore(client)
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def redis_store(redis_server: LocalServer, prefix: str) -> Iterator[EventStore]:
+    store = ledger_bus.connect(redis_server.url, prefix=prefix)
+    yield store
+    store.close()
+
+
+@pytest.fixture(params=["memory", "fakeredis", "redis"])
+def store(request: pytest.FixtureRequest) -> EventStore:
+    """The contract suite runs against every backend; only the one asked for is built."""
+    return request.getfixturevalue(f"{request.param}_store")  # type: ignore[no-any-return]
