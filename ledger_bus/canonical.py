@@ -74,8 +74,8 @@ def check_json(value: Any) -> bool:
         for key, item in value.items():
             if type(key) is not str:
                 raise JsonValueError(f"object key {key!r} is not a string")
+            fast = _check_text(key) and fast
             try:
-                fast = _check_text(key) and fast
                 fast = check_json(item) and fast
             except JsonValueError as err:
                 err.path.append(f".{key}")

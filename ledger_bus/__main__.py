@@ -1,0 +1,3 @@
+from ledger_bus.cli import main
+
+main()

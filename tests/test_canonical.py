@@ -1,0 +1,93 @@
+"""The fast canonical path gives the RFC 8785 reference's bytes, byte for byte."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+import pytest
+import rfc8785
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ledger_bus.canonical import (
+    MAX_SAFE_INTEGER,
+    JsonValueError,
+    canonical_bytes,
+    check_json,
+    digest_of_parts,
+)
+
+# Text over the whole of Unicode except lone surrogates, with the C0 controls, quotes and
+# backslashes that the two escapers must agree on made likely.
+text = st.text(
+    alphabet=st.one_of(
+        st.characters(blacklist_categories=("Cs",)),
+        st.sampled_from(['"', "\\", "\x00", "\x1f", "\x7f", "\b", "\f", "\n", "\r", "\t", "\u2028"]),
+    )
+)
+ascii_keys = st.text(alphabet=st.characters(max_codepoint=127), max_size=12)
+safe_ints = st.integers(min_value=-MAX_SAFE_INTEGER, max_value=MAX_SAFE_INTEGER)
+finite_floats = st.floats(allow_nan=False, allow_infinity=False)
+
+fast_json = st.recursive(
+    st.none() | st.booleans() | safe_ints | text,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(ascii_keys, inner, max_size=5),
+    max_leaves=30,
+)
+any_json = st.recursive(
+    st.none() | st.booleans() | safe_ints | finite_floats | text,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(text, inner, max_size=5),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(fast_json)
+def test_the_fast_path_is_taken_and_equals_the_reference(value: Any) -> None:
+    assert check_json(value) is True
+    assert canonical_bytes(value, fast=True) == rfc8785.dumps(value)
+
+
+@settings(max_examples=400, deadline=None)
+@given(any_json)
+def test_every_route_equals_the_reference(value: Any) -> None:
+    assert canonical_bytes(value) == rfc8785.dumps(value)
+
+
+@given(finite_floats)
+def test_floats_always_take_the_reference_path(number: float) -> None:
+    assert check_json({"x": number}) is False
+
+
+@given(st.dictionaries(text, safe_ints, min_size=1))
+def test_non_ascii_keys_take_the_reference_path_when_present(value: dict[str, int]) -> None:
+    assert check_json(value) is all(key.isascii() for key in value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(fast_json, max_size=6))
+def test_digest_of_parts_equals_the_digest_of_the_whole_array(events: list[Any]) -> None:
+    parts = [canonical_bytes(e) for e in events]
+    assert digest_of_parts(parts) == hashlib.sha256(rfc8785.dumps(events)).hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("value", "where"),
+    [
+        ({"a": [1, math.nan]}, "a[1]"),
+        ({"a": {"b": math.inf}}, "a.b"),
+        ({"a": "\ud800"}, "a"),
+        ({"\udc00": 1}, ""),
+        ({"a": 2**53}, "a"),
+        ({"a": -(2**53)}, "a"),
+        ({"a": {1: 2}}, "a"),
+        ({"a": b"bytes"}, "a"),
+        ({"a": {1.5}}, "a"),
+    ],
+)
+def test_values_json_cannot_carry_exactly_are_refused_with_their_place(value: Any, where: str) -> None:
+    with pytest.raises(JsonValueError) as raised:
+        check_json(value)
+    assert raised.value.where == where
