@@ -11,7 +11,13 @@ from pydantic import BaseModel, ValidationError
 
 from ledger_bus.canonical import JsonValueError, canonical_bytes, check_json, digest_of_parts
 from ledger_bus.errors import InvalidEvent, InvalidInput
-from ledger_bus.events import EVENT_MODELS, EVENT_TYPES, RESERVED_FIELDS, event_adapter, event_fields
+from ledger_bus.events import (
+    EVENT_MODELS,
+    EVENT_TYPES,
+    RESERVED_FIELDS,
+    event_adapter,
+    event_fields,
+)
 from ledger_bus.ids import derive_event_id
 
 DEFAULT_MAX_EVENT_BYTES: Final = 1024 * 1024
@@ -51,7 +57,9 @@ def _validate(index: int, raw: object) -> BaseModel:
         )
     if kind == "mutation":
         for name in sorted(RESERVED_FIELDS.intersection(raw)):
-            raise InvalidEvent("set by the ledger itself; a mutation may not carry it", index=index, field=name)
+            raise InvalidEvent(
+                "set by the ledger itself; a mutation may not carry it", index=index, field=name
+            )
     try:
         return event_adapter.validate_python(raw)
     except ValidationError as err:

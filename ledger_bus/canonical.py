@@ -26,7 +26,7 @@ _fast_dumps = json.JSONEncoder(
 
 
 class JsonValueError(ValueError):
-    """Raised when a value cannot be carried by JSON exactly; `path` names where, outermost first."""
+    """Raised when a value cannot be carried by JSON exactly; `path` says where, innermost first."""
 
     def __init__(self, message: str):
         super().__init__(message)

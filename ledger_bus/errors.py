@@ -8,7 +8,7 @@ class LedgerError(Exception):
 
 
 class InvalidInput(LedgerError, ValueError):
-    """Raised when an argument is malformed (a session id, a version, a cursor); nothing is written."""
+    """Raised when an argument is malformed (a session id, a version, a cursor)."""
 
 
 class InvalidEvent(InvalidInput):

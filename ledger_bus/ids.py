@@ -77,7 +77,9 @@ def check_expected_version(value: object) -> int | None:
 def check_append_id(value: object) -> str:
     """Return a usable append_id or raise InvalidInput."""
     if not isinstance(value, str) or not value or len(value) > 512:
-        raise InvalidInput(f"append_id must be a non-empty string of at most 512 characters, got {value!r}")
+        raise InvalidInput(
+            f"append_id must be a non-empty string of at most 512 characters, got {value!r}"
+        )
     return value
 
 
@@ -101,4 +103,6 @@ def cursor_ms(cursor: str) -> int:
 
 def derive_event_id(session_id: str, stream: str, append_id: str, index: int) -> str:
     """Return the id of an event that came without one, the same for every retry of its append."""
-    return str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{session_id}\x1f{stream}\x1f{append_id}\x1f{index}"))
+    return str(
+        uuid.uuid5(EVENT_ID_NAMESPACE, f"{session_id}\x1f{stream}\x1f{append_id}\x1f{index}")
+    )

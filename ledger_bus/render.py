@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
+from ledger_bus.ids import cursor_ms
 from ledger_bus.store.base import RecordedEvent, format_time
 
 _COMMON: Final = frozenset(
@@ -33,12 +34,14 @@ def summary(fields: dict[str, Any], width: int = 160) -> str:
     if kind == "tool_call":
         return _short(f"{fields.get('tool')}({jsonl(fields.get('args', {}))})", width)
     if kind == "tool_result":
-        return _short(f"{fields.get('tool')} -> {fields.get('status')}: {jsonl(fields.get('result'))}", width)
+        return _short(
+            f"{fields.get('tool')} -> {fields.get('status')}: {jsonl(fields.get('result'))}", width
+        )
     extra = {k: v for k, v in fields.items() if k not in _COMMON and k != "kind"}
     return _short(f"{fields.get('kind')} {jsonl(extra) if extra else ''}".strip(), width)
 
 
 def context_line(event: RecordedEvent, width: int = 200) -> str:
     """A compact line for a model's context: time, who, what."""
-    at = format_time(int(event.cursor[:13]))[11:19]
+    at = format_time(cursor_ms(event.cursor))[11:19]
     return f"{at} {event.agent} {event.type}: {summary(event.fields, width)}"

@@ -20,24 +20,104 @@ DEFAULTS: dict[str, Any] = {
 }  # fmt: skip
 
 INPUTS: list[tuple[str, list[dict[str, Any]]]] = [
-    ("one message", [{"type": "message", "agent": "orchestrator", "body": "Classifying to engineering-lead"}]),
-    ("defaults are left out", [{"type": "message", "agent": "a", "body": "x", "parents": [], "run_id": None,
-                                "event_id": None}]),
-    ("keys sort by UTF-16 code units", [{"type": "mutation", "agent": "a", "kind": "k",
-                                         "\u20ac": 1, "\U0001f600": 2, "z": 3, "\ufb33": 4}]),
-    ("numbers in ECMAScript form", [{"type": "tool_result", "agent": "a", "tool": "calc", "attempt_id": "t1",
-                                     "status": "ok", "result": [0.1, 1e21, 1e-7, -0.0, 100.0, 9007199254740991]}]),
-    ("escapes", [{"type": "message", "agent": "a", "body": "quote \" backslash \\ nl \n tab \t nul \u0000 del \u007f"}]),
-    ("non-ASCII text stays UTF-8", [{"type": "message", "agent": "\u00e9quipe", "body": "\u65e5\u672c \U0001f680"}]),
-    ("a tool call and its result", [
-        {"type": "tool_call", "agent": "orchestrator", "tool": "delegate", "attempt_id": "att-1",
-         "run_id": "run-1", "step_id": "step-1", "args": {"to": "engineering-lead", "task": "jwt"}},
-        {"type": "tool_result", "agent": "orchestrator", "tool": "delegate", "attempt_id": "att-1",
-         "run_id": "run-1", "step_id": "step-1", "status": "ok", "result": {"accepted": True}},
-    ]),
-    ("empty args are a default", [{"type": "tool_call", "agent": "a", "tool": "t", "attempt_id": "x", "args": {}}]),
-    ("a mutation's own nulls are kept", [{"type": "mutation", "agent": "backend-dev", "kind": "tilldone-done",
-                                          "task_id": "jwt", "note": None}]),
+    (
+        "one message",
+        [{"type": "message", "agent": "orchestrator", "body": "Classifying to engineering-lead"}],
+    ),
+    (
+        "defaults are left out",
+        [
+            {
+                "type": "message",
+                "agent": "a",
+                "body": "x",
+                "parents": [],
+                "run_id": None,
+                "event_id": None,
+            }
+        ],
+    ),
+    (
+        "keys sort by UTF-16 code units",
+        [
+            {
+                "type": "mutation",
+                "agent": "a",
+                "kind": "k",
+                "\u20ac": 1,
+                "\U0001f600": 2,
+                "z": 3,
+                "\ufb33": 4,
+            }
+        ],
+    ),
+    (
+        "numbers in ECMAScript form",
+        [
+            {
+                "type": "tool_result",
+                "agent": "a",
+                "tool": "calc",
+                "attempt_id": "t1",
+                "status": "ok",
+                "result": [0.1, 1e21, 1e-7, -0.0, 100.0, 9007199254740991],
+            }
+        ],
+    ),
+    (
+        "escapes",
+        [
+            {
+                "type": "message",
+                "agent": "a",
+                "body": 'quote " backslash \\ nl \n tab \t nul \u0000 del \u007f',
+            }
+        ],
+    ),
+    (
+        "non-ASCII text stays UTF-8",
+        [{"type": "message", "agent": "\u00e9quipe", "body": "\u65e5\u672c \U0001f680"}],
+    ),
+    (
+        "a tool call and its result",
+        [
+            {
+                "type": "tool_call",
+                "agent": "orchestrator",
+                "tool": "delegate",
+                "attempt_id": "att-1",
+                "run_id": "run-1",
+                "step_id": "step-1",
+                "args": {"to": "engineering-lead", "task": "jwt"},
+            },
+            {
+                "type": "tool_result",
+                "agent": "orchestrator",
+                "tool": "delegate",
+                "attempt_id": "att-1",
+                "run_id": "run-1",
+                "step_id": "step-1",
+                "status": "ok",
+                "result": {"accepted": True},
+            },
+        ],
+    ),
+    (
+        "empty args are a default",
+        [{"type": "tool_call", "agent": "a", "tool": "t", "attempt_id": "x", "args": {}}],
+    ),
+    (
+        "a mutation's own nulls are kept",
+        [
+            {
+                "type": "mutation",
+                "agent": "backend-dev",
+                "kind": "tilldone-done",
+                "task_id": "jwt",
+                "note": None,
+            }
+        ],
+    ),
 ]
 
 
@@ -58,7 +138,9 @@ def main() -> None:
             "sha256": hashlib.sha256(whole).hexdigest(),
         })  # fmt: skip
     out = Path(__file__).resolve().parent.parent / "conformance" / "canonical.json"
-    out.write_text(json.dumps({"version": 1, "vectors": vectors}, ensure_ascii=False, indent=2) + "\n")
+    out.write_text(
+        json.dumps({"version": 1, "vectors": vectors}, ensure_ascii=False, indent=2) + "\n"
+    )
     print(f"wrote {len(vectors)} vectors to {out}")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 
@@ -39,38 +40,36 @@ class DropProxy:
             except OSError:
                 return
             upstream = socket.create_connection(("127.0.0.1", self.target_port))
-            threading.Thread(target=self._pump_requests, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=self._pump_replies, args=(upstream, client), daemon=True).start()
+            cut = threading.Event()
+            for target, args in (
+                (self._pump_requests, (client, upstream, cut)),
+                (self._pump_replies, (upstream, client, cut)),
+            ):
+                threading.Thread(target=target, args=args, daemon=True).start()
 
-    def _pump_requests(self, client: socket.socket, upstream: socket.socket) -> None:
-        try:
+    def _pump_requests(
+        self, client: socket.socket, upstream: socket.socket, cut: threading.Event
+    ) -> None:
+        with contextlib.suppress(OSError):
             while chunk := client.recv(65536):
                 if self._take_marker(chunk):
-                    upstream.sendall(chunk)
-                    upstream.shutdown(socket.SHUT_WR)
-                    # The server has the request; wait for its reply, then lose it.
-                    while upstream.recv(65536):
-                        pass
-                    self.dropped += 1
-                    client.close()
-                    upstream.close()
-                    return
+                    cut.set()  # before the server can answer, so its reply is never forwarded
                 upstream.sendall(chunk)
-        except OSError:
-            pass
-        finally:
-            for sock in (client, upstream):
-                try:
-                    sock.close()
-                except OSError:
-                    pass
 
-    def _pump_replies(self, upstream: socket.socket, client: socket.socket) -> None:
-        try:
+    def _pump_replies(
+        self, upstream: socket.socket, client: socket.socket, cut: threading.Event
+    ) -> None:
+        with contextlib.suppress(OSError):
             while chunk := upstream.recv(65536):
+                if cut.is_set():
+                    # The server has executed the request; its reply is lost with the connection.
+                    self.dropped += 1
+                    break
                 client.sendall(chunk)
-        except OSError:
-            pass
+        for sock in (client, upstream):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
 
     def close(self) -> None:
         self._closed = True

@@ -38,8 +38,13 @@ def jsonl(*events: dict[str, Any]) -> str:
     return "".join(json.dumps(e) + "\n" for e in events)
 
 
-CALL = {"type": "tool_call", "agent": "orchestrator", "tool": "delegate",
-        "args": {"to": "lead", "note": "two\nlines"}, "attempt_id": "t1"}
+CALL = {
+    "type": "tool_call",
+    "agent": "orchestrator",
+    "tool": "delegate",
+    "args": {"to": "lead", "note": "two\nlines"},
+    "attempt_id": "t1",
+}
 MSG = {"type": "message", "agent": "lead", "body": "backend-dev will handle"}
 
 
@@ -51,18 +56,41 @@ def ledger(redis_url: str, prefix: str) -> Any:
     return call
 
 
-def test_append_prints_the_result_and_read_prints_jsonl_with_fields_at_top_level(ledger: Any) -> None:
-    done = ledger("append", "s1", "run-a", "--append-id", "a1", "--expected-version", "0",
-                  stdin=jsonl(CALL, MSG))
+def test_append_prints_the_result_and_read_prints_jsonl_with_fields_at_top_level(
+    ledger: Any,
+) -> None:
+    done = ledger(
+        "append",
+        "s1",
+        "run-a",
+        "--append-id",
+        "a1",
+        "--expected-version",
+        "0",
+        stdin=jsonl(CALL, MSG),
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    assert (result["first_version"], result["last_version"], result["deduplicated"]) == (1, 2, False)
+    assert (result["first_version"], result["last_version"], result["deduplicated"]) == (
+        1,
+        2,
+        False,
+    )
 
     read = ledger("read", "s1", "run-a")
     assert read.returncode == 0
     assert len(read.stdout.splitlines()) == 2, "one event a line, line breaks escaped"
     first, second = lines(read.stdout)
-    for key in ("session", "stream", "version", "cursor", "type", "agent", "event_id", "recorded_at"):
+    for key in (
+        "session",
+        "stream",
+        "version",
+        "cursor",
+        "type",
+        "agent",
+        "event_id",
+        "recorded_at",
+    ):
         assert key in first
     assert first["tool"] == "delegate"
     assert first["args"]["note"] == "two\nlines"
@@ -75,7 +103,10 @@ def test_scan_and_tail_follow_commit_order(ledger: Any) -> None:
     for i in range(30):
         stream = "orchestrator" if i % 3 == 0 else "worker"
         event = {"type": "message", "agent": stream, "body": str(i)}
-        assert ledger("append", "s1", stream, "--append-id", f"a{i}", stdin=jsonl(event)).returncode == 0
+        assert (
+            ledger("append", "s1", stream, "--append-id", f"a{i}", stdin=jsonl(event)).returncode
+            == 0
+        )
 
     scanned = lines(ledger("scan", "s1").stdout)
     assert [e["body"] for e in scanned] == [str(i) for i in range(30)]
@@ -89,12 +120,32 @@ def test_scan_and_tail_follow_commit_order(ledger: Any) -> None:
     ("args", "stdin", "code", "says"),
     [
         (["append", "s1", "x", "--append-id", "b"], "{not json\n", 2, "stdin line 1: not JSON"),
-        (["append", "s1", "x", "--append-id", "b"], jsonl({"type": "thought", "agent": "a"}), 2, "unknown event type"),
+        (
+            ["append", "s1", "x", "--append-id", "b"],
+            jsonl({"type": "thought", "agent": "a"}),
+            2,
+            "unknown event type",
+        ),
         (["append", "s1", "x", "--append-id", "b"], "", 2, "at least one event"),
-        (["append", "s1", "x", "--append-id", "b", "--expected-version", "7"], jsonl(MSG), 3, "expected version 7, actual 1"),
-        (["append", "s1", "x", "--append-id", "a1"], jsonl({**MSG, "body": "other"}), 4, "already used"),
+        (
+            ["append", "s1", "x", "--append-id", "b", "--expected-version", "7"],
+            jsonl(MSG),
+            3,
+            "expected version 7, actual 1",
+        ),
+        (
+            ["append", "s1", "x", "--append-id", "a1"],
+            jsonl({**MSG, "body": "other"}),
+            4,
+            "already used",
+        ),
         (["append", "s{1}", "x", "--append-id", "b"], jsonl(MSG), 2, "session id"),
-        (["append", "s1", "x", "--append-id", "b", "--expected-version", "soon"], jsonl(MSG), 2, "neither a version"),
+        (
+            ["append", "s1", "x", "--append-id", "b", "--expected-version", "soon"],
+            jsonl(MSG),
+            2,
+            "neither a version",
+        ),
         (["scan", "s1", "--after", "yesterday"], "", 2, "not a cursor"),
         (["read", "s1"], "", 2, "Missing argument"),
     ],
@@ -127,8 +178,16 @@ def test_export_then_import_recreates_the_session_and_a_second_import_changes_no
 ) -> None:
     ledger("append", "src", "orchestrator", "--append-id", "o1", stdin=jsonl(CALL))
     ledger("append", "src", "lead", "--append-id", "l1", stdin=jsonl(MSG, MSG))
-    ledger("append", "src", "orchestrator", "--append-id", "o2",
-           stdin=jsonl({"type": "mutation", "agent": "backend-dev", "kind": "tilldone-done", "task_id": "jwt"}))
+    ledger(
+        "append",
+        "src",
+        "orchestrator",
+        "--append-id",
+        "o2",
+        stdin=jsonl(
+            {"type": "mutation", "agent": "backend-dev", "kind": "tilldone-done", "task_id": "jwt"}
+        ),
+    )
     target = tmp_path / "conversation.jsonl"
 
     exported = ledger("export", "src", str(target))
@@ -142,14 +201,26 @@ def test_export_then_import_recreates_the_session_and_a_second_import_changes_no
     assert json.loads(second.stdout)["deduplicated"] == json.loads(second.stdout)["appends"] == 3
 
     def essence(output: str) -> list[tuple[Any, ...]]:
-        return [(e["stream"], e["version"], e["type"], e["agent"], e["event_id"], e.get("body"), e.get("task_id"))
-                for e in lines(output)]
+        return [
+            (
+                e["stream"],
+                e["version"],
+                e["type"],
+                e["agent"],
+                e["event_id"],
+                e.get("body"),
+                e.get("task_id"),
+            )
+            for e in lines(output)
+        ]
 
     assert essence(ledger("export", "dst").stdout) == essence(target.read_text())
     assert len(lines(ledger("export", "dst").stdout)) == 4
 
 
-def test_import_of_a_bad_file_names_the_line_and_writes_nothing(ledger: Any, tmp_path: Path) -> None:
+def test_import_of_a_bad_file_names_the_line_and_writes_nothing(
+    ledger: Any, tmp_path: Path
+) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text(jsonl(MSG, MSG) + jsonl({"type": "message", "agent": "x"}))
     failed = ledger("import", "dst", str(bad))
@@ -158,17 +229,30 @@ def test_import_of_a_bad_file_names_the_line_and_writes_nothing(ledger: Any, tmp
     assert ledger("scan", "dst").stdout == ""
 
 
-def test_import_takes_the_conversation_log_shape_without_ledger_fields(ledger: Any, tmp_path: Path) -> None:
+def test_import_takes_the_conversation_log_shape_without_ledger_fields(
+    ledger: Any, tmp_path: Path
+) -> None:
     source = tmp_path / "conversation.jsonl"
-    source.write_text(jsonl(
-        {"agent": "orchestrator", "type": "message", "body": "Classifying to engineering-lead"},
-        {"agent": "orchestrator", "type": "tool_call", "tool": "delegate", "args": {"to": "lead"}, "attempt_id": "d1"},
-        {"agent": "backend-dev", "type": "mutation", "kind": "tilldone-done", "task_id": "jwt"},
-    ))
+    source.write_text(
+        jsonl(
+            {"agent": "orchestrator", "type": "message", "body": "Classifying to engineering-lead"},
+            {
+                "agent": "orchestrator",
+                "type": "tool_call",
+                "tool": "delegate",
+                "args": {"to": "lead"},
+                "attempt_id": "d1",
+            },
+            {"agent": "backend-dev", "type": "mutation", "kind": "tilldone-done", "task_id": "jwt"},
+        )
+    )
     assert ledger("import", "conv", str(source)).returncode == 0
     events = lines(ledger("tail", "conv", "-n", "20").stdout)
     assert [(e["stream"], e["type"]) for e in events] == [
-        ("main", "message"), ("main", "tool_call"), ("main", "mutation")]
+        ("main", "message"),
+        ("main", "tool_call"),
+        ("main", "mutation"),
+    ]
 
 
 def test_sessions_and_inspect(ledger: Any) -> None:
@@ -183,7 +267,8 @@ def test_table_output_for_people(ledger: Any) -> None:
     ledger("append", "s1", "a", "--append-id", "1", stdin=jsonl(CALL, MSG))
     table = ledger("--output", "table", "tail", "s1")
     assert table.returncode == 0
-    assert "delegate" in table.stdout and "backend-dev will handle" in table.stdout
+    assert "delegate" in table.stdout
+    assert "backend-dev will handle" in table.stdout
     assert not table.stdout.lstrip().startswith("{")
 
 
@@ -192,7 +277,9 @@ def test_tail_follow_prints_new_events_as_they_commit(redis_url: str, prefix: st
     run(redis_url, prefix, "append", "live", "a", "--append-id", "1", stdin=jsonl(MSG))
     follower = subprocess.Popen(
         [sys.executable, "-m", "ledger_bus", "tail", "live", "-n", "1", "--follow"],
-        stdout=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     try:
         assert follower.stdout is not None

@@ -90,9 +90,22 @@ def test_same_append_id_with_other_content_is_an_idempotency_conflict(store: Eve
 
 
 def test_idempotency_compares_canonical_content_not_spelling(store: EventStore) -> None:
-    given = {"type": "tool_call", "agent": "a", "tool": "t", "attempt_id": "x", "args": {"b": 1, "a": [1, 2]}}
-    respelled = {"args": {"a": [1, 2], "b": 1}, "attempt_id": "x", "tool": "t", "agent": "a",
-                 "type": "tool_call", "parents": [], "run_id": None}
+    given = {
+        "type": "tool_call",
+        "agent": "a",
+        "tool": "t",
+        "attempt_id": "x",
+        "args": {"b": 1, "a": [1, 2]},
+    }
+    respelled: dict[str, object] = {
+        "args": {"a": [1, 2], "b": 1},
+        "attempt_id": "x",
+        "tool": "t",
+        "agent": "a",
+        "type": "tool_call",
+        "parents": [],
+        "run_id": None,
+    }
     as_model = lb.ToolCall(agent="a", tool="t", attempt_id="x", args={"a": [1, 2], "b": 1})
 
     first = store.append(REF, 0, "a1", [given])
@@ -185,32 +198,68 @@ def test_recorded_events_carry_every_field_and_the_commit_time(store: EventStore
         REF,
         0,
         "a1",
-        [{"type": "mutation", "agent": "w", "kind": "task.done", "task_id": "jwt", "run_id": "r1",
-          "parents": ["e0"]},
-         {"type": "tool_result", "agent": "w", "tool": "t", "attempt_id": "x", "status": "error",
-          "result": {"error": "boom", "n": [1, None, True]}}],
+        [
+            {
+                "type": "mutation",
+                "agent": "w",
+                "kind": "task.done",
+                "task_id": "jwt",
+                "run_id": "r1",
+                "parents": ["e0"],
+            },
+            {
+                "type": "tool_result",
+                "agent": "w",
+                "tool": "t",
+                "attempt_id": "x",
+                "status": "error",
+                "result": {"error": "boom", "n": [1, None, True]},
+            },
+        ],
     )
     mutation, result = store.read_stream(REF)
 
     line = mutation.to_dict()
-    assert list(line)[:8] == ["session", "stream", "version", "cursor", "type", "agent",
-                              "event_id", "recorded_at"]
+    assert list(line)[:8] == [
+        "session",
+        "stream",
+        "version",
+        "cursor",
+        "type",
+        "agent",
+        "event_id",
+        "recorded_at",
+    ]
     assert (line["task_id"], line["kind"], line["run_id"], line["parents"]) == (
-        "jwt", "task.done", "r1", ["e0"])
+        "jwt",
+        "task.done",
+        "r1",
+        ["e0"],
+    )
     assert result["result"] == {"error": "boom", "n": [1, None, True]}
     assert isinstance(result.event, lb.ToolResult)
     assert before - 1 <= mutation.recorded_at.timestamp() <= time.time() + 1
 
 
-BAD_BATCHES = {
+BAD_BATCHES: dict[str, list[object]] = {
     "unknown type": [{"type": "thought", "agent": "a"}],
     "missing field": [{"type": "message", "agent": "a"}],
     "missing attempt id": [{"type": "tool_call", "agent": "a", "tool": "t"}],
-    "bad status": [{"type": "tool_result", "agent": "a", "tool": "t", "attempt_id": "x", "status": "maybe"}],
+    "bad status": [
+        {"type": "tool_result", "agent": "a", "tool": "t", "attempt_id": "x", "status": "maybe"}
+    ],
     "wrong field type": [{"type": "message", "agent": "a", "body": 7}],
     "unknown field on a message": [{"type": "message", "agent": "a", "body": "x", "mood": "ok"}],
     "empty agent": [{"type": "message", "agent": "", "body": "x"}],
-    "NaN": [{"type": "tool_call", "agent": "a", "tool": "t", "attempt_id": "x", "args": {"v": float("nan")}}],
+    "NaN": [
+        {
+            "type": "tool_call",
+            "agent": "a",
+            "tool": "t",
+            "attempt_id": "x",
+            "args": {"v": float("nan")},
+        }
+    ],
     "Infinity": [{"type": "mutation", "agent": "a", "kind": "k", "score": float("inf")}],
     "lone surrogate": [{"type": "message", "agent": "a", "body": "bad \ud800 text"}],
     "surrogate in a key": [{"type": "mutation", "agent": "a", "kind": "k", "data": {"\udfff": 1}}],

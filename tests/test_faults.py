@@ -28,7 +28,16 @@ def test_four_processes_appending_to_one_stream_get_contiguous_versions_exactly_
     per_worker = 60
     workers = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.workers", "race", redis_url, prefix, f"w{i}", str(per_worker)],
+            [
+                sys.executable,
+                "-m",
+                "tests.workers",
+                "race",
+                redis_url,
+                prefix,
+                f"w{i}",
+                str(per_worker),
+            ],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             text=True,
@@ -38,8 +47,8 @@ def test_four_processes_appending_to_one_stream_get_contiguous_versions_exactly_
     conflicts = [int(p.communicate(timeout=120)[0]) for p in workers]
     assert [p.returncode for p in workers] == [0, 0, 0, 0]
 
-    store = lb.connect(redis_url, prefix=prefix)
-    events = store.read_stream(lb.StreamId("race", "shared"))
+    with lb.connect(redis_url, prefix=prefix) as store:
+        events = store.read_stream(lb.StreamId("race", "shared"))
 
     assert [e.version for e in events] == list(range(1, 4 * per_worker + 1))
     bodies = Counter(e["body"] for e in events)
@@ -56,8 +65,9 @@ def test_an_append_whose_reply_is_lost_is_retried_and_lands_exactly_once(
     redis_server: LocalServer, prefix: str
 ) -> None:
     proxy = DropProxy(redis_server.port)
+    store = lb.connect(f"redis://127.0.0.1:{proxy.port}/0", prefix=prefix, timeout=5)
+    direct = lb.connect(redis_server.url, prefix=prefix)
     try:
-        store = lb.connect(f"redis://127.0.0.1:{proxy.port}/0", prefix=prefix, timeout=5)
         ref = lb.StreamId("lost", "main")
         store.append(ref, 0, "warm-up", [msg("loads the script")])
 
@@ -67,18 +77,22 @@ def test_an_append_whose_reply_is_lost_is_retried_and_lands_exactly_once(
         assert proxy.dropped == 1
         assert result.deduplicated, "the first attempt committed; the retry must find it"
         assert (result.first_version, result.last_version) == (2, 2)
-        direct = lb.connect(redis_server.url, prefix=prefix)
         assert [e["body"] for e in direct.read_stream(ref)] == [
             "loads the script",
             "sent once, answered twice",
         ]
         assert len(direct.scan_session("lost")) == 2
     finally:
+        store.close()
+        direct.close()
         proxy.close()
 
 
-def test_a_killed_redis_with_aof_keeps_every_acknowledged_append(own_server: LocalServer) -> None:
+def test_a_killed_redis_with_aof_keeps_every_acknowledged_append(
+    own_server: LocalServer, request: pytest.FixtureRequest
+) -> None:
     store = lb.connect(own_server.url, timeout=10)
+    request.addfinalizer(store.close)
     ref = lb.StreamId("crash", "main")
     for i in range(50):
         store.append(ref, i, f"a{i}", [msg(str(i))])
@@ -92,9 +106,10 @@ def test_a_killed_redis_with_aof_keeps_every_acknowledged_append(own_server: Loc
 
 
 def test_an_append_during_a_short_outage_waits_for_the_server_and_lands_once(
-    own_server: LocalServer,
+    own_server: LocalServer, request: pytest.FixtureRequest
 ) -> None:
     store = lb.connect(own_server.url, timeout=15)
+    request.addfinalizer(store.close)
     ref = lb.StreamId("outage", "main")
     store.append(ref, 0, "a0", [msg("before")])
     own_server.kill()
@@ -111,6 +126,8 @@ def test_an_append_during_a_short_outage_waits_for_the_server_and_lands_once(
 def test_an_unreachable_backend_is_reported_within_the_deadline() -> None:
     from ledger_bus.server import free_port
 
-    store = lb.connect(f"redis://127.0.0.1:{free_port()}/0", timeout=0.5)
-    with pytest.raises(lb.BackendUnavailable, match="did not answer within 0.5s"):
+    with (
+        lb.connect(f"redis://127.0.0.1:{free_port()}/0", timeout=0.5) as store,
+        pytest.raises(lb.BackendUnavailable, match=r"did not answer within 0\.5s"),
+    ):
         store.append(lb.StreamId("x", "y"), 0, "a", [msg("nowhere")])

@@ -20,6 +20,7 @@ def race(url: str, prefix: str, worker: str, appends: int) -> None:
                 break
             except lb.VersionConflict:
                 conflicts += 1
+    store.close()
     print(conflicts)
 
 

@@ -17,6 +17,7 @@ from ledger_bus.errors import (
     LedgerError,
     VersionConflict,
 )
+from ledger_bus.ids import cursor_ms
 from ledger_bus.render import jsonl, summary
 from ledger_bus.store import DEFAULT_URL, URL_ENV, EventStore, RecordedEvent, connect
 from ledger_bus.store.base import format_time
@@ -47,7 +48,7 @@ class Failure(click.ClickException):
 
     def __init__(self, message: str, exit_code: int):
         super().__init__(message)
-        self.exit_code = exit_code
+        self.exit_code = exit_code  # type: ignore[misc]  # click's is a class attribute
 
     def show(self, file: IO[Any] | None = None) -> None:
         click.echo(f"ledger-bus: {self.format_message()}", err=True)
@@ -115,8 +116,13 @@ pass_settings = click.make_pass_decorator(Settings)
     envvar="LEDGER_BUS_TIMEOUT",
     help="Seconds, retries included, before an unreachable backend is an error (exit 5).",
 )
-@click.option("--prefix", default="lb", show_default=True, envvar="LEDGER_BUS_PREFIX",
-              help="First part of every Redis key.")
+@click.option(
+    "--prefix",
+    default="lb",
+    show_default=True,
+    envvar="LEDGER_BUS_PREFIX",
+    help="First part of every Redis key.",
+)
 @click.option(
     "--output",
     type=click.Choice(["auto", "jsonl", "table"]),
@@ -160,7 +166,7 @@ def print_events(settings: Settings, events: Iterable[RecordedEvent], title: str
     count = 0
     for event in events:
         table.add_row(
-            format_time(int(event.cursor[:13]))[11:23],
+            format_time(cursor_ms(event.cursor))[11:23],
             event.stream.name,
             str(event.version),
             event.type,

@@ -10,14 +10,22 @@ from typing import Any
 
 import click
 
-from ledger_bus.cli.app import BadInput, Settings, cli, emit, pass_settings, print_events, print_rows
-from ledger_bus.cli.app import stop_on_sigterm
+from ledger_bus.cli.app import (
+    BadInput,
+    Settings,
+    cli,
+    emit,
+    pass_settings,
+    print_events,
+    print_rows,
+    stop_on_sigterm,
+)
 from ledger_bus.conversation import DEFAULT_STREAM, export_session, plan_import, run_import
 from ledger_bus.ids import ANY, CURSOR_ZERO, ExpectedVersion, StreamId
 from ledger_bus.store.base import format_time
 
 
-class ExpectedVersionType(click.ParamType):
+class ExpectedVersionType(click.ParamType):  # type: ignore[type-arg]
     name = "N|any"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
@@ -148,7 +156,11 @@ def inspect(settings: Settings, session: str) -> None:
         emit(info)
         return
     rows = [{"stream": name, "version": str(v)} for name, v in info["streams"].items()]
-    print_rows(settings, rows, f"{session}: {info['events']} events, {info['first_at']} .. {info['last_at']}")
+    print_rows(
+        settings,
+        rows,
+        f"{session}: {info['events']} events, {info['first_at']} .. {info['last_at']}",
+    )
 
 
 @cli.command()
@@ -178,8 +190,13 @@ def export(settings: Settings, session: str, file: str | None) -> None:
 @cli.command(name="import")
 @click.argument("session")
 @click.argument("file", type=click.File("r", encoding="utf-8"))
-@click.option("--stream", "default_stream", default=DEFAULT_STREAM, show_default=True,
-              help="Stream for lines that name none.")
+@click.option(
+    "--stream",
+    "default_stream",
+    default=DEFAULT_STREAM,
+    show_default=True,
+    help="Stream for lines that name none.",
+)
 @pass_settings
 def import_(settings: Settings, session: str, file: Any, default_stream: str) -> None:
     """A conversation.jsonl into a session; importing the same file again changes nothing."""

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from ledger_bus.batch import Limits, PreparedAppend, prepare_append
+from ledger_bus.errors import InvalidInput
 from ledger_bus.events import event_adapter
 from ledger_bus.ids import (
     ExpectedVersion,
@@ -19,7 +20,6 @@ from ledger_bus.ids import (
     cursor_ms,
     parse_cursor,
 )
-from ledger_bus.errors import InvalidInput
 
 PAGE: Final = 1000
 
@@ -290,7 +290,7 @@ class EventStore(abc.ABC):
         """Return (session id, last activity in ms) pairs, most recently active first."""
         return self._sessions(_check_limit(limit))
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (a backend with nothing to release keeps this)
         """Release connections; the store is not used afterwards."""
 
     def __enter__(self) -> EventStore:

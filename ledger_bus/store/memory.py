@@ -11,14 +11,16 @@ import msgpack
 
 from ledger_bus.batch import Limits, PreparedAppend
 from ledger_bus.errors import IdempotencyConflict, VersionConflict
-from ledger_bus.ids import StreamId, format_cursor
+from ledger_bus.ids import StreamId, cursor_ms, format_cursor
 from ledger_bus.store.base import AppendResult, EventStore, RecordedEvent, SessionInfo, StreamInfo
 
 
 @dataclass
 class _Session:
     cursors: list[str] = field(default_factory=list)  # the log, in commit order
-    entries: list[tuple[str, int, bytes]] = field(default_factory=list)  # (stream, version, payload)
+    entries: list[tuple[str, int, bytes]] = field(
+        default_factory=list
+    )  # (stream, version, payload)
     streams: dict[str, list[int]] = field(default_factory=dict)  # stream -> log positions
     idempotency: dict[tuple[str, str], tuple[str, int, int, str]] = field(default_factory=dict)
     last_ms: int = 0
@@ -74,7 +76,12 @@ class MemoryStore(EventStore):
             state.streams[stream.name] = positions
             first = version - len(prepared.payloads) + 1
             result = AppendResult(stream, first, version, state.cursors[-1])
-            state.idempotency[(stream.name, append_id)] = (prepared.digest, first, version, result.cursor)
+            state.idempotency[(stream.name, append_id)] = (
+                prepared.digest,
+                first,
+                version,
+                result.cursor,
+            )
             self._changed.notify_all()
             return result
 
@@ -138,7 +145,7 @@ class MemoryStore(EventStore):
     def _sessions(self, limit: int | None) -> list[tuple[str, int]]:
         with self._changed:
             found = [
-                (sid, int(s.cursors[-1][:13]))
+                (sid, cursor_ms(s.cursors[-1]))
                 for sid, s in self._sessions_by_id.items()
                 if s.cursors
             ]

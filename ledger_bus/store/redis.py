@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from importlib import resources
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, cast
 
 import msgpack
 import redis
@@ -13,11 +13,13 @@ import redis.exceptions as rx
 
 from ledger_bus.batch import Limits, PreparedAppend
 from ledger_bus.errors import BackendUnavailable, IdempotencyConflict, VersionConflict
-from ledger_bus.ids import StreamId, format_cursor
+from ledger_bus.ids import StreamId, cursor_ms, format_cursor
 from ledger_bus.store.base import AppendResult, EventStore, RecordedEvent, SessionInfo, StreamInfo
 from ledger_bus.store.keys import Keys
 
 T = TypeVar("T")
+# XRANGE and XREAD entries as redis-py returns them with decode_responses=False.
+Entries = list[tuple[bytes, dict[bytes, bytes]]]
 
 DEFAULT_TIMEOUT: Final = 10.0
 # How often the cross-session index is refreshed for one session by one store, at most: it is an
@@ -92,7 +94,9 @@ class RedisStore(EventStore):
             time.sleep(delay)
             delay = min(delay * 2, 0.5)
 
-    def _record(self, session_id: str, entry_id: bytes, fields: dict[bytes, bytes]) -> RecordedEvent:
+    def _record(
+        self, session_id: str, entry_id: bytes, fields: dict[bytes, bytes]
+    ) -> RecordedEvent:
         return RecordedEvent(
             stream=StreamId(session_id, fields[b"s"].decode()),
             version=int(fields[b"v"]),
@@ -122,13 +126,15 @@ class RedisStore(EventStore):
         reply = self._run(lambda: self._append_script(keys=keys, args=args))
         status = _text(reply[0])
         if status == "conflict":
-            raise VersionConflict(str(stream), expected if expected is not None else -1, int(reply[1]))
+            raise VersionConflict(
+                str(stream), expected if expected is not None else -1, int(reply[1])
+            )
         if status == "idem":
             raise IdempotencyConflict(str(stream), append_id)
         cursor = _ledger_cursor(reply[3])
         result = AppendResult(stream, int(reply[1]), int(reply[2]), cursor, status == "dup")
         if status == "ok":
-            self._touch_index(session, int(cursor[:13]))
+            self._touch_index(session, cursor_ms(cursor))
         return result
 
     def _touch_index(self, session_id: str, ms: int) -> None:
@@ -154,16 +160,18 @@ class RedisStore(EventStore):
     def _scan(self, session_id: str, after: str | None, count: int) -> list[RecordedEvent]:
         start = "-" if after is None else "(" + _redis_cursor(after)
         log = self.keys.log(session_id)
-        entries = self._run(lambda: self.client.xrange(log, start, "+", count=count))
+        entries = cast(Entries, self._run(lambda: self.client.xrange(log, start, "+", count=count)))
         return [self._record(session_id, entry_id, fields) for entry_id, fields in entries]
 
     def _tail(self, session_id: str, n: int) -> list[RecordedEvent]:
         log = self.keys.log(session_id)
-        entries = self._run(lambda: self.client.xrevrange(log, "+", "-", count=n))
-        return [self._record(session_id, entry_id, fields) for entry_id, fields in reversed(entries)]
+        entries = cast(Entries, self._run(lambda: self.client.xrevrange(log, "+", "-", count=n)))
+        return [
+            self._record(session_id, entry_id, fields) for entry_id, fields in reversed(entries)
+        ]
 
     def _last_entry_id(self, log: str) -> str:
-        newest = self._run(lambda: self.client.xrevrange(log, "+", "-", count=1))
+        newest = cast(Entries, self._run(lambda: self.client.xrevrange(log, "+", "-", count=1)))
         return _text(newest[0][0]) if newest else "0-0"
 
     def _wait(
@@ -178,12 +186,17 @@ class RedisStore(EventStore):
         slice_ms = max(100, int((float(socket_timeout) - 1.0) * 1000))
         while True:
             block = max(1, min(slice_ms, int((deadline - time.monotonic()) * 1000)))
-            reply = self._run(lambda: self.client.xread({log: last}, count=count, block=block))
+            reply = cast(
+                list[tuple[bytes, Entries]], self._run(self._xread(log, last, count, block))
+            )
             if reply:
                 entries = reply[0][1]
                 return [self._record(session_id, entry_id, fields) for entry_id, fields in entries]
             if time.monotonic() >= deadline:
                 return []
+
+    def _xread(self, log: str, last: str, count: int, block: int) -> Callable[[], Any]:
+        return lambda: self.client.xread({log: last}, count=count, block=block)
 
     def _stream_version(self, stream: StreamId) -> int:
         meta = self.keys.meta(stream.session_id)
@@ -226,20 +239,24 @@ class RedisStore(EventStore):
                 pipe.zrange(key, 0, -1 if limit is None else limit - 1, desc=True, withscores=True)
             return list(pipe.execute())
 
-        found = [(_text(member), int(score)) for bucket in self._run(read) for member, score in bucket]
+        found = [
+            (_text(member), int(score)) for bucket in self._run(read) for member, score in bucket
+        ]
         found.sort(key=lambda item: (-item[1], item[0]))
         return found if limit is None else found[:limit]
 
     def rebuild_index(self) -> int:
         """Rebuild the cross-session index from the sessions themselves; return how many."""
+        pattern = self.keys.session_pattern()
+        found = self._run(lambda: list(self.client.scan_iter(match=pattern, count=1000)))
         count = 0
-        for key in self.client.scan_iter(match=self.keys.session_pattern(), count=1000):
+        for key in found:
             name = _text(key)
             session_id = name[name.index("{") + 1 : name.rindex("}")]
             last = self._last_entry_id(self.keys.log(session_id))
             if last != "0-0":
-                ms = int(last.split("-")[0])
-                self._run(lambda: self.client.zadd(self.keys.index_of(session_id), {session_id: ms}, gt=True))
+                self._indexed.pop(session_id, None)
+                self._touch_index(session_id, int(last.split("-")[0]))
                 count += 1
         return count
 
