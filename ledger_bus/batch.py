@@ -9,9 +9,10 @@ from typing import Any, Final
 import msgpack
 from pydantic import BaseModel, ValidationError
 
-from ledger_bus.canonical import JsonValueError, canonical_bytes, check_json, digest_of_parts
+from ledger_bus.canonical import JsonValueError, canonical_bytes, digest_of_parts
 from ledger_bus.errors import InvalidEvent, InvalidInput
 from ledger_bus.events import (
+    DEFAULTS,
     EVENT_MODELS,
     EVENT_TYPES,
     RESERVED_FIELDS,
@@ -41,6 +42,17 @@ class PreparedAppend:
 
     digest: str
     payloads: list[bytes]  # msgpack of each event's fields, event_id filled in
+
+
+def _given_fields(index: int, raw: object) -> dict[str, Any]:
+    """The event's fields as given, defaults left out, once validated against the vocabulary."""
+    model = _validate(index, raw)
+    if model is raw:
+        return event_fields(model)
+    # Strict validation coerces nothing, so the caller's dict holds exactly the validated values;
+    # reusing it saves a second pass through pydantic.
+    assert isinstance(raw, dict)
+    return {k: v for k, v in raw.items() if not (k in DEFAULTS and v == DEFAULTS[k])}
 
 
 def _validate(index: int, raw: object) -> BaseModel:
@@ -94,9 +106,9 @@ def prepare_append(
     fields: list[dict[str, Any]] = []
     total = 0
     for index, raw in enumerate(events):
-        data = event_fields(_validate(index, raw))
+        data = _given_fields(index, raw)
         try:
-            part = canonical_bytes(data, fast=check_json(data))
+            part = canonical_bytes(data)
         except JsonValueError as err:
             raise InvalidEvent(err.message, index=index, field=err.where or None) from None
         if len(part) > limits.max_event_bytes:
@@ -113,5 +125,6 @@ def prepare_append(
     for index, data in enumerate(fields):
         if "event_id" not in data:
             data["event_id"] = derive_event_id(session_id, stream, append_id, index)
-    payloads = [msgpack.packb(data, use_bin_type=True) for data in fields]
+    pack = msgpack.Packer(use_bin_type=True).pack
+    payloads = [pack(data) for data in fields]
     return PreparedAppend(digest=digest, payloads=payloads)

@@ -18,6 +18,17 @@ RESERVED_FIELDS: Final = frozenset({"session", "stream", "version", "cursor", "r
 
 NonEmpty = Annotated[str, Field(min_length=1)]
 
+# Fields whose default value is left out of an event's canonical form (spec: "Canonical content").
+DEFAULTS: Final[dict[str, Any]] = {
+    "event_id": None,
+    "run_id": None,
+    "step_id": None,
+    "attempt_id": None,
+    "parents": [],
+    "args": {},
+    "result": None,
+}
+
 
 class _EventBase(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)

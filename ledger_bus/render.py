@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, Final
+
+import orjson
 
 from ledger_bus.ids import cursor_ms
 from ledger_bus.store.base import RecordedEvent, format_time
@@ -12,12 +13,10 @@ _COMMON: Final = frozenset(
     {"type", "agent", "event_id", "run_id", "step_id", "attempt_id", "parents"}
 )
 
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
-
 
 def jsonl(obj: Any) -> str:
     """One JSON object on one line: JSON escapes every line break inside strings."""
-    return _encode(obj)
+    return orjson.dumps(obj).decode("utf-8")
 
 
 def _short(value: Any, width: int) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import uuid
 from typing import Any
 
 import pytest
@@ -14,10 +15,13 @@ from hypothesis import strategies as st
 from ledger_bus.canonical import (
     MAX_SAFE_INTEGER,
     JsonValueError,
+    _fast_dumps,
+    _plain,
     canonical_bytes,
     check_json,
     digest_of_parts,
 )
+from ledger_bus.ids import EVENT_ID_NAMESPACE, derive_event_id
 
 # Text over the whole of Unicode except lone surrogates, with the C0 controls, quotes and
 # backslashes that the two escapers must agree on made likely.
@@ -46,10 +50,32 @@ any_json = st.recursive(
 
 
 @settings(max_examples=400, deadline=None)
-@given(fast_json)
+@given(st.lists(fast_json, max_size=4) | st.dictionaries(ascii_keys, fast_json, max_size=6))
 def test_the_fast_path_is_taken_and_equals_the_reference(value: Any) -> None:
     assert check_json(value) is True
-    assert canonical_bytes(value, fast=True) == rfc8785.dumps(value)
+    assert _plain(value) is True
+    assert _fast_dumps(value) == rfc8785.dumps(value)
+    assert canonical_bytes(value) == rfc8785.dumps(value)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(text, any_json, max_size=6))
+def test_the_hot_path_test_never_admits_what_only_the_reference_may_encode(value: Any) -> None:
+    if _plain(value):
+        assert check_json(value) is True
+
+
+@given(st.text(), st.text(), st.text(), st.integers(min_value=0, max_value=10**6))
+def test_generated_event_ids_are_uuid5(
+    session: str, stream: str, append_id: str, index: int
+) -> None:
+    name = f"{session}\x1f{stream}\x1f{append_id}\x1f{index}"
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return
+    expected = str(uuid.uuid5(EVENT_ID_NAMESPACE, name))
+    assert derive_event_id(session, stream, append_id, index) == expected
 
 
 @settings(max_examples=400, deadline=None)

@@ -177,6 +177,31 @@ def test_read_stream_pages_by_version(store: EventStore) -> None:
     assert store.read_stream(REF, after_version=25) == []
 
 
+def test_read_stream_across_many_appends_and_pages_returns_every_version_once(
+    store: EventStore,
+) -> None:
+    other = lb.StreamId("s1", "noise")
+    for i in range(300):
+        store.append(REF, lb.ANY, f"a{i}", [msg(f"{i}.{k}") for k in range(7)])
+        store.append(other, lb.ANY, f"n{i}", [msg("noise")])
+
+    events = store.read_stream(REF)
+    assert [e.version for e in events] == list(range(1, 2101))
+    assert {e.stream.name for e in events} == {"run-a"}
+    middle = store.read_stream(REF, after_version=1003, limit=9)
+    assert [e["body"] for e in middle] == [
+        "143.2",
+        "143.3",
+        "143.4",
+        "143.5",
+        "143.6",
+        "144.0",
+        "144.1",
+        "144.2",
+        "144.3",
+    ]
+
+
 def test_tail_returns_the_last_n_oldest_first_and_nothing_of_other_sessions(
     store: EventStore,
 ) -> None:

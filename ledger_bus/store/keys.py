@@ -29,7 +29,7 @@ class Keys:
         return f"{self.prefix}:{{{session_id}}}:meta"
 
     def stream(self, session_id: str, stream: str) -> str:
-        """One stream's index: entry `<version>-0` holds the cursor of that event."""
+        """One stream's index: per append, entry `<first version>-0` with first cursor and count."""
         return f"{self.prefix}:{{{session_id}}}:s:{stream}"
 
     def idempotency(self, session_id: str, stream: str) -> str:

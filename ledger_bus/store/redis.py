@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
+import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from importlib import resources
 from typing import Any, Final, TypeVar, cast
 
-import msgpack
 import redis
 import redis.exceptions as rx
+from msgpack import unpackb
 
 from ledger_bus.batch import Limits, PreparedAppend
 from ledger_bus.errors import BackendUnavailable, IdempotencyConflict, VersionConflict
-from ledger_bus.ids import StreamId, cursor_ms, format_cursor
+from ledger_bus.ids import StreamId, cursor_ms
 from ledger_bus.store.base import AppendResult, EventStore, RecordedEvent, SessionInfo, StreamInfo
 from ledger_bus.store.keys import Keys
 
 T = TypeVar("T")
 # XRANGE and XREAD entries as redis-py returns them with decode_responses=False.
-Entries = list[tuple[bytes, dict[bytes, bytes]]]
+Entry = tuple[bytes, dict[bytes, bytes]]
+Entries = list[Entry]
 
 DEFAULT_TIMEOUT: Final = 10.0
 # How often the cross-session index is refreshed for one session by one store, at most: it is an
@@ -44,8 +46,9 @@ def _redis_cursor(cursor: str) -> str:
 
 
 def _ledger_cursor(entry_id: bytes | str) -> str:
-    ms, seq = _text(entry_id).split("-")
-    return format_cursor(int(ms), int(seq))
+    """format_cursor() of a Redis entry id, padding the digits without parsing them."""
+    ms, _, seq = _text(entry_id).partition("-")
+    return f"{ms:0>13}-{seq:0>6}"
 
 
 class RedisStore(EventStore):
@@ -68,7 +71,6 @@ class RedisStore(EventStore):
         self.keys = Keys(prefix)
         self.timeout = timeout
         self._append_script = client.register_script(_script("append"))
-        self._read_script = client.register_script(_script("read_stream"))
         self._indexed: dict[str, int] = {}
 
     # -- the boundary: every Redis call goes through here ---------------------------------------
@@ -94,15 +96,26 @@ class RedisStore(EventStore):
             time.sleep(delay)
             delay = min(delay * 2, 0.5)
 
-    def _record(
-        self, session_id: str, entry_id: bytes, fields: dict[bytes, bytes]
-    ) -> RecordedEvent:
-        return RecordedEvent(
-            stream=StreamId(session_id, fields[b"s"].decode()),
-            version=int(fields[b"v"]),
-            cursor=_ledger_cursor(entry_id),
-            fields=msgpack.unpackb(fields[b"p"]),
-        )
+    def _records(self, session_id: str, entries: Iterable[Entry]) -> list[RecordedEvent]:
+        """Decode session log entries; a StreamId is built once per stream, not per event."""
+        refs: dict[bytes, StreamId] = {}
+        out = []
+        # Thousands of new dicts kept alive set off full garbage collections that find nothing
+        # to free (msgpack's documentation gives the same advice); pause it for the page.
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            for entry_id, fields in entries:
+                name = fields[b"s"]
+                ref = refs.get(name)
+                if ref is None:
+                    ref = refs[name] = StreamId(session_id, name.decode())
+                cursor = _ledger_cursor(entry_id)
+                out.append(RecordedEvent(ref, int(fields[b"v"]), cursor, unpackb(fields[b"p"])))
+        finally:
+            if paused:
+                gc.enable()
+        return out
 
     # -- primitives -----------------------------------------------------------------------------
 
@@ -145,30 +158,58 @@ class RedisStore(EventStore):
         self._indexed[session_id] = ms
 
     def _read_stream(self, stream: StreamId, after: int, count: int) -> list[RecordedEvent]:
-        keys = [self.keys.stream(stream.session_id, stream.name), self.keys.log(stream.session_id)]
-        flat = self._run(lambda: self._read_script(keys=keys, args=[after + 1, count]))
-        return [
-            RecordedEvent(
-                stream=stream,
-                version=int(flat[i]),
-                cursor=_ledger_cursor(flat[i + 1]),
-                fields=msgpack.unpackb(flat[i + 2]),
-            )
-            for i in range(0, len(flat), 3)
+        # Two pipelined round trips, no script: the stream index says which appends hold the
+        # versions wanted and where each one's events lie, consecutive, in the session log; then
+        # one XRANGE per append reads them. Entries never change once written, so nothing can
+        # move between the two reads.
+        index = self.keys.stream(stream.session_id, stream.name)
+        log = self.keys.log(stream.session_id)
+        first = after + 1
+
+        def read_index() -> list[Any]:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.xrevrange(index, f"{first}-0", "-", count=1)  # the append holding `first`
+            pipe.xrange(index, f"({first}-0", "+", count=count)  # and those after it
+            return list(pipe.execute())
+
+        head, rest = self._run(read_index)
+        plan: list[tuple[bytes, int, int]] = []  # (first cursor, events to skip, to take)
+        wanted = count
+        for entry_id, fields in [*head, *rest]:
+            start = int(entry_id.partition(b"-")[0])
+            skip = max(0, first - start)
+            take = min(int(fields[b"n"]) - skip, wanted)
+            if take > 0:
+                plan.append((fields[b"c"], skip, take))
+                wanted -= take
+            if not wanted:
+                break
+        if not plan:
+            return []
+
+        def read_log() -> list[Any]:
+            pipe = self.client.pipeline(transaction=False)
+            for cursor, skip, take in plan:
+                pipe.xrange(log, cursor, "+", count=skip + take)
+            return list(pipe.execute())
+
+        entries = [
+            entry
+            for (_, skip, take), found in zip(plan, self._run(read_log), strict=True)
+            for entry in found[skip : skip + take]
         ]
+        return self._records(stream.session_id, entries)
 
     def _scan(self, session_id: str, after: str | None, count: int) -> list[RecordedEvent]:
         start = "-" if after is None else "(" + _redis_cursor(after)
         log = self.keys.log(session_id)
         entries = cast(Entries, self._run(lambda: self.client.xrange(log, start, "+", count=count)))
-        return [self._record(session_id, entry_id, fields) for entry_id, fields in entries]
+        return self._records(session_id, entries)
 
     def _tail(self, session_id: str, n: int) -> list[RecordedEvent]:
         log = self.keys.log(session_id)
         entries = cast(Entries, self._run(lambda: self.client.xrevrange(log, "+", "-", count=n)))
-        return [
-            self._record(session_id, entry_id, fields) for entry_id, fields in reversed(entries)
-        ]
+        return self._records(session_id, reversed(entries))
 
     def _last_entry_id(self, log: str) -> str:
         newest = cast(Entries, self._run(lambda: self.client.xrevrange(log, "+", "-", count=1)))
@@ -190,8 +231,7 @@ class RedisStore(EventStore):
                 list[tuple[bytes, Entries]], self._run(self._xread(log, last, count, block))
             )
             if reply:
-                entries = reply[0][1]
-                return [self._record(session_id, entry_id, fields) for entry_id, fields in entries]
+                return self._records(session_id, reply[0][1])
             if time.monotonic() >= deadline:
                 return []
 
