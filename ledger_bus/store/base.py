@@ -290,6 +290,26 @@ class EventStore(abc.ABC):
         """Return (session id, last activity in ms) pairs, most recently active first."""
         return self._sessions(_check_limit(limit))
 
+    # -- leases: how a live run is told from a crashed one ---------------------------------------
+
+    def acquire_lease(self, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
+        """Take (or keep) the lease `name` for `owner`; False when another owner holds it."""
+        check_name(session_id, "session id")
+        check_name(name, "lease name")
+        return self._lease("acquire", session_id, name, owner, ttl_ms)
+
+    def renew_lease(self, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
+        """Extend a lease `owner` holds; False when it expired or passed to another owner."""
+        return self._lease("renew", session_id, name, owner, ttl_ms)
+
+    def release_lease(self, session_id: str, name: str, owner: str) -> bool:
+        """Drop a lease `owner` holds; False when it was not theirs (any more)."""
+        return self._lease("release", session_id, name, owner, 0)
+
+    def lease_alive(self, session_id: str, name: str) -> bool:
+        """Whether anyone holds the lease `name` now."""
+        return self._lease_holder(session_id, name) is not None
+
     def close(self) -> None:  # noqa: B027  (a backend with nothing to release keeps this)
         """Release connections; the store is not used afterwards."""
 
@@ -328,3 +348,9 @@ class EventStore(abc.ABC):
 
     @abc.abstractmethod
     def _sessions(self, limit: int | None) -> list[tuple[str, int]]: ...
+
+    @abc.abstractmethod
+    def _lease(self, op: str, session_id: str, name: str, owner: str, ttl_ms: int) -> bool: ...
+
+    @abc.abstractmethod
+    def _lease_holder(self, session_id: str, name: str) -> str | None: ...

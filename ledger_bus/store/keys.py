@@ -36,6 +36,14 @@ class Keys:
         """Hash: append_id -> "<digest> <first version> <last version> <cursor>"."""
         return f"{self.prefix}:{{{session_id}}}:idem:{stream}"
 
+    def lease(self, session_id: str, name: str) -> str:
+        """String: the owner token of a run's lease, with a TTL."""
+        return f"{self.prefix}:{{{session_id}}}:lease:{name}"
+
+    def group_dead_letters(self, session_id: str, group: str) -> str:
+        """Stream: session log entries a consumer group gave up on, with why."""
+        return f"{self.prefix}:{{{session_id}}}:dead:{group}"
+
     def session_pattern(self) -> str:
         """SCAN pattern matching every session's meta key, for rebuilding the index."""
         return f"{self.prefix}:{{*}}:meta"

@@ -25,6 +25,7 @@ class _Session:
     idempotency: dict[tuple[str, str], tuple[str, int, int, str]] = field(default_factory=dict)
     last_ms: int = 0
     last_seq: int = -1
+    leases: dict[str, tuple[str, float]] = field(default_factory=dict)  # name -> (owner, expiry)
 
 
 class MemoryStore(EventStore):
@@ -151,3 +152,25 @@ class MemoryStore(EventStore):
             ]
         found.sort(key=lambda item: (-item[1], item[0]))
         return found if limit is None else found[:limit]
+
+    def _lease_holder(self, session_id: str, name: str) -> str | None:
+        with self._changed:
+            state = self._sessions_by_id.get(session_id)
+            held = state.leases.get(name) if state else None
+            if held is None or held[1] <= time.monotonic():
+                return None
+            return held[0]
+
+    def _lease(self, op: str, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
+        with self._changed:
+            state = self._session(session_id)
+            holder = self._lease_holder(session_id, name)
+            if op == "acquire" and holder not in (None, owner):
+                return False
+            if op != "acquire" and holder != owner:
+                return False
+            if op == "release":
+                del state.leases[name]
+            else:
+                state.leases[name] = (owner, time.monotonic() + ttl_ms / 1000)
+            return True

@@ -71,6 +71,7 @@ class RedisStore(EventStore):
         self.keys = Keys(prefix)
         self.timeout = timeout
         self._append_script = client.register_script(_script("append"))
+        self._lease_script = client.register_script(_script("lease"))
         self._indexed: dict[str, int] = {}
 
     # -- the boundary: every Redis call goes through here ---------------------------------------
@@ -284,6 +285,15 @@ class RedisStore(EventStore):
         ]
         found.sort(key=lambda item: (-item[1], item[0]))
         return found if limit is None else found[:limit]
+
+    def _lease(self, op: str, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
+        keys = [self.keys.lease(session_id, name)]
+        return bool(self._run(lambda: self._lease_script(keys=keys, args=[op, owner, ttl_ms])))
+
+    def _lease_holder(self, session_id: str, name: str) -> str | None:
+        key = self.keys.lease(session_id, name)
+        holder = self._run(lambda: self.client.get(key))
+        return None if holder is None else _text(holder)
 
     def rebuild_index(self) -> int:
         """Rebuild the cross-session index from the sessions themselves; return how many."""

@@ -1,0 +1,218 @@
+"""`ledger-bus demo`: launch the orchestrator and workers, kill one mid-call, show it live."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+
+import click
+import redis
+from rich.console import RenderableType
+
+from ledger_bus.cli.app import EXIT_UNAVAILABLE, Failure, Settings, cli, pass_settings
+from ledger_bus.demo import SLOW_TOOL
+from ledger_bus.ids import CURSOR_ZERO
+from ledger_bus.render import summary
+from ledger_bus.server import LocalServer, NoServerBinary
+from ledger_bus.store import DEFAULT_URL, URL_ENV, RecordedEvent, connect
+from ledger_bus.store.base import format_time
+
+
+def _answers(url: str) -> bool:
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except (redis.exceptions.RedisError, ValueError):
+        return False
+
+
+def find_or_start_redis(url: str | None, stack: ExitStack, private: bool) -> tuple[str, str]:
+    """The Redis to use and where it came from: the URL named, the default one, or a private one.
+
+    A URL the user named is used or reported unreachable, never replaced by a private server.
+    """
+    if url and not private:
+        if not _answers(url):
+            raise Failure(f"the Redis at {url} does not answer", EXIT_UNAVAILABLE)
+        return url, f"the Redis at {url}"
+    if not private and _answers(DEFAULT_URL):
+        return DEFAULT_URL, f"the Redis at {DEFAULT_URL}"
+    try:
+        server = stack.enter_context(LocalServer(appendonly=True))
+    except NoServerBinary as err:
+        raise Failure(str(err), EXIT_UNAVAILABLE) from None
+    return server.url, f"a private server ({os.path.basename(server.binary)}) in {server.directory}"
+
+
+@dataclass
+class Board:
+    """What the live view shows, folded from the session's events."""
+
+    events: list[RecordedEvent] = field(default_factory=list)
+    tasks: dict[str, str] = field(default_factory=dict)
+    calls: dict[str, str] = field(default_factory=dict)  # attempt -> state
+    killed: str | None = None
+    complete: bool = False
+
+    def add(self, event: RecordedEvent) -> None:
+        self.events.append(event)
+        kind = event.get("kind")
+        if kind == "task.assigned":
+            self.tasks[event["task_id"]] = "assigned"
+        elif kind == "task.done":
+            self.tasks[event["task_id"]] = f"done by {event['by']}"
+        elif kind == "session.complete":
+            self.complete = True
+        elif event.type == "tool_call":
+            self.calls[str(event.attempt_id)] = f"{event.agent} running {event['tool']}"
+        elif event.type == "tool_result":
+            self.calls[str(event.attempt_id)] = f"{event.agent} {event['status']}"
+
+    def render(self, session: str) -> RenderableType:
+        from rich.console import Group
+        from rich.panel import Panel
+        from rich.table import Table
+
+        log = Table(box=None, header_style="bold", expand=True)
+        for column, width in (("at", 12), ("agent", 12), ("type", 11), ("what", None)):
+            log.add_column(column, overflow="ellipsis", no_wrap=True, min_width=width)
+        for event in self.events[-14:]:
+            at = format_time(int(event.cursor[:13]))[11:23]
+            log.add_row(at, event.agent, event.type, summary(event.fields, 90))
+        tasks = Table(box=None, header_style="bold")
+        tasks.add_column("task")
+        tasks.add_column("state")
+        for task_id, state in self.tasks.items():
+            tasks.add_row(task_id, state)
+        open_calls = [a for a, state in self.calls.items() if "running" in state]
+        footer = f"{len(self.events)} events"
+        if self.killed:
+            footer += f"; {self.killed} was killed with SIGKILL mid-call"
+        if open_calls:
+            footer += f"; calls without a result: {', '.join(open_calls)}"
+        return Group(
+            Panel(log, title=f"session {session}"),
+            Panel(tasks, title="tasks"),
+            footer,
+        )
+
+
+def _spawn(role: str, session: str, arg: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "ledger_bus.demo", role, session, arg],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+@cli.command()
+@click.option("--workers", type=click.IntRange(2, 8), default=3, show_default=True)
+@click.option("--tasks", type=click.IntRange(4, 100), default=8, show_default=True)
+@click.option("--no-kill", is_flag=True, help="Let every worker live.")
+@click.option("--live/--no-live", default=None, help="A live view (default: on a terminal).")
+@click.option("--private", is_flag=True, help="Start a private server even if one answers.")
+@pass_settings
+def demo(
+    settings: Settings, workers: int, tasks: int, no_kill: bool, live: bool | None, private: bool
+) -> None:
+    """An orchestrator and workers in separate processes, coordinating only through the ledger."""
+    live = sys.stdout.isatty() if live is None else live
+    with ExitStack() as stack:
+        url, origin = find_or_start_redis(settings.url, stack, private)
+        click.echo(f"ledger-bus demo on {origin}", err=True)
+        session = f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        env = {**os.environ, URL_ENV: url, "LEDGER_BUS_PREFIX": settings.prefix}
+        store = stack.enter_context(connect(url, prefix=settings.prefix))
+        procs = {f"worker-{i + 1}": _spawn("worker", session, f"worker-{i + 1}", env)
+                 for i in range(workers)}  # fmt: skip
+        stack.callback(_stop_all, procs)
+        time.sleep(0.5)  # let the workers join the group before the first task
+        orchestrator = _spawn("orchestrator", session, str(tasks), env)
+        stack.callback(_stop_all, {"orchestrator": orchestrator})
+        board = Board()
+        kill_at: tuple[float, str] | None = None
+        cursor = CURSOR_ZERO
+        deadline = time.monotonic() + 180
+
+        def step() -> None:
+            nonlocal cursor, kill_at
+            for event in store.wait_session(session, cursor, timeout_ms=200):
+                cursor = event.cursor
+                board.add(event)
+                if not live:
+                    click.echo(f"{event.agent:>13} {event.type:<11} {summary(event.fields, 100)}")
+                slow = event.type == "tool_call" and event.get("tool") == SLOW_TOOL
+                if slow and not no_kill and board.killed is None and kill_at is None:
+                    kill_at = (time.monotonic() + 0.8, event.agent)
+            if kill_at and time.monotonic() >= kill_at[0]:
+                procs[kill_at[1]].send_signal(signal.SIGKILL)
+                board.killed = kill_at[1]
+                kill_at = None
+                if not live:
+                    click.echo(
+                        f"{'demo':>13} {'SIGKILL':<11} {board.killed}, in the middle of a call"
+                    )
+
+        if live:
+            from rich.live import Live
+
+            with Live(board.render(session), refresh_per_second=8) as view:
+                while not board.complete and time.monotonic() < deadline:
+                    step()
+                    view.update(board.render(session))
+        else:
+            while not board.complete and time.monotonic() < deadline:
+                step()
+        orchestrator.wait(timeout=30)
+    _report(session, settings, board, url, private)
+    if not board.complete:
+        raise Failure("the demo did not complete in time", 1)
+
+
+def _stop_all(procs: dict[str, subprocess.Popen[bytes]]) -> None:
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs.values():
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _report(session: str, settings: Settings, board: Board, url: str, private: bool) -> None:
+    done = sum(state.startswith("done") for state in board.tasks.values())
+    unresolved = [a for a, state in board.calls.items() if "running" in state]
+    lines = [
+        "",
+        f"session {session}: {len(board.events)} events, {done}/{len(board.tasks)} tasks done",
+    ]
+    if board.killed:
+        lines.append(
+            f"{board.killed} was killed mid-call; another worker took over its task."
+            f" Its call stays requested without a result: {', '.join(unresolved) or 'none'}"
+        )
+    prefix = "" if settings.prefix == "lb" else f" --prefix {settings.prefix}"
+    base = f"ledger-bus --url {url}{prefix}"
+    lines += [
+        "inspect it:",
+        f"  {base} tail {session} -n 20",
+        f"  {base} inspect {session}",
+        f"  {base} export {session} conversation.jsonl",
+        f"  {base} scan {session} | jq -c 'select(.type == \"tool_call\")'",
+    ]
+    if private or (url != DEFAULT_URL and not settings.url):
+        lines.append(
+            "(the private server stopped with the demo; name a Redis with --url to keep"
+            " the session)"
+        )
+    click.echo("\n".join(lines))

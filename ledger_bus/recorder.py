@@ -1,0 +1,455 @@
+"""What an agent loop calls to record its work: runs, tool calls, messages, state, delegation.
+
+The profile is the plain Python loop with explicit recorder calls. Its guarantees:
+
+- requested before called: a tool's `tool_call` is committed before the tool runs, and when that
+  write fails the tool does not run (RequestNotRecorded);
+- outcomes: the `tool_result` (ok, or error with the exception) follows, linked to its call;
+- liveness: a run holds a lease, renewed in the background, so a crashed run is recognisable;
+- recovery: a run resumed from its stream returns recorded results instead of calling again,
+  and stops at a call that was requested and never finished unless the tool is safe to replay.
+
+Each run writes its own stream (`run-<run_id>`) with expected versions: one writer per stream, so a
+second process writing the same run is refused instead of interleaving.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Final, Literal
+
+from ledger_bus.errors import LedgerError
+from ledger_bus.ids import StreamId, derive_event_id
+from ledger_bus.store.base import AppendResult, EventStore, RecordedEvent
+
+log = logging.getLogger("ledger_bus.recorder")
+
+Support = Literal["strict", "best_effort", "unsupported"]
+DEFAULT_LEASE_MS: Final = 10_000
+ABANDONED: Final = "abandoned by a crash; replayed on resume"
+_RUN_AGAIN: Final = object()  # what _replay returns when the step must be called afresh
+
+
+class RequestNotRecorded(LedgerError):
+    """Raised when a call's request could not be committed; the call did not run."""
+
+
+class OutcomeNotRecorded(LedgerError):
+    """Raised when a call ran but its result could not be committed; the attempt stays open."""
+
+
+class UnresolvedAttempt(LedgerError):
+    """Raised on resume at a call that was requested and never finished, and is unsafe to replay."""
+
+    def __init__(self, attempt_id: str, tool: str):
+        super().__init__(
+            f"attempt {attempt_id} of {tool} was requested and has no result; it is not safe to"
+            " replay, so recovery stops here for a decision (reconcile it, then resume)"
+        )
+        self.attempt_id = attempt_id
+        self.tool = tool
+
+
+class LeaseLost(LedgerError):
+    """Raised when a run writes after its lease expired or passed to another process."""
+
+
+class ToolFailed(LedgerError):
+    """Raised on resume for a call whose recorded outcome was an error."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What this recorder guarantees, in the vocabulary adapters publish."""
+
+    request_before_call: Support
+    record_outcome: Support
+    recovery: Support
+    profile: str = "plain-python-loop"
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "profile": self.profile,
+            "request_before_call": self.request_before_call,
+            "record_outcome": self.record_outcome,
+            "recovery": self.recovery,
+        }
+
+
+@dataclass(frozen=True)
+class Delegation:
+    """A delegation in flight: the call that asked for it and the child run that does it."""
+
+    attempt_id: str
+    child_run_id: str
+    call_event_id: str
+    agent: str
+
+
+@dataclass
+class _History:
+    """A run's stream as read on resume: what each step asked and got."""
+
+    version: int = 0
+    attempts: dict[str, list[RecordedEvent]] = field(default_factory=dict)  # step -> tool_calls
+    results: dict[str, RecordedEvent] = field(default_factory=dict)  # attempt -> tool_result
+    checkpoint: dict[str, Any] | None = None
+
+
+class Recorder:
+    """Records runs of one agent in one session.
+
+    Args:
+        store: where to write.
+        session_id: the task the agent works on.
+        agent: this agent's name, on every event it writes.
+        durable: False for telemetry only: writes that fail are logged and the work goes on, and
+            the capabilities say so (no recovery is claimed).
+        lease_ttl_ms: how long a run stays alive without renewal; renewed every third of it.
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        session_id: str,
+        agent: str,
+        *,
+        durable: bool = True,
+        lease_ttl_ms: int = DEFAULT_LEASE_MS,
+    ):
+        self.store = store
+        self.session_id = session_id
+        self.agent = agent
+        self.durable = durable
+        self.lease_ttl_ms = lease_ttl_ms
+
+    @property
+    def capabilities(self) -> Capabilities:
+        if self.durable:
+            return Capabilities("strict", "strict", "strict")
+        return Capabilities("best_effort", "best_effort", "unsupported")
+
+    def run(
+        self,
+        run_id: str | None = None,
+        *,
+        parents: list[str] | None = None,
+        resume: bool = False,
+        lease_wait_ms: int = 0,
+        **fields: Any,
+    ) -> Run:
+        """A run, to be used as a context manager: it holds its lease while the block runs.
+
+        With `resume=True` the run continues its stream: recorded results are returned instead of
+        calling tools again. `lease_wait_ms` waits that long for a crashed holder's lease to expire.
+        """
+        if resume and not self.durable:
+            raise LedgerError("a telemetry-only recorder cannot resume: it claims no recovery")
+        return Run(
+            self, run_id or uuid.uuid4().hex[:12], parents or [], resume, lease_wait_ms, fields
+        )
+
+
+class Run:
+    """One semantic execution by an agent; its events go to the stream `run-<run_id>`."""
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        run_id: str,
+        parents: list[str],
+        resume: bool,
+        lease_wait_ms: int,
+        fields: dict[str, Any],
+    ):
+        self.recorder = recorder
+        self.run_id = run_id
+        self.stream = StreamId(recorder.session_id, f"run-{run_id}")
+        self.native = StreamId(recorder.session_id, f"native-{run_id}")
+        self._parents = parents
+        self._resume = resume
+        self._lease_wait_ms = lease_wait_ms
+        self._fields = fields
+        self._owner = uuid.uuid4().hex
+        self._history = _History()
+        self._calls = 0
+        self._declared: set[str] = set()
+        self._lost = threading.Event()
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+        self.version = 0
+        self.last_event_id: str | None = None
+
+    # -- lifetime ---------------------------------------------------------------------------
+
+    @property
+    def lease_name(self) -> str:
+        return f"run-{self.run_id}"
+
+    def __enter__(self) -> Run:
+        store, session = self.recorder.store, self.recorder.session_id
+        deadline = time.monotonic() + self._lease_wait_ms / 1000
+        ttl = self.recorder.lease_ttl_ms
+        while not store.acquire_lease(session, self.lease_name, self._owner, ttl):
+            if time.monotonic() >= deadline:
+                raise LedgerError(f"run {self.run_id} is held by another live process")
+            time.sleep(min(0.2, ttl / 5000))
+        self._renewer = threading.Thread(
+            target=self._renew, name=f"lease-{self.run_id}", daemon=True
+        )
+        self._renewer.start()
+        if self._resume:
+            self._load()
+        else:
+            self.version = store.stream_version(self.stream)
+        self._write(
+            {
+                "type": "mutation",
+                "kind": "run.resumed" if self._resume else "run.started",
+                "capabilities": self.recorder.capabilities.to_dict(),
+                **self._fields,
+            },
+            parents=self._parents,
+        )
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            if not isinstance(err, LeaseLost):
+                status = "ok" if err is None else "error"
+                extra = {} if err is None else {"error": f"{type(err).__name__}: {err}"}
+                self._write({"type": "mutation", "kind": "run.finished", "status": status, **extra})
+        finally:
+            self._stop.set()
+            if self._renewer:
+                self._renewer.join()
+            self.recorder.store.release_lease(
+                self.recorder.session_id, self.lease_name, self._owner
+            )
+
+    def _renew(self) -> None:
+        ttl = self.recorder.lease_ttl_ms
+        store, session = self.recorder.store, self.recorder.session_id
+        while not self._stop.wait(ttl / 3000):
+            try:
+                if not store.renew_lease(session, self.lease_name, self._owner, ttl):
+                    log.error("run %s lost its lease", self.run_id)
+                    self._lost.set()
+                    return
+            except LedgerError:
+                log.warning("run %s could not renew its lease; retrying", self.run_id)
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def _write(self, event: dict[str, Any], parents: list[str] | None = None) -> str:
+        """Append one event to the run's stream and return its event id."""
+        if self._lost.is_set():
+            raise LeaseLost(f"run {self.run_id} lost its lease; it may not write any more")
+        event = {"agent": self.recorder.agent, "run_id": self.run_id, **event}
+        if parents:
+            event["parents"] = parents
+        append_id = f"{self.run_id}:{self.version + 1}"
+        try:
+            result: AppendResult = self.recorder.store.append(
+                self.stream, self.version, append_id, [event]
+            )
+        except LedgerError:
+            if self.recorder.durable:
+                raise
+            log.warning("telemetry write of %s failed; going on", event.get("kind", event["type"]))
+            return derive_event_id(self.recorder.session_id, self.stream.name, append_id, 0)
+        self.version = result.last_version
+        self.last_event_id = event.get("event_id") or derive_event_id(
+            self.recorder.session_id, self.stream.name, append_id, 0
+        )
+        return self.last_event_id
+
+    def message(self, body: str, **ids: Any) -> str:
+        """Record that this agent said something; returns the event id."""
+        return self._write({"type": "message", "body": body, **ids})
+
+    def mutate(self, kind: str, **fields: Any) -> str:
+        """Record a change of session state; the log, not a side field, is its source of truth."""
+        return self._write({"type": "mutation", "kind": kind, **fields})
+
+    def checkpoint(self, state: dict[str, Any]) -> None:
+        """Keep the framework's native state, losslessly, in the run's own native stream."""
+        append_id = f"{self.run_id}:native:{self.version}"
+        event = {
+            "type": "mutation",
+            "agent": self.recorder.agent,
+            "run_id": self.run_id,
+            "kind": "native.checkpoint",
+            "run_version": self.version,
+            "state": state,
+        }
+        self.recorder.store.append(self.native, "any", append_id, [event])
+
+    @property
+    def restored_state(self) -> dict[str, Any] | None:
+        """On resume: the last checkpoint written before the crash, if any."""
+        return self._history.checkpoint
+
+    # -- calls ------------------------------------------------------------------------------
+
+    def call(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        fn: Callable[..., Any],
+        *,
+        safe_to_replay: bool = False,
+        step: str | None = None,
+    ) -> Any:
+        """Call `fn(**args)` as the tool `tool`, recorded: request committed first, then the result.
+
+        Args:
+            tool: the tool's name.
+            args: its arguments, as JSON.
+            fn: what runs the tool.
+            safe_to_replay: whether running it twice is harmless; recovery re-runs only these.
+            step: the logical step this call belongs to; by default the run's n-th call.
+        """
+        self._calls += 1
+        step_id = step or f"{self.run_id}/c{self._calls}"
+        earlier = self._history.attempts.get(step_id, [])
+        if earlier:
+            replayed = self._replay(step_id, earlier, safe_to_replay)
+            if replayed is not _RUN_AGAIN:
+                return replayed
+        attempt_id = f"{step_id}#{len(earlier) + 1}"
+        if safe_to_replay and tool not in self._declared:
+            # Unsafe is the default; a tool safe to run twice says so once per run, before its
+            # first request, so that whoever finds its attempt unresolved knows.
+            self.mutate("tool.declared", tool=tool, safe_to_replay=True)
+            self._declared.add(tool)
+        request = {
+            "type": "tool_call",
+            "tool": tool,
+            "args": args,
+            "attempt_id": attempt_id,
+            "step_id": step_id,
+        }
+        try:
+            call_id = self._write(request)
+        except LedgerError as err:
+            raise RequestNotRecorded(
+                f"{tool} was not called: its request was not recorded: {err}"
+            ) from err
+        try:
+            value = fn(**args)
+        except Exception as err:
+            self._result(
+                tool,
+                attempt_id,
+                step_id,
+                call_id,
+                "error",
+                {"error": type(err).__name__, "message": str(err)},
+            )
+            raise
+        self._result(tool, attempt_id, step_id, call_id, "ok", value)
+        return value
+
+    def _result(
+        self, tool: str, attempt_id: str, step_id: str, call_id: str, status: str, value: Any
+    ) -> None:
+        try:
+            self._write(
+                {
+                    "type": "tool_result",
+                    "tool": tool,
+                    "attempt_id": attempt_id,
+                    "step_id": step_id,
+                    "status": status,
+                    "result": value,
+                },
+                parents=[call_id],
+            )
+        except LedgerError as err:
+            raise OutcomeNotRecorded(
+                f"{tool} ran (attempt {attempt_id}) but its result was not recorded: {err}"
+            ) from err
+
+    def _replay(self, step_id: str, earlier: list[RecordedEvent], safe: bool) -> Any:
+        for call in earlier:
+            result = self._history.results.get(str(call["attempt_id"]))
+            if result is None:
+                continue
+            if result["status"] == "ok":
+                return result.get("result")
+            raise ToolFailed(f"{call['tool']} failed when first run: {result.get('result')}")
+        latest = earlier[-1]
+        if not safe:
+            raise UnresolvedAttempt(str(latest["attempt_id"]), str(latest["tool"]))
+        # Safe to replay: close the abandoned attempt explicitly, then run a new one.
+        self._write(
+            {
+                "type": "tool_result",
+                "tool": latest["tool"],
+                "attempt_id": latest["attempt_id"],
+                "step_id": step_id,
+                "status": "error",
+                "result": {"outcome": "unknown", "reason": ABANDONED},
+            },
+            parents=[latest.event_id],
+        )
+        return _RUN_AGAIN
+
+    def _load(self) -> None:
+        store = self.recorder.store
+        history = _History()
+        for event in store.read_stream(self.stream):
+            history.version = event.version
+            if event.type == "tool_call":
+                history.attempts.setdefault(str(event.step_id), []).append(event)
+            elif event.type == "tool_result":
+                history.results[str(event.attempt_id)] = event
+        checkpoints = store.read_stream(self.native)
+        if checkpoints:
+            history.checkpoint = checkpoints[-1]["state"]
+        self._history = history
+        self.version = history.version
+
+    # -- delegation -------------------------------------------------------------------------
+
+    def delegate(self, agent: str, objective: str, child_run_id: str | None = None) -> Delegation:
+        """Ask another agent to do something: a `delegate` call whose child run links back to it.
+
+        The child, in any process, runs
+        `Recorder(...).run(d.child_run_id, parents=[d.call_event_id])`, and
+        `finish_delegation` records the outcome of the call here.
+        """
+        self._calls += 1
+        step_id = f"{self.run_id}/c{self._calls}"
+        attempt_id = f"{step_id}#1"
+        child = child_run_id or uuid.uuid4().hex[:12]
+        args = {"agent": agent, "objective": objective, "child_run": child}
+        call_id = self._write(
+            {
+                "type": "tool_call",
+                "tool": "delegate",
+                "args": args,
+                "attempt_id": attempt_id,
+                "step_id": step_id,
+            }
+        )
+        return Delegation(attempt_id, child, call_id, agent)
+
+    def finish_delegation(self, delegation: Delegation, status: str, result: Any) -> None:
+        self._result(
+            "delegate",
+            delegation.attempt_id,
+            delegation.attempt_id.split("#")[0],
+            delegation.call_event_id,
+            status,
+            result,
+        )

@@ -1,0 +1,180 @@
+"""Keeping an agent in the conversation: its last-N context, then every new event, at least once.
+
+A tailer joins a session through a Redis consumer group on the session log. Each new event goes to
+one consumer of the group; it is acked once the handler returns, and an event a consumer took and
+never acked (its process died) is taken over by another after `claim_idle_ms`. An event that keeps
+failing moves to the group's dead-letter stream after `max_deliveries`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Collection, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from ledger_bus.errors import LedgerError
+from ledger_bus.render import context_line
+from ledger_bus.store.base import EventStore, RecordedEvent
+from ledger_bus.store.groups import Delivery, GroupStats, SessionGroup
+
+log = logging.getLogger("ledger_bus.tailer")
+
+Handler = Callable[[RecordedEvent], object]
+
+
+def render_context(events: Iterable[RecordedEvent], width: int = 200) -> str:
+    """The events as compact lines of text, for a model's context window."""
+    return "\n".join(context_line(event, width) for event in events)
+
+
+@dataclass
+class TailerOptions:
+    """How a tailer reads.
+
+    count: events per read. block_ms: how long a read waits for new events.
+    claim_idle_ms: take over events other consumers left unacked this long (None: never).
+    max_deliveries: after this many deliveries an event goes to the dead-letter stream.
+    keepalive_ms: while a handler runs, its event's idle time is reset this often, so that a
+        slow handler is not mistaken for a dead one (default: a third of claim_idle_ms).
+        Give every consumer of a group the same claim_idle_ms.
+    skip_agent: events written by this agent are acked without reaching the handler.
+    types: only these event types reach the handler; the others are acked.
+    """
+
+    count: int = 100
+    block_ms: int = 2000
+    claim_idle_ms: int | None = None
+    max_deliveries: int = 5
+    keepalive_ms: int | None = None
+    skip_agent: str | None = None
+    types: Collection[str] | None = None
+
+
+@dataclass
+class Tailer:
+    """One consumer of one group on one session."""
+
+    store: EventStore
+    session_id: str
+    group: str
+    consumer: str
+    options: TailerOptions = field(default_factory=TailerOptions)
+
+    def __post_init__(self) -> None:
+        self._group = SessionGroup(self.store, self.session_id, self.group)
+        self._recovered = False
+
+    def context(self, n: int = 20) -> list[RecordedEvent]:
+        """The session's last n events, oldest first; O(n) whatever the session's length."""
+        return self.store.tail(self.session_id, n)
+
+    def join(self, n: int = 20) -> list[RecordedEvent]:
+        """Return the last-n context and make sure the group exists.
+
+        A new group starts right after the context returned, so nothing committed in between is
+        missed; an existing group keeps its place.
+        """
+        events = self.context(n)
+        if not self._group.exists():
+            newest = events[-1].cursor if events else None
+            if newest is None:
+                latest = self.store.tail(self.session_id, 1)
+                newest = latest[-1].cursor if latest else "0000000000000-000000"
+            self._group.create(newest)
+        return events
+
+    def _wanted(self, event: RecordedEvent) -> bool:
+        if self.options.skip_agent is not None and event.agent == self.options.skip_agent:
+            return False
+        return self.options.types is None or event.type in self.options.types
+
+    def _sort(self, found: list[Delivery]) -> list[Delivery]:
+        """Dead-letter the exhausted, ack the unwanted; return what the handler should see."""
+        keep: list[Delivery] = []
+        skipped: list[str] = []
+        for delivery in found:
+            if delivery.deliveries > self.options.max_deliveries:
+                reason = f"not acked after {delivery.deliveries - 1} deliveries"
+                self._group.dead_letter(delivery, reason)
+                log.warning("dead-lettered %s: %s", delivery.entry_id, reason)
+            elif self._wanted(delivery.event):
+                keep.append(delivery)
+            else:
+                skipped.append(delivery.entry_id)
+        self._group.ack(skipped)
+        return keep
+
+    def poll(self) -> list[Delivery]:
+        """One batch: first this consumer's own unacked events (after a restart), then events
+        taken over from idle consumers, else new events, waiting up to block_ms for them."""
+        if not self._recovered:
+            self._recovered = True
+            self.join(0)
+            own = self._group.read(self.consumer, self.options.count, None, own_pending=True)
+            if own:
+                return self._sort(own)
+        if self.options.claim_idle_ms is not None:
+            taken = self._group.claim(self.consumer, self.options.claim_idle_ms, self.options.count)
+            if taken:
+                log.info(
+                    "took over %d events idle >= %d ms", len(taken), self.options.claim_idle_ms
+                )
+                return self._sort(taken)
+        return self._sort(
+            self._group.read(self.consumer, self.options.count, self.options.block_ms)
+        )
+
+    def ack(self, deliveries: Iterable[Delivery]) -> int:
+        return self._group.ack([d.entry_id for d in deliveries])
+
+    def run(self, handler: Handler, stop: threading.Event | None = None) -> None:
+        """Deliver events to `handler` until `stop` is set; ack each batch's handled events.
+
+        A handler that raises leaves its event unacked: it comes back through takeover (set
+        claim_idle_ms) or this consumer's next start, until max_deliveries sends it to the
+        dead-letter stream.
+        """
+        stop = stop or threading.Event()
+        while not stop.is_set():
+            batch = self.poll()
+            handled: list[Delivery] = []
+            with self._keeping([d.entry_id for d in batch]):
+                for delivery in batch:
+                    try:
+                        handler(delivery.event)
+                    except Exception:
+                        log.exception("handler failed on %s; left unacked", delivery.entry_id)
+                        continue
+                    handled.append(delivery)
+            self.ack(handled)
+
+    @contextmanager
+    def _keeping(self, entry_ids: list[str]) -> Iterator[None]:
+        """Keep the batch's entries fresh while the handler works on them."""
+        interval = self.options.keepalive_ms or (self.options.claim_idle_ms or 15_000) // 3
+        done = threading.Event()
+
+        def keep() -> None:
+            while not done.wait(interval / 1000):
+                try:
+                    self._group.keep(self.consumer, entry_ids)
+                except LedgerError:
+                    log.warning("could not refresh %d in-flight events", len(entry_ids))
+
+        keeper = threading.Thread(target=keep, name=f"keep-{self.consumer}", daemon=True)
+        if entry_ids:
+            keeper.start()
+        try:
+            yield
+        finally:
+            done.set()
+            if entry_ids:
+                keeper.join()
+
+    def stats(self) -> GroupStats:
+        return self._group.stats()
+
+    def dead_letters(self) -> list[dict[str, str]]:
+        return self._group.dead()
