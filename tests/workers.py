@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
+import time
 
 import ledger_bus as lb
 
@@ -24,9 +27,75 @@ def race(url: str, prefix: str, worker: str, appends: int) -> None:
     print(conflicts)
 
 
+def consume(
+    url: str,
+    prefix: str,
+    session: str,
+    consumer: str,
+    out_path: str,
+    claim_idle_ms: int,
+    handle_ms: int,
+) -> None:
+    """A group consumer logging each event handled ("H body") and each batch acked ("A ...")."""
+    from ledger_bus.tailer import Tailer, TailerOptions
+
+    store = lb.connect(url, prefix=prefix)
+    options = TailerOptions(count=20, block_ms=200, claim_idle_ms=claim_idle_ms or None)
+    tailer = Tailer(store, session, "group", consumer, options)
+    stop = install_stop()
+    with open(out_path, "a", encoding="utf-8") as out:
+        while not stop.is_set():
+            batch = tailer.poll()
+            for delivery in batch:
+                time.sleep(handle_ms / 1000)
+                out.write(f"H {delivery.event['body']}\n")
+                out.flush()
+            if batch:
+                tailer.ack(batch)
+                out.write("A " + " ".join(d.event["body"] for d in batch) + "\n")
+                out.flush()
+    store.close()
+
+
+def install_stop() -> threading.Event:
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    return stop
+
+
+def recorded(url: str, prefix: str, session: str, run_id: str, marker: str, safe: str) -> None:
+    """A run that completes one call, then hangs inside a second until it is killed."""
+    from ledger_bus.recorder import Recorder
+
+    store = lb.connect(url, prefix=prefix)
+    recorder = Recorder(store, session, "agent", lease_ttl_ms=1000)
+    with recorder.run(run_id) as run:
+        run.checkpoint({"turn": 1, "notes": ["looked up the ticket"]})
+        run.call("lookup", {"ticket": 7}, lambda ticket: side_effect(marker, f"lookup {ticket}"))
+        print("calling the slow tool", flush=True)
+        run.call(
+            "deploy", {"env": "prod"}, lambda env: hang(marker, env), safe_to_replay=safe == "safe"
+        )
+
+
+def side_effect(marker: str, what: str) -> dict[str, str]:
+    with open(marker, "a", encoding="utf-8") as out:
+        out.write(what + "\n")
+    return {"done": what}
+
+
+def hang(marker: str, env: str) -> None:
+    side_effect(marker, f"deploy {env} started")
+    time.sleep(3600)
+
+
 if __name__ == "__main__":
     name, *args = sys.argv[1:]
     if name == "race":
         race(args[0], args[1], args[2], int(args[3]))
+    elif name == "consume":
+        consume(args[0], args[1], args[2], args[3], args[4], int(args[5]), int(args[6]))
+    elif name == "recorded":
+        recorded(*args)
     else:
         raise SystemExit(f"unknown worker {name}")

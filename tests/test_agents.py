@@ -1,0 +1,478 @@
+"""Agents on a shared Redis: consumer groups, takeover, dead letters, the recorder and its lease.
+
+Consumers and runs are real processes, killed with SIGKILL where the test says so.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import ledger_bus as lb
+from ledger_bus.recorder import Recorder, RequestNotRecorded, UnresolvedAttempt
+from ledger_bus.server import LocalServer
+from ledger_bus.store.base import EventStore, RecordedEvent
+from ledger_bus.tailer import Tailer, TailerOptions
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def msg(body: str, agent: str = "writer") -> dict[str, str]:
+    return {"type": "message", "agent": agent, "body": body}
+
+
+def append_bodies(store: EventStore, session: str, bodies: list[str]) -> None:
+    ref = lb.StreamId(session, "feed")
+    for start in range(0, len(bodies), 100):
+        chunk = bodies[start : start + 100]
+        store.append(ref, lb.ANY, f"feed-{start}", [msg(b) for b in chunk])
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 60, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+class Consumers:
+    """Consumer processes of one group, each logging what it handled and acked to its own file."""
+
+    def __init__(self, url: str, prefix: str, session: str, folder: Path):
+        self.url, self.prefix, self.session, self.folder = url, prefix, session, folder
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.killed: set[str] = set()
+
+    def start(self, name: str, claim_idle_ms: int = 0, handle_ms: int = 0) -> None:
+        args = [
+            sys.executable,
+            "-m",
+            "tests.workers",
+            "consume",
+            self.url,
+            self.prefix,
+            self.session,
+            name,
+            str(self.folder / f"{name}.log"),
+            str(claim_idle_ms),
+            str(handle_ms),
+        ]
+        self.procs[name] = subprocess.Popen(args, cwd=ROOT)
+
+    def kill(self, name: str) -> None:
+        self.procs[name].send_signal(signal.SIGKILL)
+        self.procs[name].wait()
+        self.killed.add(name)
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs.values():
+            proc.wait(timeout=30)
+
+    def log(self, name: str) -> tuple[list[str], list[str]]:
+        path = self.folder / f"{name}.log"
+        handled: list[str] = []
+        acked: list[str] = []
+        for line in path.read_text().splitlines() if path.exists() else []:
+            kind, _, rest = line.partition(" ")
+            (handled if kind == "H" else acked).extend(rest.split())
+        return handled, acked
+
+    def handled(self) -> Counter[str]:
+        return Counter(body for name in self.procs for body in self.log(name)[0])
+
+
+@pytest.fixture
+def store(redis_url: str, prefix: str) -> Iterator[EventStore]:
+    with lb.connect(redis_url, prefix=prefix) as opened:
+        yield opened
+
+
+def pending(store: EventStore, session: str) -> int:
+    return Tailer(store, session, "group", "probe").stats().pending
+
+
+def test_two_consumers_share_the_events_with_none_lost_and_none_handled_twice(
+    redis_url: str, prefix: str, store: EventStore, tmp_path: Path
+) -> None:
+    consumers = Consumers(redis_url, prefix, "shared", tmp_path)
+    Tailer(store, "shared", "group", "setup").join(0)
+    consumers.start("a")
+    consumers.start("b")
+    bodies = [f"e{i}" for i in range(600)]
+    append_bodies(store, "shared", bodies)
+
+    wait_for(lambda: sum(consumers.handled().values()) >= 600, what="600 deliveries")
+    consumers.stop()
+
+    handled = consumers.handled()
+    assert set(handled) == set(bodies)
+    assert set(handled.values()) == {1}
+    assert all(consumers.log(name)[0] for name in ("a", "b")), "both consumers took a share"
+    assert pending(store, "shared") == 0
+
+
+def test_a_consumer_killed_before_acking_has_its_events_taken_over(
+    redis_url: str, prefix: str, store: EventStore, tmp_path: Path
+) -> None:
+    consumers = Consumers(redis_url, prefix, "takeover", tmp_path)
+    Tailer(store, "takeover", "group", "setup").join(0)
+    consumers.start("slow", handle_ms=60_000)  # reads a batch, then never gets to ack it
+    append_bodies(store, "takeover", [f"e{i}" for i in range(50)])
+    wait_for(
+        lambda: Tailer(store, "takeover", "group", "probe").stats().pending > 0,
+        what="the slow consumer to read",
+    )
+    consumers.kill("slow")
+
+    consumers.start("rescuer", claim_idle_ms=300)
+    wait_for(lambda: len(consumers.handled()) == 50, what="all 50 handled")
+    consumers.stop()
+
+    rescued, acked = consumers.log("rescuer")
+    assert sorted(rescued, key=lambda b: int(b[1:])) == [f"e{i}" for i in range(50)]
+    assert sorted(acked) == sorted(rescued)
+    assert pending(store, "takeover") == 0
+
+
+@pytest.mark.slow
+def test_ten_thousand_events_through_four_consumers_with_random_sigkills(
+    redis_url: str, prefix: str, store: EventStore, tmp_path: Path
+) -> None:
+    consumers = Consumers(redis_url, prefix, "storm", tmp_path)
+    Tailer(store, "storm", "group", "setup").join(0)
+    live = [f"c{i}" for i in range(4)]
+    for name in live:
+        consumers.start(name, claim_idle_ms=500, handle_ms=1)
+    bodies = [f"e{i}" for i in range(10_000)]
+    writer = threading.Thread(target=append_bodies, args=(store, "storm", bodies))
+    writer.start()
+
+    chance = random.Random(20261129)
+    started = len(live)
+    deadline = time.monotonic() + 240
+    while len(consumers.handled()) < len(bodies) and time.monotonic() < deadline:
+        time.sleep(chance.uniform(0.1, 0.4))
+        if len(consumers.killed) < 8:
+            victim = live.pop(chance.randrange(len(live)))
+            consumers.kill(victim)
+            name = f"c{started}"
+            started += 1
+            consumers.start(name, claim_idle_ms=500, handle_ms=1)
+            live.append(name)
+    writer.join()
+    wait_for(lambda: len(consumers.handled()) == len(bodies), timeout=120, what="every event")
+    wait_for(lambda: pending(store, "storm") == 0, timeout=60, what="every event acked")
+    consumers.stop()
+
+    handled = consumers.handled()
+    assert set(handled) == set(bodies), "every event reached the group at least once"
+    unacked_handlings: Counter[str] = Counter()
+    acks: Counter[str] = Counter()
+    for name in consumers.procs:
+        seen, acked = consumers.log(name)
+        acks.update(acked)
+        unacked = Counter(seen) - Counter(acked)
+        if name not in consumers.killed:
+            assert not unacked, f"{name} lived and acked all it handled"
+        unacked_handlings.update(unacked)
+    assert max(acks.values()) == 1, "no acked event was ever delivered again"
+    duplicates = handled - Counter(set(bodies))
+    # Every duplicate is an earlier handling by a killed consumer that never acked it...
+    assert not duplicates - unacked_handlings
+    # ...and every such handling was delivered again, but for at most one batch per kill whose
+    # ack reached Redis just before the kill and never reached the log file.
+    unlogged = unacked_handlings - duplicates
+    assert sum(unlogged.values()) <= 20 * len(consumers.killed)
+    assert len(consumers.killed) >= 3, "the storm was too short to prove anything"
+    assert sum(duplicates.values()) > 0
+
+
+def test_a_poison_event_lands_in_the_dead_letter_stream_after_the_configured_deliveries(
+    store: EventStore,
+) -> None:
+    options = TailerOptions(block_ms=50, claim_idle_ms=50, max_deliveries=3)
+    tailer = Tailer(store, "poison", "group", "c1", options)
+    tailer.join(0)
+    append_bodies(store, "poison", ["good-1", "poison", "good-2"])
+    handled: list[str] = []
+    attempts = Counter[str]()
+
+    def handle(event: RecordedEvent) -> None:
+        attempts[event["body"]] += 1
+        if event["body"] == "poison":
+            raise ValueError("cannot handle this one")
+        handled.append(event["body"])
+
+    stop = threading.Event()
+    worker = threading.Thread(target=tailer.run, args=(handle, stop))
+    worker.start()
+    try:
+        wait_for(lambda: bool(tailer.dead_letters()), timeout=30, what="a dead letter")
+    finally:
+        stop.set()
+        worker.join()
+
+    dead = tailer.dead_letters()
+    assert [d["reason"] for d in dead] == ["not acked after 3 deliveries"]
+    assert dead[0]["stream"] == "feed"
+    assert attempts["poison"] == 3
+    assert sorted(handled) == ["good-1", "good-2"]
+    assert tailer.stats().pending == 0
+
+
+def test_a_new_group_starts_at_the_end_of_the_session(store: EventStore) -> None:
+    append_bodies(store, "late", ["old-1", "old-2"])
+    tailer = Tailer(store, "late", "newcomers", "c1", TailerOptions(block_ms=50))
+
+    context = tailer.join(5)
+    assert [e["body"] for e in context] == ["old-1", "old-2"]
+    assert tailer.poll() == []
+    store.append(lb.StreamId("late", "feed"), lb.ANY, "new", [msg("new-1")])
+    assert [d.event["body"] for d in tailer.poll()] == ["new-1"]
+
+
+def test_tailer_filters_skip_its_own_agent_and_unwanted_types(store: EventStore) -> None:
+    tailer = Tailer(
+        store, "filtered", "g", "me", TailerOptions(block_ms=50, skip_agent="me", types={"message"})
+    )
+    tailer.join(0)
+    ref = lb.StreamId("filtered", "feed")
+    store.append(
+        ref,
+        lb.ANY,
+        "1",
+        [
+            msg("mine", agent="me"),
+            msg("theirs", agent="them"),
+            {"type": "mutation", "agent": "them", "kind": "k"},
+        ],
+    )
+    assert [d.event["body"] for d in tailer.poll()] == ["theirs"]
+    assert tailer.stats().pending == 1  # the two filtered ones were acked on the spot
+
+
+def test_tail_shows_no_event_of_another_session_while_sessions_interleave(
+    store: EventStore,
+) -> None:
+    def write(session: str) -> None:
+        for i in range(100):
+            store.append(lb.StreamId(session, "feed"), lb.ANY, str(i), [msg(f"{session}-{i}")])
+
+    writers = [threading.Thread(target=write, args=(s,)) for s in ("left", "right")]
+    for thread in writers:
+        thread.start()
+    seen = []
+    while any(t.is_alive() for t in writers):
+        seen += store.tail("left", 20)
+    for thread in writers:
+        thread.join()
+    seen += store.tail("left", 20)
+    assert {e["body"].split("-")[0] for e in seen} == {"left"}
+    assert [e["body"] for e in store.tail("left", 3)] == ["left-97", "left-98", "left-99"]
+
+
+def test_context_renders_compact_lines_for_a_model(store: EventStore) -> None:
+    from ledger_bus.tailer import render_context
+
+    append_bodies(store, "ctx", ["first line\nsecond line"])
+    text = render_context(store.tail("ctx", 5))
+    assert text.endswith("writer message: first line second line")
+    assert "\n" not in text
+
+
+# -- the recorder -----------------------------------------------------------------------------
+
+
+def test_a_recorded_call_writes_its_request_first_and_its_result_linked_to_it(
+    store: EventStore,
+) -> None:
+    recorder = Recorder(store, "rec", "agent")
+    with recorder.run("r1") as run:
+        assert store.lease_alive("rec", "run-r1")
+        result = run.call("add", {"a": 2, "b": 3}, lambda a, b: a + b)
+        with pytest.raises(ZeroDivisionError):
+            run.call("divide", {"a": 1, "b": 0}, lambda a, b: a / b)
+        run.mutate("task.done", task_id="jwt")
+    assert result == 5
+    assert not store.lease_alive("rec", "run-r1")
+
+    events = store.read_stream(lb.StreamId("rec", "run-r1"))
+    kinds = [(e.type, e.get("kind") or e.get("tool")) for e in events]
+    assert kinds == [
+        ("mutation", "run.started"),
+        ("tool_call", "add"),
+        ("tool_result", "add"),
+        ("tool_call", "divide"),
+        ("tool_result", "divide"),
+        ("mutation", "task.done"),
+        ("mutation", "run.finished"),
+    ]
+    add_call, add_result = events[1], events[2]
+    assert add_result.parents == [add_call.event_id]
+    assert add_result.attempt_id == add_call.attempt_id
+    assert events[4]["status"] == "error"
+    assert events[4]["result"]["error"] == "ZeroDivisionError"
+    assert events[0]["capabilities"]["request_before_call"] == "strict"
+
+
+def test_a_recorder_whose_request_write_fails_never_runs_the_tool(own_server: LocalServer) -> None:
+    store = lb.connect(own_server.url, timeout=0.5)
+    recorder = Recorder(store, "down", "agent")
+    ran: list[str] = []
+    failure: list[BaseException] = []
+    try:
+        with recorder.run("r1") as run:
+            own_server.kill()
+            try:
+                run.call("deploy", {"env": "prod"}, ran.append)
+            except RequestNotRecorded as err:
+                failure.append(err)
+                raise
+    except lb.LedgerError:
+        pass
+    finally:
+        store.close()
+    assert ran == []
+    assert failure, "the call must fail with RequestNotRecorded"
+    own_server.start()
+    with lb.connect(own_server.url) as again:
+        calls = [
+            e for e in again.read_stream(lb.StreamId("down", "run-r1")) if e.type == "tool_call"
+        ]
+    assert calls == []
+
+
+def test_telemetry_only_recorders_claim_no_recovery(store: EventStore) -> None:
+    recorder = Recorder(store, "tele", "agent", durable=False)
+    assert recorder.capabilities.to_dict()["recovery"] == "unsupported"
+    with pytest.raises(lb.LedgerError):
+        recorder.run("r1", resume=True)
+
+
+def test_delegation_links_the_child_run_to_the_call_that_asked_for_it(store: EventStore) -> None:
+    orchestrator = Recorder(store, "deleg", "orchestrator")
+    lead = Recorder(store, "deleg", "engineering-lead")
+    with orchestrator.run("o1") as run:
+        asked = run.delegate("engineering-lead", "rotate the JWT keys")
+        with lead.run(asked.child_run_id, parents=[asked.call_event_id]) as child:
+            child.message("backend-dev will handle")
+        run.finish_delegation(asked, "ok", {"accepted": True})
+
+    started = store.read_stream(lb.StreamId("deleg", f"run-{asked.child_run_id}"))[0]
+    assert started.parents == [asked.call_event_id]
+    calls = store.read_stream(lb.StreamId("deleg", "run-o1"))
+    result = next(e for e in calls if e.type == "tool_result")
+    assert (result["tool"], result.attempt_id, result.parents) == (
+        "delegate",
+        asked.attempt_id,
+        [asked.call_event_id],
+    )
+
+
+def _start_recorded(
+    url: str, prefix: str, tmp_path: Path, safe: str
+) -> tuple[subprocess.Popen[str], Path]:
+    marker = tmp_path / "effects.txt"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.workers",
+            "recorded",
+            url,
+            prefix,
+            "crash",
+            "r1",
+            str(marker),
+            safe,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "calling the slow tool"
+    wait_for(lambda: "deploy prod started" in marker.read_text(), what="the slow call to start")
+    return proc, marker
+
+
+def test_a_killed_runs_lease_disappears_and_resume_skips_done_calls_and_stops_at_unresolved(
+    redis_url: str, prefix: str, store: EventStore, tmp_path: Path
+) -> None:
+    proc, marker = _start_recorded(redis_url, prefix, tmp_path, "unsafe")
+    assert store.lease_alive("crash", "run-r1")
+
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    if proc.stdout:
+        proc.stdout.close()
+    wait_for(
+        lambda: not store.lease_alive("crash", "run-r1"), timeout=10, what="the lease to expire"
+    )
+
+    recorder = Recorder(store, "crash", "agent")
+    calls: list[str] = []
+    with recorder.run("r1", resume=True) as run:
+        assert run.restored_state == {"turn": 1, "notes": ["looked up the ticket"]}
+        looked_up = run.call("lookup", {"ticket": 7}, lambda ticket: calls.append("lookup"))
+        assert looked_up == {"done": "lookup 7"}
+        with pytest.raises(UnresolvedAttempt) as raised:
+            run.call("deploy", {"env": "prod"}, lambda env: calls.append("deploy"))
+    assert calls == [], "nothing ran again: one result was recorded, the other is unresolved"
+    assert raised.value.attempt_id == "r1/c2#1"
+    assert marker.read_text().splitlines() == ["lookup 7", "deploy prod started"]
+
+
+def test_resume_replays_a_call_declared_safe_under_a_new_attempt(
+    redis_url: str, prefix: str, store: EventStore, tmp_path: Path
+) -> None:
+    proc, _ = _start_recorded(redis_url, prefix, tmp_path, "safe")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    if proc.stdout:
+        proc.stdout.close()
+
+    recorder = Recorder(store, "crash", "agent")
+    with recorder.run("r1", resume=True, lease_wait_ms=10_000) as run:
+        run.call("lookup", {"ticket": 7}, lambda ticket: pytest.fail("must not run again"))
+        assert (
+            run.call("deploy", {"env": "prod"}, lambda env: f"deployed {env}", safe_to_replay=True)
+            == "deployed prod"
+        )
+
+    events = store.read_stream(lb.StreamId("crash", "run-r1"))
+    results = {e.attempt_id: e for e in events if e.type == "tool_result"}
+    assert results["r1/c2#1"]["result"]["outcome"] == "unknown"
+    assert results["r1/c2#2"]["result"] == "deployed prod"
+    assert any(e.get("kind") == "tool.declared" and e["safe_to_replay"] for e in events)
+
+
+@pytest.mark.slow
+def test_the_demo_runs_to_completion_and_a_killed_worker_is_taken_over() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("LEDGER_BUS_URL", "LEDGER_BUS_PREFIX")}
+    done = subprocess.run(
+        [sys.executable, "-m", "ledger_bus", "demo", "--no-live", "--private"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "8/8 tasks done" in done.stdout
+    assert "SIGKILL" in done.stdout
+    assert "was killed mid-call; another worker took over its task" in done.stdout
