@@ -36,6 +36,7 @@ test-fast: install
 
 bench: install
 	$(PY) scripts/bench.py
+	$(PY) scripts/bench_agents.py
 
 demo: install
 	$(BIN)/ledger-bus demo

@@ -81,14 +81,21 @@ class LocalServer:
         if self.config_file:
             args.append(self.config_file)
         args += [
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--dir", self.directory,
-            "--save", "",
-            "--appendonly", "yes" if self.appendonly else "no",
-            "--logfile", os.path.join(self.directory, "server.log"),
-            "--daemonize", "no",
-        ]  # fmt: skip
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            self.directory,
+            "--save",
+            "",
+            "--appendonly",
+            "yes" if self.appendonly else "no",
+            "--logfile",
+            os.path.join(self.directory, "server.log"),
+            "--daemonize",
+            "no",
+        ]
         args += self.extra
         self.process = subprocess.Popen(
             args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True

@@ -80,9 +80,11 @@ def compare(
         ours_rates.append(mine)
         ratios.append(mine / theirs)
     ratio = statistics.median(ratios)
-    print(f"{name:<44} ledger {statistics.median(ours_rates):>10,.0f} {unit:<9}"
-          f" raw {statistics.median(raw_rates):>10,.0f} {unit:<9}"
-          f" ratio {ratio:5.2f}x  (target {target})")  # fmt: skip
+    print(
+        f"{name:<44} ledger {statistics.median(ours_rates):>10,.0f} {unit:<9}"
+        f" raw {statistics.median(raw_rates):>10,.0f} {unit:<9}"
+        f" ratio {ratio:5.2f}x  (target {target})"
+    )
     return ratio
 
 
@@ -145,10 +147,24 @@ def bench_read(store: RedisStore, raw: redis.Redis, events: int) -> None:
             last = "(" + page[-1][0].decode()
         return out
 
-    compare(f"read_stream of {events:,} vs XRANGE+msgpack", lambda _: store.read_stream(ref),
-            raw_read, 1, events, "events/s", ">= 0.5x")  # fmt: skip
-    compare(f"scan_session of {events:,} vs XRANGE+msgpack", lambda _: store.scan_session(session),
-            raw_read, 1, events, "events/s", ">= 0.5x")  # fmt: skip
+    compare(
+        f"read_stream of {events:,} vs XRANGE+msgpack",
+        lambda _: store.read_stream(ref),
+        raw_read,
+        1,
+        events,
+        "events/s",
+        ">= 0.5x",
+    )
+    compare(
+        f"scan_session of {events:,} vs XRANGE+msgpack",
+        lambda _: store.scan_session(session),
+        raw_read,
+        1,
+        events,
+        "events/s",
+        ">= 0.5x",
+    )
 
 
 def bench_tail(store: RedisStore, sizes: list[int]) -> None:

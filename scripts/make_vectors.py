@@ -15,9 +15,14 @@ from typing import Any
 import rfc8785
 
 DEFAULTS: dict[str, Any] = {
-    "event_id": None, "run_id": None, "step_id": None, "attempt_id": None,
-    "parents": [], "args": {}, "result": None,
-}  # fmt: skip
+    "event_id": None,
+    "run_id": None,
+    "step_id": None,
+    "attempt_id": None,
+    "parents": [],
+    "args": {},
+    "result": None,
+}
 
 INPUTS: list[tuple[str, list[dict[str, Any]]]] = [
     (
@@ -130,13 +135,15 @@ def main() -> None:
     for name, events in INPUTS:
         parts = [rfc8785.dumps(normal_form(e)).decode("utf-8") for e in events]
         whole = rfc8785.dumps([normal_form(e) for e in events])
-        vectors.append({
-            "name": name,
-            "events": events,
-            "canonical_events": parts,
-            "canonical": whole.decode("utf-8"),
-            "sha256": hashlib.sha256(whole).hexdigest(),
-        })  # fmt: skip
+        vectors.append(
+            {
+                "name": name,
+                "events": events,
+                "canonical_events": parts,
+                "canonical": whole.decode("utf-8"),
+                "sha256": hashlib.sha256(whole).hexdigest(),
+            }
+        )
     out = Path(__file__).resolve().parent.parent / "conformance" / "canonical.json"
     out.write_text(
         json.dumps({"version": 1, "vectors": vectors}, ensure_ascii=False, indent=2) + "\n"

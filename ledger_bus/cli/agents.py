@@ -64,9 +64,14 @@ def follow(
 
     Each event is acked once printed, unless --no-ack.
     """
-    options = TailerOptions(count=count, block_ms=block_ms, claim_idle_ms=claim_idle_ms,
-                            max_deliveries=max_deliveries, skip_agent=skip_agent,
-                            types=set(types) or None)  # fmt: skip
+    options = TailerOptions(
+        count=count,
+        block_ms=block_ms,
+        claim_idle_ms=claim_idle_ms,
+        max_deliveries=max_deliveries,
+        skip_agent=skip_agent,
+        types=set(types) or None,
+    )
     tailer = Tailer(settings.store(), session, group, consumer, options)
     tailer.join(0)
     stop_on_sigterm()

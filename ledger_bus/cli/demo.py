@@ -132,8 +132,10 @@ def demo(
         session = f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
         env = {**os.environ, URL_ENV: url, "LEDGER_BUS_PREFIX": settings.prefix}
         store = stack.enter_context(connect(url, prefix=settings.prefix))
-        procs = {f"worker-{i + 1}": _spawn("worker", session, f"worker-{i + 1}", env)
-                 for i in range(workers)}  # fmt: skip
+        procs = {
+            f"worker-{i + 1}": _spawn("worker", session, f"worker-{i + 1}", env)
+            for i in range(workers)
+        }
         stack.callback(_stop_all, procs)
         time.sleep(0.5)  # let the workers join the group before the first task
         orchestrator = _spawn("orchestrator", session, str(tasks), env)

@@ -207,7 +207,11 @@ class SessionGroup:
         if read_count is not None:
             lag = max(0, int(length) - int(read_count))
         else:
-            after = cast(Entries, self.store._run(
-                lambda: self._client.xrange(self.log, "(" + last, "+", count=100_000)))  # fmt: skip
+            after = cast(
+                Entries,
+                self.store._run(
+                    lambda: self._client.xrange(self.log, "(" + last, "+", count=100_000)
+                ),
+            )
             lag = len(after)
         return GroupStats(self.group, int(info["consumers"]), int(info["pending"]), lag, last)

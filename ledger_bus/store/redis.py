@@ -111,7 +111,8 @@ class RedisStore(EventStore):
                 ref = refs.get(name)
                 if ref is None:
                     ref = refs[name] = StreamId(session_id, name.decode())
-                cursor = _ledger_cursor(entry_id)
+                ms, _, seq = entry_id.partition(b"-")  # _ledger_cursor, inlined on the hot path
+                cursor = f"{ms.decode():0>13}-{seq.decode():0>6}"
                 out.append(RecordedEvent(ref, int(fields[b"v"]), cursor, unpackb(fields[b"p"])))
         finally:
             if paused:
