@@ -16,6 +16,7 @@ from ledger_bus.events import (
     EVENT_MODELS,
     EVENT_TYPES,
     RESERVED_FIELDS,
+    attempt_note,
     event_adapter,
     event_fields,
 )
@@ -42,6 +43,11 @@ class PreparedAppend:
 
     digest: str
     payloads: list[bytes]  # msgpack of each event's fields, event_id filled in
+    notes: list[str]  # per event, what it means for open attempts (events.attempt_note)
+
+    @property
+    def opens_attempts(self) -> bool:
+        return any(note.startswith("o") for note in self.notes)
 
 
 def _given_fields(index: int, raw: object) -> dict[str, Any]:
@@ -127,4 +133,4 @@ def prepare_append(
             data["event_id"] = derive_event_id(session_id, stream, append_id, index)
     pack = msgpack.Packer(use_bin_type=True).pack
     payloads = [pack(data) for data in fields]
-    return PreparedAppend(digest=digest, payloads=payloads)
+    return PreparedAppend(digest, payloads, [attempt_note(data) for data in fields])

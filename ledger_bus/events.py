@@ -17,6 +17,9 @@ EVENT_TYPES: Final = ("message", "tool_call", "tool_result", "mutation")
 RESERVED_FIELDS: Final = frozenset({"session", "stream", "version", "cursor", "recorded_at"})
 
 NonEmpty = Annotated[str, Field(min_length=1)]
+# Ids, agent and tool names: no control characters, so they print on one line and can be
+# joined with U+001F in the append script's attempt bookkeeping.
+Ident = Annotated[str, Field(min_length=1, pattern=r"^[^\x00-\x1f\x7f]+$")]
 
 # Fields whose default value is left out of an event's canonical form (spec: "Canonical content").
 DEFAULTS: Final[dict[str, Any]] = {
@@ -33,12 +36,12 @@ DEFAULTS: Final[dict[str, Any]] = {
 class _EventBase(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
-    agent: NonEmpty
-    event_id: NonEmpty | None = None
-    run_id: NonEmpty | None = None
-    step_id: NonEmpty | None = None
-    attempt_id: NonEmpty | None = None
-    parents: list[NonEmpty] = Field(default_factory=list)
+    agent: Ident
+    event_id: Ident | None = None
+    run_id: Ident | None = None
+    step_id: Ident | None = None
+    attempt_id: Ident | None = None
+    parents: list[Ident] = Field(default_factory=list)
 
 
 class Message(_EventBase):
@@ -52,17 +55,17 @@ class ToolCall(_EventBase):
     """A tool or model call was requested; committed before the call runs."""
 
     type: Literal["tool_call"] = "tool_call"
-    tool: NonEmpty
+    tool: Ident
     args: dict[str, Any] = Field(default_factory=dict)
-    attempt_id: NonEmpty
+    attempt_id: Ident
 
 
 class ToolResult(_EventBase):
     """A requested call ended; the terminal event paired with its call by `attempt_id`."""
 
     type: Literal["tool_result"] = "tool_result"
-    tool: NonEmpty
-    attempt_id: NonEmpty
+    tool: Ident
+    attempt_id: Ident
     status: Literal["ok", "error"]
     result: Any = None
 
@@ -87,6 +90,31 @@ Event = Annotated[Message | ToolCall | ToolResult | Mutation, Field(discriminato
 EVENT_MODELS: Final = (Message, ToolCall, ToolResult, Mutation)
 
 event_adapter: Final[TypeAdapter[Message | ToolCall | ToolResult | Mutation]] = TypeAdapter(Event)
+
+
+def attempt_note(data: dict[str, Any]) -> str:
+    """What an event means for open attempts, in the append script's notation ("" for nothing).
+
+    A tool_call opens its attempt, a tool_result closes it, a `reconcile.unresolved` mutation
+    flags it, a `tool.declared` mutation marks a run's tool safe to replay (store/lua/append.lua).
+    """
+    kind = data["type"]
+    if kind == "tool_call":
+        return f"o\x1f{data['attempt_id']}\x1f{data.get('run_id', '')}\x1f{data['tool']}"
+    if kind == "tool_result":
+        return f"c\x1f{data['attempt_id']}"
+    if kind == "mutation":
+        if data["kind"] == "reconcile.unresolved" and isinstance(data.get("attempt_id"), str):
+            return f"f\x1f{data['attempt_id']}"
+        if (
+            data["kind"] == "tool.declared"
+            and data.get("safe_to_replay") is True
+            and isinstance(data.get("run_id"), str)
+            and isinstance(data.get("tool"), str)
+            and "\x1f" not in data["tool"]
+        ):
+            return f"s\x1f{data['run_id']}\x1f{data['tool']}"
+    return ""
 
 
 def event_fields(event: BaseModel) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import sys
 from ledger_bus.cli import agents as _agents  # noqa: F401  (registers the commands)
 from ledger_bus.cli import demo as _demo  # noqa: F401
 from ledger_bus.cli import ledger as _ledger  # noqa: F401
+from ledger_bus.cli import ops as _ops  # noqa: F401
 from ledger_bus.cli.app import cli
 
 __all__ = ["cli", "main"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -160,6 +161,31 @@ class SessionInfo:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class OpenAttempt:
+    """A tool_call whose tool_result has not been committed."""
+
+    session_id: str
+    attempt_id: str
+    run_id: str | None
+    tool: str
+    stream: str
+    cursor: str  # of the tool_call: its commit time is when the attempt opened
+    flagged_cursor: str | None  # of the reconcile.unresolved mutation, once flagged
+
+    @property
+    def opened_ms(self) -> int:
+        return cursor_ms(self.cursor)
+
+
+def parse_open(session_id: str, attempt_id: str, value: str) -> OpenAttempt:
+    """An open attempt from its bookkeeping value (see Keys.open_attempts)."""
+    run_id, tool, stream, cursor, flagged = value.split("\x1f")
+    return OpenAttempt(
+        session_id, attempt_id, run_id or None, tool, stream, cursor, flagged or None
+    )
+
+
 def _check_limit(limit: object) -> int | None:
     if limit is None:
         return None
@@ -310,6 +336,33 @@ class EventStore(abc.ABC):
         """Whether anyone holds the lease `name` now."""
         return self._lease_holder(session_id, name) is not None
 
+    # -- open attempts: what the reconciler works from -------------------------------------------
+
+    def open_attempts(self, session_id: str) -> list[OpenAttempt]:
+        """The session's requested calls without a result, oldest first; O(open attempts)."""
+        check_name(session_id, "session id")
+        return sorted(self._open_attempts(session_id), key=lambda a: a.cursor)
+
+    def safe_to_replay(self, session_id: str, run_id: str | None, tool: str) -> bool:
+        """Whether the run declared the tool safe to replay (unsafe is the default)."""
+        return run_id is not None and self._safe_to_replay(session_id, run_id, tool)
+
+    def sessions_with_open_attempts(self, bucket: int | None = None) -> list[tuple[str, int]]:
+        """Sessions that may have open attempts, with when one last opened (ms); from an index,
+        never a scan of the keyspace. `bucket` picks one of INDEX_BUCKETS, None all."""
+        return self._open_sessions(bucket)
+
+    def forget_idle_session(self, session_id: str, opened_before_ms: int) -> bool:
+        """Drop a session from the open-attempts index if it has none open and opened none since
+        `opened_before_ms`; True when dropped."""
+        if self._open_attempts(session_id):
+            return False
+        return self._forget_open_session(session_id, opened_before_ms)
+
+    def now_ms(self) -> int:
+        """The backend's clock, the one commit cursors are taken from."""
+        return time.time_ns() // 1_000_000
+
     def close(self) -> None:  # noqa: B027  (a backend with nothing to release keeps this)
         """Release connections; the store is not used afterwards."""
 
@@ -354,3 +407,15 @@ class EventStore(abc.ABC):
 
     @abc.abstractmethod
     def _lease_holder(self, session_id: str, name: str) -> str | None: ...
+
+    @abc.abstractmethod
+    def _open_attempts(self, session_id: str) -> list[OpenAttempt]: ...
+
+    @abc.abstractmethod
+    def _safe_to_replay(self, session_id: str, run_id: str, tool: str) -> bool: ...
+
+    @abc.abstractmethod
+    def _open_sessions(self, bucket: int | None) -> list[tuple[str, int]]: ...
+
+    @abc.abstractmethod
+    def _forget_open_session(self, session_id: str, opened_before_ms: int) -> bool: ...

@@ -14,6 +14,11 @@ from typing import Final
 INDEX_BUCKETS: Final = 64
 
 
+def bucket_of(session_id: str) -> int:
+    """Which of the INDEX_BUCKETS index keys a session is listed in."""
+    return zlib.crc32(session_id.encode()) % INDEX_BUCKETS
+
+
 @dataclass(frozen=True, slots=True)
 class Keys:
     """Key names under one prefix."""
@@ -36,6 +41,21 @@ class Keys:
         """Hash: append_id -> "<digest> <first version> <last version> <cursor>"."""
         return f"{self.prefix}:{{{session_id}}}:idem:{stream}"
 
+    def open_attempts(self, session_id: str) -> str:
+        """Hash: attempt_id -> "<run>\x1f<tool>\x1f<stream>\x1f<cursor>\x1f<flag cursor>"."""
+        return f"{self.prefix}:{{{session_id}}}:open"
+
+    def safe_tools(self, session_id: str) -> str:
+        """Hash: "<run>\x1f<tool>" -> 1 for tools a run declared safe to replay."""
+        return f"{self.prefix}:{{{session_id}}}:safe"
+
+    def open_index(self, bucket: int) -> str:
+        """Sorted set of sessions that may have open attempts, by when one last opened (ms)."""
+        return f"{self.prefix}:open-sessions:{{{self.prefix}-{bucket:02d}}}"
+
+    def open_index_of(self, session_id: str) -> str:
+        return self.open_index(bucket_of(session_id))
+
     def lease(self, session_id: str, name: str) -> str:
         """String: the owner token of a run's lease, with a TTL."""
         return f"{self.prefix}:{{{session_id}}}:lease:{name}"
@@ -53,7 +73,7 @@ class Keys:
         return f"{self.prefix}:sessions:{{{self.prefix}-{bucket:02d}}}"
 
     def index_of(self, session_id: str) -> str:
-        return self.index(zlib.crc32(session_id.encode()) % INDEX_BUCKETS)
+        return self.index(bucket_of(session_id))
 
     def all_indexes(self) -> list[str]:
         return [self.index(bucket) for bucket in range(INDEX_BUCKETS)]

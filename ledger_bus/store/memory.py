@@ -12,7 +12,16 @@ import msgpack
 from ledger_bus.batch import Limits, PreparedAppend
 from ledger_bus.errors import IdempotencyConflict, VersionConflict
 from ledger_bus.ids import StreamId, cursor_ms, format_cursor
-from ledger_bus.store.base import AppendResult, EventStore, RecordedEvent, SessionInfo, StreamInfo
+from ledger_bus.store.base import (
+    AppendResult,
+    EventStore,
+    OpenAttempt,
+    RecordedEvent,
+    SessionInfo,
+    StreamInfo,
+    parse_open,
+)
+from ledger_bus.store.keys import bucket_of
 
 
 @dataclass
@@ -26,6 +35,26 @@ class _Session:
     last_ms: int = 0
     last_seq: int = -1
     leases: dict[str, tuple[str, float]] = field(default_factory=dict)  # name -> (owner, expiry)
+    open: dict[str, str] = field(default_factory=dict)  # attempt -> as in lb:{S}:open
+    safe: set[str] = field(default_factory=set)  # "<run>\x1f<tool>"
+
+
+def _note(state: _Session, note: str, stream: str, cursor: str) -> None:
+    """Keep open attempts as store/lua/append.lua does."""
+    if not note:
+        return
+    kind, *parts = note.split("\x1f")
+    if kind == "o":
+        attempt, run_id, tool = parts
+        state.open[attempt] = f"{run_id}\x1f{tool}\x1f{stream}\x1f{cursor}\x1f"
+    elif kind == "c":
+        state.open.pop(parts[0], None)
+    elif kind == "f":
+        value = state.open.get(parts[0])
+        if value is not None and value.endswith("\x1f"):
+            state.open[parts[0]] = value + cursor
+    elif kind == "s":
+        state.safe.add(f"{parts[0]}\x1f{parts[1]}")
 
 
 class MemoryStore(EventStore):
@@ -34,6 +63,7 @@ class MemoryStore(EventStore):
     def __init__(self, limits: Limits | None = None):
         super().__init__(limits)
         self._sessions_by_id: dict[str, _Session] = {}
+        self._open_index: dict[str, int] = {}
         self._changed = threading.Condition()
 
     def _session(self, session_id: str) -> _Session:
@@ -64,7 +94,9 @@ class MemoryStore(EventStore):
             if expected is not None and expected != version:
                 raise VersionConflict(str(stream), expected, version)
             now = time.time_ns() // 1_000_000
-            for payload in prepared.payloads:
+            if prepared.opens_attempts:
+                self._open_index[stream.session_id] = now
+            for payload, note in zip(prepared.payloads, prepared.notes, strict=True):
                 # Like a Redis stream id: the clock, but never below the last id.
                 if now > state.last_ms:
                     state.last_ms, state.last_seq = now, 0
@@ -72,8 +104,10 @@ class MemoryStore(EventStore):
                     state.last_seq += 1
                 version += 1
                 positions.append(len(state.entries))
-                state.cursors.append(format_cursor(state.last_ms, state.last_seq))
+                cursor = format_cursor(state.last_ms, state.last_seq)
+                state.cursors.append(cursor)
                 state.entries.append((stream.name, version, payload))
+                _note(state, note, stream.name, cursor)
             state.streams[stream.name] = positions
             first = version - len(prepared.payloads) + 1
             result = AppendResult(stream, first, version, state.cursors[-1])
@@ -174,3 +208,29 @@ class MemoryStore(EventStore):
             else:
                 state.leases[name] = (owner, time.monotonic() + ttl_ms / 1000)
             return True
+
+    def _open_attempts(self, session_id: str) -> list[OpenAttempt]:
+        with self._changed:
+            state = self._sessions_by_id.get(session_id)
+            items = list(state.open.items()) if state else []
+        return [parse_open(session_id, attempt, value) for attempt, value in items]
+
+    def _safe_to_replay(self, session_id: str, run_id: str, tool: str) -> bool:
+        with self._changed:
+            state = self._sessions_by_id.get(session_id)
+            return state is not None and f"{run_id}\x1f{tool}" in state.safe
+
+    def _open_sessions(self, bucket: int | None) -> list[tuple[str, int]]:
+        with self._changed:
+            return sorted(
+                (s, ms)
+                for s, ms in self._open_index.items()
+                if bucket is None or bucket_of(s) == bucket
+            )
+
+    def _forget_open_session(self, session_id: str, opened_before_ms: int) -> bool:
+        with self._changed:
+            if self._open_index.get(session_id, opened_before_ms) < opened_before_ms:
+                del self._open_index[session_id]
+                return True
+            return False

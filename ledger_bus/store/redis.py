@@ -15,8 +15,16 @@ from msgpack import unpackb
 from ledger_bus.batch import Limits, PreparedAppend
 from ledger_bus.errors import BackendUnavailable, IdempotencyConflict, VersionConflict
 from ledger_bus.ids import StreamId, cursor_ms
-from ledger_bus.store.base import AppendResult, EventStore, RecordedEvent, SessionInfo, StreamInfo
-from ledger_bus.store.keys import Keys
+from ledger_bus.store.base import (
+    AppendResult,
+    EventStore,
+    OpenAttempt,
+    RecordedEvent,
+    SessionInfo,
+    StreamInfo,
+    parse_open,
+)
+from ledger_bus.store.keys import INDEX_BUCKETS, Keys
 
 T = TypeVar("T")
 # XRANGE and XREAD entries as redis-py returns them with decode_responses=False.
@@ -72,6 +80,7 @@ class RedisStore(EventStore):
         self.timeout = timeout
         self._append_script = client.register_script(_script("append"))
         self._lease_script = client.register_script(_script("lease"))
+        self._forget_script = client.register_script(_script("forget_session"))
         self._indexed: dict[str, int] = {}
 
     # -- the boundary: every Redis call goes through here ---------------------------------------
@@ -130,20 +139,25 @@ class RedisStore(EventStore):
             self.keys.meta(session),
             self.keys.stream(session, stream.name),
             self.keys.idempotency(session, stream.name),
+            self.keys.open_attempts(session),
+            self.keys.safe_tools(session),
         ]
         args: list[Any] = [
             stream.name,
             -1 if expected is None else expected,
             append_id,
             prepared.digest,
+            len(prepared.payloads),
             *prepared.payloads,
+            *prepared.notes,
         ]
-        reply = self._run(lambda: self._append_script(keys=keys, args=args))
+        if prepared.opens_attempts:
+            reply = self._run(lambda: self._append_opening(session, keys, args))
+        else:
+            reply = self._run(lambda: self._append_script(keys=keys, args=args))
         status = _text(reply[0])
         if status == "conflict":
-            raise VersionConflict(
-                str(stream), expected if expected is not None else -1, int(reply[1])
-            )
+            raise VersionConflict(str(stream), -1 if expected is None else expected, int(reply[1]))
         if status == "idem":
             raise IdempotencyConflict(str(stream), append_id)
         cursor = _ledger_cursor(reply[3])
@@ -151,6 +165,26 @@ class RedisStore(EventStore):
         if status == "ok":
             self._touch_index(session, cursor_ms(cursor))
         return result
+
+    def _append_opening(self, session: str, keys: list[str], args: list[Any]) -> Any:
+        """An append that opens attempts lists its session in the open-attempts index first, in
+        the same round trip: a writer killed right after its request committed must not leave an
+        open attempt that no reconciler can find. (The index lives in another slot, so it cannot
+        be written by the script itself on a cluster.)"""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zadd(self.keys.open_index_of(session), {session: self.now_local_ms()})
+        pipe.evalsha(self._append_script.sha, len(keys), *keys, *args)
+        replies = pipe.execute(raise_on_error=False)
+        if isinstance(replies[1], rx.NoScriptError):
+            self._append_script.sha = self.client.script_load(self._append_script.script)
+            return self._append_opening(session, keys, args)
+        if isinstance(replies[1], Exception):
+            raise replies[1]
+        return replies[1]
+
+    @staticmethod
+    def now_local_ms() -> int:
+        return time.time_ns() // 1_000_000
 
     def _touch_index(self, session_id: str, ms: int) -> None:
         if ms - self._indexed.get(session_id, -INDEX_REFRESH_MS) < INDEX_REFRESH_MS:
@@ -295,6 +329,35 @@ class RedisStore(EventStore):
         key = self.keys.lease(session_id, name)
         holder = self._run(lambda: self.client.get(key))
         return None if holder is None else _text(holder)
+
+    def _open_attempts(self, session_id: str) -> list[OpenAttempt]:
+        key = self.keys.open_attempts(session_id)
+        found = cast(dict[bytes, bytes], self._run(lambda: self.client.hgetall(key)))
+        return [parse_open(session_id, _text(a), _text(v)) for a, v in found.items()]
+
+    def _safe_to_replay(self, session_id: str, run_id: str, tool: str) -> bool:
+        key = self.keys.safe_tools(session_id)
+        return bool(self._run(lambda: self.client.hexists(key, f"{run_id}\x1f{tool}")))
+
+    def _open_sessions(self, bucket: int | None) -> list[tuple[str, int]]:
+        buckets = range(INDEX_BUCKETS) if bucket is None else [bucket]
+
+        def read() -> list[Any]:
+            pipe = self.client.pipeline(transaction=False)
+            for number in buckets:
+                pipe.zrange(self.keys.open_index(number), 0, -1, withscores=True)
+            return list(pipe.execute())
+
+        return sorted((_text(s), int(ms)) for found in self._run(read) for s, ms in found)
+
+    def _forget_open_session(self, session_id: str, opened_before_ms: int) -> bool:
+        keys = [self.keys.open_index_of(session_id)]
+        args: list[Any] = [session_id, opened_before_ms]
+        return bool(self._run(lambda: self._forget_script(keys=keys, args=args)))
+
+    def now_ms(self) -> int:
+        seconds, micros = self._run(self.client.time)
+        return int(seconds) * 1000 + int(micros) // 1000
 
     def rebuild_index(self) -> int:
         """Rebuild the cross-session index from the sessions themselves; return how many."""

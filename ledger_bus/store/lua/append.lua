@@ -5,16 +5,24 @@
 -- KEYS[3]  lb:{S}:s:<stream>    stream index, one entry per append: id <first version>-0,
 --                               fields c = cursor of its first event, n = number of events
 -- KEYS[4]  lb:{S}:idem:<stream> hash: append_id -> "<digest> <first> <last> <cursor>"
+-- KEYS[5]  lb:{S}:open          hash: attempt_id -> "<run>\31<tool>\31<stream>\31<cursor>\31<flag>"
+-- KEYS[6]  lb:{S}:safe          hash: "<run>\31<tool>" -> 1 for tools declared safe to replay
 -- ARGV[1]  stream name
 -- ARGV[2]  expected version, or -1 for any
 -- ARGV[3]  append_id
 -- ARGV[4]  sha256 hex of the RFC 8785 bytes of the events as given
--- ARGV[5..] one msgpack payload per event, never decoded here
+-- ARGV[5]  n, the number of events
+-- ARGV[6 .. 5+n]     one msgpack payload per event, never decoded here
+-- ARGV[6+n .. 5+2n]  one note per event for the attempt bookkeeping, "" for most:
+--                    "o\31<attempt>\31<run>\31<tool>"  a tool_call opens an attempt
+--                    "c\31<attempt>"                    a tool_result closes it
+--                    "f\31<attempt>"                    a reconcile.unresolved flags it
+--                    "s\31<run>\31<tool>"               a tool.declared safe to replay
 --
--- Returns {"ok", first, last, cursor}, {"dup", first, last, cursor}, {"idem"} or
--- {"conflict", actual version}. Nothing is written unless the reply is "ok".
--- An append's events are consecutive in the session log (this script runs alone), which is what
--- lets the stream index hold one entry per append.
+-- Returns {"ok", first, last, cursor, opened}, {"dup", first, last, cursor}, {"idem"} or
+-- {"conflict", actual version}. Nothing is written unless the reply is "ok". An append's events
+-- are consecutive in the session log (this script runs alone), which is what lets the stream
+-- index hold one entry per append.
 
 local prior = redis.call('HGET', KEYS[4], ARGV[3])
 if prior then
@@ -31,14 +39,33 @@ if expected >= 0 and expected ~= version then
   return {'conflict', version}
 end
 
+local n = tonumber(ARGV[5])
 local first = version + 1
 local first_cursor, cursor
-for i = 5, #ARGV do
+local opened = 0
+for i = 1, n do
   version = version + 1
-  cursor = redis.call('XADD', KEYS[1], '*', 's', ARGV[1], 'v', version, 'p', ARGV[i])
+  cursor = redis.call('XADD', KEYS[1], '*', 's', ARGV[1], 'v', version, 'p', ARGV[5 + i])
   first_cursor = first_cursor or cursor
+  local note = ARGV[5 + n + i]
+  if note ~= '' then
+    local kind, a, b, c = string.match(note, '^(%a)\31([^\31]*)\31?([^\31]*)\31?([^\31]*)$')
+    if kind == 'o' then
+      redis.call('HSET', KEYS[5], a, b .. '\31' .. c .. '\31' .. ARGV[1] .. '\31' .. cursor .. '\31')
+      opened = opened + 1
+    elseif kind == 'c' then
+      redis.call('HDEL', KEYS[5], a)
+    elseif kind == 'f' then
+      local open = redis.call('HGET', KEYS[5], a)
+      if open and string.sub(open, -1) == '\31' then
+        redis.call('HSET', KEYS[5], a, open .. cursor)
+      end
+    elseif kind == 's' then
+      redis.call('HSET', KEYS[6], a .. '\31' .. b, 1)
+    end
+  end
 end
-redis.call('XADD', KEYS[3], first .. '-0', 'c', first_cursor, 'n', version - first + 1)
+redis.call('XADD', KEYS[3], first .. '-0', 'c', first_cursor, 'n', n)
 redis.call('HSET', KEYS[2], ARGV[1], version)
 redis.call('HSET', KEYS[4], ARGV[3], ARGV[4] .. ' ' .. first .. ' ' .. version .. ' ' .. cursor)
-return {'ok', first, version, cursor}
+return {'ok', first, version, cursor, opened}

@@ -1,0 +1,239 @@
+"""Commands for operators: unresolved, reconcile, resolve, doctor."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import threading
+from typing import Any
+
+import click
+
+from ledger_bus.cli.app import (
+    EXIT_REFUSED,
+    EXIT_UNAVAILABLE,
+    BadInput,
+    Failure,
+    Settings,
+    cli,
+    emit,
+    pass_settings,
+    print_rows,
+)
+from ledger_bus.doctor import examine
+from ledger_bus.reconciler import (
+    Reconciler,
+    ReconcilerConfig,
+    ReconcilerMetrics,
+    heartbeat_age,
+    open_for,
+    resolve_attempt,
+)
+from ledger_bus.store.keys import INDEX_BUCKETS
+
+
+@cli.command()
+@click.argument("session")
+@pass_settings
+def unresolved(settings: Settings, session: str) -> None:
+    """Each tool_call of the session that has no tool_result, oldest first."""
+    store = settings.store()
+    reconciler = Reconciler(store)
+    now = store.now_ms()
+    attempts = store.open_attempts(session)
+    rows = open_for(attempts, now)
+    for row, attempt in zip(rows, attempts, strict=True):
+        row["run_alive"] = reconciler.run_alive(attempt)
+        row["safe_to_replay"] = store.safe_to_replay(session, attempt.run_id, attempt.tool)
+    print_rows(settings, rows, f"{session}: unresolved calls")
+
+
+@cli.command()
+@click.option("--once", is_flag=True, help="One pass, then exit.")
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="Seconds an open call must be old before it is flagged.",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.1),
+    default=5.0,
+    show_default=True,
+    help="Seconds between passes.",
+)
+@click.option(
+    "--prune-after",
+    type=click.FloatRange(min=0),
+    default=600.0,
+    show_default=True,
+    help="Seconds a session with nothing open stays in the index.",
+)
+@click.option(
+    "--bucket",
+    "buckets",
+    type=click.IntRange(0, INDEX_BUCKETS - 1),
+    multiple=True,
+    help="Cover only these index buckets (repeatable); default all.",
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Serve Prometheus metrics on this port.",
+)
+@click.option("--metrics-address", default="127.0.0.1", show_default=True)
+@click.option(
+    "--heartbeat",
+    "heartbeat",
+    default="/tmp/ledger-bus-reconciler.heartbeat",
+    show_default=True,
+    help="File touched after each pass.",
+)
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Exit 0 if the heartbeat is fresh (3 intervals, 30 s at least), else 1.",
+)
+@pass_settings
+def reconcile(
+    settings: Settings,
+    once: bool,
+    grace: float,
+    interval: float,
+    prune_after: float,
+    buckets: tuple[int, ...],
+    metrics_port: int | None,
+    metrics_address: str,
+    heartbeat: str,
+    check: bool,
+) -> None:
+    """The reconciler worker: flags each call requested and never finished, exactly once.
+
+    One JSON line per action on stderr. SIGTERM ends it between two flags.
+    """
+    if check:
+        age = heartbeat_age(heartbeat)
+        limit = max(3 * interval, 30.0)
+        if age > limit:
+            raise Failure(f"last pass finished {age:.0f}s ago (limit {limit:.0f}s)", EXIT_REFUSED)
+        click.echo(f"ok: last pass finished {age:.1f}s ago")
+        return
+    config = ReconcilerConfig(
+        grace_s=grace,
+        interval_s=interval,
+        prune_after_s=prune_after,
+        buckets=buckets or tuple(range(INDEX_BUCKETS)),
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger = logging.getLogger("ledger_bus.reconciler")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    metrics = None
+    if metrics_port is not None:
+        try:
+            metrics = ReconcilerMetrics(metrics_port, metrics_address)
+        except OSError as err:
+            raise BadInput(
+                f"cannot serve metrics on {metrics_address}:{metrics_port}: {err}"
+            ) from None
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    reconciler = Reconciler(settings.store(), config, metrics=metrics)
+    try:
+        reconciler.run_forever(stop, heartbeat=heartbeat, once=once)
+    finally:
+        if metrics is not None:
+            metrics.close()
+
+
+@cli.command()
+@click.argument("session")
+@click.argument("attempt")
+@click.option(
+    "--unknown", "outcome", flag_value="unknown", help="Nobody knows whether the call took effect."
+)
+@click.option("--retried-as", default=None, help="Superseded by this new attempt.")
+@click.option("--ok", "ok_json", default=None, help="The real result, as JSON.")
+@click.option("--error", "error_json", default=None, help="The real error, as JSON.")
+@click.option("--agent", default="operator", show_default=True)
+@pass_settings
+def resolve(
+    settings: Settings,
+    session: str,
+    attempt: str,
+    outcome: str | None,
+    retried_as: str | None,
+    ok_json: str | None,
+    error_json: str | None,
+    agent: str,
+) -> None:
+    """Close an open (typically flagged) attempt with an explicit terminal event."""
+    chosen = [c for c in (outcome, retried_as, ok_json, error_json) if c is not None]
+    if len(chosen) != 1:
+        raise BadInput("give exactly one of --unknown, --retried-as, --ok, --error")
+    result: Any = None
+    try:
+        if ok_json is not None:
+            result, kind = json.loads(ok_json), "ok"
+        elif error_json is not None:
+            result, kind = json.loads(error_json), "error"
+        else:
+            kind = "retried" if retried_as else "unknown"
+    except ValueError as err:
+        raise BadInput(f"not JSON: {err}") from None
+    cursor = resolve_attempt(
+        settings.store(),
+        session,
+        attempt,
+        kind,  # type: ignore[arg-type]
+        result=result,
+        retry_attempt=retried_as,
+        agent=agent,
+    )
+    emit({"session": session, "attempt_id": attempt, "outcome": kind, "cursor": cursor})
+
+
+@cli.command()
+@click.option(
+    "--durability",
+    type=click.Choice(["strict", "everysec"]),
+    default="strict",
+    show_default=True,
+    help="strict: no acknowledged append may be lost.",
+)
+@pass_settings
+def doctor(settings: Settings, durability: str) -> None:
+    """Inspect a live Redis and say what it risks for a ledger; exit 1 when data can be lost."""
+    import redis
+
+    from ledger_bus.store import DEFAULT_URL
+
+    url = settings.url or DEFAULT_URL
+    client = redis.Redis.from_url(
+        url, socket_timeout=settings.timeout, socket_connect_timeout=settings.timeout
+    )
+    try:
+        findings = examine(client, durability)  # type: ignore[arg-type]
+    except redis.exceptions.RedisError as err:
+        raise Failure(f"cannot inspect {url}: {err}", EXIT_UNAVAILABLE) from None
+    finally:
+        client.close()
+    if settings.as_table:
+        marks = {"ok": "[green]ok  [/]", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"}
+        from rich.console import Console
+
+        console = Console()
+        for finding in findings:
+            console.print(f"{marks[finding.level]} {finding.topic:<12} {finding.detail}")
+    else:
+        for finding in findings:
+            emit(finding.to_dict())
+    if any(f.level == "fail" for f in findings):
+        raise Failure(f"{url}: data can be lost (see the FAIL lines)", EXIT_REFUSED)

@@ -1,0 +1,191 @@
+"""What a Redis server risks for a ledger, line by line: `ledger-bus doctor`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import redis
+
+Level = Literal["ok", "warn", "fail"]
+Durability = Literal["strict", "everysec"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: Level
+    topic: str
+    detail: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"level": self.level, "topic": self.topic, "detail": self.detail}
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".")[:3] if part.isdigit())
+
+
+def _config(client: redis.Redis, name: str) -> str | None:
+    try:
+        found: dict[Any, Any] = client.config_get(name)
+    except redis.exceptions.ResponseError:
+        return None  # CONFIG is often renamed or refused on managed services
+    for raw, value in found.items():
+        key = raw.decode() if isinstance(raw, bytes) else raw
+        if key == name:
+            return value.decode() if isinstance(value, bytes) else str(value)
+    return None
+
+
+def _command(client: redis.Redis, *args: Any) -> Any:
+    return client.execute_command(*args)  # type: ignore[no-untyped-call]
+
+
+def _has_xautoclaim(client: redis.Redis) -> bool:
+    """Feature, not version string: servers that speak the protocol report versions loosely."""
+    try:
+        _command(client, "XAUTOCLAIM", "lb:doctor:probe", "g", "c", "0", "0-0", "COUNT", "1")
+    except redis.exceptions.ResponseError as err:
+        return "unknown command" not in str(err).lower()
+    return True
+
+
+def examine(client: redis.Redis, durability: Durability = "strict") -> list[Finding]:
+    """Inspect a live server; each finding says what it means for ledger data."""
+    findings: list[Finding] = []
+    server = client.info("server")
+    version = str(server.get("valkey_version") or server.get("redis_version") or "0")
+    name = "valkey" if "valkey_version" in server else "redis"
+    if _version(version) < (7, 0) or not _has_xautoclaim(client):
+        findings.append(
+            Finding(
+                "fail",
+                "version",
+                f"{name} {version}: ledger-bus needs 7.0 or newer"
+                " (XAUTOCLAIM with deleted ids, exclusive ranges)",
+            )
+        )
+    else:
+        findings.append(Finding("ok", "version", f"{name} {version}"))
+
+    appendonly = _config(client, "appendonly")
+    fsync = _config(client, "appendfsync")
+    policy = _config(client, "maxmemory-policy")
+    directory = _config(client, "dir")
+    if appendonly is None:
+        findings.append(
+            Finding(
+                "warn",
+                "config",
+                "CONFIG GET is refused here: check AOF,"
+                " appendfsync and maxmemory-policy with your provider",
+            )
+        )
+    if appendonly == "no":
+        findings.append(
+            Finding(
+                "fail",
+                "persistence",
+                "appendonly no: a crash loses every append since the last snapshot",
+            )
+        )
+    elif appendonly == "yes":
+        findings.append(Finding("ok", "persistence", "appendonly yes"))
+    if appendonly == "yes" and fsync is not None:
+        if fsync == "always":
+            findings.append(
+                Finding("ok", "fsync", "appendfsync always: an acknowledged append is on disk")
+            )
+        elif fsync == "everysec":
+            level: Level = "fail" if durability == "strict" else "warn"
+            findings.append(
+                Finding(
+                    level,
+                    "fsync",
+                    "appendfsync everysec: a machine crash can lose"
+                    " about a second of acknowledged appends",
+                )
+            )
+        else:
+            findings.append(
+                Finding(
+                    "fail",
+                    "fsync",
+                    f"appendfsync {fsync}: the kernel decides when"
+                    " appends reach disk; a crash can lose many seconds",
+                )
+            )
+    if policy is not None:
+        if policy == "noeviction":
+            findings.append(
+                Finding(
+                    "ok",
+                    "eviction",
+                    "maxmemory-policy noeviction: a full server"
+                    " refuses writes instead of deleting keys",
+                )
+            )
+        else:
+            findings.append(
+                Finding(
+                    "fail",
+                    "eviction",
+                    f"maxmemory-policy {policy}: Redis may"
+                    " delete ledger keys (or run leases) to free memory",
+                )
+            )
+    persistence = client.info("persistence")
+    if persistence.get("aof_last_write_status", "ok") != "ok":
+        findings.append(
+            Finding(
+                "fail", "persistence", "the last AOF write failed: appends are not reaching disk"
+            )
+        )
+    if directory is not None:
+        temporary = directory.startswith(("/tmp", "/var/tmp", "/dev/shm"))
+        findings.append(
+            Finding(
+                "warn" if temporary else "ok",
+                "directory",
+                f"dir {directory}"
+                + (": a temporary directory does not survive a reboot" if temporary else ""),
+            )
+        )
+
+    cluster = client.info("cluster")
+    if cluster.get("cluster_enabled"):
+        info = _command(client, "CLUSTER INFO")
+        text = info.decode() if isinstance(info, bytes) else str(info)
+        fields = dict(line.split(":", 1) for line in text.split() if ":" in line)
+        assigned, failed = (
+            int(fields.get("cluster_slots_assigned", 0)),
+            int(fields.get("cluster_slots_fail", 0)),
+        )
+        state = fields.get("cluster_state", "?")
+        level = "ok" if state == "ok" and assigned == 16384 and failed == 0 else "fail"
+        findings.append(
+            Finding(
+                level,
+                "cluster",
+                f"cluster_state {state}, {assigned}/16384 slots assigned, {failed} failing",
+            )
+        )
+    else:
+        findings.append(Finding("ok", "cluster", "standalone server"))
+
+    replication = client.info("replication")
+    replicas = int(replication.get("connected_slaves", 0))
+    if replication.get("role") == "slave":
+        findings.append(
+            Finding("fail", "role", "this is a replica: appends must go to the primary")
+        )
+    elif replicas:
+        findings.append(
+            Finding(
+                "ok",
+                "replication",
+                f"{replicas} replica(s); an acknowledged append"
+                " may not have reached them (WAITAOF on 7.2+ waits for it)",
+            )
+        )
+    return findings

@@ -1,0 +1,310 @@
+"""The reconciler: finds requested calls that will never finish, and flags each one exactly once.
+
+An attempt is unresolved when its `tool_call` has no `tool_result`, its run is not alive (the
+run's lease expired, or it never had one), and it is older than the grace period. The reconciler
+flags it with a `reconcile.unresolved` mutation in the session's `reconciler` stream and never runs
+a tool itself: what to do about a flagged attempt is the adapter's decision (`resolve_attempt`).
+
+Its work grows with the open attempts, not with history: the append script keeps each session's
+open attempts, and an index lists the sessions that may have some.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from ledger_bus.errors import IdempotencyConflict, InvalidInput, LedgerError
+from ledger_bus.ids import ANY, StreamId
+from ledger_bus.store.base import EventStore, OpenAttempt, format_time
+from ledger_bus.store.keys import INDEX_BUCKETS
+
+log = logging.getLogger("ledger_bus.reconciler")
+
+RECONCILER_STREAM: Final = "reconciler"
+FLAG_KIND: Final = "reconcile.unresolved"
+
+Outcome = Literal["unknown", "retried", "ok", "error"]
+
+
+@dataclass(frozen=True)
+class ReconcilerConfig:
+    """grace_s: how old an open attempt must be before it may be flagged.
+    interval_s: the pause between passes.
+    prune_after_s: how long a session with nothing open stays in the index; keep it well above
+        both the stores' timeout and the clock difference between writers and Redis.
+    buckets: which of the index's buckets this reconciler covers (default: all)."""
+
+    grace_s: float = 60.0
+    interval_s: float = 5.0
+    prune_after_s: float = 600.0
+    buckets: tuple[int, ...] = tuple(range(INDEX_BUCKETS))
+    agent: str = "reconciler"
+
+
+@dataclass
+class PassReport:
+    """What one pass saw and did."""
+
+    sessions: int = 0
+    open_attempts: int = 0
+    flagged: int = 0
+    already_flagged: int = 0
+    pruned: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+    interrupted: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def _emit(record: dict[str, Any]) -> None:
+    """One structured line per action, on the `ledger_bus.reconciler` logger."""
+    log.info(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+
+
+@dataclass
+class Reconciler:
+    """Flags unresolved attempts across every session a store holds."""
+
+    store: EventStore
+    config: ReconcilerConfig = field(default_factory=ReconcilerConfig)
+    on_action: Callable[[dict[str, Any]], None] = _emit
+    metrics: Any = None  # a ReconcilerMetrics, when exported
+
+    def unresolved(self, session_id: str, now_ms: int | None = None) -> list[OpenAttempt]:
+        """The session's open attempts that are unresolved now: old enough, their run not alive."""
+        now_ms = self.store.now_ms() if now_ms is None else now_ms
+        grace_ms = self.config.grace_s * 1000
+        return [
+            attempt
+            for attempt in self.store.open_attempts(session_id)
+            if now_ms - attempt.opened_ms >= grace_ms and not self.run_alive(attempt)
+        ]
+
+    def run_alive(self, attempt: OpenAttempt) -> bool:
+        if attempt.run_id is None:
+            return False  # a plain append takes no lease: nothing will ever finish it
+        return self.store.lease_alive(attempt.session_id, f"run-{attempt.run_id}")
+
+    def flag(self, attempt: OpenAttempt, now_ms: int) -> bool:
+        """Flag one attempt; False when some reconciler flagged it already."""
+        event = {
+            "type": "mutation",
+            "agent": self.config.agent,
+            "kind": FLAG_KIND,
+            "attempt_id": attempt.attempt_id,
+            "tool": attempt.tool,
+            "call_stream": attempt.stream,
+            "call_cursor": attempt.cursor,
+            "open_for_s": round((now_ms - attempt.opened_ms) / 1000, 3),
+            "safe_to_replay": self.store.safe_to_replay(
+                attempt.session_id, attempt.run_id, attempt.tool
+            ),
+        }
+        if attempt.run_id:
+            event["run_id"] = attempt.run_id
+        ref = StreamId(attempt.session_id, RECONCILER_STREAM)
+        try:
+            # One append_id per attempt: of reconcilers racing, one append lands; the others
+            # find the id taken (with another `open_for_s`: an idempotency conflict).
+            result = self.store.append(ref, ANY, f"flag:{attempt.attempt_id}", [event])
+        except IdempotencyConflict:
+            return False
+        if result.deduplicated:
+            return False
+        self.on_action(
+            {"action": "flag", "session": attempt.session_id, **event, "cursor": result.cursor}
+        )
+        return True
+
+    def run_pass(self, stop: threading.Event | None = None) -> PassReport:
+        """One pass over every session with open attempts; stops between attempts when `stop`
+        is set, having written each flag it began whole."""
+        started = time.monotonic()
+        report = PassReport()
+        now_ms = self.store.now_ms()
+        prune_before = now_ms - int(self.config.prune_after_s * 1000)
+        sessions = [
+            s for b in self.config.buckets for s in self.store.sessions_with_open_attempts(b)
+        ]
+        for session_id, last_opened in sessions:
+            if stop is not None and stop.is_set():
+                report.interrupted = True
+                break
+            report.sessions += 1
+            try:
+                self._session(session_id, last_opened, now_ms, prune_before, report, stop)
+            except LedgerError as err:
+                report.errors += 1
+                self.on_action({"action": "error", "session": session_id, "error": str(err)})
+        report.seconds = round(time.monotonic() - started, 6)
+        if self.metrics is not None:
+            self.metrics.observe(report)
+        return report
+
+    def _session(
+        self,
+        session_id: str,
+        last_opened: int,
+        now_ms: int,
+        prune_before: int,
+        report: PassReport,
+        stop: threading.Event | None,
+    ) -> None:
+        attempts = self.store.open_attempts(session_id)
+        report.open_attempts += len(attempts)
+        if not attempts:
+            if last_opened < prune_before and self.store.forget_idle_session(
+                session_id, prune_before
+            ):
+                report.pruned += 1
+                self.on_action({"action": "forget", "session": session_id})
+            return
+        grace_ms = self.config.grace_s * 1000
+        for attempt in attempts:
+            if stop is not None and stop.is_set():
+                report.interrupted = True
+                return
+            if attempt.flagged_cursor or now_ms - attempt.opened_ms < grace_ms:
+                continue
+            if self.run_alive(attempt):
+                continue
+            if self.flag(attempt, now_ms):
+                report.flagged += 1
+            else:
+                report.already_flagged += 1
+
+    def run_forever(
+        self, stop: threading.Event, heartbeat: str | None = None, once: bool = False
+    ) -> None:
+        """Passes every interval until `stop` is set, writing a heartbeat after each pass."""
+        while not stop.is_set():
+            report = self.run_pass(stop)
+            self.on_action({"action": "pass", **report.to_dict()})
+            if heartbeat:
+                write_heartbeat(heartbeat, report)
+            if once:
+                return
+            stop.wait(self.config.interval_s)
+
+
+def write_heartbeat(path: str, report: PassReport) -> None:
+    """Record that a pass finished, atomically (a probe never reads half a file)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    handle, temp = tempfile.mkstemp(prefix=".heartbeat-", dir=directory)
+    with os.fdopen(handle, "w") as out:
+        json.dump({"at": format_time(time.time_ns() // 1_000_000), **report.to_dict()}, out)
+    os.replace(temp, path)
+
+
+def heartbeat_age(path: str) -> float:
+    """Seconds since the last pass finished; InvalidInput when there is no heartbeat."""
+    try:
+        return time.time() - os.stat(path).st_mtime
+    except FileNotFoundError:
+        raise InvalidInput(
+            f"no heartbeat at {path}: the reconciler never finished a pass"
+        ) from None
+
+
+def resolve_attempt(
+    store: EventStore,
+    session_id: str,
+    attempt_id: str,
+    outcome: Outcome,
+    *,
+    result: Any = None,
+    retry_attempt: str | None = None,
+    agent: str = "operator",
+) -> str:
+    """Close an open attempt with an explicit terminal event; returns the cursor written.
+
+    outcome "unknown": nobody knows whether the call took effect; "retried": it is superseded by
+    `retry_attempt` (requested separately, by the adapter); "ok" / "error": the real result,
+    learned some other way.
+    """
+    found = {a.attempt_id: a for a in store.open_attempts(session_id)}
+    attempt = found.get(attempt_id)
+    if attempt is None:
+        raise InvalidInput(f"attempt {attempt_id!r} is not open in session {session_id!r}")
+    if outcome == "retried" and not retry_attempt:
+        raise InvalidInput("a retried attempt names the attempt that retries it")
+    value: Any = result
+    if outcome == "unknown":
+        value = {"outcome": "unknown", "resolved_by": agent}
+    elif outcome == "retried":
+        value = {"outcome": "retried", "retry_attempt": retry_attempt, "resolved_by": agent}
+    event: dict[str, Any] = {
+        "type": "tool_result",
+        "agent": agent,
+        "tool": attempt.tool,
+        "attempt_id": attempt_id,
+        "status": "ok" if outcome == "ok" else "error",
+        "result": value,
+    }
+    if attempt.run_id:
+        event["run_id"] = attempt.run_id
+    ref = StreamId(session_id, attempt.stream)
+    return store.append(ref, ANY, f"resolve:{attempt_id}", [event]).cursor
+
+
+class ReconcilerMetrics:
+    """Prometheus metrics of a reconciler, served on a port of their own."""
+
+    def __init__(self, port: int, address: str = "127.0.0.1"):
+        from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+
+        self.registry = CollectorRegistry()
+        self.open = Gauge(
+            "ledger_reconciler_open_attempts",
+            "Open attempts seen in the last pass",
+            registry=self.registry,
+        )
+        self.flagged = Counter(
+            "ledger_reconciler_flagged", "Attempts flagged unresolved", registry=self.registry
+        )
+        self.errors = Counter(
+            "ledger_reconciler_errors", "Sessions a pass could not read", registry=self.registry
+        )
+        self.seconds = Gauge(
+            "ledger_reconciler_pass_seconds", "Duration of the last pass", registry=self.registry
+        )
+        self.passes = Counter("ledger_reconciler_passes", "Passes finished", registry=self.registry)
+        self.server, self.thread = start_http_server(port, addr=address, registry=self.registry)
+
+    def observe(self, report: PassReport) -> None:
+        self.open.set(report.open_attempts)
+        self.flagged.inc(report.flagged)
+        self.errors.inc(report.errors)
+        self.seconds.set(report.seconds)
+        self.passes.inc()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def open_for(attempts: Iterable[OpenAttempt], now_ms: int) -> list[dict[str, Any]]:
+    """Open attempts as records for output."""
+    return [
+        {
+            "session": a.session_id,
+            "attempt_id": a.attempt_id,
+            "run_id": a.run_id,
+            "tool": a.tool,
+            "stream": a.stream,
+            "requested_at": format_time(a.opened_ms),
+            "open_for_s": round((now_ms - a.opened_ms) / 1000, 3),
+            "flagged": a.flagged_cursor is not None,
+        }
+        for a in attempts
+    ]
