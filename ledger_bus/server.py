@@ -97,9 +97,11 @@ class LocalServer:
             "no",
         ]
         args += self.extra
-        self.process = subprocess.Popen(
-            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-        )
+        # Errors before the log file opens (a bad config line) go to stderr: keep them.
+        with open(os.path.join(self.directory, "stderr.log"), "ab") as errors:
+            self.process = subprocess.Popen(
+                args, stdout=errors, stderr=errors, start_new_session=True
+            )
         deadline = time.monotonic() + wait
         client = redis.Redis(port=self.port, socket_connect_timeout=0.2, socket_timeout=1)
         try:
@@ -119,9 +121,15 @@ class LocalServer:
             client.close()
 
     def _failure(self, what: str) -> str:
-        log = Path(self.directory, "server.log")
-        tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
-        return f"{self.binary} on port {self.port} {what}" + (f": {tail[0]}" if tail else "")
+        lines: list[str] = []
+        for name in ("stderr.log", "server.log"):
+            log = Path(self.directory, name)
+            if log.exists():
+                lines += [
+                    line for line in log.read_text(errors="replace").splitlines() if line.strip()
+                ]
+        detail = " / ".join(lines[-2:])
+        return f"{self.binary} on port {self.port} {what}" + (f": {detail}" if detail else "")
 
     def kill(self) -> None:
         """Stop the server at once with SIGKILL, as a crash would."""

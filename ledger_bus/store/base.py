@@ -19,6 +19,7 @@ from ledger_bus.ids import (
     check_expected_version,
     check_name,
     cursor_ms,
+    format_cursor,
     parse_cursor,
 )
 
@@ -182,7 +183,13 @@ def parse_open(session_id: str, attempt_id: str, value: str) -> OpenAttempt:
     """An open attempt from its bookkeeping value (see Keys.open_attempts)."""
     run_id, tool, stream, cursor, flagged = value.split("\x1f")
     return OpenAttempt(
-        session_id, attempt_id, run_id or None, tool, stream, cursor, flagged or None
+        session_id,
+        attempt_id,
+        run_id or None,
+        tool,
+        stream,
+        format_cursor(*parse_cursor(cursor)),  # the script keeps Redis's "<ms>-<seq>"
+        format_cursor(*parse_cursor(flagged)) if flagged else None,
     )
 
 

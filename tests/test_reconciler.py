@@ -1,0 +1,410 @@
+"""Open attempts, the reconciler, resolve, and doctor, against real servers and processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import ledger_bus as lb
+from ledger_bus.reconciler import FLAG_KIND, Reconciler, ReconcilerConfig, resolve_attempt
+from ledger_bus.server import LocalServer, free_port
+from ledger_bus.store.base import EventStore
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED_CONF = ROOT / "deploy" / "redis.conf"
+
+
+def call(attempt: str, run_id: str | None = None, tool: str = "deploy") -> dict[str, object]:
+    event: dict[str, object] = {
+        "type": "tool_call",
+        "agent": "a",
+        "tool": tool,
+        "args": {},
+        "attempt_id": attempt,
+    }
+    if run_id:
+        event["run_id"] = run_id
+    return event
+
+
+def result(attempt: str, tool: str = "deploy") -> dict[str, object]:
+    return {
+        "type": "tool_result",
+        "agent": "a",
+        "tool": tool,
+        "attempt_id": attempt,
+        "status": "ok",
+        "result": 1,
+    }
+
+
+def flags(store: EventStore, session: str) -> Counter[str]:
+    events = store.read_stream(lb.StreamId(session, "reconciler"))
+    return Counter(e["attempt_id"] for e in events if e.get("kind") == FLAG_KIND)
+
+
+def now_pass(store: EventStore, grace: float = 0) -> Reconciler:
+    return Reconciler(store, ReconcilerConfig(grace_s=grace), on_action=lambda record: None)
+
+
+# -- open attempts: every backend ---------------------------------------------------------------
+
+
+def test_the_append_script_keeps_open_attempts(store: EventStore) -> None:
+    ref = lb.StreamId("s1", "run-r1")
+    store.append(ref, 0, "1", [call("a1", "r1"), call("a2", "r1", tool="search")])
+    store.append(ref, 2, "2", [result("a1")])
+    store.append(ref, 3, "2", [result("a1")])  # a retry: deduplicated, changes nothing
+
+    open_now = store.open_attempts("s1")
+    assert [(a.attempt_id, a.run_id, a.tool, a.stream) for a in open_now] == [
+        ("a2", "r1", "search", "run-r1")
+    ]
+    assert open_now[0].flagged_cursor is None
+    assert open_now[0].cursor == store.read_stream(ref)[1].cursor
+    assert [s for s, _ in store.sessions_with_open_attempts()] == ["s1"]
+
+
+def test_a_flag_and_a_declaration_are_kept_too(store: EventStore) -> None:
+    ref = lb.StreamId("s1", "run-r1")
+    store.append(
+        ref,
+        0,
+        "1",
+        [
+            {
+                "type": "mutation",
+                "agent": "a",
+                "kind": "tool.declared",
+                "run_id": "r1",
+                "tool": "lint",
+                "safe_to_replay": True,
+            },
+            call("a1", "r1", tool="lint"),
+        ],
+    )
+    assert store.safe_to_replay("s1", "r1", "lint")
+    assert not store.safe_to_replay("s1", "r1", "deploy")
+    assert not store.safe_to_replay("s1", None, "lint")
+
+    reconciler = now_pass(store)
+    assert reconciler.run_pass().flagged == 1
+    (attempt,) = store.open_attempts("s1")
+    assert attempt.flagged_cursor is not None
+    (flag,) = list(store.read_stream(lb.StreamId("s1", "reconciler")))
+    assert (flag["kind"], flag["attempt_id"], flag["tool"], flag["safe_to_replay"]) == (
+        FLAG_KIND,
+        "a1",
+        "lint",
+        True,
+    )
+    assert flag.run_id == "r1"
+    assert flag["call_cursor"] == attempt.cursor
+
+
+def test_a_completed_call_is_never_flagged(store: EventStore) -> None:
+    store.append(lb.StreamId("s1", "main"), 0, "1", [call("a1"), result("a1")])
+    report = now_pass(store).run_pass()
+    assert (report.flagged, report.open_attempts) == (0, 0)
+    assert flags(store, "s1") == Counter()
+
+
+def test_a_call_without_a_lease_is_flagged_after_the_grace_period_only(store: EventStore) -> None:
+    store.append(lb.StreamId("s1", "main"), 0, "1", [call("a1")])
+    assert now_pass(store, grace=3600).run_pass().flagged == 0
+    assert now_pass(store, grace=0).run_pass().flagged == 1
+    assert now_pass(store, grace=0).run_pass().flagged == 0
+    assert flags(store, "s1") == Counter({"a1": 1})
+
+
+def test_a_resolved_attempt_leaves_the_open_set(store: EventStore) -> None:
+    store.append(lb.StreamId("s1", "run-r1"), 0, "1", [call("a1", "r1"), call("a2", "r1")])
+    resolve_attempt(store, "s1", "a1", "unknown")
+    resolve_attempt(store, "s1", "a2", "retried", retry_attempt="a2-again")
+    assert store.open_attempts("s1") == []
+    results = [e for e in store.read_stream(lb.StreamId("s1", "run-r1")) if e.type == "tool_result"]
+    assert [r["result"]["outcome"] for r in results] == ["unknown", "retried"]
+    with pytest.raises(lb.InvalidInput):
+        resolve_attempt(store, "s1", "a1", "unknown")
+
+
+def test_an_idle_session_leaves_the_index_only_after_the_prune_window(store: EventStore) -> None:
+    store.append(lb.StreamId("s1", "main"), 0, "1", [call("a1"), result("a1")])
+    keep = Reconciler(store, ReconcilerConfig(grace_s=0, prune_after_s=3600), lambda r: None)
+    assert keep.run_pass().pruned == 0
+    assert store.sessions_with_open_attempts()
+    drop = Reconciler(store, ReconcilerConfig(grace_s=0, prune_after_s=0), lambda r: None)
+    time.sleep(0.01)
+    assert drop.run_pass().pruned == 1
+    assert store.sessions_with_open_attempts() == []
+
+
+# -- real processes ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def redis_store(redis_url: str, prefix: str) -> Iterator[EventStore]:
+    with lb.connect(redis_url, prefix=prefix) as opened:
+        yield opened
+
+
+def test_a_killed_caller_is_flagged_once_its_lease_expires_and_not_before(
+    redis_url: str, prefix: str, redis_store: EventStore, tmp_path: Path
+) -> None:
+    marker = tmp_path / "effects.txt"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.workers",
+            "recorded",
+            redis_url,
+            prefix,
+            "crash",
+            "r1",
+            str(marker),
+            "unsafe",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "calling the slow tool"
+    while "deploy prod started" not in (marker.read_text() if marker.exists() else ""):
+        time.sleep(0.05)
+    reconciler = now_pass(redis_store, grace=0)
+    assert reconciler.run_pass().flagged == 0, "the run is alive: its call is not unresolved"
+
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close()
+    flagged = 0
+    while True:
+        found = reconciler.run_pass().flagged
+        alive = redis_store.lease_alive("crash", "run-r1")
+        assert not (found and alive), "flagged while the run still held its lease"
+        flagged += found
+        if not alive:
+            break
+        time.sleep(0.05)
+    flagged += reconciler.run_pass().flagged
+    assert flagged == 1
+    assert reconciler.run_pass().flagged == 0
+    assert flags(redis_store, "crash") == Counter({"r1/c2#1": 1})
+
+
+def _reconcile(url: str, prefix: str, *args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "LEDGER_BUS_URL": url, "LEDGER_BUS_PREFIX": prefix}
+    return subprocess.Popen(
+        [sys.executable, "-m", "ledger_bus", "reconcile", "--grace", "0", *args],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _open_many(store: EventStore, sessions: int, per_session: int) -> set[tuple[str, str]]:
+    opened = set()
+    for s in range(sessions):
+        session = f"many-{s}"
+        events = [call(f"a{i}") for i in range(per_session)]
+        store.append(lb.StreamId(session, "main"), lb.ANY, "open", events)
+        opened |= {(session, f"a{i}") for i in range(per_session)}
+    return opened
+
+
+def _all_flags(store: EventStore, sessions: int) -> Counter[tuple[str, str]]:
+    found: Counter[tuple[str, str]] = Counter()
+    for s in range(sessions):
+        for attempt, count in flags(store, f"many-{s}").items():
+            found[(f"many-{s}", attempt)] += count
+    return found
+
+
+def test_three_reconcilers_at_once_flag_each_attempt_exactly_once(
+    redis_url: str, prefix: str, redis_store: EventStore
+) -> None:
+    opened = _open_many(redis_store, sessions=20, per_session=15)
+    workers = [
+        _reconcile(redis_url, prefix, "--once", "--heartbeat", f"/tmp/{prefix}-{i}")
+        for i in range(3)
+    ]
+    outputs = [w.communicate(timeout=120)[1] for w in workers]
+    assert [w.returncode for w in workers] == [0, 0, 0]
+
+    found = _all_flags(redis_store, 20)
+    assert set(found) == opened
+    assert set(found.values()) == {1}
+    passes = [
+        json.loads(line)
+        for out in outputs
+        for line in out.splitlines()
+        if '"action":"pass"' in line
+    ]
+    assert sum(p["flagged"] for p in passes) == len(opened)
+
+
+def test_sigterm_during_a_pass_loses_nothing_and_doubles_nothing(
+    redis_url: str, prefix: str, redis_store: EventStore
+) -> None:
+    opened = _open_many(redis_store, sessions=100, per_session=20)
+    worker = _reconcile(redis_url, prefix, "--heartbeat", f"/tmp/{prefix}-term")
+    assert worker.stderr is not None
+    first = worker.stderr.readline()  # the first flag: the pass is under way
+    assert '"action":"flag"' in first
+    worker.send_signal(signal.SIGTERM)
+    rest = worker.communicate(timeout=60)[1]
+    assert worker.returncode == 0
+    interrupted = [json.loads(line) for line in rest.splitlines() if '"action":"pass"' in line]
+    assert interrupted
+    assert interrupted[0]["interrupted"], "the signal landed mid-pass"
+    partial = _all_flags(redis_store, 100)
+    assert 0 < sum(partial.values()) < len(opened)
+
+    again = _reconcile(redis_url, prefix, "--once", "--heartbeat", f"/tmp/{prefix}-again")
+    again.communicate(timeout=120)
+    found = _all_flags(redis_store, 100)
+    assert set(found) == opened
+    assert set(found.values()) == {1}
+
+
+def test_reconcile_check_turns_the_heartbeat_into_an_exit_code(
+    redis_url: str, prefix: str, tmp_path: Path
+) -> None:
+    heartbeat = str(tmp_path / "hb")
+    env = {**os.environ, "LEDGER_BUS_URL": redis_url, "LEDGER_BUS_PREFIX": prefix}
+
+    def check() -> int:
+        return subprocess.run(
+            [sys.executable, "-m", "ledger_bus", "reconcile", "--check", "--heartbeat", heartbeat],
+            env=env,
+            capture_output=True,
+            check=False,
+        ).returncode
+
+    assert check() == 2, "no heartbeat yet: the worker never finished a pass"
+    done = _reconcile(redis_url, prefix, "--once", "--heartbeat", heartbeat)
+    done.communicate(timeout=60)
+    assert check() == 0
+    old = time.time() - 3600
+    os.utime(heartbeat, (old, old))
+    assert check() == 1
+
+
+def test_metrics_are_served_for_prometheus(
+    redis_url: str, prefix: str, redis_store: EventStore
+) -> None:
+    _open_many(redis_store, sessions=1, per_session=2)
+    port = free_port()
+    worker = _reconcile(
+        redis_url,
+        prefix,
+        "--metrics-port",
+        str(port),
+        "--interval",
+        "0.2",
+        "--heartbeat",
+        f"/tmp/{prefix}-m",
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                page = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read()
+                if b"ledger_reconciler_flagged_total 2.0" in page:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "metrics never showed the two flags"
+            time.sleep(0.1)
+        assert b"ledger_reconciler_open_attempts 2.0" in page
+        assert b"ledger_reconciler_pass_seconds" in page
+    finally:
+        worker.terminate()
+        worker.communicate(timeout=30)
+
+
+def test_resolve_and_unresolved_from_the_command_line(
+    redis_url: str, prefix: str, redis_store: EventStore
+) -> None:
+    redis_store.append(lb.StreamId("ops", "main"), 0, "1", [call("a1"), call("a2")])
+    env = {**os.environ, "LEDGER_BUS_URL": redis_url, "LEDGER_BUS_PREFIX": prefix}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "ledger_bus", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    listed = [json.loads(line) for line in run("unresolved", "ops").stdout.splitlines()]
+    assert [(r["attempt_id"], r["run_alive"], r["flagged"]) for r in listed] == [
+        ("a1", False, False),
+        ("a2", False, False),
+    ]
+    assert run("resolve", "ops", "a1", "--unknown").returncode == 0
+    assert run("resolve", "ops", "a2", "--ok", '{"deployed": true}').returncode == 0
+    assert run("unresolved", "ops").stdout == ""
+    refused = run("resolve", "ops", "a2", "--unknown")
+    assert refused.returncode == 2
+    assert "not open" in refused.stderr
+    assert run("resolve", "ops", "a9").returncode == 2
+
+
+# -- doctor and the shipped configuration --------------------------------------------------------
+
+
+def doctor(url: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ledger_bus", "--url", url, "doctor"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_doctor_fails_on_a_redis_that_can_lose_data() -> None:
+    with LocalServer(appendonly=False, extra=["--maxmemory-policy", "allkeys-lru"]) as server:
+        found = doctor(server.url)
+    assert found.returncode == 1
+    findings = {f["topic"]: f for f in map(json.loads, found.stdout.splitlines())}
+    assert findings["persistence"]["level"] == "fail"
+    assert findings["eviction"]["level"] == "fail"
+    assert "allkeys-lru" in findings["eviction"]["detail"]
+
+
+def test_doctor_passes_on_the_shipped_config_and_the_reconciler_runs_against_it(
+    tmp_path: Path,
+) -> None:
+    server = LocalServer(
+        config_file=str(SHIPPED_CONF),
+        appendonly=True,
+        directory=str(tmp_path),
+        extra=["--appendfsync", "always"],
+    )
+    with server:
+        found = doctor(server.url)
+        assert found.returncode == 0, found.stdout + found.stderr
+        levels = {f["topic"]: f["level"] for f in map(json.loads, found.stdout.splitlines())}
+        assert levels["persistence"] == levels["fsync"] == levels["eviction"] == "ok"
+
+        with lb.connect(server.url) as store:
+            store.append(lb.StreamId("prod", "main"), 0, "1", [call("a1")])
+            assert now_pass(store).run_pass().flagged == 1
+        server.kill()
+        server.start()
+        with lb.connect(server.url) as store:
+            assert flags(store, "prod") == Counter({"a1": 1}), "the flag survived a crash (AOF)"
