@@ -37,6 +37,8 @@ test-fast: install
 bench: install
 	$(PY) scripts/bench.py
 	$(PY) scripts/bench_agents.py
+	$(PY) scripts/bench_reconciler.py
+	$(PY) scripts/bench_durability.py
 
 demo: install
 	$(BIN)/ledger-bus demo

@@ -29,6 +29,7 @@ from ledger_bus.store.keys import INDEX_BUCKETS
 log = logging.getLogger("ledger_bus.reconciler")
 
 RECONCILER_STREAM: Final = "reconciler"
+SESSIONS_PER_READ: Final = 200  # sessions whose open attempts are read in one round trip
 FLAG_KIND: Final = "reconcile.unresolved"
 
 Outcome = Literal["unknown", "retried", "ok", "error"]
@@ -133,19 +134,35 @@ class Reconciler:
         report = PassReport()
         now_ms = self.store.now_ms()
         prune_before = now_ms - int(self.config.prune_after_s * 1000)
-        sessions = [
-            s for b in self.config.buckets for s in self.store.sessions_with_open_attempts(b)
-        ]
-        for session_id, last_opened in sessions:
-            if stop is not None and stop.is_set():
-                report.interrupted = True
-                break
-            report.sessions += 1
+        sessions = self.store.sessions_with_open_attempts(self.config.buckets)
+        for start in range(0, len(sessions), SESSIONS_PER_READ):
+            chunk = sessions[start : start + SESSIONS_PER_READ]
             try:
-                self._session(session_id, last_opened, now_ms, prune_before, report, stop)
+                attempts = self.store.open_attempts_of([s for s, _ in chunk])
             except LedgerError as err:
                 report.errors += 1
-                self.on_action({"action": "error", "session": session_id, "error": str(err)})
+                self.on_action({"action": "error", "error": str(err)})
+                continue
+            for session_id, last_opened in chunk:
+                if stop is not None and stop.is_set():
+                    report.interrupted = True
+                    break
+                report.sessions += 1
+                try:
+                    self._session(
+                        session_id,
+                        attempts[session_id],
+                        last_opened,
+                        now_ms,
+                        prune_before,
+                        report,
+                        stop,
+                    )
+                except LedgerError as err:
+                    report.errors += 1
+                    self.on_action({"action": "error", "session": session_id, "error": str(err)})
+            if report.interrupted:
+                break
         report.seconds = round(time.monotonic() - started, 6)
         if self.metrics is not None:
             self.metrics.observe(report)
@@ -154,13 +171,13 @@ class Reconciler:
     def _session(
         self,
         session_id: str,
+        attempts: list[OpenAttempt],
         last_opened: int,
         now_ms: int,
         prune_before: int,
         report: PassReport,
         stop: threading.Event | None,
     ) -> None:
-        attempts = self.store.open_attempts(session_id)
         report.open_attempts += len(attempts)
         if not attempts:
             if last_opened < prune_before and self.store.forget_idle_session(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -22,6 +22,7 @@ from ledger_bus.ids import (
     format_cursor,
     parse_cursor,
 )
+from ledger_bus.store.keys import INDEX_BUCKETS
 
 PAGE: Final = 1000
 
@@ -348,21 +349,28 @@ class EventStore(abc.ABC):
     def open_attempts(self, session_id: str) -> list[OpenAttempt]:
         """The session's requested calls without a result, oldest first; O(open attempts)."""
         check_name(session_id, "session id")
-        return sorted(self._open_attempts(session_id), key=lambda a: a.cursor)
+        return self.open_attempts_of([session_id])[session_id]
+
+    def open_attempts_of(self, session_ids: list[str]) -> dict[str, list[OpenAttempt]]:
+        """open_attempts of many sessions at once (one round trip on Redis)."""
+        found = self._open_attempts(session_ids)
+        return {s: sorted(found.get(s, ()), key=lambda a: a.cursor) for s in session_ids}
 
     def safe_to_replay(self, session_id: str, run_id: str | None, tool: str) -> bool:
         """Whether the run declared the tool safe to replay (unsafe is the default)."""
         return run_id is not None and self._safe_to_replay(session_id, run_id, tool)
 
-    def sessions_with_open_attempts(self, bucket: int | None = None) -> list[tuple[str, int]]:
+    def sessions_with_open_attempts(
+        self, buckets: Collection[int] | None = None
+    ) -> list[tuple[str, int]]:
         """Sessions that may have open attempts, with when one last opened (ms); from an index,
-        never a scan of the keyspace. `bucket` picks one of INDEX_BUCKETS, None all."""
-        return self._open_sessions(bucket)
+        never a scan of the keyspace. `buckets` picks some of INDEX_BUCKETS; None, all."""
+        return self._open_sessions(range(INDEX_BUCKETS) if buckets is None else buckets)
 
     def forget_idle_session(self, session_id: str, opened_before_ms: int) -> bool:
         """Drop a session from the open-attempts index if it has none open and opened none since
         `opened_before_ms`; True when dropped."""
-        if self._open_attempts(session_id):
+        if self._open_attempts([session_id]).get(session_id):
             return False
         return self._forget_open_session(session_id, opened_before_ms)
 
@@ -416,13 +424,13 @@ class EventStore(abc.ABC):
     def _lease_holder(self, session_id: str, name: str) -> str | None: ...
 
     @abc.abstractmethod
-    def _open_attempts(self, session_id: str) -> list[OpenAttempt]: ...
+    def _open_attempts(self, session_ids: list[str]) -> dict[str, list[OpenAttempt]]: ...
 
     @abc.abstractmethod
     def _safe_to_replay(self, session_id: str, run_id: str, tool: str) -> bool: ...
 
     @abc.abstractmethod
-    def _open_sessions(self, bucket: int | None) -> list[tuple[str, int]]: ...
+    def _open_sessions(self, buckets: Collection[int]) -> list[tuple[str, int]]: ...
 
     @abc.abstractmethod
     def _forget_open_session(self, session_id: str, opened_before_ms: int) -> bool: ...

@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import msgpack
@@ -209,24 +210,23 @@ class MemoryStore(EventStore):
                 state.leases[name] = (owner, time.monotonic() + ttl_ms / 1000)
             return True
 
-    def _open_attempts(self, session_id: str) -> list[OpenAttempt]:
+    def _open_attempts(self, session_ids: list[str]) -> dict[str, list[OpenAttempt]]:
         with self._changed:
-            state = self._sessions_by_id.get(session_id)
-            items = list(state.open.items()) if state else []
-        return [parse_open(session_id, attempt, value) for attempt, value in items]
+            found = {}
+            for session_id in session_ids:
+                state = self._sessions_by_id.get(session_id)
+                items = list(state.open.items()) if state else []
+                found[session_id] = [parse_open(session_id, a, value) for a, value in items]
+            return found
 
     def _safe_to_replay(self, session_id: str, run_id: str, tool: str) -> bool:
         with self._changed:
             state = self._sessions_by_id.get(session_id)
             return state is not None and f"{run_id}\x1f{tool}" in state.safe
 
-    def _open_sessions(self, bucket: int | None) -> list[tuple[str, int]]:
+    def _open_sessions(self, buckets: Collection[int]) -> list[tuple[str, int]]:
         with self._changed:
-            return sorted(
-                (s, ms)
-                for s, ms in self._open_index.items()
-                if bucket is None or bucket_of(s) == bucket
-            )
+            return sorted((s, ms) for s, ms in self._open_index.items() if bucket_of(s) in buckets)
 
     def _forget_open_session(self, session_id: str, opened_before_ms: int) -> bool:
         with self._changed:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from importlib import resources
 from typing import Any, Final, TypeVar, cast
 
@@ -24,7 +24,7 @@ from ledger_bus.store.base import (
     StreamInfo,
     parse_open,
 )
-from ledger_bus.store.keys import INDEX_BUCKETS, Keys
+from ledger_bus.store.keys import Keys
 
 T = TypeVar("T")
 # XRANGE and XREAD entries as redis-py returns them with decode_responses=False.
@@ -330,18 +330,23 @@ class RedisStore(EventStore):
         holder = self._run(lambda: self.client.get(key))
         return None if holder is None else _text(holder)
 
-    def _open_attempts(self, session_id: str) -> list[OpenAttempt]:
-        key = self.keys.open_attempts(session_id)
-        found = cast(dict[bytes, bytes], self._run(lambda: self.client.hgetall(key)))
-        return [parse_open(session_id, _text(a), _text(v)) for a, v in found.items()]
+    def _open_attempts(self, session_ids: list[str]) -> dict[str, list[OpenAttempt]]:
+        def read() -> list[dict[bytes, bytes]]:
+            pipe = self.client.pipeline(transaction=False)
+            for session_id in session_ids:
+                pipe.hgetall(self.keys.open_attempts(session_id))
+            return list(pipe.execute())
+
+        return {
+            session_id: [parse_open(session_id, _text(a), _text(v)) for a, v in found.items()]
+            for session_id, found in zip(session_ids, self._run(read), strict=True)
+        }
 
     def _safe_to_replay(self, session_id: str, run_id: str, tool: str) -> bool:
         key = self.keys.safe_tools(session_id)
         return bool(self._run(lambda: self.client.hexists(key, f"{run_id}\x1f{tool}")))
 
-    def _open_sessions(self, bucket: int | None) -> list[tuple[str, int]]:
-        buckets = range(INDEX_BUCKETS) if bucket is None else [bucket]
-
+    def _open_sessions(self, buckets: Collection[int]) -> list[tuple[str, int]]:
         def read() -> list[Any]:
             pipe = self.client.pipeline(transaction=False)
             for number in buckets:
