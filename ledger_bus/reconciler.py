@@ -41,12 +41,14 @@ class ReconcilerConfig:
     interval_s: the pause between passes.
     prune_after_s: how long a session with nothing open stays in the index; keep it well above
         both the stores' timeout and the clock difference between writers and Redis.
-    buckets: which of the index's buckets this reconciler covers (default: all)."""
+    buckets: which of the index's buckets this reconciler covers (default: all).
+    sessions: cover only these sessions instead."""
 
     grace_s: float = 60.0
     interval_s: float = 5.0
     prune_after_s: float = 600.0
     buckets: tuple[int, ...] = tuple(range(INDEX_BUCKETS))
+    sessions: tuple[str, ...] = ()  # only these sessions, when given (the index is not read)
     agent: str = "reconciler"
 
 
@@ -134,7 +136,10 @@ class Reconciler:
         report = PassReport()
         now_ms = self.store.now_ms()
         prune_before = now_ms - int(self.config.prune_after_s * 1000)
-        sessions = self.store.sessions_with_open_attempts(self.config.buckets)
+        if self.config.sessions:
+            sessions = [(s, now_ms) for s in self.config.sessions]  # never pruned: named
+        else:
+            sessions = self.store.sessions_with_open_attempts(self.config.buckets)
         for start in range(0, len(sessions), SESSIONS_PER_READ):
             chunk = sessions[start : start + SESSIONS_PER_READ]
             try:

@@ -476,3 +476,5 @@ def test_the_demo_runs_to_completion_and_a_killed_worker_is_taken_over() -> None
     assert "8/8 tasks done" in done.stdout
     assert "SIGKILL" in done.stdout
     assert "was killed mid-call; another worker took over its task" in done.stdout
+    assert "the reconciler flagged" in done.stdout
+    assert done.stdout.count("reconcile.unresolved") == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -25,7 +26,8 @@ def msg(body: str) -> dict[str, str]:
 def test_four_processes_appending_to_one_stream_get_contiguous_versions_exactly_once(
     redis_url: str, prefix: str
 ) -> None:
-    per_worker = 60
+    per_worker = 150
+    start_at = time.time() + 3  # every process has started and connected by then
     workers = [
         subprocess.Popen(
             [
@@ -37,6 +39,7 @@ def test_four_processes_appending_to_one_stream_get_contiguous_versions_exactly_
                 prefix,
                 f"w{i}",
                 str(per_worker),
+                str(start_at),
             ],
             cwd=ROOT,
             stdout=subprocess.PIPE,

@@ -10,10 +10,13 @@ import time
 import ledger_bus as lb
 
 
-def race(url: str, prefix: str, worker: str, appends: int) -> None:
-    """Append to one shared stream with expected versions, retrying each conflict."""
+def race(url: str, prefix: str, worker: str, appends: int, start_at: float) -> None:
+    """Append to one shared stream with expected versions, retrying each conflict; all workers
+    start at `start_at` (epoch seconds), so that they really overlap."""
     store = lb.connect(url, prefix=prefix)
     ref = lb.StreamId("race", "shared")
+    store.stream_version(ref)  # connected before the start
+    time.sleep(max(0.0, start_at - time.time()))
     conflicts = 0
     for number in range(appends):
         event = {"type": "message", "agent": worker, "body": f"{worker}-{number}"}
@@ -92,7 +95,7 @@ def hang(marker: str, env: str) -> None:
 if __name__ == "__main__":
     name, *args = sys.argv[1:]
     if name == "race":
-        race(args[0], args[1], args[2], int(args[3]))
+        race(args[0], args[1], args[2], int(args[3]), float(args[4]))
     elif name == "consume":
         consume(args[0], args[1], args[2], args[3], args[4], int(args[5]), int(args[6]))
     elif name == "recorded":

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from rich.console import RenderableType
 from ledger_bus.cli.app import EXIT_UNAVAILABLE, Failure, Settings, cli, pass_settings
 from ledger_bus.demo import SLOW_TOOL
 from ledger_bus.ids import CURSOR_ZERO
+from ledger_bus.reconciler import FLAG_KIND
 from ledger_bus.render import summary
 from ledger_bus.server import LocalServer, NoServerBinary
 from ledger_bus.store import DEFAULT_URL, URL_ENV, RecordedEvent, connect
@@ -61,6 +63,7 @@ class Board:
     calls: dict[str, str] = field(default_factory=dict)  # attempt -> state
     killed: str | None = None
     complete: bool = False
+    flags: dict[str, RecordedEvent] = field(default_factory=dict)  # attempt -> the flag
 
     def add(self, event: RecordedEvent) -> None:
         self.events.append(event)
@@ -71,6 +74,8 @@ class Board:
             self.tasks[event["task_id"]] = f"done by {event['by']}"
         elif kind == "session.complete":
             self.complete = True
+        elif kind == FLAG_KIND:
+            self.flags[event["attempt_id"]] = event
         elif event.type == "tool_call":
             self.calls[str(event.attempt_id)] = f"{event.agent} running {event['tool']}"
         elif event.type == "tool_result":
@@ -98,6 +103,11 @@ class Board:
             footer += f"; {self.killed} was killed with SIGKILL mid-call"
         if open_calls:
             footer += f"; calls without a result: {', '.join(open_calls)}"
+        for attempt, flag in self.flags.items():
+            footer += (
+                f"\nthe reconciler flagged {attempt} ({flag['tool']}, open"
+                f" {flag['open_for_s']:.1f}s, its run's lease gone)"
+            )
         return Group(
             Panel(log, title=f"session {session}"),
             Panel(tasks, title="tasks"),
@@ -139,11 +149,38 @@ def demo(
         stack.callback(_stop_all, procs)
         time.sleep(0.5)  # let the workers join the group before the first task
         orchestrator = _spawn("orchestrator", session, str(tasks), env)
-        stack.callback(_stop_all, {"orchestrator": orchestrator})
+        heartbeat = os.path.join(stack.enter_context(tempfile.TemporaryDirectory()), "hb")
+        reconciler = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ledger_bus",
+                "reconcile",
+                "--session",
+                session,
+                "--grace",
+                "1",
+                "--interval",
+                "0.5",
+                "--heartbeat",
+                heartbeat,
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        stack.callback(_stop_all, {"orchestrator": orchestrator, "reconciler": reconciler})
         board = Board()
         kill_at: tuple[float, str] | None = None
         cursor = CURSOR_ZERO
         deadline = time.monotonic() + 180
+
+        def finished() -> bool:
+            # Done when the tasks are, and the killed worker's call has been flagged.
+            flagged = board.killed is None or any(
+                f["run_id"].startswith(board.killed) for f in board.flags.values()
+            )
+            return (board.complete and flagged) or time.monotonic() > deadline
 
         def step() -> None:
             nonlocal cursor, kill_at
@@ -168,11 +205,11 @@ def demo(
             from rich.live import Live
 
             with Live(board.render(session), refresh_per_second=8) as view:
-                while not board.complete and time.monotonic() < deadline:
+                while not finished():
                     step()
                     view.update(board.render(session))
         else:
-            while not board.complete and time.monotonic() < deadline:
+            while not finished():
                 step()
         orchestrator.wait(timeout=30)
     _report(session, settings, board, url, private)
@@ -203,6 +240,11 @@ def _report(session: str, settings: Settings, board: Board, url: str, private: b
             f"{board.killed} was killed mid-call; another worker took over its task."
             f" Its call stays requested without a result: {', '.join(unresolved) or 'none'}"
         )
+    for attempt in board.flags:
+        lines.append(
+            f"the reconciler flagged {attempt} as unresolved once the run's lease expired:"
+            " nobody knows whether that call took effect, and nothing will run it again."
+        )
     prefix = "" if settings.prefix == "lb" else f" --prefix {settings.prefix}"
     base = f"ledger-bus --url {url}{prefix}"
     lines += [
@@ -210,6 +252,7 @@ def _report(session: str, settings: Settings, board: Board, url: str, private: b
         f"  {base} tail {session} -n 20",
         f"  {base} inspect {session}",
         f"  {base} export {session} conversation.jsonl",
+        f"  {base} unresolved {session}",
         f"  {base} scan {session} | jq -c 'select(.type == \"tool_call\")'",
     ]
     if private or (url != DEFAULT_URL and not settings.url):

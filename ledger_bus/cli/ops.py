@@ -67,6 +67,12 @@ def unresolved(settings: Settings, session: str) -> None:
     help="Seconds between passes.",
 )
 @click.option(
+    "--session",
+    "sessions",
+    multiple=True,
+    help="Cover only this session (repeatable); the index is not read.",
+)
+@click.option(
     "--prune-after",
     type=click.FloatRange(min=0),
     default=600.0,
@@ -107,6 +113,7 @@ def reconcile(
     interval: float,
     prune_after: float,
     buckets: tuple[int, ...],
+    sessions: tuple[str, ...],
     metrics_port: int | None,
     metrics_address: str,
     heartbeat: str,
@@ -128,6 +135,7 @@ def reconcile(
         interval_s=interval,
         prune_after_s=prune_after,
         buckets=buckets or tuple(range(INDEX_BUCKETS)),
+        sessions=sessions,
     )
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
