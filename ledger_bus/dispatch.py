@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -239,6 +240,9 @@ class Board:
         """Mint the next d-YYYY-MM-DD-NNN for `now`'s UTC date and record it as dispatched."""
         day = now.astimezone(UTC).strftime("%Y-%m-%d")
         prefix = f"d-{day}-"
+        # The append_id names this call, not the id it mints: two writers minting the same id
+        # must conflict on the version, never pass for retries of one another.
+        token = uuid.uuid4().hex
         for _ in range(100):
             state = self.state()
             taken = [
@@ -259,7 +263,7 @@ class Board:
             try:
                 self._write(
                     state.version,
-                    f"open:{dispatch_id}",
+                    f"open:{token}",
                     [{"kind": "dispatch.open", "record": record}],
                 )
             except VersionConflict:
@@ -268,13 +272,14 @@ class Board:
         raise LedgerError("could not open a dispatch: the board kept changing")
 
     def _update(self, dispatch_id: str, make: Any) -> dict[str, Any]:
+        token = uuid.uuid4().hex  # one per call, as in open()
         for _ in range(100):
             state = self.state()
             record = state.records.get(dispatch_id)
             if record is None:
                 raise InvalidInput(f"no dispatch {dispatch_id!r} on session {self.session_id!r}")
             changes: dict[str, Any] = make(record)
-            append_id = f"update:{dispatch_id}:{state.version}"
+            append_id = f"update:{token}"
             try:
                 self._write(
                     state.version,

@@ -170,8 +170,8 @@ def test_ten_thousand_events_through_four_consumers_with_random_sigkills(
         if len(consumers.killed) < 8 or not caught_mid_batch:
             victim = live.pop(chance.randrange(len(live)))
             consumers.kill(victim)
-            handled, acked = consumers.log(victim)
-            caught_mid_batch += bool(Counter(handled) - Counter(acked))
+            seen_by, acked_by = consumers.log(victim)
+            caught_mid_batch += bool(Counter(seen_by) - Counter(acked_by))
             name = f"c{started}"
             started += 1
             consumers.start(name, claim_idle_ms=500, handle_ms=2)

@@ -1,0 +1,218 @@
+"""Commands for the views people read: the dispatch board and the conversation-log mirror."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import threading
+from typing import Any
+
+import click
+
+from ledger_bus.cli.app import (
+    BadInput,
+    Settings,
+    cli,
+    emit,
+    pass_settings,
+    print_rows,
+    stop_on_sigterm,
+)
+from ledger_bus.dispatch import Board, parse_now, read_spawn_log, spawn_log
+from ledger_bus.mirror import Mirror
+
+NOW_HELP = "The time to act as of, ISO 8601 (default: now)."
+
+
+@cli.group()
+def dispatch() -> None:
+    """The dispatch board: dispatches kept as mutations in the session's `dispatch` stream."""
+
+
+def _fields(pairs: tuple[str, ...]) -> dict[str, str]:
+    fields = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise BadInput(f"--field takes key=value, got {pair!r}")
+        if key in ("id", "timestamp", "outcome", "completedAt", "role", "objective"):
+            raise BadInput(f"--field {key} is set by the command itself")
+        fields[key] = value
+    return fields
+
+
+@dispatch.command(name="open")
+@click.argument("session")
+@click.option("--role", required=True, help="The target role (writer, librarian, ...).")
+@click.option("--objective", required=True, help="One-line summary of the ask.")
+@click.option("--field", "pairs", multiple=True, help="key=value, any other field (repeatable).")
+@click.option("--now", default=None, help=NOW_HELP)
+@pass_settings
+def open_(
+    settings: Settings,
+    session: str,
+    role: str,
+    objective: str,
+    pairs: tuple[str, ...],
+    now: str | None,
+) -> None:
+    """Record a dispatch as it fires; print its new id d-YYYY-MM-DD-NNN."""
+    fields = _fields(pairs)
+    click.echo(Board(settings.store(), session).open(role, objective, parse_now(now), fields))
+
+
+@dispatch.command()
+@click.argument("session")
+@click.option("--id", "dispatch_id", required=True)
+@click.option("--line", required=True, help="What happened at this checkpoint.")
+@click.option("--stage", default=None, help="The stage reached.")
+@click.option("--now", default=None, help=NOW_HELP)
+@pass_settings
+def stage(
+    settings: Settings,
+    session: str,
+    dispatch_id: str,
+    line: str,
+    stage: str | None,
+    now: str | None,
+) -> None:
+    """Append a checkpoint; refused (exit 1) on a closed dispatch."""
+    Board(settings.store(), session).stage(dispatch_id, line, stage, parse_now(now))
+
+
+@dispatch.command()
+@click.argument("session")
+@click.option("--id", "dispatch_id", required=True)
+@click.option(
+    "--outcome",
+    default="done",
+    show_default=True,
+    help="Must begin with a closed word (done, success, failed, partial, ...).",
+)
+@click.option("--now", default=None, help=NOW_HELP)
+@pass_settings
+def close(
+    settings: Settings, session: str, dispatch_id: str, outcome: str, now: str | None
+) -> None:
+    """Set completedAt and the outcome; a second close is refused (exit 1)."""
+    Board(settings.store(), session).close(dispatch_id, outcome, parse_now(now))
+
+
+def _row(where: str, record: dict[str, Any]) -> dict[str, Any]:
+    return {"window": where, **record}
+
+
+@dispatch.command(name="list")
+@click.argument("session")
+@click.option("--json", "as_json", is_flag=True, help="JSONL, one dispatch a line.")
+@click.option(
+    "--all",
+    "include_other",
+    is_flag=True,
+    help="Add the open ones in flight nowhere (older than 48 h, or untimed).",
+)
+@click.option("--now", default=None, help=NOW_HELP)
+@pass_settings
+def list_(
+    settings: Settings, session: str, as_json: bool, include_other: bool, now: str | None
+) -> None:
+    """The dispatches in flight, each marked live (< 24 h) or stale (24-48 h)."""
+    found = Board(settings.store(), session).in_flight(parse_now(now), include_other)
+    if as_json or not settings.as_table:
+        for where, record in found:
+            emit(_row(where, record))
+        return
+    rows = [
+        {
+            "window": w,
+            "id": str(r.get("id")),
+            "role": str(r.get("role")),
+            "launched": str(r.get("timestamp") or r.get("ts") or r.get("dispatchedAt") or ""),
+            "stage": str(r.get("stage") or ""),
+            "objective": str(r.get("objective") or ""),
+        }
+        for w, r in found
+    ]
+    print_rows(settings, rows, f"{session}: {len(rows)} in flight")
+
+
+@dispatch.command()
+@click.argument("session")
+@click.option("--now", default=None, help=NOW_HELP)
+@pass_settings
+def check(settings: Settings, session: str, now: str | None) -> None:
+    """Every dispatch in flight, then a warning line per unrecognised status word (exit 0)."""
+    board = Board(settings.store(), session)
+    moment = parse_now(now)
+    for where, record in board.in_flight(moment):
+        click.echo(
+            f"{where:<5} {record.get('id')}  {record.get('role')}: {record.get('objective')}"
+        )
+    for line in board.warnings(moment):
+        click.echo(f"warning: {line}")
+
+
+@dispatch.command(name="import")
+@click.argument("session")
+@click.argument("file", type=click.File("r", encoding="utf-8"))
+@pass_settings
+def import_(settings: Settings, session: str, file: Any) -> None:
+    """A spawn-log.json in any of its three shapes; importing it again changes nothing."""
+    try:
+        data = json.load(file)
+    except ValueError as err:
+        raise BadInput(f"{file.name}: not JSON: {err}") from None
+    records = read_spawn_log(data)
+    changed = Board(settings.store(), session).import_records(records)
+    emit({"session": session, "records": len(records), "changed": changed})
+
+
+@dispatch.command(name="export")
+@click.argument("session")
+@click.argument("file", required=False, type=click.Path(dir_okay=False, allow_dash=True))
+@pass_settings
+def export_(settings: Settings, session: str, file: str | None) -> None:
+    """The board as {"version": "1.0", "spawns": [...]} (stdout when no FILE)."""
+    text = (
+        json.dumps(
+            spawn_log(Board(settings.store(), session).records()), indent=2, ensure_ascii=False
+        )
+        + "\n"
+    )
+    if file in (None, "-"):
+        sys.stdout.write(text)
+        return
+    assert file is not None
+    handle, temp = tempfile.mkstemp(
+        prefix=".spawn-log-", dir=os.path.dirname(os.path.abspath(file))
+    )
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        out.write(text)
+    os.replace(temp, file)
+
+
+@cli.command()
+@click.argument("session")
+@click.option(
+    "--dir",
+    "directory",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Writes DIR/SESSION/conversation.jsonl.",
+)
+@click.option("--once", is_flag=True, help="Catch up, then exit.")
+@pass_settings
+def mirror(settings: Settings, session: str, directory: str, once: bool) -> None:
+    """Keep DIR/SESSION/conversation.jsonl up to date: lines appended as events commit."""
+    follower = Mirror(settings.store(), session, directory)
+    if once:
+        follower.catch_up()
+        return
+    stop = threading.Event()
+    stop_on_sigterm()
+    try:
+        follower.run(stop)
+    except KeyboardInterrupt:
+        return
