@@ -96,6 +96,17 @@ class Consumers:
 
 
 @pytest.fixture
+def consumers(redis_url: str, prefix: str, tmp_path: Path) -> Iterator[Consumers]:
+    """Consumer processes for one session (`ses`); whatever happens, none outlives the test."""
+    started = Consumers(redis_url, prefix, "ses", tmp_path)
+    yield started
+    for proc in started.procs.values():
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+@pytest.fixture
 def store(redis_url: str, prefix: str) -> Iterator[EventStore]:
     with lb.connect(redis_url, prefix=prefix) as opened:
         yield opened
@@ -106,14 +117,15 @@ def pending(store: EventStore, session: str) -> int:
 
 
 def test_two_consumers_share_the_events_with_none_lost_and_none_handled_twice(
-    redis_url: str, prefix: str, store: EventStore, tmp_path: Path
+    consumers: Consumers, store: EventStore
 ) -> None:
-    consumers = Consumers(redis_url, prefix, "shared", tmp_path)
-    Tailer(store, "shared", "group", "setup").join(0)
-    consumers.start("a")
-    consumers.start("b")
+    Tailer(store, "ses", "group", "setup").join(0)
+    consumers.start("a", handle_ms=1)
+    consumers.start("b", handle_ms=1)
+    probe = Tailer(store, "ses", "group", "probe")
+    wait_for(lambda: probe.stats().consumers >= 2, what="both consumers to join")
     bodies = [f"e{i}" for i in range(600)]
-    append_bodies(store, "shared", bodies)
+    append_bodies(store, "ses", bodies)
 
     wait_for(lambda: sum(consumers.handled().values()) >= 600, what="600 deliveries")
     consumers.stop()
@@ -122,18 +134,17 @@ def test_two_consumers_share_the_events_with_none_lost_and_none_handled_twice(
     assert set(handled) == set(bodies)
     assert set(handled.values()) == {1}
     assert all(consumers.log(name)[0] for name in ("a", "b")), "both consumers took a share"
-    assert pending(store, "shared") == 0
+    assert pending(store, "ses") == 0
 
 
 def test_a_consumer_killed_before_acking_has_its_events_taken_over(
-    redis_url: str, prefix: str, store: EventStore, tmp_path: Path
+    consumers: Consumers, store: EventStore
 ) -> None:
-    consumers = Consumers(redis_url, prefix, "takeover", tmp_path)
-    Tailer(store, "takeover", "group", "setup").join(0)
+    Tailer(store, "ses", "group", "setup").join(0)
     consumers.start("slow", handle_ms=60_000)  # reads a batch, then never gets to ack it
-    append_bodies(store, "takeover", [f"e{i}" for i in range(50)])
+    append_bodies(store, "ses", [f"e{i}" for i in range(50)])
     wait_for(
-        lambda: Tailer(store, "takeover", "group", "probe").stats().pending > 0,
+        lambda: Tailer(store, "ses", "group", "probe").stats().pending > 0,
         what="the slow consumer to read",
     )
     consumers.kill("slow")
@@ -145,20 +156,19 @@ def test_a_consumer_killed_before_acking_has_its_events_taken_over(
     rescued, acked = consumers.log("rescuer")
     assert sorted(rescued, key=lambda b: int(b[1:])) == [f"e{i}" for i in range(50)]
     assert sorted(acked) == sorted(rescued)
-    assert pending(store, "takeover") == 0
+    assert pending(store, "ses") == 0
 
 
 @pytest.mark.slow
 def test_ten_thousand_events_through_four_consumers_with_random_sigkills(
-    redis_url: str, prefix: str, store: EventStore, tmp_path: Path
+    consumers: Consumers, store: EventStore
 ) -> None:
-    consumers = Consumers(redis_url, prefix, "storm", tmp_path)
-    Tailer(store, "storm", "group", "setup").join(0)
+    Tailer(store, "ses", "group", "setup").join(0)
     live = [f"c{i}" for i in range(4)]
     for name in live:
         consumers.start(name, claim_idle_ms=500, handle_ms=2)
     bodies = [f"e{i}" for i in range(10_000)]
-    writer = threading.Thread(target=append_bodies, args=(store, "storm", bodies))
+    writer = threading.Thread(target=append_bodies, args=(store, "ses", bodies))
     writer.start()
 
     chance = random.Random(20261129)
@@ -178,7 +188,7 @@ def test_ten_thousand_events_through_four_consumers_with_random_sigkills(
             live.append(name)
     writer.join()
     wait_for(lambda: len(consumers.handled()) == len(bodies), timeout=120, what="every event")
-    wait_for(lambda: pending(store, "storm") == 0, timeout=60, what="every event acked")
+    wait_for(lambda: pending(store, "ses") == 0, timeout=60, what="every event acked")
     consumers.stop()
 
     handled = consumers.handled()

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import unicodedata
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -46,8 +47,14 @@ def reference_is_open(record: dict[str, Any]) -> bool:
     words = [
         record[k] for k in ("status", "outcome") if isinstance(record.get(k), str) and record[k]
     ]
-    pattern = re.compile(r"(?:" + "|".join(map(re.escape, OPEN_WORDS)) + r")(?![^\W\d_])", re.I)
-    return all(pattern.match(word) for word in words)
+    pattern = re.compile("(" + "|".join(map(re.escape, OPEN_WORDS)) + ")(.?)", re.I | re.S)
+
+    def open_word(word: str) -> bool:
+        found = pattern.match(word)
+        # A letter is what Unicode files under L: "¼" is a number, not a letter.
+        return found is not None and not unicodedata.category(found[2] or "0").startswith("L")
+
+    return all(open_word(word) for word in words)
 
 
 words = st.one_of(
