@@ -23,6 +23,7 @@ from ledger_bus.recorder import Recorder, RequestNotRecorded, UnresolvedAttempt
 from ledger_bus.server import LocalServer
 from ledger_bus.store.base import EventStore, RecordedEvent
 from ledger_bus.tailer import Tailer, TailerOptions
+from tests.helpers import kill, start_recorded
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -396,43 +397,13 @@ def test_delegation_links_the_child_run_to_the_call_that_asked_for_it(store: Eve
     )
 
 
-def _start_recorded(
-    url: str, prefix: str, tmp_path: Path, safe: str
-) -> tuple[subprocess.Popen[str], Path]:
-    marker = tmp_path / "effects.txt"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.workers",
-            "recorded",
-            url,
-            prefix,
-            "crash",
-            "r1",
-            str(marker),
-            safe,
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "calling the slow tool"
-    wait_for(lambda: "deploy prod started" in marker.read_text(), what="the slow call to start")
-    return proc, marker
-
-
 def test_a_killed_runs_lease_disappears_and_resume_skips_done_calls_and_stops_at_unresolved(
     redis_url: str, prefix: str, store: EventStore, tmp_path: Path
 ) -> None:
-    proc, marker = _start_recorded(redis_url, prefix, tmp_path, "unsafe")
+    proc, marker = start_recorded(redis_url, prefix, tmp_path, "unsafe")
     assert store.lease_alive("crash", "run-r1")
 
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    if proc.stdout:
-        proc.stdout.close()
+    kill(proc)
     wait_for(
         lambda: not store.lease_alive("crash", "run-r1"), timeout=10, what="the lease to expire"
     )
@@ -453,11 +424,8 @@ def test_a_killed_runs_lease_disappears_and_resume_skips_done_calls_and_stops_at
 def test_resume_replays_a_call_declared_safe_under_a_new_attempt(
     redis_url: str, prefix: str, store: EventStore, tmp_path: Path
 ) -> None:
-    proc, _ = _start_recorded(redis_url, prefix, tmp_path, "safe")
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    if proc.stdout:
-        proc.stdout.close()
+    proc, _ = start_recorded(redis_url, prefix, tmp_path, "safe")
+    kill(proc)
 
     recorder = Recorder(store, "crash", "agent")
     with recorder.run("r1", resume=True, lease_wait_ms=10_000) as run:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -29,6 +28,8 @@ from ledger_bus.dispatch import (
     window,
 )
 from ledger_bus.store.base import EventStore
+from tests.helpers import cli_env
+from tests.helpers import ledger_cli as ledger
 
 ROOT = Path(__file__).resolve().parent.parent
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -258,17 +259,6 @@ def test_list_and_check_follow_the_window(board: Board) -> None:
 # -- real processes -----------------------------------------------------------------------------
 
 
-def ledger(url: str, prefix: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LEDGER_BUS_URL": url, "LEDGER_BUS_PREFIX": prefix}
-    return subprocess.run(
-        [sys.executable, "-m", "ledger_bus", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-
-
 def test_two_processes_opening_at_the_same_moment_get_distinct_consecutive_ids(
     redis_url: str, prefix: str
 ) -> None:
@@ -348,7 +338,7 @@ def test_the_command_line_refuses_with_the_documented_codes(redis_url: str, pref
 def test_the_mirror_survives_sigkill_and_restart_identical_to_a_fresh_export(
     redis_url: str, prefix: str, tmp_path: Path
 ) -> None:
-    env = {**os.environ, "LEDGER_BUS_URL": redis_url, "LEDGER_BUS_PREFIX": prefix}
+    env = cli_env(redis_url, prefix)
     store = lb.connect(redis_url, prefix=prefix)
     ref = lb.StreamId("mirrored", "main")
 

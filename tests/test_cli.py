@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -13,21 +12,9 @@ from typing import Any
 import pytest
 
 from ledger_bus.server import free_port
+from tests.helpers import cli_env, ledger_cli
 
-
-def run(
-    url: str, prefix: str, *args: str, stdin: str = "", timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LEDGER_BUS_URL": url, "LEDGER_BUS_PREFIX": prefix}
-    return subprocess.run(
-        [sys.executable, "-m", "ledger_bus", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-        check=False,
-    )
+run = ledger_cli
 
 
 def lines(output: str) -> list[dict[str, Any]]:
@@ -273,7 +260,7 @@ def test_table_output_for_people(ledger: Any) -> None:
 
 
 def test_tail_follow_prints_new_events_as_they_commit(redis_url: str, prefix: str) -> None:
-    env = {**os.environ, "LEDGER_BUS_URL": redis_url, "LEDGER_BUS_PREFIX": prefix}
+    env = cli_env(redis_url, prefix)
     run(redis_url, prefix, "append", "live", "a", "--append-id", "1", stdin=jsonl(MSG))
     follower = subprocess.Popen(
         [sys.executable, "-m", "ledger_bus", "tail", "live", "-n", "1", "--follow"],

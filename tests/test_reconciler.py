@@ -19,6 +19,7 @@ import ledger_bus as lb
 from ledger_bus.reconciler import FLAG_KIND, Reconciler, ReconcilerConfig, resolve_attempt
 from ledger_bus.server import LocalServer, free_port
 from ledger_bus.store.base import EventStore
+from tests.helpers import cli_env, kill, ledger_cli, start_recorded
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_CONF = ROOT / "deploy" / "redis.conf"
@@ -161,34 +162,11 @@ def redis_store(redis_url: str, prefix: str) -> Iterator[EventStore]:
 def test_a_killed_caller_is_flagged_once_its_lease_expires_and_not_before(
     redis_url: str, prefix: str, redis_store: EventStore, tmp_path: Path
 ) -> None:
-    marker = tmp_path / "effects.txt"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.workers",
-            "recorded",
-            redis_url,
-            prefix,
-            "crash",
-            "r1",
-            str(marker),
-            "unsafe",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "calling the slow tool"
-    while "deploy prod started" not in (marker.read_text() if marker.exists() else ""):
-        time.sleep(0.05)
+    proc, _ = start_recorded(redis_url, prefix, tmp_path, "unsafe")
     reconciler = now_pass(redis_store, grace=0)
     assert reconciler.run_pass().flagged == 0, "the run is alive: its call is not unresolved"
 
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    proc.stdout.close()
+    kill(proc)
     flagged = 0
     while True:
         found = reconciler.run_pass().flagged
@@ -205,7 +183,7 @@ def test_a_killed_caller_is_flagged_once_its_lease_expires_and_not_before(
 
 
 def _reconcile(url: str, prefix: str, *args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "LEDGER_BUS_URL": url, "LEDGER_BUS_PREFIX": prefix}
+    env = cli_env(url, prefix)
     return subprocess.Popen(
         [sys.executable, "-m", "ledger_bus", "reconcile", "--grace", "0", *args],
         env=env,
@@ -283,14 +261,10 @@ def test_reconcile_check_turns_the_heartbeat_into_an_exit_code(
     redis_url: str, prefix: str, tmp_path: Path
 ) -> None:
     heartbeat = str(tmp_path / "hb")
-    env = {**os.environ, "LEDGER_BUS_URL": redis_url, "LEDGER_BUS_PREFIX": prefix}
 
     def check() -> int:
-        return subprocess.run(
-            [sys.executable, "-m", "ledger_bus", "reconcile", "--check", "--heartbeat", heartbeat],
-            env=env,
-            capture_output=True,
-            check=False,
+        return ledger_cli(
+            redis_url, prefix, "reconcile", "--check", "--heartbeat", heartbeat
         ).returncode
 
     assert check() == 2, "no heartbeat yet: the worker never finished a pass"
@@ -339,16 +313,9 @@ def test_resolve_and_unresolved_from_the_command_line(
     redis_url: str, prefix: str, redis_store: EventStore
 ) -> None:
     redis_store.append(lb.StreamId("ops", "main"), 0, "1", [call("a1"), call("a2")])
-    env = {**os.environ, "LEDGER_BUS_URL": redis_url, "LEDGER_BUS_PREFIX": prefix}
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "ledger_bus", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        return ledger_cli(redis_url, prefix, *args)
 
     listed = [json.loads(line) for line in run("unresolved", "ops").stdout.splitlines()]
     assert [(r["attempt_id"], r["run_alive"], r["flagged"]) for r in listed] == [
@@ -368,12 +335,7 @@ def test_resolve_and_unresolved_from_the_command_line(
 
 
 def doctor(url: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ledger_bus", "--url", url, "doctor"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return ledger_cli(url, "lb", "--url", url, "doctor")
 
 
 def test_doctor_fails_on_a_redis_that_can_lose_data() -> None:
