@@ -29,6 +29,10 @@ from ledger_bus.store.keys import INDEX_BUCKETS
 log = logging.getLogger("ledger_bus.reconciler")
 
 RECONCILER_STREAM: Final = "reconciler"
+# Writers refresh their session's entry in the open-attempts index at most once a minute
+# (store.redis.OPEN_INDEX_REFRESH_MS); a shorter prune window could forget a session between two
+# refreshes while an attempt opens in it.
+MIN_PRUNE_AFTER_S: Final = 120.0
 SESSIONS_PER_READ: Final = 200  # sessions whose open attempts are read in one round trip
 FLAG_KIND: Final = "reconcile.unresolved"
 
@@ -39,14 +43,14 @@ Outcome = Literal["unknown", "retried", "ok", "error"]
 class ReconcilerConfig:
     """grace_s: how old an open attempt must be before it may be flagged.
     interval_s: the pause between passes.
-    prune_after_s: how long a session with nothing open stays in the index; keep it well above
-        both the stores' timeout and the clock difference between writers and Redis.
+    prune_after_s: how long a session with nothing open stays in the index: at least
+        MIN_PRUNE_AFTER_S, and well above the clock difference between writers and Redis.
     buckets: which of the index's buckets this reconciler covers (default: all).
     sessions: cover only these sessions instead."""
 
     grace_s: float = 60.0
     interval_s: float = 5.0
-    prune_after_s: float = 600.0
+    prune_after_s: float = 600.0  # at least MIN_PRUNE_AFTER_S outside tests
     buckets: tuple[int, ...] = tuple(range(INDEX_BUCKETS))
     sessions: tuple[str, ...] = ()  # only these sessions, when given (the index is not read)
     agent: str = "reconciler"

@@ -24,6 +24,7 @@ from ledger_bus.cli.app import (
 )
 from ledger_bus.doctor import examine
 from ledger_bus.reconciler import (
+    MIN_PRUNE_AFTER_S,
     Reconciler,
     ReconcilerConfig,
     ReconcilerMetrics,
@@ -74,7 +75,7 @@ def unresolved(settings: Settings, session: str) -> None:
 )
 @click.option(
     "--prune-after",
-    type=click.FloatRange(min=0),
+    type=click.FloatRange(min=MIN_PRUNE_AFTER_S),
     default=600.0,
     show_default=True,
     help="Seconds a session with nothing open stays in the index.",

@@ -36,6 +36,12 @@ DEFAULT_TIMEOUT: Final = 10.0
 # index of last activity, not a second record, and refreshing it on every append would cost a
 # second round trip.
 INDEX_REFRESH_MS: Final = 1000
+# How often an append that opens attempts refreshes its session in the open-attempts index, at
+# most. A reconciler forgets a session only once its entry is older than its prune window (600 s
+# by default, never below OPEN_INDEX_REFRESH_MS * 2 in ReconcilerConfig) and nothing is open, so
+# an entry refreshed this recently is still there whenever the script opens an attempt.
+OPEN_INDEX_REFRESH_MS: Final = 60_000
+_REMEMBERED: Final = 10_000  # sessions whose refresh times one store keeps
 # Replies that mean "not now" rather than "never": a failover, a loading replica, a busy script.
 _TRANSIENT: Final = ("LOADING", "BUSY", "READONLY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN")
 
@@ -82,6 +88,7 @@ class RedisStore(EventStore):
         self._lease_script = client.register_script(_script("lease"))
         self._forget_script = client.register_script(_script("forget_session"))
         self._indexed: dict[str, int] = {}
+        self._open_indexed: dict[str, int] = {}
 
     # -- the boundary: every Redis call goes through here ---------------------------------------
 
@@ -151,8 +158,13 @@ class RedisStore(EventStore):
             *prepared.payloads,
             *prepared.notes,
         ]
-        if prepared.opens_attempts:
-            reply = self._run(lambda: self._append_opening(session, keys, args))
+        now = self.now_local_ms()
+        last = self._open_indexed.get(session, -OPEN_INDEX_REFRESH_MS)
+        if prepared.opens_attempts and now - last >= OPEN_INDEX_REFRESH_MS:
+            reply = self._run(lambda: self._append_opening(session, keys, args, now))
+            if len(self._open_indexed) >= _REMEMBERED:
+                self._open_indexed.clear()
+            self._open_indexed[session] = now
         else:
             reply = self._run(lambda: self._append_script(keys=keys, args=args))
         status = _text(reply[0])
@@ -166,18 +178,18 @@ class RedisStore(EventStore):
             self._touch_index(session, cursor_ms(cursor))
         return result
 
-    def _append_opening(self, session: str, keys: list[str], args: list[Any]) -> Any:
+    def _append_opening(self, session: str, keys: list[str], args: list[Any], now: int) -> Any:
         """An append that opens attempts lists its session in the open-attempts index first, in
         the same round trip: a writer killed right after its request committed must not leave an
         open attempt that no reconciler can find. (The index lives in another slot, so it cannot
         be written by the script itself on a cluster.)"""
         pipe = self.client.pipeline(transaction=False)
-        pipe.zadd(self.keys.open_index_of(session), {session: self.now_local_ms()})
+        pipe.zadd(self.keys.open_index_of(session), {session: now})
         pipe.evalsha(self._append_script.sha, len(keys), *keys, *args)
         replies = pipe.execute(raise_on_error=False)
         if isinstance(replies[1], rx.NoScriptError):
             self._append_script.sha = self.client.script_load(self._append_script.script)
-            return self._append_opening(session, keys, args)
+            return self._append_opening(session, keys, args, now)
         if isinstance(replies[1], Exception):
             raise replies[1]
         return replies[1]
@@ -191,6 +203,8 @@ class RedisStore(EventStore):
             return
         key = self.keys.index_of(session_id)
         self._run(lambda: self.client.zadd(key, {session_id: ms}, gt=True))
+        if len(self._indexed) >= _REMEMBERED:
+            self._indexed.clear()
         self._indexed[session_id] = ms
 
     def _read_stream(self, stream: StreamId, after: int, count: int) -> list[RecordedEvent]:
