@@ -154,9 +154,7 @@ def examine(client: redis.Redis, durability: Durability = "strict") -> list[Find
 
     cluster = client.info("cluster")
     if cluster.get("cluster_enabled"):
-        info = _command(client, "CLUSTER INFO")
-        text = info.decode() if isinstance(info, bytes) else str(info)
-        fields = dict(line.split(":", 1) for line in text.split() if ":" in line)
+        fields = {str(k): str(v) for k, v in client.cluster("INFO").items()}
         assigned, failed = (
             int(fields.get("cluster_slots_assigned", 0)),
             int(fields.get("cluster_slots_fail", 0)),

@@ -6,6 +6,7 @@ It is started only when asked for, never in place of a server the user named.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -45,6 +46,24 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_cluster_port() -> int:
+    """A free port whose cluster bus port (port + 10000) is free too, as cluster nodes need."""
+    for _ in range(1000):
+        port = random.randint(20000, 55535)
+        if _bindable(port) and _bindable(port + 10000):
+            return port
+    raise BackendUnavailable("no free pair of loopback ports for a cluster node")
 
 
 class LocalServer:
@@ -157,4 +176,63 @@ class LocalServer:
     def __exit__(
         self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self.close()
+
+
+class LocalCluster:
+    """A Redis Cluster of `size` primaries on loopback ports, each with its own directory."""
+
+    SLOTS = 16384
+
+    def __init__(self, size: int = 3):
+        self.nodes = [
+            LocalServer(
+                port=free_cluster_port(),
+                appendonly=False,
+                extra=["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"],
+            )
+            for _ in range(size)
+        ]
+
+    @property
+    def url(self) -> str:
+        return f"redis+cluster://127.0.0.1:{self.nodes[0].port}/0"
+
+    def start(self, wait: float = 30.0) -> LocalCluster:
+        try:
+            return self._start(wait)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, wait: float) -> LocalCluster:
+        for node in self.nodes:
+            node.start()
+        clients = [redis.Redis(port=n.port, socket_timeout=5) for n in self.nodes]
+        try:
+            share = self.SLOTS // len(self.nodes)
+            for index, client in enumerate(clients):
+                first = index * share
+                last = self.SLOTS - 1 if index == len(clients) - 1 else first + share - 1
+                client.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)  # type: ignore[no-untyped-call]
+            for node in self.nodes[1:]:
+                clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", node.port)  # type: ignore[no-untyped-call]
+            deadline = time.monotonic() + wait
+            while not all(c.cluster("INFO").get("cluster_state") == "ok" for c in clients):
+                if time.monotonic() > deadline:
+                    raise BackendUnavailable("the cluster did not reach state ok")
+                time.sleep(0.1)
+        finally:
+            for client in clients:
+                client.close()
+        return self
+
+    def close(self) -> None:
+        for node in self.nodes:
+            node.close()
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
         self.close()

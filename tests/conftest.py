@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 import ledger_bus
-from ledger_bus.server import LocalServer
+from ledger_bus.server import LocalCluster, LocalServer
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.memory import MemoryStore
 from ledger_bus.store.redis import RedisStore
@@ -60,7 +60,21 @@ def redis_store(redis_server: LocalServer, prefix: str) -> Iterator[EventStore]:
     store.close()
 
 
-@pytest.fixture(params=["memory", "fakeredis", "redis"])
+@pytest.fixture(params=["memory", "fakeredis", "redis", "cluster"])
 def store(request: pytest.FixtureRequest) -> EventStore:
     """The contract suite runs against every backend; only the one asked for is built."""
     return request.getfixturevalue(f"{request.param}_store")  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[LocalCluster]:
+    """Three primaries in cluster mode, sharing the 16384 slots, for the whole run."""
+    with LocalCluster(3) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def cluster_store(redis_cluster: LocalCluster, prefix: str) -> Iterator[EventStore]:
+    store = ledger_bus.connect(redis_cluster.url, prefix=prefix)
+    yield store
+    store.close()

@@ -459,3 +459,33 @@ def test_the_demo_runs_to_completion_and_a_killed_worker_is_taken_over() -> None
     assert "was killed mid-call; another worker took over its task" in done.stdout
     assert "the reconciler flagged" in done.stdout
     assert done.stdout.count("reconcile.unresolved") == 1
+
+
+def test_the_tailer_works_on_a_redis_cluster(cluster_store: EventStore) -> None:
+    tailer = Tailer(
+        cluster_store,
+        "clustered",
+        "g",
+        "c1",
+        TailerOptions(block_ms=50, claim_idle_ms=50, max_deliveries=2),
+    )
+    tailer.join(0)
+    append_bodies(cluster_store, "clustered", ["one", "poison", "two"])
+
+    def handle(event: RecordedEvent) -> None:
+        if event["body"] == "poison":
+            raise ValueError("cannot")
+
+    stop = threading.Event()
+    worker = threading.Thread(target=tailer.run, args=(handle, stop))
+    worker.start()
+    try:
+        wait_for(lambda: bool(tailer.dead_letters()), timeout=30, what="a dead letter")
+    finally:
+        stop.set()
+        worker.join()
+    assert [d["event_id"] for d in tailer.dead_letters()] == [
+        e.event_id for e in cluster_store.scan_session("clustered") if e["body"] == "poison"
+    ]
+    assert tailer.stats().pending == 0
+    assert tailer.stats().lag == 0

@@ -17,7 +17,7 @@ import pytest
 
 import ledger_bus as lb
 from ledger_bus.reconciler import FLAG_KIND, Reconciler, ReconcilerConfig, resolve_attempt
-from ledger_bus.server import LocalServer, free_port
+from ledger_bus.server import LocalCluster, LocalServer, free_port
 from ledger_bus.store.base import EventStore
 from tests.helpers import cli_env, kill, ledger_cli, start_recorded
 
@@ -370,3 +370,10 @@ def test_doctor_passes_on_the_shipped_config_and_the_reconciler_runs_against_it(
         server.start()
         with lb.connect(server.url) as store:
             assert flags(store, "prod") == Counter({"a1": 1}), "the flag survived a crash (AOF)"
+
+
+def test_doctor_checks_the_slot_coverage_of_a_cluster(redis_cluster: LocalCluster) -> None:
+    found = doctor(redis_cluster.url)
+    findings = {f["topic"]: f for f in map(json.loads, found.stdout.splitlines())}
+    assert findings["cluster"]["level"] == "ok"
+    assert "16384/16384 slots assigned" in findings["cluster"]["detail"]

@@ -225,8 +225,11 @@ def doctor(settings: Settings, durability: str) -> None:
     from ledger_bus.store import DEFAULT_URL
 
     url = settings.url or DEFAULT_URL
+    # For a cluster, the node named is inspected, and through it the cluster's slot coverage.
     client = redis.Redis.from_url(
-        url, socket_timeout=settings.timeout, socket_connect_timeout=settings.timeout
+        url.replace("+cluster", "", 1),
+        socket_timeout=settings.timeout,
+        socket_connect_timeout=settings.timeout,
     )
     try:
         findings = examine(client, durability)  # type: ignore[arg-type]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Final
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 from ledger_bus.batch import Limits
@@ -36,7 +36,8 @@ def connect(
     """Open a store.
 
     Args:
-        url: "redis://host:port/db", "rediss://..." (TLS), "unix:///path.sock" or "memory://";
+        url: "redis://host:port/db", "rediss://..." (TLS), "unix:///path.sock",
+            "redis+cluster://host:port" (any node of a Redis Cluster), or "memory://";
             None reads LEDGER_BUS_URL, then falls back to redis://127.0.0.1:6379/0.
         timeout: seconds, retries included, before a call gives up with BackendUnavailable.
         prefix: the first part of every Redis key, to share one database between ledgers.
@@ -46,22 +47,30 @@ def connect(
     scheme = urlsplit(url).scheme
     if scheme == "memory":
         return MemoryStore(limits)
-    if scheme in ("redis", "rediss", "unix"):
+    if scheme in ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster"):
         import redis
         from redis.backoff import NoBackoff
+        from redis.cluster import RedisCluster
         from redis.retry import Retry
 
         from ledger_bus.store.redis import RedisStore
 
         socket_timeout = min(5.0, max(timeout, 0.1))
-        client = redis.Redis.from_url(
-            url,
-            protocol=2,  # stable reply shapes; RESP3 changes XREAD's
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=socket_timeout,
+        options: dict[str, Any] = {
+            "protocol": 2,  # stable reply shapes; RESP3 changes XREAD's
+            "socket_timeout": socket_timeout,
+            "socket_connect_timeout": socket_timeout,
             # The store retries itself, with a deadline that covers every attempt.
-            retry=Retry(NoBackoff(), 0),
-            health_check_interval=30,
+            "retry": Retry(NoBackoff(), 0),
+        }
+        client: redis.Redis | RedisCluster
+        if scheme.endswith("+cluster"):
+            client = RedisCluster.from_url(url.replace("+cluster", "", 1), **options)
+        else:
+            client = redis.Redis.from_url(url, health_check_interval=30, **options)
+        return RedisStore(
+            client, prefix=prefix, limits=limits, timeout=timeout, socket_timeout=socket_timeout
         )
-        return RedisStore(client, prefix=prefix, limits=limits, timeout=timeout)
-    raise InvalidInput(f"unsupported URL {url!r}: use redis://, rediss://, unix:// or memory://")
+    raise InvalidInput(
+        f"unsupported URL {url!r}: use redis://, rediss://, unix://, redis+cluster:// or memory://"
+    )

@@ -59,9 +59,7 @@ class SessionGroup:
         self.log = self.store.keys.log(session_id)
         self.dead_letters = self.store.keys.group_dead_letters(session_id, group)
         self._client = self.store.client
-        # A BLOCK longer than the socket timeout would read as a dead connection.
-        timeout = self._client.connection_pool.connection_kwargs.get("socket_timeout") or 5.0
-        self.max_block_ms = max(100, int((float(timeout) - 1.0) * 1000))
+        self.max_block_ms = self.store.max_block_ms
 
     def create(self, after_cursor: str | None) -> bool:
         """Create the group to deliver what commits after `after_cursor` (None: the session's end).
@@ -84,7 +82,7 @@ class SessionGroup:
     def exists(self) -> bool:
         def groups() -> list[dict[str, Any]]:
             try:
-                return self._client.xinfo_groups(self.log)
+                return cast(list[dict[str, Any]], self._client.xinfo_groups(self.log))
             except rx.ResponseError:  # no such key yet
                 return []
 
@@ -178,7 +176,7 @@ class SessionGroup:
 
         def move() -> None:
             pipe = self._client.pipeline(transaction=True)  # one slot: MULTI works on a cluster
-            pipe.xadd(self.dead_letters, fields)  # type: ignore[arg-type]
+            pipe.xadd(self.dead_letters, fields)
             pipe.xack(self.log, self.group, delivery.entry_id)
             pipe.execute()
 

@@ -11,6 +11,7 @@ from typing import Any, Final, TypeVar, cast
 import redis
 import redis.exceptions as rx
 from msgpack import unpackb
+from redis.cluster import RedisCluster
 
 from ledger_bus.batch import Limits, PreparedAppend
 from ledger_bus.errors import BackendUnavailable, IdempotencyConflict, VersionConflict
@@ -74,16 +75,19 @@ class RedisStore(EventStore):
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: redis.Redis | RedisCluster,
         *,
         prefix: str = "lb",
         limits: Limits | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        socket_timeout: float = 5.0,
     ):
         super().__init__(limits)
-        self.client = client
+        self.client: Any = client  # redis.Redis or RedisCluster: the commands used are common
         self.keys = Keys(prefix)
         self.timeout = timeout
+        # A blocking read longer than the client's socket timeout would look like a dead server.
+        self.max_block_ms = max(100, int((socket_timeout - 1.0) * 1000))
         self._append_script = client.register_script(_script("append"))
         self._lease_script = client.register_script(_script("lease"))
         self._forget_script = client.register_script(_script("forget_session"))
@@ -158,15 +162,9 @@ class RedisStore(EventStore):
             *prepared.payloads,
             *prepared.notes,
         ]
-        now = self.now_local_ms()
-        last = self._open_indexed.get(session, -OPEN_INDEX_REFRESH_MS)
-        if prepared.opens_attempts and now - last >= OPEN_INDEX_REFRESH_MS:
-            reply = self._run(lambda: self._append_opening(session, keys, args, now))
-            if len(self._open_indexed) >= _REMEMBERED:
-                self._open_indexed.clear()
-            self._open_indexed[session] = now
-        else:
-            reply = self._run(lambda: self._append_script(keys=keys, args=args))
+        if prepared.opens_attempts:
+            self._refresh_open_index(session)
+        reply = self._run(lambda: self._append_script(keys=keys, args=args))
         status = _text(reply[0])
         if status == "conflict":
             raise VersionConflict(str(stream), -1 if expected is None else expected, int(reply[1]))
@@ -178,21 +176,20 @@ class RedisStore(EventStore):
             self._touch_index(session, cursor_ms(cursor))
         return result
 
-    def _append_opening(self, session: str, keys: list[str], args: list[Any], now: int) -> Any:
-        """An append that opens attempts lists its session in the open-attempts index first, in
-        the same round trip: a writer killed right after its request committed must not leave an
-        open attempt that no reconciler can find. (The index lives in another slot, so it cannot
-        be written by the script itself on a cluster.)"""
-        pipe = self.client.pipeline(transaction=False)
-        pipe.zadd(self.keys.open_index_of(session), {session: now})
-        pipe.evalsha(self._append_script.sha, len(keys), *keys, *args)
-        replies = pipe.execute(raise_on_error=False)
-        if isinstance(replies[1], rx.NoScriptError):
-            self._append_script.sha = self.client.script_load(self._append_script.script)
-            return self._append_opening(session, keys, args, now)
-        if isinstance(replies[1], Exception):
-            raise replies[1]
-        return replies[1]
+    def _refresh_open_index(self, session: str) -> None:
+        """List the session in the open-attempts index before an append that opens attempts: a
+        writer killed right after its request committed must not leave an open attempt that no
+        reconciler can find. The index lives outside the session's slot, so the script cannot
+        write it on a cluster; refreshing once a minute keeps the entry inside any prune window
+        (see OPEN_INDEX_REFRESH_MS) at the cost of one extra round trip a minute."""
+        now = self.now_local_ms()
+        if now - self._open_indexed.get(session, -OPEN_INDEX_REFRESH_MS) < OPEN_INDEX_REFRESH_MS:
+            return
+        key = self.keys.open_index_of(session)
+        self._run(lambda: self.client.zadd(key, {session: now}))
+        if len(self._open_indexed) >= _REMEMBERED:
+            self._open_indexed.clear()
+        self._open_indexed[session] = now
 
     @staticmethod
     def now_local_ms() -> int:
@@ -272,9 +269,7 @@ class RedisStore(EventStore):
         # "$" would be re-read on every slice below and miss what lands in between; pin it.
         last = self._last_entry_id(log) if after is None else _redis_cursor(after)
         deadline = time.monotonic() + timeout_ms / 1000
-        # A BLOCK longer than the socket timeout would read as a dead connection.
-        socket_timeout = self.client.connection_pool.connection_kwargs.get("socket_timeout") or 5.0
-        slice_ms = max(100, int((float(socket_timeout) - 1.0) * 1000))
+        slice_ms = self.max_block_ms
         while True:
             block = max(1, min(slice_ms, int((deadline - time.monotonic()) * 1000)))
             reply = cast(
