@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal
@@ -271,7 +271,9 @@ class Board:
             return dispatch_id
         raise LedgerError("could not open a dispatch: the board kept changing")
 
-    def _update(self, dispatch_id: str, make: Any) -> dict[str, Any]:
+    def _update(
+        self, dispatch_id: str, make: Callable[[dict[str, Any]], dict[str, Any]]
+    ) -> dict[str, Any]:
         token = uuid.uuid4().hex  # one per call, as in open()
         for _ in range(100):
             state = self.state()

@@ -26,7 +26,7 @@ from typing import Any, Final, Literal
 
 from ledger_bus.errors import LedgerError
 from ledger_bus.ids import StreamId, derive_event_id
-from ledger_bus.store.base import AppendResult, EventStore, RecordedEvent
+from ledger_bus.store.base import EventStore, RecordedEvent
 
 log = logging.getLogger("ledger_bus.recorder")
 
@@ -86,6 +86,7 @@ class Capabilities:
 class Delegation:
     """A delegation in flight: the call that asked for it and the child run that does it."""
 
+    step_id: str
     attempt_id: str
     child_run_id: str
     call_event_id: str
@@ -184,7 +185,6 @@ class Run:
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
         self.version = 0
-        self.last_event_id: str | None = None
 
     # -- lifetime ---------------------------------------------------------------------------
 
@@ -257,20 +257,19 @@ class Run:
         if parents:
             event["parents"] = parents
         append_id = f"{self.run_id}:{self.version + 1}"
+        # Known before the write: the ledger derives it from the append (ids.derive_event_id).
+        event_id = event.get("event_id") or derive_event_id(
+            self.recorder.session_id, self.stream.name, append_id, 0
+        )
         try:
-            result: AppendResult = self.recorder.store.append(
-                self.stream, self.version, append_id, [event]
-            )
+            result = self.recorder.store.append(self.stream, self.version, append_id, [event])
         except LedgerError:
             if self.recorder.durable:
                 raise
             log.warning("telemetry write of %s failed; going on", event.get("kind", event["type"]))
-            return derive_event_id(self.recorder.session_id, self.stream.name, append_id, 0)
+            return event_id
         self.version = result.last_version
-        self.last_event_id = event.get("event_id") or derive_event_id(
-            self.recorder.session_id, self.stream.name, append_id, 0
-        )
-        return self.last_event_id
+        return event_id
 
     def message(self, body: str, **ids: Any) -> str:
         """Record that this agent said something; returns the event id."""
@@ -442,13 +441,13 @@ class Run:
                 "step_id": step_id,
             }
         )
-        return Delegation(attempt_id, child, call_id, agent)
+        return Delegation(step_id, attempt_id, child, call_id, agent)
 
     def finish_delegation(self, delegation: Delegation, status: str, result: Any) -> None:
         self._result(
             "delegate",
             delegation.attempt_id,
-            delegation.attempt_id.split("#")[0],
+            delegation.step_id,
             delegation.call_event_id,
             status,
             result,

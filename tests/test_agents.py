@@ -47,6 +47,18 @@ def wait_for(condition: Callable[[], bool], timeout: float = 60, what: str = "co
         time.sleep(0.05)
 
 
+def run_until_dead_letter(tailer: Tailer, handle: Callable[[RecordedEvent], None]) -> None:
+    """Run the tailer in a thread until some event has been moved to its dead-letter stream."""
+    stop = threading.Event()
+    worker = threading.Thread(target=tailer.run, args=(handle, stop))
+    worker.start()
+    try:
+        wait_for(lambda: bool(tailer.dead_letters()), timeout=30, what="a dead letter")
+    finally:
+        stop.set()
+        worker.join()
+
+
 class Consumers:
     """Consumer processes of one group, each logging what it handled and acked to its own file."""
 
@@ -231,14 +243,7 @@ def test_a_poison_event_lands_in_the_dead_letter_stream_after_the_configured_del
             raise ValueError("cannot handle this one")
         handled.append(event["body"])
 
-    stop = threading.Event()
-    worker = threading.Thread(target=tailer.run, args=(handle, stop))
-    worker.start()
-    try:
-        wait_for(lambda: bool(tailer.dead_letters()), timeout=30, what="a dead letter")
-    finally:
-        stop.set()
-        worker.join()
+    run_until_dead_letter(tailer, handle)
 
     dead = tailer.dead_letters()
     assert [d["reason"] for d in dead] == ["not acked after 3 deliveries"]
@@ -476,14 +481,7 @@ def test_the_tailer_works_on_a_redis_cluster(cluster_store: EventStore) -> None:
         if event["body"] == "poison":
             raise ValueError("cannot")
 
-    stop = threading.Event()
-    worker = threading.Thread(target=tailer.run, args=(handle, stop))
-    worker.start()
-    try:
-        wait_for(lambda: bool(tailer.dead_letters()), timeout=30, what="a dead letter")
-    finally:
-        stop.set()
-        worker.join()
+    run_until_dead_letter(tailer, handle)
     assert [d["event_id"] for d in tailer.dead_letters()] == [
         e.event_id for e in cluster_store.scan_session("clustered") if e["body"] == "poison"
     ]
