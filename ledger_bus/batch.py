@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -20,12 +21,15 @@ from ledger_bus.events import (
     event_adapter,
     event_fields,
 )
-from ledger_bus.ids import derive_event_id
+from ledger_bus.ids import event_id_deriver
 
 DEFAULT_MAX_EVENT_BYTES: Final = 1024 * 1024
 # One append is one Lua call, and a Lua call blocks the whole server while it runs.
 DEFAULT_MAX_EVENTS_PER_APPEND: Final = 1000
 DEFAULT_MAX_APPEND_BYTES: Final = 8 * 1024 * 1024
+_DEFAULT_ITEMS: Final = tuple(DEFAULTS.items())
+# The adapter's own validator: TypeAdapter.validate_python adds a Python-level call per event.
+_validate_event = event_adapter.validator.validate_python
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +62,11 @@ def _given_fields(index: int, raw: object) -> dict[str, Any]:
     # Strict validation coerces nothing, so the caller's dict holds exactly the validated values;
     # reusing it saves a second pass through pydantic.
     assert isinstance(raw, dict)
-    return {k: v for k, v in raw.items() if not (k in DEFAULTS and v == DEFAULTS[k])}
+    data = raw.copy()
+    for name, default in _DEFAULT_ITEMS:
+        if name in data and data[name] == default:
+            del data[name]
+    return data
 
 
 def _validate(index: int, raw: object) -> BaseModel:
@@ -79,7 +87,7 @@ def _validate(index: int, raw: object) -> BaseModel:
                 "set by the ledger itself; a mutation may not carry it", index=index, field=name
             )
     try:
-        return event_adapter.validate_python(raw)
+        return _validate_event(raw)  # type: ignore[no-any-return]
     except ValidationError as err:
         first = err.errors(include_url=False)[0]
         # loc is (type tag, field, ...) for a discriminated union.
@@ -108,11 +116,46 @@ def prepare_append(
         raise InvalidEvent(
             f"{len(events)} events in one append; the limit is {limits.max_events_per_append}"
         )
-    parts: list[bytes] = []
     fields: list[dict[str, Any]] = []
-    total = 0
     for index, raw in enumerate(events):
-        data = _given_fields(index, raw)
+        try:
+            fields.append(_given_fields(index, raw))
+        except InvalidEvent:
+            _canonical_parts(fields, limits)  # a fault in an earlier event is the first fault
+            raise
+    digest = _digest(fields, limits)
+    derive = event_id_deriver(session_id, stream, append_id)
+    for index, data in enumerate(fields):
+        if "event_id" not in data:
+            data["event_id"] = derive(index)
+    pack = msgpack.Packer(use_bin_type=True).pack
+    payloads = [pack(data) for data in fields]
+    return PreparedAppend(digest, payloads, [attempt_note(data) for data in fields])
+
+
+def _digest(fields: list[dict[str, Any]], limits: Limits) -> str:
+    """The sha256 of the RFC 8785 array of the events, once every size limit is checked.
+
+    The array is canonicalised in one call, which gives the same bytes as joining its elements'
+    canonical forms; each event is done alone only to name one at fault, or when some event may
+    exceed its own limit.
+    """
+    try:
+        whole = canonical_bytes(fields)
+    except JsonValueError:
+        whole = None
+    if whole is None or len(whole) > limits.max_event_bytes:
+        return digest_of_parts(_canonical_parts(fields, limits))
+    if len(whole) - len(fields) - 1 > limits.max_append_bytes:  # less brackets and commas
+        raise InvalidEvent(f"the append exceeds {limits.max_append_bytes} bytes in all")
+    return hashlib.sha256(whole).hexdigest()
+
+
+def _canonical_parts(fields: list[dict[str, Any]], limits: Limits) -> list[bytes]:
+    """Each event's canonical bytes, or InvalidEvent naming the first event at fault."""
+    parts: list[bytes] = []
+    total = 0
+    for index, data in enumerate(fields):
         try:
             part = canonical_bytes(data)
         except JsonValueError as err:
@@ -126,11 +169,4 @@ def prepare_append(
         if total > limits.max_append_bytes:
             raise InvalidEvent(f"the append exceeds {limits.max_append_bytes} bytes in all")
         parts.append(part)
-        fields.append(data)
-    digest = digest_of_parts(parts)
-    for index, data in enumerate(fields):
-        if "event_id" not in data:
-            data["event_id"] = derive_event_id(session_id, stream, append_id, index)
-    pack = msgpack.Packer(use_bin_type=True).pack
-    payloads = [pack(data) for data in fields]
-    return PreparedAppend(digest, payloads, [attempt_note(data) for data in fields])
+    return parts

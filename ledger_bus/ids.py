@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -103,13 +104,28 @@ def cursor_ms(cursor: str) -> int:
     return int(cursor[:13])
 
 
+def event_id_deriver(session_id: str, stream: str, append_id: str) -> Callable[[int], str]:
+    """Return index -> derive_event_id(session_id, stream, append_id, index), for one append.
+
+    The hash state of the common prefix is computed once and copied per event.
+    """
+    prefix = "\x1f".join((session_id, stream, append_id, "")).encode()
+    common = hashlib.sha1(_NAMESPACE_BYTES + prefix, usedforsecurity=False)
+
+    def derive(index: int) -> str:
+        state = common.copy()
+        state.update(str(index).encode())
+        h = state.hexdigest()
+        variant = "89ab"[int(h[16], 16) & 3]  # RFC 4122 variant bits 10xx
+        return f"{h[:8]}-{h[8:12]}-5{h[13:16]}-{variant}{h[17:20]}-{h[20:32]}"
+
+    return derive
+
+
 def derive_event_id(session_id: str, stream: str, append_id: str, index: int) -> str:
     """Return the id of an event that came without one, the same for every retry of its append.
 
     It is uuid5(EVENT_ID_NAMESPACE, session, stream, append_id and index joined by U+001F),
     formatted here from the hex digest, which costs less than building a UUID object.
     """
-    name = "\x1f".join((session_id, stream, append_id, str(index))).encode()
-    h = hashlib.sha1(_NAMESPACE_BYTES + name, usedforsecurity=False).hexdigest()
-    variant = "89ab"[int(h[16], 16) & 3]  # RFC 4122 variant bits 10xx
-    return f"{h[:8]}-{h[8:12]}-5{h[13:16]}-{variant}{h[17:20]}-{h[20:32]}"
+    return event_id_deriver(session_id, stream, append_id)(index)

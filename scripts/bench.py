@@ -10,6 +10,7 @@ target it is held to. Never part of the tests: wall-clock numbers depend on the 
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import time
 from collections.abc import Callable
@@ -49,6 +50,7 @@ PAYLOAD = msgpack.packb(tool_call(0))
 
 def timed(fn: Callable[[int], object], n: int) -> float:
     """Seconds for fn(0..n-1)."""
+    gc.collect()  # each side starts from the same heap state, and pays for its own garbage
     start = time.perf_counter()
     for i in range(n):
         fn(i)

@@ -12,6 +12,7 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ledger_bus.batch import Limits, prepare_append
 from ledger_bus.canonical import (
     MAX_SAFE_INTEGER,
     JsonValueError,
@@ -21,6 +22,7 @@ from ledger_bus.canonical import (
     check_json,
     digest_of_parts,
 )
+from ledger_bus.errors import InvalidEvent
 from ledger_bus.ids import EVENT_ID_NAMESPACE, derive_event_id
 
 # Text over the whole of Unicode except lone surrogates, with the C0 controls, quotes and
@@ -121,3 +123,51 @@ def test_values_json_cannot_carry_exactly_are_refused_with_their_place(
     with pytest.raises(JsonValueError) as raised:
         check_json(value)
     assert raised.value.where == where
+
+
+# -- an append's digest: the array is canonicalised in one piece unless an event is at fault ----
+
+
+def _mutation(data: Any) -> dict[str, Any]:
+    return {"type": "mutation", "agent": "a", "kind": "k", "data": data}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(any_json, min_size=1, max_size=5))
+def test_an_appends_digest_is_the_reference_digest_of_its_events(values: list[Any]) -> None:
+    events = [_mutation(value) for value in values]
+    prepared = prepare_append("s", "x", "a", events, Limits())
+    assert prepared.digest == hashlib.sha256(rfc8785.dumps(events)).hexdigest()
+
+
+def test_events_over_the_event_limit_together_but_not_alone_are_accepted() -> None:
+    events = [_mutation("x" * 40), _mutation("y" * 40)]
+    limits = Limits(max_event_bytes=100)
+    assert len(rfc8785.dumps(events)) > 100 > max(len(rfc8785.dumps(e)) for e in events)
+    prepared = prepare_append("s", "x", "a", events, limits)
+    assert prepared.digest == hashlib.sha256(rfc8785.dumps(events)).hexdigest()
+    with pytest.raises(InvalidEvent) as raised:
+        prepare_append("s", "x", "a", [*events, _mutation("z" * 100)], limits)
+    assert raised.value.index == 2
+
+
+def test_the_append_limit_counts_the_events_not_the_array_around_them() -> None:
+    events = [_mutation("x" * 40), _mutation("y" * 40)]
+    exact = sum(len(rfc8785.dumps(e)) for e in events)
+    prepare_append("s", "x", "a", events, Limits(max_append_bytes=exact))
+    with pytest.raises(InvalidEvent, match="exceeds"):
+        prepare_append("s", "x", "a", events, Limits(max_append_bytes=exact - 1))
+
+
+@pytest.mark.parametrize(
+    ("events", "index"),
+    [
+        ([_mutation(math.nan), {"type": "nope", "agent": "a"}], 0),
+        ([_mutation(1), {"type": "nope", "agent": "a"}, _mutation(math.nan)], 1),
+        ([_mutation(1), _mutation(2), _mutation([math.inf])], 2),
+    ],
+)
+def test_the_first_event_at_fault_is_named(events: list[Any], index: int) -> None:
+    with pytest.raises(InvalidEvent) as raised:
+        prepare_append("s", "x", "a", events, Limits())
+    assert raised.value.index == index

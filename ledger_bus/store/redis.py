@@ -28,6 +28,8 @@ from ledger_bus.store.base import (
 from ledger_bus.store.keys import Keys
 
 T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
 # XRANGE and XREAD entries as redis-py returns them with decode_responses=False.
 Entry = tuple[bytes, dict[bytes, bytes]]
 Entries = list[Entry]
@@ -42,7 +44,7 @@ INDEX_REFRESH_MS: Final = 1000
 # by default, never below OPEN_INDEX_REFRESH_MS * 2 in ReconcilerConfig) and nothing is open, so
 # an entry refreshed this recently is still there whenever the script opens an attempt.
 OPEN_INDEX_REFRESH_MS: Final = 60_000
-_REMEMBERED: Final = 10_000  # sessions whose refresh times one store keeps
+_REMEMBERED: Final = 10_000  # sessions (or streams) one store keeps refresh times (or keys) of
 # Replies that mean "not now" rather than "never": a failover, a loading replica, a busy script.
 _TRANSIENT: Final = ("LOADING", "BUSY", "READONLY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN")
 
@@ -93,6 +95,7 @@ class RedisStore(EventStore):
         self._forget_script = client.register_script(_script("forget_session"))
         self._indexed: dict[str, int] = {}
         self._open_indexed: dict[str, int] = {}
+        self._append_keys: dict[StreamId, list[str]] = {}
 
     # -- the boundary: every Redis call goes through here ---------------------------------------
 
@@ -145,14 +148,9 @@ class RedisStore(EventStore):
         self, stream: StreamId, expected: int | None, append_id: str, prepared: PreparedAppend
     ) -> AppendResult:
         session = stream.session_id
-        keys = [
-            self.keys.log(session),
-            self.keys.meta(session),
-            self.keys.stream(session, stream.name),
-            self.keys.idempotency(session, stream.name),
-            self.keys.open_attempts(session),
-            self.keys.safe_tools(session),
-        ]
+        keys = self._append_keys.get(stream)
+        if keys is None:
+            keys = self._remember(self._append_keys, stream, self._keys_of(stream))
         args: list[Any] = [
             stream.name,
             -1 if expected is None else expected,
@@ -176,6 +174,26 @@ class RedisStore(EventStore):
             self._touch_index(session, cursor_ms(cursor))
         return result
 
+    def _keys_of(self, stream: StreamId) -> list[str]:
+        """The KEYS of an append to `stream`, in the order append.lua names them."""
+        session = stream.session_id
+        return [
+            self.keys.log(session),
+            self.keys.meta(session),
+            self.keys.stream(session, stream.name),
+            self.keys.idempotency(session, stream.name),
+            self.keys.open_attempts(session),
+            self.keys.safe_tools(session),
+        ]
+
+    @staticmethod
+    def _remember(table: dict[K, V], key: K, value: V) -> V:
+        """Keep `value` in a per-store table that is emptied once it holds _REMEMBERED entries."""
+        if len(table) >= _REMEMBERED:
+            table.clear()
+        table[key] = value
+        return value
+
     def _refresh_open_index(self, session: str) -> None:
         """List the session in the open-attempts index before an append that opens attempts: a
         writer killed right after its request committed must not leave an open attempt that no
@@ -187,9 +205,7 @@ class RedisStore(EventStore):
             return
         key = self.keys.open_index_of(session)
         self._run(lambda: self.client.zadd(key, {session: now}))
-        if len(self._open_indexed) >= _REMEMBERED:
-            self._open_indexed.clear()
-        self._open_indexed[session] = now
+        self._remember(self._open_indexed, session, now)
 
     @staticmethod
     def now_local_ms() -> int:
@@ -200,9 +216,7 @@ class RedisStore(EventStore):
             return
         key = self.keys.index_of(session_id)
         self._run(lambda: self.client.zadd(key, {session_id: ms}, gt=True))
-        if len(self._indexed) >= _REMEMBERED:
-            self._indexed.clear()
-        self._indexed[session_id] = ms
+        self._remember(self._indexed, session_id, ms)
 
     def _read_stream(self, stream: StreamId, after: int, count: int) -> list[RecordedEvent]:
         # Two pipelined round trips, no script: the stream index says which appends hold the

@@ -45,7 +45,10 @@ local first_cursor, cursor
 local opened = 0
 for i = 1, n do
   version = version + 1
-  cursor = redis.call('XADD', KEYS[1], '*', 's', ARGV[1], 'v', version, 'p', ARGV[5 + i])
+  -- A Lua number given to redis.call is printed with %.17g, which costs more than the XADD
+  -- itself in a long batch; %d formatting here is several times cheaper.
+  cursor = redis.call('XADD', KEYS[1], '*', 's', ARGV[1], 'v', string.format('%d', version),
+                      'p', ARGV[5 + i])
   first_cursor = first_cursor or cursor
   local note = ARGV[5 + n + i]
   if note ~= '' then
