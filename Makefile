@@ -39,6 +39,7 @@ bench: install
 	$(PY) scripts/bench_agents.py
 	$(PY) scripts/bench_reconciler.py
 	$(PY) scripts/bench_durability.py
+	$(PY) scripts/bench_breakdown.py
 
 demo: install
 	$(BIN)/ledger-bus demo

@@ -90,8 +90,9 @@ class SessionGroup:
 
     def _deliveries(self, entries: Entries, counts: dict[bytes, int] | None) -> list[Delivery]:
         events = self.store._records(self.session_id, entries)
+        times = counts or {}
         return [
-            Delivery(event, _text(entry_id), (counts or {}).get(entry_id, 1))
+            Delivery(event, entry_id.decode(), times.get(entry_id, 1))
             for (entry_id, _), event in zip(entries, events, strict=True)
         ]
 

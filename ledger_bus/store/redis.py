@@ -135,7 +135,7 @@ class RedisStore(EventStore):
                 if ref is None:
                     ref = refs[name] = StreamId(session_id, name.decode())
                 ms, _, seq = entry_id.partition(b"-")  # _ledger_cursor, inlined on the hot path
-                cursor = f"{ms.decode():0>13}-{seq.decode():0>6}"
+                cursor = (ms.zfill(13) + b"-" + seq.zfill(6)).decode()
                 out.append(RecordedEvent(ref, int(fields[b"v"]), cursor, unpackb(fields[b"p"])))
         finally:
             if paused:

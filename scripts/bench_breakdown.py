@@ -1,0 +1,140 @@
+"""Where a single-event append's time goes, against one raw XADD round trip, in one run.
+
+Prints: the client-side time of the append script called with prepared arguments, of a script
+that returns at once with the same arguments, and of one XADD; how long preparing one event
+takes in a tight loop and right after a round trip; and the script's server time with each of
+its parts left out in turn (INFO commandstats). docs/performance.md explains the figures.
+
+    python scripts/bench_breakdown.py
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from bench import PAYLOAD, tool_call
+
+from ledger_bus.batch import Limits, PreparedAppend, prepare_append
+from ledger_bus.server import LocalServer
+from ledger_bus.store.redis import _script
+
+CALLS = 500
+ROUNDS = 12
+APPEND = _script("append")
+INDEX_XADD = "redis.call('XADD', KEYS[3], first .. '-0', 'c', first_cursor, 'n', n)"
+# The append script with one of its parts cut out: what each part costs on the server.
+VARIANTS = {
+    "the whole script": APPEND,
+    "without the idempotency record": APPEND.replace(
+        "local prior = redis.call('HGET', KEYS[4], ARGV[3])", "local prior = false"
+    ).replace("redis.call('HSET', KEYS[4], ARGV[3],", "local _ = ("),
+    "without the stream index": APPEND.replace(INDEX_XADD, ""),
+    "without the stream index and version": APPEND.replace(INDEX_XADD, "")
+    .replace("redis.call('HSET', KEYS[2], ARGV[1], version)", "")
+    .replace("redis.call('HGET', KEYS[2], ARGV[1])", "false"),
+    "the session-log XADD alone": "local c = redis.call('XADD', KEYS[1], '*', 's', ARGV[1],"
+    " 'v', '1', 'p', ARGV[6]) return {'ok', 1, 1, c, 0}",
+    "an EVALSHA that returns at once": "return {'ok', 1, 1, '1-1', 0}",
+}
+
+
+def per_call_us(fns: dict[str, Callable[[], object]]) -> dict[str, float]:
+    """Median microseconds per call of each function, over alternating rounds."""
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(ROUNDS):
+        for name, fn in fns.items():
+            gc.collect()
+            start = time.perf_counter()
+            for _ in range(CALLS):
+                fn()
+            samples[name].append((time.perf_counter() - start) / CALLS * 1e6)
+    return {name: statistics.median(found) for name, found in samples.items()}
+
+
+def caller(
+    client: redis.Redis, source: str, prefix: str, prepared: list[PreparedAppend]
+) -> Callable[[], object]:
+    """Each call appends the next prepared event under new keys of its own."""
+    script = client.register_script(source)
+    keys = [f"{prefix}:{{s}}:{part}" for part in ("log", "meta", "s:one", "idem:one", "open")]
+    keys.append(f"{prefix}:{{s}}:safe")
+    count = iter(range(len(prepared)))
+
+    def call() -> Any:
+        i = next(count)
+        p: PreparedAppend = prepared[i]
+        args: list[Any] = ["one", -1, f"a{i}", p.digest, 1, *p.payloads, *p.notes]
+        return script(keys=keys, args=args)
+
+    return call
+
+
+def main() -> None:
+    with LocalServer(appendonly=False) as server:
+        client = redis.Redis(port=server.port)
+        print(f"server: {server.binary}; {CALLS} calls a round, {ROUNDS} rounds, medians")
+        limits = Limits()
+        prepared = [
+            prepare_append("s", "one", f"a{i}", [tool_call(i)], limits)
+            for i in range(CALLS * ROUNDS)
+        ]
+
+        timings = per_call_us(
+            {
+                "append script, arguments prepared beforehand": caller(
+                    client, APPEND, "a", prepared
+                ),
+                "EVALSHA returning at once, same arguments": caller(
+                    client, VARIANTS["an EVALSHA that returns at once"], "b", prepared
+                ),
+                "one XADD round trip": lambda: client.xadd("x", {"p": PAYLOAD}),
+            }
+        )
+        for name, us in timings.items():
+            print(f"{name:<48} {us:7.1f} us")
+
+        def round_trip() -> None:
+            client.xadd("x", {"p": PAYLOAD})
+
+        between_calls: list[tuple[str, Callable[[], None] | None]] = [
+            ("prepare one event, tight loop", None),
+            ("prepare one event, after each XADD", round_trip),
+        ]
+        for label, between in between_calls:
+            found = []
+            for i in range(3000):
+                if between is not None:
+                    between()
+                event = tool_call(i)
+                start = time.perf_counter_ns()
+                prepare_append("s", "one", f"p{i}", [event], limits)
+                found.append((time.perf_counter_ns() - start) / 1000)
+            print(f"{label:<48} {statistics.median(found):7.1f} us")
+
+        server_us: dict[str, list[float]] = {name: [] for name in VARIANTS}
+        for round_ in range(5):
+            for number, (name, source) in enumerate(VARIANTS.items()):
+                call = caller(client, source, f"v{round_}-{number}", prepared)
+                client.config_resetstat()
+                for _ in range(2000):
+                    call()
+                stats = client.info("commandstats")["cmdstat_evalsha"]
+                server_us[name].append(float(stats["usec_per_call"]))
+        client.config_resetstat()
+        for _ in range(2000):
+            client.xadd("x", {"p": PAYLOAD})
+        xadd = float(client.info("commandstats")["cmdstat_xadd"]["usec_per_call"])
+        print("server time per call (INFO commandstats), median of 5:")
+        for name, found in server_us.items():
+            print(f"  {name:<46} {statistics.median(found):6.2f} us")
+        print(f"  {'a plain XADD':<46} {xadd:6.2f} us")
+        client.close()
+
+
+if __name__ == "__main__":
+    main()
