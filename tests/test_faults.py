@@ -126,6 +126,19 @@ def test_an_append_during_a_short_outage_waits_for_the_server_and_lands_once(
     assert [e["body"] for e in store.read_stream(ref)] == ["before", "during"]
 
 
+@pytest.mark.parametrize("backend", ["redis", "cluster"])
+def test_an_append_after_the_server_lost_its_scripts_loads_them_and_lands_once(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    store = request.getfixturevalue(f"{backend}_store")
+    ref = lb.StreamId("flushed", "main")
+    store.append(ref, 0, "a0", [msg("before")])
+    store.client.script_flush()  # as after a restart, or a failover to a replica
+    assert store.append(ref, 1, "a1", [msg("after")]).first_version == 2
+    assert store.append(ref, 1, "a1", [msg("after")]).deduplicated
+    assert [e["body"] for e in store.read_stream(ref)] == ["before", "after"]
+
+
 def test_an_unreachable_backend_is_reported_within_the_deadline() -> None:
     from ledger_bus.server import free_port
 
