@@ -92,6 +92,10 @@ class Tailer:
 
     def _sort(self, found: list[Delivery]) -> list[Delivery]:
         """Dead-letter the exhausted, ack the unwanted; return what the handler should see."""
+        limit = self.options.max_deliveries
+        unfiltered = self.options.skip_agent is None and self.options.types is None
+        if unfiltered and all(delivery.deliveries <= limit for delivery in found):
+            return found  # the common batch: every event goes to the handler
         keep: list[Delivery] = []
         skipped: list[str] = []
         for delivery in found:
