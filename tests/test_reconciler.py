@@ -9,16 +9,21 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import ledger_bus as lb
 from ledger_bus.reconciler import FLAG_KIND, Reconciler, ReconcilerConfig, resolve_attempt
 from ledger_bus.server import LocalCluster, LocalServer, free_port
 from ledger_bus.store.base import EventStore
+from ledger_bus.store.memory import MemoryStore
 from tests.helpers import cli_env, kill, ledger_cli, start_recorded
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,6 +116,80 @@ def test_a_flag_and_a_declaration_are_kept_too(store: EventStore) -> None:
     )
     assert flag.run_id == "r1"
     assert flag["call_cursor"] == attempt.cursor
+
+
+# Random appends of calls, results, flags and declarations, several events to an append: the
+# append script must keep the same bookkeeping as the reference store, event for event.
+_attempts = st.sampled_from(["a1", "a2", "a3"])
+_runs = st.sampled_from(["r1", "r2"])
+_tools = st.sampled_from(["t1", "t2"])
+_streams = st.sampled_from(["run-1", "run-2"])
+_operations = st.one_of(
+    st.tuples(st.just("call"), _attempts, st.none() | _runs, _tools),
+    st.tuples(st.just("result"), _attempts),
+    st.tuples(st.just("flag"), _attempts),
+    st.tuples(st.just("declare"), _runs, _tools, st.booleans()),
+)
+
+
+def _event(operation: tuple[Any, ...]) -> dict[str, object]:
+    match operation:
+        case ("call", attempt, run_id, tool):
+            return call(attempt, run_id, tool)
+        case ("result", attempt):
+            return result(attempt)
+        case ("flag", attempt):
+            return {"type": "mutation", "agent": "r", "kind": FLAG_KIND, "attempt_id": attempt}
+        case ("declare", run_id, tool, safe):
+            return {
+                "type": "mutation",
+                "agent": "a",
+                "kind": "tool.declared",
+                "run_id": run_id,
+                "tool": tool,
+                "safe_to_replay": safe,
+            }
+    raise AssertionError(operation)
+
+
+def _bookkeeping(store: EventStore, session: str) -> tuple[list[Any], list[bool]]:
+    """Open attempts with cursors replaced by positions in the session, and what is safe."""
+    position = {e.cursor: i for i, e in enumerate(store.scan_session(session))}
+    attempts = [
+        (
+            a.attempt_id,
+            a.run_id,
+            a.tool,
+            a.stream,
+            position[a.cursor],
+            None if a.flagged_cursor is None else position[a.flagged_cursor],
+        )
+        for a in store.open_attempts(session)
+    ]
+    safe = [store.safe_to_replay(session, r, t) for r in ("r1", "r2") for t in ("t1", "t2")]
+    return attempts, safe
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.tuples(_streams, st.lists(_operations, min_size=1, max_size=4)),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_the_append_script_keeps_the_same_books_as_the_reference(
+    redis_store: EventStore, appends: list[tuple[str, list[tuple[Any, ...]]]]
+) -> None:
+    reference = MemoryStore()
+    session = f"books-{uuid.uuid4().hex[:8]}"
+    for number, (stream, operations) in enumerate(appends):
+        events = [_event(op) for op in operations]
+        for store in (reference, redis_store):
+            store.append(lb.StreamId(session, stream), lb.ANY, f"x{number}", events)
+    assert _bookkeeping(redis_store, session) == _bookkeeping(reference, session)
 
 
 def test_a_completed_call_is_never_flagged(store: EventStore) -> None:
