@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import IO, Any, Final
 
 from ledger_bus.batch import prepare_append
 from ledger_bus.errors import InvalidEvent, InvalidInput
 from ledger_bus.events import RESERVED_FIELDS
 from ledger_bus.ids import ANY, StreamId, check_name
-from ledger_bus.render import jsonl
+from ledger_bus.render import event_line
 from ledger_bus.store.base import EventStore
 
 IMPORT_BATCH: Final = 100
@@ -27,7 +27,7 @@ def export_session(store: EventStore, session_id: str, out: IO[str]) -> int:
     """Write the session to `out` in commit order, a page at a time; return the event count."""
     count = 0
     for event in store.iter_session(session_id):
-        out.write(jsonl(event.to_dict()) + "\n")
+        out.write(event_line(event))
         count += 1
     return count
 
@@ -49,7 +49,7 @@ class ImportReport:
     deduplicated: int
 
     def to_dict(self) -> dict[str, int]:
-        return {"events": self.events, "appends": self.appends, "deduplicated": self.deduplicated}
+        return asdict(self)
 
 
 def _parse(lines: Iterable[str], default_stream: str) -> Iterator[tuple[int, str, dict[str, Any]]]:

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 from ledger_bus.errors import InvalidInput, LedgerError, VersionConflict
 from ledger_bus.ids import StreamId
@@ -60,6 +60,7 @@ LIVE: Final = timedelta(hours=24)
 IN_FLIGHT: Final = timedelta(hours=48)
 
 Window = Literal["live", "stale", "other"]
+T = TypeVar("T")
 
 
 class Refused(LedgerError):
@@ -123,13 +124,19 @@ def parse_time(value: Any) -> datetime | None:
     return None
 
 
-def launched_at(record: dict[str, Any]) -> datetime | None:
-    """The launch time: `timestamp`, else `ts`, else `dispatchedAt`."""
+def launch_field(record: dict[str, Any]) -> Any:
+    """The launch time as written: `timestamp`, else `ts`, else `dispatchedAt`; None without."""
     for name in ("timestamp", "ts", "dispatchedAt"):
         value = record.get(name)
         if value is not None and value != "":
-            return parse_time(value)
+            return value
     return None
+
+
+def launched_at(record: dict[str, Any]) -> datetime | None:
+    """The launch time; None when there is none, or it is not a time."""
+    value = launch_field(record)
+    return None if value is None else parse_time(value)
 
 
 def window(record: dict[str, Any], now: datetime) -> Window:
@@ -194,6 +201,11 @@ def _digest(record: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
+def _key(record: dict[str, Any]) -> str:
+    """Where a record sits on the board: its id, or for a record without one, its content."""
+    return str(record["id"]) if record.get("id") is not None else f"~{_digest(record)}"
+
+
 @dataclass
 class BoardState:
     """The board folded from the dispatch stream up to `version`."""
@@ -205,8 +217,7 @@ class BoardState:
         kind = event.get("kind")
         if kind in ("dispatch.open", "dispatch.import"):
             record = event["record"]
-            key = str(record["id"]) if record.get("id") is not None else f"~{_digest(record)}"
-            self.records[key] = record
+            self.records[_key(record)] = record
         elif kind == "dispatch.update":
             record = self.records.get(str(event["id"]))
             if record is not None:
@@ -232,6 +243,16 @@ class Board:
     def records(self) -> list[dict[str, Any]]:
         return list(self.state().records.values())
 
+    def _decide(self, what: str, decide: Callable[[BoardState], T]) -> T:
+        """Run `decide` on the board as it is now, again while another writer took the version
+        it wrote at: it reads, decides and appends with that version."""
+        for _ in range(100):
+            try:
+                return decide(self.state())
+            except VersionConflict:
+                continue  # another writer was first; look again and decide again
+        raise LedgerError(f"could not {what}: the board kept changing")
+
     def _write(self, version: int, append_id: str, events: list[dict[str, Any]]) -> None:
         body = [{"type": "mutation", "agent": WRITER, **event} for event in events]
         self.store.append(self.ref, version, append_id, body)
@@ -243,8 +264,8 @@ class Board:
         # The append_id names this call, not the id it mints: two writers minting the same id
         # must conflict on the version, never pass for retries of one another.
         token = uuid.uuid4().hex
-        for _ in range(100):
-            state = self.state()
+
+        def mint(state: BoardState) -> str:
             taken = [
                 int(key[len(prefix) :])
                 for key in state.records
@@ -260,38 +281,27 @@ class Board:
                 **fields,
                 "outcome": "dispatched",
             }
-            try:
-                self._write(
-                    state.version,
-                    f"open:{token}",
-                    [{"kind": "dispatch.open", "record": record}],
-                )
-            except VersionConflict:
-                continue  # another writer took the version; look again and mint again
+            event = {"kind": "dispatch.open", "record": record}
+            self._write(state.version, f"open:{token}", [event])
             return dispatch_id
-        raise LedgerError("could not open a dispatch: the board kept changing")
+
+        return self._decide("open a dispatch", mint)
 
     def _update(
         self, dispatch_id: str, make: Callable[[dict[str, Any]], dict[str, Any]]
     ) -> dict[str, Any]:
         token = uuid.uuid4().hex  # one per call, as in open()
-        for _ in range(100):
-            state = self.state()
+
+        def update(state: BoardState) -> dict[str, Any]:
             record = state.records.get(dispatch_id)
             if record is None:
                 raise InvalidInput(f"no dispatch {dispatch_id!r} on session {self.session_id!r}")
             changes: dict[str, Any] = make(record)
-            append_id = f"update:{token}"
-            try:
-                self._write(
-                    state.version,
-                    append_id,
-                    [{"kind": "dispatch.update", "id": dispatch_id, "changes": changes}],
-                )
-            except VersionConflict:
-                continue
+            event = {"kind": "dispatch.update", "id": dispatch_id, "changes": changes}
+            self._write(state.version, f"update:{token}", [event])
             return {**record, **changes}
-        raise LedgerError(f"could not update {dispatch_id}: the board kept changing")
+
+        return self._decide(f"update {dispatch_id}", update)
 
     def stage(
         self, dispatch_id: str, line: str, stage: str | None, now: datetime
@@ -325,25 +335,22 @@ class Board:
 
     def import_records(self, records: list[dict[str, Any]]) -> int:
         """Set the board's records from a spawn-log; returns how many changed (0: nothing new)."""
-        for _ in range(100):
-            state = self.state()
-            changed = []
-            for record in records:
-                key = str(record["id"]) if record.get("id") is not None else f"~{_digest(record)}"
-                if state.records.get(key) != record:
-                    changed.append({"kind": "dispatch.import", "record": record})
-            if not changed:
-                return 0
+
+        def write_changes(state: BoardState) -> int:
+            changed = [
+                {"kind": "dispatch.import", "record": record}
+                for record in records
+                if state.records.get(_key(record)) != record
+            ]
             version = state.version
-            try:
-                for start in range(0, len(changed), 500):
-                    chunk = changed[start : start + 500]
-                    self._write(version, f"import:{_digest({'records': chunk})}", chunk)
-                    version += len(chunk)
-            except VersionConflict:
-                continue  # what landed stays; the next look writes only what still differs
+            # On a conflict, what landed stays: the next look writes only what still differs.
+            for start in range(0, len(changed), 500):
+                chunk = changed[start : start + 500]
+                self._write(version, f"import:{_digest({'records': chunk})}", chunk)
+                version += len(chunk)
             return len(changed)
-        raise LedgerError("could not import: the board kept changing")
+
+        return self._decide("import", write_changes)
 
     def in_flight(
         self, now: datetime, include_other: bool = False

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import redis
@@ -18,7 +18,7 @@ class Finding:
     detail: str
 
     def to_dict(self) -> dict[str, str]:
-        return {"level": self.level, "topic": self.topic, "detail": self.detail}
+        return asdict(self)
 
 
 def _version(text: str) -> tuple[int, ...]:

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Final
 
 from ledger_bus.errors import LedgerError
-from ledger_bus.ids import check_name
-from ledger_bus.render import jsonl
+from ledger_bus.ids import CURSOR_ZERO, check_name
+from ledger_bus.render import event_line
 from ledger_bus.store.base import EventStore, RecordedEvent
 
 FILE_NAME: Final = "conversation.jsonl"
@@ -68,7 +68,7 @@ class Mirror:
     def _write(self, events: list[RecordedEvent]) -> None:
         if not events:
             return
-        text = "".join(jsonl(event.to_dict()) + "\n" for event in events)
+        text = "".join(event_line(event) for event in events)
         with open(self.path, "a", encoding="utf-8") as out:
             out.write(text)
             out.flush()
@@ -89,5 +89,5 @@ class Mirror:
         """Catch up, then append each event as it commits, until `stop` is set."""
         self.catch_up()
         while not stop.is_set():
-            after = self.cursor or "0000000000000-000000"
+            after = self.cursor or CURSOR_ZERO
             self._write(self.store.wait_session(self.session_id, after, block_ms))

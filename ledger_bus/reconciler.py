@@ -14,14 +14,14 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
 from ledger_bus.errors import IdempotencyConflict, InvalidInput, LedgerError
+from ledger_bus.files import replace_whole
 from ledger_bus.ids import ANY, StreamId
 from ledger_bus.store.base import EventStore, OpenAttempt, format_time
 from ledger_bus.store.keys import INDEX_BUCKETS
@@ -70,7 +70,7 @@ class PassReport:
     interrupted: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        return asdict(self)
 
 
 def _emit(record: dict[str, Any]) -> None:
@@ -86,16 +86,6 @@ class Reconciler:
     config: ReconcilerConfig = field(default_factory=ReconcilerConfig)
     on_action: Callable[[dict[str, Any]], None] = _emit
     metrics: Any = None  # a ReconcilerMetrics, when exported
-
-    def unresolved(self, session_id: str, now_ms: int | None = None) -> list[OpenAttempt]:
-        """The session's open attempts that are unresolved now: old enough, their run not alive."""
-        now_ms = self.store.now_ms() if now_ms is None else now_ms
-        grace_ms = self.config.grace_s * 1000
-        return [
-            attempt
-            for attempt in self.store.open_attempts(session_id)
-            if now_ms - attempt.opened_ms >= grace_ms and not self.run_alive(attempt)
-        ]
 
     def run_alive(self, attempt: OpenAttempt) -> bool:
         if attempt.run_id is None:
@@ -225,11 +215,8 @@ class Reconciler:
 
 def write_heartbeat(path: str, report: PassReport) -> None:
     """Record that a pass finished, atomically (a probe never reads half a file)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    handle, temp = tempfile.mkstemp(prefix=".heartbeat-", dir=directory)
-    with os.fdopen(handle, "w") as out:
+    with replace_whole(path) as out:
         json.dump({"at": format_time(time.time_ns() // 1_000_000), **report.to_dict()}, out)
-    os.replace(temp, path)
 
 
 def heartbeat_age(path: str) -> float:

@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import Any, Final, Literal
 
 from ledger_bus.errors import LedgerError
-from ledger_bus.ids import StreamId, derive_event_id
+from ledger_bus.ids import ANY, StreamId, derive_event_id
 from ledger_bus.store.base import EventStore, RecordedEvent
 
 log = logging.getLogger("ledger_bus.recorder")
@@ -290,7 +290,7 @@ class Run:
             "run_version": self.version,
             "state": state,
         }
-        self.recorder.store.append(self.native, "any", append_id, [event])
+        self.recorder.store.append(self.native, ANY, append_id, [event])
 
     @property
     def restored_state(self) -> dict[str, Any] | None:
@@ -330,15 +330,8 @@ class Run:
             # first request, so that whoever finds its attempt unresolved knows.
             self.mutate("tool.declared", tool=tool, safe_to_replay=True)
             self._declared.add(tool)
-        request = {
-            "type": "tool_call",
-            "tool": tool,
-            "args": args,
-            "attempt_id": attempt_id,
-            "step_id": step_id,
-        }
         try:
-            call_id = self._write(request)
+            call_id = self._request(tool, args, attempt_id, step_id)
         except LedgerError as err:
             raise RequestNotRecorded(
                 f"{tool} was not called: its request was not recorded: {err}"
@@ -357,6 +350,17 @@ class Run:
             raise
         self._result(tool, attempt_id, step_id, call_id, "ok", value)
         return value
+
+    def _request(self, tool: str, args: dict[str, Any], attempt_id: str, step_id: str) -> str:
+        """Commit a call's tool_call; returns its event id."""
+        request = {
+            "type": "tool_call",
+            "tool": tool,
+            "args": args,
+            "attempt_id": attempt_id,
+            "step_id": step_id,
+        }
+        return self._write(request)
 
     def _result(
         self, tool: str, attempt_id: str, step_id: str, call_id: str, status: str, value: Any
@@ -412,9 +416,11 @@ class Run:
                 history.attempts.setdefault(str(event.step_id), []).append(event)
             elif event.type == "tool_result":
                 history.results[str(event.attempt_id)] = event
-        checkpoints = store.read_stream(self.native)
-        if checkpoints:
-            history.checkpoint = checkpoints[-1]["state"]
+        # Only the last checkpoint counts; each holds a whole state, so the others are not read.
+        last = store.stream_version(self.native)
+        if last:
+            (checkpoint,) = store.read_stream(self.native, after_version=last - 1)
+            history.checkpoint = checkpoint["state"]
         self._history = history
         self.version = history.version
 
@@ -432,15 +438,7 @@ class Run:
         attempt_id = f"{step_id}#1"
         child = child_run_id or uuid.uuid4().hex[:12]
         args = {"agent": agent, "objective": objective, "child_run": child}
-        call_id = self._write(
-            {
-                "type": "tool_call",
-                "tool": "delegate",
-                "args": args,
-                "attempt_id": attempt_id,
-                "step_id": step_id,
-            }
-        )
+        call_id = self._request("delegate", args, attempt_id, step_id)
         return Delegation(step_id, attempt_id, child, call_id, agent)
 
     def finish_delegation(self, delegation: Delegation, status: str, result: Any) -> None:

@@ -19,6 +19,12 @@ def jsonl(obj: Any) -> str:
     return orjson.dumps(obj).decode("utf-8")
 
 
+def event_line(event: RecordedEvent) -> str:
+    """An event as one line of the JSONL format, newline included: what export and the mirror
+    write, and `ledger-bus scan` prints."""
+    return jsonl(event.to_dict()) + "\n"
+
+
 def _short(value: Any, width: int) -> str:
     text = value if isinstance(value, str) else jsonl(value)
     text = " ".join(text.split())

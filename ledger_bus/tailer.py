@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ledger_bus.errors import LedgerError
+from ledger_bus.ids import CURSOR_ZERO
 from ledger_bus.render import context_line
 from ledger_bus.store.base import EventStore, RecordedEvent
 from ledger_bus.store.groups import Delivery, GroupStats, SessionGroup
@@ -81,7 +82,7 @@ class Tailer:
             newest = events[-1].cursor if events else None
             if newest is None:
                 latest = self.store.tail(self.session_id, 1)
-                newest = latest[-1].cursor if latest else "0000000000000-000000"
+                newest = latest[-1].cursor if latest else CURSOR_ZERO
             self._group.create(newest)
         return events
 

@@ -25,6 +25,7 @@ import msgpack
 import redis
 
 import ledger_bus as lb
+from ledger_bus.ids import CURSOR_ZERO
 from ledger_bus.server import LocalServer
 from ledger_bus.store.redis import Entries
 from ledger_bus.tailer import Tailer, TailerOptions
@@ -121,7 +122,7 @@ def bench_throughput(server: LocalServer, events: int) -> None:
     def ours(_: int) -> None:
         rounds[0] += 1
         tailer = Tailer(store, session, f"g{rounds[0]}", "c", TailerOptions(count=100, block_ms=0))
-        tailer._group.create("0000000000000-000000")
+        tailer._group.create(CURSOR_ZERO)
         done = 0
         while done < events:
             batch = tailer.poll()

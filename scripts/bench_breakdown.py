@@ -20,8 +20,9 @@ import redis
 from bench import PAYLOAD, tool_call
 
 from ledger_bus.batch import Limits, PreparedAppend, prepare_append
+from ledger_bus.ids import StreamId
 from ledger_bus.server import LocalServer
-from ledger_bus.store.redis import _script
+from ledger_bus.store.redis import RedisStore, _script
 
 CALLS = 500
 ROUNDS = 12
@@ -59,17 +60,18 @@ def per_call_us(fns: dict[str, Callable[[], object]]) -> dict[str, float]:
 def caller(
     client: redis.Redis, source: str, prefix: str, prepared: list[PreparedAppend]
 ) -> Callable[[], object]:
-    """Each call appends the next prepared event under new keys of its own."""
+    """Each call appends the next prepared event under keys of its own, the way the store runs
+    its append script."""
+    store = RedisStore(client, prefix=prefix)
     script = client.register_script(source)
-    keys = [f"{prefix}:{{s}}:{part}" for part in ("log", "meta", "s:one", "idem:one", "open")]
-    keys.append(f"{prefix}:{{s}}:safe")
+    keys = store._keys_of(StreamId("s", "one"))
     count = iter(range(len(prepared)))
 
     def call() -> Any:
         i = next(count)
         p: PreparedAppend = prepared[i]
         args: list[Any] = ["one", -1, f"a{i}", p.digest, 1, *p.payloads, *p.notes]
-        return script(keys=keys, args=args)
+        return store._evalsha(script, keys, args)
 
     return call
 

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# The keys every JSONL event line starts with, in this order (spec/ledger-v1.md).
+LEDGER_KEYS = ["session", "stream", "version", "cursor", "type", "agent", "event_id", "recorded_at"]
 
 
 def cli_env(url: str, prefix: str) -> dict[str, str]:

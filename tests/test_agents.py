@@ -382,6 +382,18 @@ def test_telemetry_only_recorders_claim_no_recovery(store: EventStore) -> None:
         recorder.run("r1", resume=True)
 
 
+def test_resume_restores_the_last_checkpoint(store: EventStore) -> None:
+    recorder = Recorder(store, "checkpoints", "agent")
+    with recorder.run("r1") as run:
+        for turn in range(3):
+            run.message(f"turn {turn}")
+            run.checkpoint({"turn": turn})
+    with recorder.run("r1", resume=True) as run:
+        assert run.restored_state == {"turn": 2}
+    with recorder.run("r2", resume=True) as run:
+        assert run.restored_state is None
+
+
 def test_delegation_links_the_child_run_to_the_call_that_asked_for_it(store: EventStore) -> None:
     orchestrator = Recorder(store, "deleg", "orchestrator")
     lead = Recorder(store, "deleg", "engineering-lead")

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ledger_bus.server import free_port
-from tests.helpers import cli_env, ledger_cli
+from tests.helpers import LEDGER_KEYS, cli_env, ledger_cli
 
 run = ledger_cli
 
@@ -68,16 +68,7 @@ def test_append_prints_the_result_and_read_prints_jsonl_with_fields_at_top_level
     assert read.returncode == 0
     assert len(read.stdout.splitlines()) == 2, "one event a line, line breaks escaped"
     first, second = lines(read.stdout)
-    for key in (
-        "session",
-        "stream",
-        "version",
-        "cursor",
-        "type",
-        "agent",
-        "event_id",
-        "recorded_at",
-    ):
+    for key in LEDGER_KEYS:
         assert key in first
     assert first["tool"] == "delegate"
     assert first["args"]["note"] == "two\nlines"

@@ -9,6 +9,7 @@ import pytest
 
 import ledger_bus as lb
 from ledger_bus.store.base import EventStore
+from tests.helpers import LEDGER_KEYS
 
 
 def msg(body: str, agent: str = "a", **extra: object) -> dict[str, object]:
@@ -245,16 +246,7 @@ def test_recorded_events_carry_every_field_and_the_commit_time(store: EventStore
     mutation, result = store.read_stream(REF)
 
     line = mutation.to_dict()
-    assert list(line)[:8] == [
-        "session",
-        "stream",
-        "version",
-        "cursor",
-        "type",
-        "agent",
-        "event_id",
-        "recorded_at",
-    ]
+    assert list(line)[: len(LEDGER_KEYS)] == LEDGER_KEYS
     assert (line["task_id"], line["kind"], line["run_id"], line["parents"]) == (
         "jwt",
         "task.done",

@@ -1,4 +1,4 @@
-"""rediss://: the ledger over TLS to a server with a certificate from a private CA."""
+"""rediss://: the ledger over TLS, checked the way docs/deploy.md says to set it up."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -16,47 +17,57 @@ from ledger_bus.server import LocalServer, free_port
 from tests.helpers import ledger_cli
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
+REF = lb.StreamId("tls", "main")
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+def _openssl(folder: Path, *args: str) -> None:
+    subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True)
 
 
-def make_certificates(folder: Path, name: str) -> None:
-    """A CA `<name>-ca.pem` and a server certificate for 127.0.0.1 that it signed."""
+def _certificate(folder: Path, name: str, ca: str, alt_name: str | None) -> None:
+    """`<name>.pem` and `<name>.key`, signed by `<ca>.pem`, naming `alt_name` if given."""
     _openssl(
-        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-        "-subj", f"/CN={name} test CA", "-keyout", f"{name}-ca.key", "-out", f"{name}-ca.pem",
-        cwd=folder,
-    )  # fmt: skip
-    _openssl(
-        "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+        folder, "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
         "-keyout", f"{name}.key", "-out", f"{name}.csr",
-        cwd=folder,
     )  # fmt: skip
-    (folder / f"{name}.ext").write_text("subjectAltName = IP:127.0.0.1\n")
+    extra: list[str] = []
+    if alt_name is not None:
+        (folder / f"{name}.ext").write_text(f"subjectAltName = {alt_name}\n")
+        extra = ["-extfile", f"{name}.ext"]
     _openssl(
-        "x509", "-req", "-in", f"{name}.csr", "-CA", f"{name}-ca.pem", "-CAkey", f"{name}-ca.key",
-        "-CAcreateserial", "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.pem",
-        cwd=folder,
+        folder, "x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key",
+        "-CAcreateserial", "-days", "2", "-out", f"{name}.pem", *extra,
     )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
-def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalServer, int, Path]]:
-    """A server answering TLS on its own port (plain TCP stays on for the fixture's own check)."""
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two CAs, and from the first: a certificate for 127.0.0.1, one for another host, and a
+    client certificate."""
     folder = tmp_path_factory.mktemp("tls")
-    make_certificates(folder, "server")
-    make_certificates(folder, "other")
-    tls_port = free_port()
+    for ca in ("ca", "other-ca"):
+        _openssl(
+            folder, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+            "-subj", f"/CN={ca}", "-keyout", f"{ca}.key", "-out", f"{ca}.pem",
+        )  # fmt: skip
+    _certificate(folder, "server", "ca", "IP:127.0.0.1")
+    _certificate(folder, "elsewhere", "ca", "DNS:elsewhere.example")
+    _certificate(folder, "client", "ca", None)
+    return folder
+
+
+@contextmanager
+def tls_server(pki: Path, certificate: str = "server", clients: str = "no") -> Iterator[int]:
+    """A server answering TLS on the port yielded (plain TCP stays on for LocalServer's check)."""
+    port = free_port()
     server = LocalServer(
         appendonly=False,
         extra=[
-            "--tls-port", str(tls_port),
-            "--tls-cert-file", str(folder / "server.pem"),
-            "--tls-key-file", str(folder / "server.key"),
-            "--tls-ca-cert-file", str(folder / "server-ca.pem"),
-            "--tls-auth-clients", "no",
+            "--tls-port", str(port),
+            "--tls-cert-file", str(pki / f"{certificate}.pem"),
+            "--tls-key-file", str(pki / f"{certificate}.key"),
+            "--tls-ca-cert-file", str(pki / "ca.pem"),
+            "--tls-auth-clients", clients,
         ],
     )  # fmt: skip
     try:
@@ -66,35 +77,68 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Local
             pytest.skip(f"this server binary has no TLS: {err}")
         raise
     try:
-        yield server, tls_port, folder
+        yield port
     finally:
         server.close()
 
 
-def test_appends_and_reads_travel_over_tls(tls_server: tuple[LocalServer, int, Path]) -> None:
-    _, port, folder = tls_server
-    url = f"rediss://127.0.0.1:{port}/0?ssl_ca_certs={folder / 'server-ca.pem'}"
-    with lb.connect(url) as store:
-        ref = lb.StreamId("tls", "main")
-        sealed = {"type": "message", "agent": "a", "body": "sealed"}
-        store.append(ref, 0, "a1", [sealed])
-        assert [e["body"] for e in store.read_stream(ref)] == ["sealed"]
-        assert store.append(ref, 0, "a1", [sealed]).deduplicated
-
-    read = ledger_cli(url, "lb", "read", "tls", "main")
-    assert read.returncode == 0, read.stderr
-    assert json.loads(read.stdout)["body"] == "sealed"
+def url(port: int, ca: Path, **options: Path) -> str:
+    query = "&".join(f"{name}={value}" for name, value in {"ssl_ca_certs": ca, **options}.items())
+    return f"rediss://127.0.0.1:{port}/0?{query}"
 
 
-def test_a_server_certificate_from_another_ca_is_refused(
-    tls_server: tuple[LocalServer, int, Path],
-) -> None:
-    _, port, folder = tls_server
-    url = f"rediss://127.0.0.1:{port}/0?ssl_ca_certs={folder / 'other-ca.pem'}"
-    with lb.connect(url, timeout=1) as store, pytest.raises(BackendUnavailable, match="certif"):
-        store.stream_version(lb.StreamId("tls", "main"))
+def sealed() -> dict[str, str]:
+    return {"type": "message", "agent": "a", "body": "sealed"}
 
-    read = ledger_cli(url, "lb", "--timeout", "1", "read", "tls", "main")
-    assert read.returncode == 5
-    assert len(read.stderr.strip().splitlines()) == 1
-    assert "certif" in read.stderr
+
+def test_appends_reads_and_the_command_travel_over_tls(pki: Path) -> None:
+    with tls_server(pki) as port:
+        address = url(port, pki / "ca.pem")
+        with lb.connect(address) as store:
+            store.append(REF, 0, "a1", [sealed()])
+            assert [e["body"] for e in store.read_stream(REF)] == ["sealed"]
+            assert store.append(REF, 0, "a1", [sealed()]).deduplicated
+
+        read = ledger_cli(address, "lb", "read", "tls", "main")
+        assert read.returncode == 0, read.stderr
+        assert json.loads(read.stdout)["body"] == "sealed"
+
+        doctor = ledger_cli(address, "lb", "doctor")
+        findings = [json.loads(line) for line in doctor.stdout.splitlines()]
+        assert {"level": "ok", "topic": "cluster", "detail": "standalone server"} in findings
+
+
+def test_a_server_certificate_from_another_ca_is_refused(pki: Path) -> None:
+    with tls_server(pki) as port:
+        address = url(port, pki / "other-ca.pem")
+        with (
+            lb.connect(address, timeout=1) as store,
+            pytest.raises(BackendUnavailable, match="certif"),
+        ):
+            store.stream_version(REF)
+
+        read = ledger_cli(address, "lb", "--timeout", "1", "read", "tls", "main")
+        assert read.returncode == 5
+        assert len(read.stderr.strip().splitlines()) == 1
+        assert "certif" in read.stderr
+
+
+def test_a_server_certificate_for_another_host_is_refused(pki: Path) -> None:
+    with (
+        tls_server(pki, certificate="elsewhere") as port,
+        lb.connect(url(port, pki / "ca.pem"), timeout=1) as store,
+        pytest.raises(BackendUnavailable, match="IP address mismatch"),
+    ):
+        store.stream_version(REF)
+
+
+def test_a_server_that_asks_for_client_certificates_gets_them_from_the_url(pki: Path) -> None:
+    with tls_server(pki, clients="yes") as port:
+        with (
+            lb.connect(url(port, pki / "ca.pem"), timeout=1) as store,
+            pytest.raises(BackendUnavailable),
+        ):
+            store.stream_version(REF)
+        client = {"ssl_certfile": pki / "client.pem", "ssl_keyfile": pki / "client.key"}
+        with lb.connect(url(port, pki / "ca.pem", **client)) as store:
+            assert store.append(REF, 0, "a1", [sealed()]).first_version == 1

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 import threading
 from typing import Any
 
@@ -20,7 +18,8 @@ from ledger_bus.cli.app import (
     print_rows,
     stop_on_sigterm,
 )
-from ledger_bus.dispatch import Board, parse_now, read_spawn_log, spawn_log
+from ledger_bus.dispatch import Board, launch_field, parse_now, read_spawn_log, spawn_log
+from ledger_bus.files import replace_whole
 from ledger_bus.mirror import Mirror
 
 NOW_HELP = "The time to act as of, ISO 8601 (default: now)."
@@ -129,7 +128,7 @@ def list_(
             "window": w,
             "id": str(r.get("id")),
             "role": str(r.get("role")),
-            "launched": str(r.get("timestamp") or r.get("ts") or r.get("dispatchedAt") or ""),
+            "launched": str(launch_field(r) or ""),
             "stage": str(r.get("stage") or ""),
             "objective": str(r.get("objective") or ""),
         }
@@ -185,12 +184,8 @@ def export_(settings: Settings, session: str, file: str | None) -> None:
         sys.stdout.write(text)
         return
     assert file is not None
-    handle, temp = tempfile.mkstemp(
-        prefix=".spawn-log-", dir=os.path.dirname(os.path.abspath(file))
-    )
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
+    with replace_whole(file) as out:
         out.write(text)
-    os.replace(temp, file)
 
 
 @cli.command()

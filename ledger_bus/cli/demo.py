@@ -17,7 +17,7 @@ from rich.console import RenderableType
 
 from ledger_bus.cli.app import EXIT_UNAVAILABLE, Failure, Settings, cli, pass_settings
 from ledger_bus.demo import SLOW_TOOL
-from ledger_bus.ids import CURSOR_ZERO
+from ledger_bus.ids import CURSOR_ZERO, cursor_ms
 from ledger_bus.reconciler import FLAG_KIND
 from ledger_bus.render import summary
 from ledger_bus.server import LocalServer, NoServerBinary
@@ -90,7 +90,7 @@ class Board:
         for column, width in (("at", 12), ("agent", 12), ("type", 11), ("what", None)):
             log.add_column(column, overflow="ellipsis", no_wrap=True, min_width=width)
         for event in self.events[-14:]:
-            at = format_time(int(event.cursor[:13]))[11:23]
+            at = format_time(cursor_ms(event.cursor))[11:23]
             log.add_row(at, event.agent, event.type, summary(event.fields, 90))
         tasks = Table(box=None, header_style="bold")
         tasks.add_column("task")

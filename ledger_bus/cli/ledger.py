@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 from typing import Any
 
 import click
@@ -21,7 +19,8 @@ from ledger_bus.cli.app import (
     stop_on_sigterm,
 )
 from ledger_bus.conversation import DEFAULT_STREAM, export_session, plan_import, run_import
-from ledger_bus.ids import ANY, CURSOR_ZERO, ExpectedVersion, StreamId
+from ledger_bus.files import replace_whole
+from ledger_bus.ids import ANY, CURSOR_ZERO, ExpectedVersion, StreamId, check_expected_version
 from ledger_bus.store.base import format_time
 
 
@@ -29,15 +28,11 @@ class ExpectedVersionType(click.ParamType):  # type: ignore[type-arg]
     name = "N|any"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if value is ANY or value == "any":
-            return ANY
         try:
-            number = int(value)
-        except (TypeError, ValueError):
-            self.fail(f"{value!r} is neither a version nor 'any'", param, ctx)
-        if number < 0:
-            self.fail("a version is >= 0", param, ctx)
-        return number
+            version = check_expected_version(value if value in (ANY, "any") else int(value))
+        except ValueError:  # InvalidInput is one too
+            self.fail(f"{value!r} is neither a version (an int >= 0) nor 'any'", param, ctx)
+        return ANY if version is None else version
 
 
 def _read_events(stream: Any) -> list[Any]:
@@ -174,16 +169,8 @@ def export(settings: Settings, session: str, file: str | None) -> None:
         export_session(store, session, sys.stdout)
         return
     assert file is not None
-    # Written beside the target and renamed, so a reader never sees half a file.
-    directory = os.path.dirname(os.path.abspath(file))
-    handle, temp = tempfile.mkstemp(prefix=".export-", dir=directory)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            count = export_session(store, session, out)
-        os.replace(temp, file)
-    except BaseException:
-        os.unlink(temp)
-        raise
+    with replace_whole(file) as out:
+        count = export_session(store, session, out)
     click.echo(f"exported {count} events to {file}", err=True)
 
 
