@@ -180,6 +180,7 @@ class Run:
         self._owner = uuid.uuid4().hex
         self._history = _History()
         self._calls = 0
+        self._checkpoints = 0
         self._declared: set[str] = set()
         self._lost = threading.Event()
         self._stop = threading.Event()
@@ -281,7 +282,10 @@ class Run:
 
     def checkpoint(self, state: dict[str, Any]) -> None:
         """Keep the framework's native state, losslessly, in the run's own native stream."""
-        append_id = f"{self.run_id}:native:{self.version}"
+        # Numbered within the run's version, so that two checkpoints with nothing written in
+        # between are two appends, not one append_id used for two states.
+        self._checkpoints += 1
+        append_id = f"{self.run_id}:native:{self.version}:{self._checkpoints}"
         event = {
             "type": "mutation",
             "agent": self.recorder.agent,

@@ -390,6 +390,10 @@ def test_resume_restores_the_last_checkpoint(store: EventStore) -> None:
             run.checkpoint({"turn": turn})
     with recorder.run("r1", resume=True) as run:
         assert run.restored_state == {"turn": 2}
+        run.checkpoint({"turn": 3})
+        run.checkpoint({"turn": 4})  # nothing written in between: a second checkpoint all the same
+    with recorder.run("r1", resume=True) as run:
+        assert run.restored_state == {"turn": 4}
     with recorder.run("r2", resume=True) as run:
         assert run.restored_state is None
 
