@@ -435,17 +435,26 @@ class Run:
 
         The child, in any process, runs
         `Recorder(...).run(d.child_run_id, parents=[d.call_event_id])`, and
-        `finish_delegation` records the outcome of the call here.
+        `finish_delegation` records the outcome of the call here. On resume, a delegation the
+        run already asked for is returned as recorded, with the same child run, and not asked
+        again.
         """
         self._calls += 1
         step_id = f"{self.run_id}/c{self._calls}"
         attempt_id = f"{step_id}#1"
+        for earlier in self._history.attempts.get(step_id, []):
+            if earlier["tool"] == "delegate":
+                child = str(earlier["args"]["child_run"])
+                return Delegation(step_id, attempt_id, child, earlier.event_id, agent)
         child = child_run_id or uuid.uuid4().hex[:12]
         args = {"agent": agent, "objective": objective, "child_run": child}
         call_id = self._request("delegate", args, attempt_id, step_id)
         return Delegation(step_id, attempt_id, child, call_id, agent)
 
     def finish_delegation(self, delegation: Delegation, status: str, result: Any) -> None:
+        """Record the delegation's outcome, unless a resumed run recorded it before its crash."""
+        if delegation.attempt_id in self._history.results:
+            return
         self._result(
             "delegate",
             delegation.attempt_id,

@@ -382,6 +382,25 @@ def test_telemetry_only_recorders_claim_no_recovery(store: EventStore) -> None:
         recorder.run("r1", resume=True)
 
 
+def test_a_resumed_run_finds_its_delegations_instead_of_asking_again(store: EventStore) -> None:
+    recorder = Recorder(store, "deleg-resume", "orchestrator")
+    with recorder.run("o1") as run:
+        first = run.delegate("writer", "draft the post")
+        done = run.delegate("editor", "review it")
+        run.finish_delegation(done, "ok", {"review": "fine"})
+    with recorder.run("o1", resume=True) as run:
+        again = run.delegate("writer", "draft the post")
+        redone = run.delegate("editor", "review it")
+        run.finish_delegation(again, "ok", {"draft": "v1"})
+        run.finish_delegation(redone, "ok", {"review": "fine"})
+    assert (again.child_run_id, again.call_event_id) == (first.child_run_id, first.call_event_id)
+    events = store.read_stream(lb.StreamId("deleg-resume", "run-o1"))
+    calls = Counter(e.attempt_id for e in events if e.type == "tool_call")
+    results = Counter(e.attempt_id for e in events if e.type == "tool_result")
+    assert calls == {first.attempt_id: 1, done.attempt_id: 1}
+    assert results == {first.attempt_id: 1, done.attempt_id: 1}
+
+
 def test_resume_restores_the_last_checkpoint(store: EventStore) -> None:
     recorder = Recorder(store, "checkpoints", "agent")
     with recorder.run("r1") as run:
