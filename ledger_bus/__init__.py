@@ -2,11 +2,13 @@
 
 from ledger_bus.batch import Limits
 from ledger_bus.errors import (
+    BackendRefused,
     BackendUnavailable,
     IdempotencyConflict,
     InvalidEvent,
     InvalidInput,
     LedgerError,
+    NotFound,
     VersionConflict,
 )
 from ledger_bus.events import Event, Message, Mutation, ToolCall, ToolResult
@@ -18,6 +20,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ANY",
     "AppendResult",
+    "BackendRefused",
     "BackendUnavailable",
     "Event",
     "EventStore",
@@ -28,6 +31,7 @@ __all__ = [
     "Limits",
     "Message",
     "Mutation",
+    "NotFound",
     "RecordedEvent",
     "StreamId",
     "ToolCall",

@@ -27,7 +27,7 @@ DEFAULT_MAX_EVENT_BYTES: Final = 1024 * 1024
 # One append is one Lua call, and a Lua call blocks the whole server while it runs.
 DEFAULT_MAX_EVENTS_PER_APPEND: Final = 1000
 DEFAULT_MAX_APPEND_BYTES: Final = 8 * 1024 * 1024
-_DEFAULT_ITEMS: Final = tuple(DEFAULTS.items())
+_DEFAULT_ITEMS: Final = {kind: tuple(table.items()) for kind, table in DEFAULTS.items()}
 # The adapter's own validator: TypeAdapter.validate_python adds a Python-level call per event.
 _validate_event = event_adapter.validator.validate_python
 
@@ -63,7 +63,7 @@ def _given_fields(index: int, raw: object) -> dict[str, Any]:
     # reusing it saves a second pass through pydantic.
     assert isinstance(raw, dict)
     data = raw.copy()
-    for name, default in _DEFAULT_ITEMS:
+    for name, default in _DEFAULT_ITEMS[data["type"]]:
         if name in data and data[name] == default:
             del data[name]
     return data
@@ -96,6 +96,8 @@ def _validate(index: int, raw: object) -> BaseModel:
         message = first["msg"]
         if first["type"] == "missing":
             message = "required field is missing"
+        elif first["type"] == "string_pattern_mismatch":
+            message = "must not contain control characters"
         elif first["type"] == "extra_forbidden":
             message = f"{raw.get('type')} events have no such field"
         raise InvalidEvent(message, index=index, field=".".join(loc) or None) from None

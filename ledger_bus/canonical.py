@@ -19,6 +19,11 @@ import orjson
 import rfc8785
 
 MAX_SAFE_INTEGER = 2**53 - 1
+# How deeply objects and arrays may nest in an event, the event object itself being level 1
+# (spec 2.1). The checks below stop at this depth instead of recursing on, so input nested
+# thousands of levels deep is refused by name rather than exhausting the interpreter's stack, and
+# orjson (which gives up at 255) is never asked to encode anything deeper.
+MAX_DEPTH = 128
 
 
 def _fast_dumps(value: Any) -> bytes:
@@ -36,7 +41,10 @@ class JsonValueError(ValueError):
 
     @property
     def where(self) -> str:
-        return "".join(reversed(self.path)).lstrip(".")
+        steps = list(reversed(self.path))
+        if len(steps) > 12:  # a path as deep as MAX_DEPTH would fill the screen
+            steps = [*steps[:6], f"...({len(steps) - 8} more)...", *steps[-2:]]
+        return "".join(steps).lstrip(".")
 
 
 def _check_text(text: str) -> bool:
@@ -50,13 +58,16 @@ def _check_text(text: str) -> bool:
     return False
 
 
-def check_json(value: Any) -> bool:
-    """Check that `value` is plain JSON that RFC 8785 can carry exactly.
+def check_json(value: Any, depth: int = 1) -> bool:
+    """Check that `value` is plain JSON that RFC 8785 can carry exactly, nested at most
+    MAX_DEPTH levels (`depth` is the level `value` stands at).
 
     Returns True when the fast canonical path gives RFC 8785 bytes for it, False when only the
     reference implementation may be used. Raises JsonValueError naming the offending place.
     """
     kind = type(value)
+    if depth > MAX_DEPTH and (isinstance(value, dict | list | tuple)):
+        raise JsonValueError(f"nested more than {MAX_DEPTH} levels deep")
     if kind is str:
         _check_text(value)
         return True
@@ -77,7 +88,7 @@ def check_json(value: Any) -> bool:
                 raise JsonValueError(f"object key {key!r} is not a string")
             fast = _check_text(key) and fast
             try:
-                fast = check_json(item) and fast
+                fast = check_json(item, depth + 1) and fast
             except JsonValueError as err:
                 err.path.append(f".{key}")
                 raise
@@ -86,7 +97,7 @@ def check_json(value: Any) -> bool:
         fast = kind is list or kind is tuple
         for index, item in enumerate(value):
             try:
-                fast = check_json(item) and fast
+                fast = check_json(item, depth + 1) and fast
             except JsonValueError as err:
                 err.path.append(f"[{index}]")
                 raise
@@ -99,12 +110,15 @@ def check_json(value: Any) -> bool:
     raise JsonValueError(f"{kind.__name__} is not a JSON value")
 
 
-def _plain(value: dict[str, Any] | list[Any]) -> bool:
+def _plain(value: dict[str, Any] | list[Any], depth: int = 1) -> bool:
     """True when `value` surely takes the fast path: the hot-path test, one loop per container.
 
     Strings are not looked at: a lone surrogate makes orjson refuse the value, and then
-    `check_json` names the fault. Anything unusual returns False, and `check_json` decides.
+    `check_json` names the fault. Anything unusual, nesting past MAX_DEPTH included, returns
+    False, and `check_json` decides.
     """
+    if depth > MAX_DEPTH:
+        return False
     if type(value) is dict:
         for key in value:
             if type(key) is not str or not key.isascii():
@@ -120,7 +134,7 @@ def _plain(value: dict[str, Any] | list[Any]) -> bool:
             if -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
                 continue
             return False
-        if (kind is dict or kind is list) and _plain(item):
+        if (kind is dict or kind is list) and _plain(item, depth + 1):
             continue
         return False
     return True

@@ -7,7 +7,6 @@ file itself, so importing the same file twice changes nothing.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from typing import IO, Any, Final
@@ -16,6 +15,7 @@ from ledger_bus.batch import prepare_append
 from ledger_bus.errors import InvalidEvent, InvalidInput
 from ledger_bus.events import RESERVED_FIELDS
 from ledger_bus.ids import ANY, StreamId, check_name
+from ledger_bus.jsontext import parse_json, text_lines
 from ledger_bus.render import event_line
 from ledger_bus.store.base import EventStore
 
@@ -52,14 +52,11 @@ class ImportReport:
         return asdict(self)
 
 
-def _parse(lines: Iterable[str], default_stream: str) -> Iterator[tuple[int, str, dict[str, Any]]]:
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError as err:
-            raise InvalidInput(f"line {number}: not JSON: {err}") from None
+def _parse(
+    lines: Iterable[bytes | str], default_stream: str
+) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    for number, line in text_lines(lines, "file"):
+        obj = parse_json(line, f"line {number}")
         if not isinstance(obj, dict):
             raise InvalidInput(f"line {number}: expected a JSON object")
         stream = obj.get("stream", default_stream)
@@ -72,7 +69,10 @@ def _parse(lines: Iterable[str], default_stream: str) -> Iterator[tuple[int, str
 
 
 def plan_import(
-    store: EventStore, session_id: str, lines: Iterable[str], default_stream: str = DEFAULT_STREAM
+    store: EventStore,
+    session_id: str,
+    lines: Iterable[bytes | str],
+    default_stream: str = DEFAULT_STREAM,
 ) -> list[ImportBatch]:
     """Parse and validate a whole conversation.jsonl before anything is written.
 

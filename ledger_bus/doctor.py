@@ -41,22 +41,76 @@ def _command(client: redis.Redis, *args: Any) -> Any:
     return client.execute_command(*args)  # type: ignore[no-untyped-call]
 
 
-def _has_xautoclaim(client: redis.Redis) -> bool:
-    """Feature, not version string: servers that speak the protocol report versions loosely."""
+def _has_xautoclaim(client: redis.Redis, prefix: str) -> bool:
+    """Feature, not version string: servers that speak the protocol report versions loosely.
+    The probe key is under the ledger's prefix, where an ACL for the ledger reaches."""
+    probe = f"{prefix}:doctor:probe"
     try:
-        _command(client, "XAUTOCLAIM", "lb:doctor:probe", "g", "c", "0", "0-0", "COUNT", "1")
+        _command(client, "XAUTOCLAIM", probe, "g", "c", "0", "0-0", "COUNT", "1")
+    except redis.exceptions.NoPermissionError:
+        return True  # the command exists, this user just may not run it here
     except redis.exceptions.ResponseError as err:
         return "unknown command" not in str(err).lower()
     return True
 
 
-def examine(client: redis.Redis, durability: Durability = "strict") -> list[Finding]:
+class _Info:
+    """INFO sections, read once each; a user without the right to INFO gets one finding
+    saying so, and the checks that need it are skipped rather than failing the whole report."""
+
+    def __init__(self, client: redis.Redis, findings: list[Finding]):
+        self.client, self.findings, self.refused = client, findings, False
+
+    def __call__(self, section: str) -> dict[str, Any]:
+        if self.refused:
+            return {}
+        try:
+            return dict(self.client.info(section))
+        except redis.exceptions.NoPermissionError as err:
+            self.refused = True
+            self.findings.append(
+                Finding(
+                    "warn",
+                    "permissions",
+                    f"INFO is refused to this user ({err}): version, persistence, memory,"
+                    " cluster and replication are not checked",
+                )
+            )
+            return {}
+
+
+def _memory(info: dict[str, Any]) -> Finding | None:
+    if not info:
+        return None
+    used, limit = int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
+    if not limit:
+        return Finding(
+            "warn",
+            "memory",
+            f"no maxmemory set ({used} bytes used): a full machine fails in ways Redis does"
+            " not report; set maxmemory with noeviction",
+        )
+    share = used / limit
+    detail = f"{used} of {limit} bytes used ({share:.0%})"
+    if used >= limit:
+        return Finding("fail", "memory", f"Redis memory is full: {detail}; appends are refused")
+    if share >= 0.9:
+        return Finding("warn", "memory", f"{detail}: appends will be refused when it fills")
+    return Finding("ok", "memory", detail)
+
+
+def examine(
+    client: redis.Redis, durability: Durability = "strict", prefix: str = "lb"
+) -> list[Finding]:
     """Inspect a live server; each finding says what it means for ledger data."""
     findings: list[Finding] = []
-    server = client.info("server")
+    info = _Info(client, findings)
+    server = info("server")
     version = str(server.get("valkey_version") or server.get("redis_version") or "0")
     name = "valkey" if "valkey_version" in server else "redis"
-    if _version(version) < (7, 0) or not _has_xautoclaim(client):
+    if not server:
+        pass  # not known: said by the permissions finding
+    elif _version(version) < (7, 0) or not _has_xautoclaim(client, prefix):
         findings.append(
             Finding(
                 "fail",
@@ -67,6 +121,9 @@ def examine(client: redis.Redis, durability: Durability = "strict") -> list[Find
         )
     else:
         findings.append(Finding("ok", "version", f"{name} {version}"))
+    memory = _memory(info("memory"))
+    if memory is not None:
+        findings.append(memory)
 
     appendonly = _config(client, "appendonly")
     fsync = _config(client, "appendfsync")
@@ -134,7 +191,7 @@ def examine(client: redis.Redis, durability: Durability = "strict") -> list[Find
                     " delete ledger keys (or run leases) to free memory",
                 )
             )
-    persistence = client.info("persistence")
+    persistence = info("persistence")
     if persistence.get("aof_last_write_status", "ok") != "ok":
         findings.append(
             Finding(
@@ -152,7 +209,7 @@ def examine(client: redis.Redis, durability: Durability = "strict") -> list[Find
             )
         )
 
-    cluster = client.info("cluster")
+    cluster = info("cluster")
     if cluster.get("cluster_enabled"):
         fields = {str(k): str(v) for k, v in client.cluster("INFO").items()}
         assigned, failed = (
@@ -171,7 +228,7 @@ def examine(client: redis.Redis, durability: Durability = "strict") -> list[Find
     else:
         findings.append(Finding("ok", "cluster", "standalone server"))
 
-    replication = client.info("replication")
+    replication = info("replication")
     replicas = int(replication.get("connected_slaves", 0))
     if replication.get("role") == "slave":
         findings.append(

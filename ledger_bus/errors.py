@@ -50,3 +50,12 @@ class IdempotencyConflict(LedgerError):
 
 class BackendUnavailable(LedgerError):
     """Raised when the backend cannot be reached within the configured deadline."""
+
+
+class BackendRefused(LedgerError):
+    """Raised when the backend answered but refused the work: memory full, no permission, wrong
+    credentials, a database that does not exist. Retrying as it is will not help."""
+
+
+class NotFound(LedgerError):
+    """Raised when what a call names does not exist: a session, stream, attempt or group."""

@@ -11,25 +11,33 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
+from ledger_bus.ids import CURSOR_PATTERN
+
 EVENT_TYPES: Final = ("message", "tool_call", "tool_result", "mutation")
 
 # Names the ledger sets on every recorded event; a mutation field may not shadow them.
 RESERVED_FIELDS: Final = frozenset({"session", "stream", "version", "cursor", "recorded_at"})
 
 NonEmpty = Annotated[str, Field(min_length=1)]
-# Ids, agent and tool names: no control characters, so they print on one line and can be
-# joined with U+001F in the append script's attempt bookkeeping.
-Ident = Annotated[str, Field(min_length=1, pattern=r"^[^\x00-\x1f\x7f]+$")]
+# Ids, agent and tool names: no control characters (C0, DEL, C1), so they print on one line and
+# can be joined with U+001F in the append script's attempt bookkeeping.
+Ident = Annotated[str, Field(min_length=1, pattern=r"^[^\x00-\x1f\x7f-\x9f]+$")]
 
-# Fields whose default value is left out of an event's canonical form (spec: "Canonical content").
-DEFAULTS: Final[dict[str, Any]] = {
+# Fields whose default value is left out of an event's canonical form (spec: "Canonical content"):
+# the common fields on every type, `args` and `result` only on the types that define them. A
+# mutation's own fields are its data and are kept whatever their value, `result: null` included.
+_COMMON_DEFAULTS: Final[dict[str, Any]] = {
     "event_id": None,
     "run_id": None,
     "step_id": None,
     "attempt_id": None,
     "parents": [],
-    "args": {},
-    "result": None,
+}
+DEFAULTS: Final[dict[str, dict[str, Any]]] = {
+    "message": _COMMON_DEFAULTS,
+    "tool_call": {**_COMMON_DEFAULTS, "args": {}},
+    "tool_result": {**_COMMON_DEFAULTS, "result": None},
+    "mutation": _COMMON_DEFAULTS,
 }
 
 
@@ -92,11 +100,22 @@ EVENT_MODELS: Final = (Message, ToolCall, ToolResult, Mutation)
 event_adapter: Final[TypeAdapter[Message | ToolCall | ToolResult | Mutation]] = TypeAdapter(Event)
 
 
+def _named_call(cursor: object) -> str:
+    """The call a flag names, as the script keeps cursors ("<ms>-<seq>"): the flag marks the open
+    attempt only if its tool_call has this cursor. "" (no call_cursor: any open attempt of that
+    id) or "-" (a call_cursor that is no cursor: none)."""
+    if cursor is None:
+        return ""
+    match = CURSOR_PATTERN.fullmatch(cursor) if isinstance(cursor, str) else None
+    return f"{int(match[1])}-{int(match[2])}" if match else "-"
+
+
 def attempt_note(data: dict[str, Any]) -> str:
     """What an event means for open attempts, in the append script's notation ("" for nothing).
 
     A tool_call opens its attempt, a tool_result closes it, a `reconcile.unresolved` mutation
-    flags it, a `tool.declared` mutation marks a run's tool safe to replay (store/lua/append.lua).
+    flags it (the one whose tool_call has the flag's `call_cursor`), a `tool.declared` mutation
+    marks a run's tool safe to replay (store/lua/append.lua).
     """
     kind = data["type"]
     if kind == "tool_call":
@@ -105,7 +124,7 @@ def attempt_note(data: dict[str, Any]) -> str:
         return f"c\x1f{data['attempt_id']}"
     if kind == "mutation":
         if data["kind"] == "reconcile.unresolved" and isinstance(data.get("attempt_id"), str):
-            return f"f\x1f{data['attempt_id']}"
+            return f"f\x1f{data['attempt_id']}\x1f{_named_call(data.get('call_cursor'))}"
         if (
             data["kind"] == "tool.declared"
             and data.get("safe_to_replay") is True
@@ -123,4 +142,9 @@ def event_fields(event: BaseModel) -> dict[str, Any]:
     Defaults are left out so that an event spelled with `parents=[]` and one without parents have
     one canonical form, and so that the `event_id` the ledger generates is never part of it.
     """
-    return event.model_dump(exclude_defaults=True) | {"type": event.type}  # type: ignore[attr-defined]
+    fields = event.model_dump()
+    kind: str = fields["type"]
+    for name, default in DEFAULTS[kind].items():
+        if name in fields and fields[name] == default:
+            del fields[name]
+    return fields

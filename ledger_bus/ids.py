@@ -12,13 +12,15 @@ from typing import Final, Literal
 from ledger_bus.errors import InvalidInput
 
 # Session ids and stream names become parts of Redis keys. Braces would move the hash tag (and so
-# the slot), whitespace and control characters break the one-line output; both are refused.
-_NAME = re.compile(r"[^\s{}\x00-\x1f\x7f]{1,200}")
+# the slot), whitespace and control characters (C0, DEL and C1) break the one-line output, and a
+# lone surrogate cannot be encoded at all (it is how Python carries bytes that were not UTF-8);
+# all are refused.
+_NAME = re.compile(r"[^\s{}\x00-\x1f\x7f-\x9f\ud800-\udfff]{1,200}")
 
 # Cursors are the session log's entry ids ("<ms>-<seq>") padded to a fixed width, so that they sort
 # as strings in commit order too. Thirteen digits of milliseconds last until the year 2286; one
 # million entries in one millisecond is beyond what one Redis shard can write.
-_CURSOR = re.compile(r"(\d{1,13})-(\d{1,6})")
+CURSOR_PATTERN: Final = re.compile(r"([0-9]{1,13})-([0-9]{1,6})")  # ASCII digits only, not \d
 CURSOR_ZERO: Final = "0000000000000-000000"
 
 EVENT_ID_NAMESPACE: Final = uuid.UUID("5c1b6a0e-4f3a-5d8e-9b2c-7a6e0d1f2b3c")
@@ -79,11 +81,23 @@ def check_expected_version(value: object) -> int | None:
 
 def check_append_id(value: object) -> str:
     """Return a usable append_id or raise InvalidInput."""
-    if not isinstance(value, str) or not value or len(value) > 512:
+    if not isinstance(value, str) or not value or len(value) > 512 or not _encodable(value):
         raise InvalidInput(
-            f"append_id must be a non-empty string of at most 512 characters, got {value!r}"
+            "append_id must be a non-empty string of at most 512 characters of valid Unicode,"
+            f" got {value!r}"
         )
     return value
+
+
+def _encodable(text: str) -> bool:
+    """False for text holding a lone surrogate, which no UTF-8 encoder accepts."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def format_cursor(ms: int, seq: int) -> str:
@@ -93,7 +107,7 @@ def format_cursor(ms: int, seq: int) -> str:
 
 def parse_cursor(cursor: object) -> tuple[int, int]:
     """Return (ms, seq) of a cursor; raise InvalidInput for anything that is not one."""
-    match = _CURSOR.fullmatch(cursor) if isinstance(cursor, str) else None
+    match = CURSOR_PATTERN.fullmatch(cursor) if isinstance(cursor, str) else None
     if match is None:
         raise InvalidInput(f"not a cursor: {cursor!r}")
     return int(match[1]), int(match[2])

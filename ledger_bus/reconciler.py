@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
-from ledger_bus.errors import IdempotencyConflict, InvalidInput, LedgerError
+from ledger_bus.errors import IdempotencyConflict, InvalidInput, LedgerError, NotFound
 from ledger_bus.files import replace_whole
 from ledger_bus.ids import ANY, StreamId
 from ledger_bus.store.base import EventStore, OpenAttempt, format_time
@@ -68,9 +68,17 @@ class PassReport:
     errors: int = 0
     seconds: float = 0.0
     interrupted: bool = False
+    last_error: str | None = None
+    last_failure: LedgerError | None = field(default=None, repr=False)
+
+    def failed(self, err: LedgerError) -> None:
+        self.errors += 1
+        self.last_error, self.last_failure = str(err), err
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        del out["last_failure"]
+        return out
 
 
 def _emit(record: dict[str, Any]) -> None:
@@ -112,8 +120,9 @@ class Reconciler:
         ref = StreamId(attempt.session_id, RECONCILER_STREAM)
         try:
             # One append_id per attempt: of reconcilers racing, one append lands; the others
-            # find the id taken (with another `open_for_s`: an idempotency conflict).
-            result = self.store.append(ref, ANY, f"flag:{attempt.attempt_id}", [event])
+            # find the id taken (with another `open_for_s`: an idempotency conflict). The call's
+            # cursor is part of it: an attempt id used again later is another attempt.
+            result = self.store.append(ref, ANY, f"flag:{attempt.key}", [event])
         except IdempotencyConflict:
             return False
         if result.deduplicated:
@@ -139,7 +148,7 @@ class Reconciler:
             try:
                 attempts = self.store.open_attempts_of([s for s, _ in chunk])
             except LedgerError as err:
-                report.errors += 1
+                report.failed(err)
                 self.on_action({"action": "error", "error": str(err)})
                 continue
             for session_id, last_opened in chunk:
@@ -158,7 +167,7 @@ class Reconciler:
                         stop,
                     )
                 except LedgerError as err:
-                    report.errors += 1
+                    report.failed(err)
                     self.on_action({"action": "error", "session": session_id, "error": str(err)})
             if report.interrupted:
                 break
@@ -201,16 +210,19 @@ class Reconciler:
 
     def run_forever(
         self, stop: threading.Event, heartbeat: str | None = None, once: bool = False
-    ) -> None:
-        """Passes every interval until `stop` is set, writing a heartbeat after each pass."""
+    ) -> PassReport | None:
+        """Passes every interval until `stop` is set, writing a heartbeat after each pass; returns
+        the last pass's report."""
+        report = None
         while not stop.is_set():
             report = self.run_pass(stop)
             self.on_action({"action": "pass", **report.to_dict()})
             if heartbeat:
                 write_heartbeat(heartbeat, report)
             if once:
-                return
+                break
             stop.wait(self.config.interval_s)
+        return report
 
 
 def write_heartbeat(path: str, report: PassReport) -> None:
@@ -220,13 +232,25 @@ def write_heartbeat(path: str, report: PassReport) -> None:
 
 
 def heartbeat_age(path: str) -> float:
-    """Seconds since the last pass finished; InvalidInput when there is no heartbeat."""
+    """Seconds since the last pass finished; NotFound when there is no heartbeat."""
     try:
         return time.time() - os.stat(path).st_mtime
     except FileNotFoundError:
-        raise InvalidInput(
-            f"no heartbeat at {path}: the reconciler never finished a pass"
-        ) from None
+        raise NotFound(f"no heartbeat at {path}: the reconciler never finished a pass") from None
+
+
+def read_heartbeat(path: str) -> dict[str, Any]:
+    """The report of the last pass, as the heartbeat file keeps it."""
+    try:
+        with open(path, encoding="utf-8") as found:
+            report = json.load(found)
+    except FileNotFoundError:
+        raise NotFound(f"no heartbeat at {path}: the reconciler never finished a pass") from None
+    except (OSError, ValueError) as err:
+        raise InvalidInput(f"heartbeat {path} is unreadable: {err}") from None
+    if not isinstance(report, dict):
+        raise InvalidInput(f"heartbeat {path} is not a report")
+    return report
 
 
 def resolve_attempt(
@@ -248,7 +272,7 @@ def resolve_attempt(
     found = {a.attempt_id: a for a in store.open_attempts(session_id)}
     attempt = found.get(attempt_id)
     if attempt is None:
-        raise InvalidInput(f"attempt {attempt_id!r} is not open in session {session_id!r}")
+        raise NotFound(f"no open attempt {attempt_id!r} in session {session_id!r}")
     if outcome == "retried" and not retry_attempt:
         raise InvalidInput("a retried attempt names the attempt that retries it")
     value: Any = result
@@ -267,7 +291,7 @@ def resolve_attempt(
     if attempt.run_id:
         event["run_id"] = attempt.run_id
     ref = StreamId(session_id, attempt.stream)
-    return store.append(ref, ANY, f"resolve:{attempt_id}", [event]).cursor
+    return store.append(ref, ANY, f"resolve:{attempt.key}", [event]).cursor
 
 
 class ReconcilerMetrics:

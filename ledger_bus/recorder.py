@@ -186,6 +186,10 @@ class Run:
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
         self.version = 0
+        # The version of this incarnation's run.started: 1 for a run id used once. A run id used
+        # again starts a new incarnation, and its attempt ids carry it, so that no attempt id is
+        # ever recorded twice in a stream (a flag or a resolution names exactly one attempt).
+        self._incarnation = 1
 
     # -- lifetime ---------------------------------------------------------------------------
 
@@ -209,6 +213,7 @@ class Run:
             self._load()
         else:
             self.version = store.stream_version(self.stream)
+            self._incarnation = self.version + 1  # the version its run.started is about to take
         self._write(
             {
                 "type": "mutation",
@@ -328,7 +333,7 @@ class Run:
             replayed = self._replay(step_id, earlier, safe_to_replay)
             if replayed is not _RUN_AGAIN:
                 return replayed
-        attempt_id = f"{step_id}#{len(earlier) + 1}"
+        attempt_id = self._attempt_id(step_id, len(earlier) + 1)
         if safe_to_replay and tool not in self._declared:
             # Unsafe is the default; a tool safe to run twice says so once per run, before its
             # first request, so that whoever finds its attempt unresolved knows.
@@ -354,6 +359,13 @@ class Run:
             raise
         self._result(tool, attempt_id, step_id, call_id, "ok", value)
         return value
+
+    def _attempt_id(self, step_id: str, number: int) -> str:
+        """`<step>#<n>` for the n-th attempt at a step; `<step>#<n>@<v>` in a later incarnation of
+        the run id, whose run.started has version v."""
+        if self._incarnation == 1:
+            return f"{step_id}#{number}"
+        return f"{step_id}#{number}@{self._incarnation}"
 
     def _request(self, tool: str, args: dict[str, Any], attempt_id: str, step_id: str) -> str:
         """Commit a call's tool_call; returns its event id."""
@@ -416,7 +428,13 @@ class Run:
         history = _History()
         for event in store.read_stream(self.stream):
             history.version = event.version
-            if event.type == "tool_call":
+            if event.type == "mutation" and event.get("kind") == "run.started":
+                # An earlier incarnation of this run id is another execution: what its steps got
+                # is not this one's to replay.
+                history.attempts.clear()
+                history.results.clear()
+                self._incarnation = event.version
+            elif event.type == "tool_call":
                 history.attempts.setdefault(str(event.step_id), []).append(event)
             elif event.type == "tool_result":
                 history.results[str(event.attempt_id)] = event
@@ -441,7 +459,7 @@ class Run:
         """
         self._calls += 1
         step_id = f"{self.run_id}/c{self._calls}"
-        attempt_id = f"{step_id}#1"
+        attempt_id = self._attempt_id(step_id, 1)
         for earlier in self._history.attempts.get(step_id, []):
             if earlier["tool"] == "delegate":
                 child = str(earlier["args"]["child_run"])

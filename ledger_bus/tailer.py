@@ -1,6 +1,7 @@
 """Keeping an agent in the conversation: its last-N context, then every new event, at least once.
 
-A tailer joins a session through a Redis consumer group on the session log. Each new event goes to
+A tailer joins a session through a consumer group on the session log (a Redis consumer group on
+Redis; the same semantics in memory). Each new event goes to
 one consumer of the group; it is acked once the handler returns, and an event a consumer took and
 never acked (its process died) is taken over by another after `claim_idle_ms`. An event that keeps
 failing moves to the group's dead-letter stream after `max_deliveries`.
@@ -17,8 +18,7 @@ from dataclasses import dataclass, field
 from ledger_bus.errors import LedgerError
 from ledger_bus.ids import CURSOR_ZERO
 from ledger_bus.render import context_line
-from ledger_bus.store.base import EventStore, RecordedEvent
-from ledger_bus.store.groups import Delivery, GroupStats, SessionGroup
+from ledger_bus.store.base import Delivery, EventStore, GroupStats, RecordedEvent
 
 log = logging.getLogger("ledger_bus.tailer")
 
@@ -42,6 +42,8 @@ class TailerOptions:
         Give every consumer of a group the same claim_idle_ms.
     skip_agent: events written by this agent are acked without reaching the handler.
     types: only these event types reach the handler; the others are acked.
+    forget_idle_ms: on join, consumers of the group idle this long and holding nothing are
+        removed, so that names used once (a restarted process, `follow --once`) do not pile up.
     """
 
     count: int = 100
@@ -51,6 +53,7 @@ class TailerOptions:
     keepalive_ms: int | None = None
     skip_agent: str | None = None
     types: Collection[str] | None = None
+    forget_idle_ms: int = 3_600_000
 
 
 @dataclass
@@ -64,7 +67,6 @@ class Tailer:
     options: TailerOptions = field(default_factory=TailerOptions)
 
     def __post_init__(self) -> None:
-        self._group = SessionGroup(self.store, self.session_id, self.group)
         self._recovered = False
 
     def context(self, n: int = 20) -> list[RecordedEvent]:
@@ -78,12 +80,17 @@ class Tailer:
         missed; an existing group keeps its place.
         """
         events = self.context(n)
-        if not self._group.exists():
+        store, session, group = self.store, self.session_id, self.group
+        if store.group_exists(session, group):
+            gone = store.group_prune(session, group, self.options.forget_idle_ms)
+            if gone:
+                log.info("forgot %d idle consumers of %s", len(gone), group)
+        else:
             newest = events[-1].cursor if events else None
             if newest is None:
-                latest = self.store.tail(self.session_id, 1)
+                latest = store.tail(session, 1)
                 newest = latest[-1].cursor if latest else CURSOR_ZERO
-            self._group.create(newest)
+            store.group_create(session, group, newest)
         return events
 
     def _wanted(self, event: RecordedEvent) -> bool:
@@ -102,37 +109,47 @@ class Tailer:
         for delivery in found:
             if delivery.deliveries > self.options.max_deliveries:
                 reason = f"not acked after {delivery.deliveries - 1} deliveries"
-                self._group.dead_letter(delivery, reason)
+                self.store.group_dead_letter(self.session_id, self.group, delivery, reason)
                 log.warning("dead-lettered %s: %s", delivery.entry_id, reason)
             elif self._wanted(delivery.event):
                 keep.append(delivery)
             else:
                 skipped.append(delivery.entry_id)
-        self._group.ack(skipped)
+        self.store.group_ack(self.session_id, self.group, skipped)
         return keep
 
     def poll(self) -> list[Delivery]:
-        """One batch: first this consumer's own unacked events (after a restart), then events
-        taken over from idle consumers, else new events, waiting up to block_ms for them."""
+        """One batch: first this consumer's own unacked events (after a start, or after a read
+        that failed), then events taken over from idle consumers, else new events, waiting up to
+        block_ms for them."""
+        try:
+            return self._poll()
+        except LedgerError:
+            # A read that failed may have delivered events to this consumer on the server; they
+            # are pending with it, and only a read of its own pending events finds them again.
+            self._recovered = False
+            raise
+
+    def _poll(self) -> list[Delivery]:
+        store, session, group, consumer = self.store, self.session_id, self.group, self.consumer
+        count = self.options.count
         if not self._recovered:
-            self._recovered = True
             self.join(0)
-            own = self._group.read(self.consumer, self.options.count, None, own_pending=True)
+            own = store.group_pending(session, group, consumer, count)
+            self._recovered = True
             if own:
                 return self._sort(own)
         if self.options.claim_idle_ms is not None:
-            taken = self._group.claim(self.consumer, self.options.claim_idle_ms, self.options.count)
+            taken = store.group_claim(session, group, consumer, self.options.claim_idle_ms, count)
             if taken:
                 log.info(
                     "took over %d events idle >= %d ms", len(taken), self.options.claim_idle_ms
                 )
                 return self._sort(taken)
-        return self._sort(
-            self._group.read(self.consumer, self.options.count, self.options.block_ms)
-        )
+        return self._sort(store.group_read(session, group, consumer, count, self.options.block_ms))
 
     def ack(self, deliveries: Iterable[Delivery]) -> int:
-        return self._group.ack([d.entry_id for d in deliveries])
+        return self.store.group_ack(self.session_id, self.group, [d.entry_id for d in deliveries])
 
     def run(self, handler: Handler, stop: threading.Event | None = None) -> None:
         """Deliver events to `handler` until `stop` is set; ack each batch's handled events.
@@ -164,7 +181,7 @@ class Tailer:
         def keep() -> None:
             while not done.wait(interval / 1000):
                 try:
-                    self._group.keep(self.consumer, entry_ids)
+                    self.store.group_keep(self.session_id, self.group, self.consumer, entry_ids)
                 except LedgerError:
                     log.warning("could not refresh %d in-flight events", len(entry_ids))
 
@@ -179,7 +196,7 @@ class Tailer:
                 keeper.join()
 
     def stats(self) -> GroupStats:
-        return self._group.stats()
+        return self.store.group_stats(self.session_id, self.group, self.options.forget_idle_ms)
 
     def dead_letters(self) -> list[dict[str, str]]:
-        return self._group.dead()
+        return self.store.group_dead_letters(self.session_id, self.group)

@@ -122,7 +122,7 @@ def bench_throughput(server: LocalServer, events: int) -> None:
     def ours(_: int) -> None:
         rounds[0] += 1
         tailer = Tailer(store, session, f"g{rounds[0]}", "c", TailerOptions(count=100, block_ms=0))
-        tailer._group.create(CURSOR_ZERO)
+        store.group_create(session, f"g{rounds[0]}", CURSOR_ZERO)
         done = 0
         while done < events:
             batch = tailer.poll()

@@ -16,14 +16,19 @@ import rfc8785
 
 # The spec's normal form, written out here rather than imported from ledger_bus.events: vectors
 # made from the code's own table could not catch a mistake in it.
-DEFAULTS: dict[str, Any] = {
+COMMON: dict[str, Any] = {
     "event_id": None,
     "run_id": None,
     "step_id": None,
     "attempt_id": None,
     "parents": [],
-    "args": {},
-    "result": None,
+}
+# `args` and `result` are defaults only where their type defines them; a mutation keeps its own.
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "message": COMMON,
+    "tool_call": {**COMMON, "args": {}},
+    "tool_result": {**COMMON, "result": None},
+    "mutation": COMMON,
 }
 
 INPUTS: list[tuple[str, list[dict[str, Any]]]] = [
@@ -125,11 +130,24 @@ INPUTS: list[tuple[str, list[dict[str, Any]]]] = [
             }
         ],
     ),
+    (
+        "a mutation's own result and args are kept, even when null or empty",
+        [
+            {
+                "type": "mutation",
+                "agent": "backend-dev",
+                "kind": "cache.stored",
+                "result": None,
+                "args": {},
+            }
+        ],
+    ),
 ]
 
 
 def normal_form(event: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in event.items() if not (k in DEFAULTS and v == DEFAULTS[k])}
+    defaults = DEFAULTS[event["type"]]
+    return {k: v for k, v in event.items() if not (k in defaults and v == defaults[k])}
 
 
 def main() -> None:

@@ -119,19 +119,14 @@ def consumers(redis_url: str, prefix: str, tmp_path: Path) -> Iterator[Consumers
         proc.wait()
 
 
-@pytest.fixture
-def store(redis_url: str, prefix: str) -> Iterator[EventStore]:
-    with lb.connect(redis_url, prefix=prefix) as opened:
-        yield opened
-
-
 def pending(store: EventStore, session: str) -> int:
     return Tailer(store, session, "group", "probe").stats().pending
 
 
 def test_two_consumers_share_the_events_with_none_lost_and_none_handled_twice(
-    consumers: Consumers, store: EventStore
+    consumers: Consumers, redis_store: EventStore
 ) -> None:
+    store = redis_store  # other processes share it: a real server
     Tailer(store, "ses", "group", "setup").join(0)
     consumers.start("a", handle_ms=1)
     consumers.start("b", handle_ms=1)
@@ -151,8 +146,9 @@ def test_two_consumers_share_the_events_with_none_lost_and_none_handled_twice(
 
 
 def test_a_consumer_killed_before_acking_has_its_events_taken_over(
-    consumers: Consumers, store: EventStore
+    consumers: Consumers, redis_store: EventStore
 ) -> None:
+    store = redis_store  # other processes share it: a real server
     Tailer(store, "ses", "group", "setup").join(0)
     consumers.start("slow", handle_ms=60_000)  # reads a batch, then never gets to ack it
     append_bodies(store, "ses", [f"e{i}" for i in range(50)])
@@ -174,8 +170,9 @@ def test_a_consumer_killed_before_acking_has_its_events_taken_over(
 
 @pytest.mark.slow
 def test_ten_thousand_events_through_four_consumers_with_random_sigkills(
-    consumers: Consumers, store: EventStore
+    consumers: Consumers, redis_store: EventStore
 ) -> None:
+    store = redis_store  # other processes share it: a real server
     Tailer(store, "ses", "group", "setup").join(0)
     live = [f"c{i}" for i in range(4)]
     for name in live:
@@ -438,8 +435,9 @@ def test_delegation_links_the_child_run_to_the_call_that_asked_for_it(store: Eve
 
 
 def test_a_killed_runs_lease_disappears_and_resume_skips_done_calls_and_stops_at_unresolved(
-    redis_url: str, prefix: str, store: EventStore, tmp_path: Path
+    redis_url: str, prefix: str, redis_store: EventStore, tmp_path: Path
 ) -> None:
+    store = redis_store  # other processes share it: a real server
     proc, marker = start_recorded(redis_url, prefix, tmp_path, "unsafe")
     assert store.lease_alive("crash", "run-r1")
 
@@ -462,8 +460,9 @@ def test_a_killed_runs_lease_disappears_and_resume_skips_done_calls_and_stops_at
 
 
 def test_resume_replays_a_call_declared_safe_under_a_new_attempt(
-    redis_url: str, prefix: str, store: EventStore, tmp_path: Path
+    redis_url: str, prefix: str, redis_store: EventStore, tmp_path: Path
 ) -> None:
+    store = redis_store  # other processes share it: a real server
     proc, _ = start_recorded(redis_url, prefix, tmp_path, "safe")
     kill(proc)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -147,3 +148,75 @@ def test_an_unreachable_backend_is_reported_within_the_deadline() -> None:
         pytest.raises(lb.BackendUnavailable, match=r"did not answer within 0\.5s"),
     ):
         store.append(lb.StreamId("x", "y"), 0, "a", [msg("nowhere")])
+
+
+def test_an_append_crossing_maxmemory_is_reported_as_what_happened_at_every_step(
+    tmp_path: Path,
+) -> None:
+    import redis
+
+    with LocalServer(appendonly=False, extra=["--maxmemory-policy", "noeviction"]) as server:
+        admin = redis.Redis(port=server.port)
+        store = lb.connect(server.url, timeout=2)
+        call = {"type": "tool_call", "agent": "a", "tool": "t", "args": {"x": "y" * 200}}
+        store.append(lb.StreamId("warm", "main"), 0, "w", [{**call, "attempt_id": "w"}])
+        outcomes: Counter[str] = Counter()
+        try:
+            for step, delta in enumerate(range(-1024, 32768, 256)):
+                admin.config_set("maxmemory", int(admin.info("memory")["used_memory"]) + delta)
+                ref = lb.StreamId(f"m{step}", "main")
+                said = ""
+                try:
+                    result = store.append(ref, 0, "a", [{**call, "attempt_id": f"a{step}"}])
+                    outcome = "committed" if result.last_version == 1 else "wrong"
+                except lb.BackendRefused as err:
+                    said, outcome = str(err), "refused"
+                assert outcome != "refused" or "memory is full" in said, said
+                admin.config_set("maxmemory", 0)
+                written = store.stream_version(ref)
+                assert written == (1 if outcome == "committed" else 0), (delta, outcome)
+                if outcome == "committed" and ref.session_id not in dict(store.sessions()):
+                    outcome += ", index deferred"
+                outcomes[outcome] += 1
+        finally:
+            store.close()
+            admin.close()
+    # The limit was crossed in every way: refused whole, committed with room to spare, and
+    # committed by the append that filled the memory, its index refresh deferred.
+    assert outcomes["refused"], outcomes
+    assert outcomes["committed"], outcomes
+    assert outcomes["committed, index deferred"], outcomes
+
+
+def test_a_reconciler_that_cannot_flag_for_a_full_memory_fails_its_pass_and_its_check(
+    tmp_path: Path,
+) -> None:
+    import redis
+
+    from tests.helpers import ledger_cli
+
+    heartbeat = str(tmp_path / "heartbeat")
+    with LocalServer(appendonly=False, extra=["--maxmemory-policy", "noeviction"]) as server:
+        store = lb.connect(server.url)
+        orphan = {"type": "tool_call", "agent": "a", "tool": "t", "attempt_id": "a1"}
+        store.append(lb.StreamId("full", "main"), 0, "a", [orphan])
+        admin = redis.Redis(port=server.port)
+        admin.config_set("maxmemory", 1)
+        try:
+            once = ledger_cli(
+                server.url, "lb", "reconcile", "--once", "--grace", "0", "--heartbeat", heartbeat
+            )
+            check = ledger_cli(server.url, "lb", "reconcile", "--check", "--heartbeat", heartbeat)
+            doctor = ledger_cli(server.url, "lb", "--output", "jsonl", "doctor")
+        finally:
+            admin.config_set("maxmemory", 0)
+            admin.close()
+            store.close()
+    assert once.returncode == 8, once.stderr
+    assert "memory is full" in once.stderr.splitlines()[-1]
+    assert check.returncode == 1
+    assert "could not read or flag 1 session" in check.stderr
+    findings = [json.loads(line) for line in doctor.stdout.splitlines()]
+    assert {"level": "fail", "topic": "memory"}.items() <= next(
+        f for f in findings if f["topic"] == "memory"
+    ).items()

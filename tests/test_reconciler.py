@@ -214,7 +214,7 @@ def test_a_resolved_attempt_leaves_the_open_set(store: EventStore) -> None:
     assert store.open_attempts("s1") == []
     results = [e for e in store.read_stream(lb.StreamId("s1", "run-r1")) if e.type == "tool_result"]
     assert [r["result"]["outcome"] for r in results] == ["unknown", "retried"]
-    with pytest.raises(lb.InvalidInput):
+    with pytest.raises(lb.NotFound):
         resolve_attempt(store, "s1", "a1", "unknown")
 
 
@@ -346,7 +346,7 @@ def test_reconcile_check_turns_the_heartbeat_into_an_exit_code(
             redis_url, prefix, "reconcile", "--check", "--heartbeat", heartbeat
         ).returncode
 
-    assert check() == 2, "no heartbeat yet: the worker never finished a pass"
+    assert check() == 1, "no heartbeat yet: the worker never finished a pass"
     done = _reconcile(redis_url, prefix, "--once", "--heartbeat", heartbeat)
     done.communicate(timeout=60)
     assert check() == 0
@@ -405,8 +405,8 @@ def test_resolve_and_unresolved_from_the_command_line(
     assert run("resolve", "ops", "a2", "--ok", '{"deployed": true}').returncode == 0
     assert run("unresolved", "ops").stdout == ""
     refused = run("resolve", "ops", "a2", "--unknown")
-    assert refused.returncode == 2
-    assert "not open" in refused.stderr
+    assert refused.returncode == 6, "nothing is open by that id: not found, nothing written"
+    assert refused.stderr == "ledger-bus: no open attempt 'a2' in session 'ops'\n"
     assert run("resolve", "ops", "a9").returncode == 2
 
 

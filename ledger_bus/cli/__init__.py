@@ -4,24 +4,42 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import NoReturn
+
+import click
 
 from ledger_bus.cli import agents as _agents  # noqa: F401  (registers the commands)
 from ledger_bus.cli import board as _board  # noqa: F401
 from ledger_bus.cli import demo as _demo  # noqa: F401
 from ledger_bus.cli import ledger as _ledger  # noqa: F401
 from ledger_bus.cli import ops as _ops  # noqa: F401
-from ledger_bus.cli.app import cli
+from ledger_bus.cli.app import EXIT_INTERNAL, EXIT_USAGE, cli, say
 
 __all__ = ["cli", "main"]
 
+DEBUG_ENV = "LEDGER_BUS_DEBUG"
 
-def main() -> None:
-    """Entry point: run the command; a closed pipe (`| head`) ends it quietly."""
+
+def main() -> NoReturn:
+    """Entry point: the error boundary. Whatever happens, the user sees one line on stderr and a
+    documented exit code, never a traceback (set LEDGER_BUS_DEBUG=1 to see one)."""
     try:
-        cli(prog_name="ledger-bus")
-    except BrokenPipeError:
-        # Point stdout at /dev/null so the interpreter's final flush does not fail again.
+        code = cli.main(prog_name="ledger-bus", standalone_mode=False)
+    except click.UsageError as err:
+        where = err.ctx.command_path if err.ctx else "ledger-bus"
+        say(f"{err.format_message()} (see '{where} --help')")
+        code = EXIT_USAGE
+    except click.ClickException as err:
+        err.show()
+        code = err.exit_code
+    except BrokenPipeError:  # outside a command (LedgerGroup handles it inside one)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(0)
-    except KeyboardInterrupt:
-        sys.exit(130)
+        code = 0
+    except (click.Abort, KeyboardInterrupt):
+        code = 130
+    except Exception as err:
+        if os.environ.get(DEBUG_ENV):
+            raise
+        say(f"internal error: {type(err).__name__}: {err} (set {DEBUG_ENV}=1 for the traceback)")
+        code = EXIT_INTERNAL
+    sys.exit(code if isinstance(code, int) else 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from collections.abc import Iterable
@@ -11,10 +12,12 @@ from typing import IO, Any, Final, NoReturn
 import click
 
 from ledger_bus.errors import (
+    BackendRefused,
     BackendUnavailable,
     IdempotencyConflict,
     InvalidInput,
     LedgerError,
+    NotFound,
     VersionConflict,
 )
 from ledger_bus.ids import cursor_ms
@@ -28,6 +31,9 @@ EXIT_USAGE: Final = 2
 EXIT_VERSION_CONFLICT: Final = 3
 EXIT_IDEMPOTENCY_CONFLICT: Final = 4
 EXIT_UNAVAILABLE: Final = 5
+EXIT_NOT_FOUND: Final = 6
+EXIT_BACKEND_REFUSED: Final = 8
+EXIT_INTERNAL: Final = 70  # sysexits' EX_SOFTWARE: a fault of ledger-bus itself, worth a report
 
 
 def exit_code_for(err: LedgerError) -> int:
@@ -38,9 +44,21 @@ def exit_code_for(err: LedgerError) -> int:
         return EXIT_IDEMPOTENCY_CONFLICT
     if isinstance(err, BackendUnavailable):
         return EXIT_UNAVAILABLE
+    if isinstance(err, BackendRefused):
+        return EXIT_BACKEND_REFUSED
+    if isinstance(err, NotFound):
+        return EXIT_NOT_FOUND
     if isinstance(err, InvalidInput):
         return EXIT_USAGE
     return EXIT_REFUSED
+
+
+def say(message: str) -> None:
+    """One line on stderr, whatever the text holds: control characters and lone surrogates (from
+    arguments that were not UTF-8) are escaped rather than breaking the line or the encoder."""
+    line = " ".join(message.split("\n"))
+    sys.stderr.write(f"ledger-bus: {line}\n".encode("utf-8", "backslashreplace").decode("utf-8"))
+    sys.stderr.flush()
 
 
 class Failure(click.ClickException):
@@ -51,7 +69,7 @@ class Failure(click.ClickException):
         self.exit_code = exit_code  # type: ignore[misc]  # click's is a class attribute
 
     def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(f"ledger-bus: {self.format_message()}", err=True)
+        say(self.format_message())
 
 
 class Refused(Failure):
@@ -76,6 +94,11 @@ class LedgerGroup(click.Group):
             return super().invoke(ctx)
         except LedgerError as err:
             raise Failure(str(err), exit_code_for(err)) from None
+        except BrokenPipeError:
+            # A reader that went away (`| head -1`) is how pipelines end, not an error; click
+            # would make it exit 1. Point stdout at /dev/null so the final flush cannot fail.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise click.exceptions.Exit(EXIT_OK) from None
 
 
 @dataclass
@@ -136,7 +159,8 @@ def cli(ctx: click.Context, url: str | None, timeout: float, prefix: str, output
     """A durable, append-only event log for multi-agent systems, on Redis Streams.
 
     Exit codes: 0 done; 1 refused by a rule; 2 bad usage or invalid input; 3 version conflict;
-    4 idempotency conflict; 5 backend unreachable.
+    4 idempotency conflict; 5 backend unreachable; 6 not found; 8 the backend refused (memory
+    full, no permission); 70 internal error.
     """
     settings = Settings(url=url, timeout=timeout, prefix=prefix, output=output)
     ctx.obj = settings

@@ -20,6 +20,7 @@ from ledger_bus.cli.app import (
 )
 from ledger_bus.dispatch import Board, launch_field, parse_now, read_spawn_log, spawn_log
 from ledger_bus.files import replace_whole
+from ledger_bus.jsontext import parse_json
 from ledger_bus.mirror import Mirror
 
 NOW_HELP = "The time to act as of, ISO 8601 (default: now)."
@@ -155,14 +156,11 @@ def check(settings: Settings, session: str, now: str | None) -> None:
 
 @dispatch.command(name="import")
 @click.argument("session")
-@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.argument("file", type=click.File("rb"))
 @pass_settings
 def import_(settings: Settings, session: str, file: Any) -> None:
     """A spawn-log.json in any of its three shapes; importing it again changes nothing."""
-    try:
-        data = json.load(file)
-    except ValueError as err:
-        raise BadInput(f"{file.name}: not JSON: {err}") from None
+    data = parse_json(file.read(), file.name)
     records = read_spawn_log(data)
     changed = Board(settings.store(), session).import_records(records)
     emit({"session": session, "records": len(records), "changed": changed})

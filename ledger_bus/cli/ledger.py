@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
 import click
 
 from ledger_bus.cli.app import (
-    BadInput,
     Settings,
     cli,
     emit,
@@ -21,6 +19,7 @@ from ledger_bus.cli.app import (
 from ledger_bus.conversation import DEFAULT_STREAM, export_session, plan_import, run_import
 from ledger_bus.files import replace_whole
 from ledger_bus.ids import ANY, CURSOR_ZERO, ExpectedVersion, StreamId, check_expected_version
+from ledger_bus.jsontext import parse_json, text_lines
 from ledger_bus.store.base import format_time
 
 
@@ -36,15 +35,7 @@ class ExpectedVersionType(click.ParamType):  # type: ignore[type-arg]
 
 
 def _read_events(stream: Any) -> list[Any]:
-    events = []
-    for number, line in enumerate(stream, start=1):
-        if not line.strip():
-            continue
-        try:
-            events.append(json.loads(line))
-        except ValueError as err:
-            raise BadInput(f"stdin line {number}: not JSON: {err}") from None
-    return events
+    return [parse_json(line, f"stdin line {n}") for n, line in text_lines(stream, "stdin")]
 
 
 @cli.command()
@@ -64,7 +55,7 @@ def append(
 ) -> None:
     """Append events (JSONL on stdin) to a stream, atomically; print the result."""
     ref = StreamId(session, stream)
-    events = _read_events(sys.stdin)
+    events = _read_events(sys.stdin.buffer)
     result = settings.store().append(ref, expected_version, append_id, events)
     emit(result.to_dict())
 
@@ -176,7 +167,7 @@ def export(settings: Settings, session: str, file: str | None) -> None:
 
 @cli.command(name="import")
 @click.argument("session")
-@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.argument("file", type=click.File("rb"))
 @click.option(
     "--stream",
     "default_stream",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import sys
@@ -12,6 +11,7 @@ from typing import Any
 import click
 
 from ledger_bus.cli.app import (
+    EXIT_BACKEND_REFUSED,
     EXIT_REFUSED,
     EXIT_UNAVAILABLE,
     BadInput,
@@ -19,10 +19,13 @@ from ledger_bus.cli.app import (
     Settings,
     cli,
     emit,
+    exit_code_for,
     pass_settings,
     print_rows,
 )
 from ledger_bus.doctor import examine
+from ledger_bus.errors import LedgerError
+from ledger_bus.jsontext import parse_json
 from ledger_bus.reconciler import (
     MIN_PRUNE_AFTER_S,
     Reconciler,
@@ -30,6 +33,7 @@ from ledger_bus.reconciler import (
     ReconcilerMetrics,
     heartbeat_age,
     open_for,
+    read_heartbeat,
     resolve_attempt,
 )
 from ledger_bus.store.keys import INDEX_BUCKETS
@@ -125,10 +129,20 @@ def reconcile(
     One JSON line per action on stderr. SIGTERM ends it between two flags.
     """
     if check:
-        age = heartbeat_age(heartbeat)
+        # 0 or 1 and nothing else: health probes (Docker's HEALTHCHECK) reserve other codes.
+        try:
+            age, last = heartbeat_age(heartbeat), read_heartbeat(heartbeat)
+        except LedgerError as err:
+            raise Failure(str(err), EXIT_REFUSED) from None
         limit = max(3 * interval, 30.0)
         if age > limit:
             raise Failure(f"last pass finished {age:.0f}s ago (limit {limit:.0f}s)", EXIT_REFUSED)
+        if last.get("errors"):
+            raise Failure(
+                f"the last pass could not read or flag {last['errors']} session(s): "
+                f"{last.get('last_error', 'see the reconciler log')}",
+                EXIT_REFUSED,
+            )
         click.echo(f"ok: last pass finished {age:.1f}s ago")
         return
     config = ReconcilerConfig(
@@ -156,10 +170,15 @@ def reconcile(
         signal.signal(signum, lambda *_: stop.set())
     reconciler = Reconciler(settings.store(), config, metrics=metrics)
     try:
-        reconciler.run_forever(stop, heartbeat=heartbeat, once=once)
+        report = reconciler.run_forever(stop, heartbeat=heartbeat, once=once)
     finally:
         if metrics is not None:
             metrics.close()
+    if once and report is not None and report.errors:
+        raise Failure(
+            f"the pass could not read or flag {report.errors} session(s): {report.last_error}",
+            exit_code_for(report.last_failure) if report.last_failure else EXIT_REFUSED,
+        )
 
 
 @cli.command()
@@ -188,15 +207,12 @@ def resolve(
     if len(chosen) != 1:
         raise BadInput("give exactly one of --unknown, --retried-as, --ok, --error")
     result: Any = None
-    try:
-        if ok_json is not None:
-            result, kind = json.loads(ok_json), "ok"
-        elif error_json is not None:
-            result, kind = json.loads(error_json), "error"
-        else:
-            kind = "retried" if retried_as else "unknown"
-    except ValueError as err:
-        raise BadInput(f"not JSON: {err}") from None
+    if ok_json is not None:
+        result, kind = parse_json(ok_json, "--ok"), "ok"
+    elif error_json is not None:
+        result, kind = parse_json(error_json, "--error"), "error"
+    else:
+        kind = "retried" if retried_as else "unknown"
     cursor = resolve_attempt(
         settings.store(),
         session,
@@ -223,6 +239,7 @@ def doctor(settings: Settings, durability: str) -> None:
     import redis
 
     from ledger_bus.store import DEFAULT_URL
+    from ledger_bus.store.redis import refusal
 
     url = settings.url or DEFAULT_URL
     # For a cluster, the node named is inspected, and through it the cluster's slot coverage.
@@ -232,9 +249,11 @@ def doctor(settings: Settings, durability: str) -> None:
         socket_connect_timeout=settings.timeout,
     )
     try:
-        findings = examine(client, durability)  # type: ignore[arg-type]
-    except redis.exceptions.RedisError as err:
+        findings = examine(client, durability, settings.prefix)  # type: ignore[arg-type]
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as err:
         raise Failure(f"cannot inspect {url}: {err}", EXIT_UNAVAILABLE) from None
+    except redis.exceptions.RedisError as err:
+        raise Failure(f"cannot inspect {url}: {refusal(err)}", EXIT_BACKEND_REFUSED) from None
     finally:
         client.close()
     if settings.as_table:

@@ -53,7 +53,7 @@ def connect(
         from redis.cluster import RedisCluster
         from redis.retry import Retry
 
-        from ledger_bus.store.redis import RedisStore
+        from ledger_bus.store.redis import RedisStore, open_cluster
 
         socket_timeout = min(5.0, max(timeout, 0.1))
         options: dict[str, Any] = {
@@ -65,7 +65,7 @@ def connect(
         }
         client: redis.Redis | RedisCluster
         if scheme.endswith("+cluster"):
-            client = RedisCluster.from_url(url.replace("+cluster", "", 1), **options)
+            client = open_cluster(url.replace("+cluster", "", 1), options, timeout)
         else:
             client = redis.Redis.from_url(url, health_check_interval=30, **options)
         return RedisStore(

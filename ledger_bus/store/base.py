@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import time
 from collections.abc import Collection, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -178,6 +178,51 @@ class OpenAttempt:
     @property
     def opened_ms(self) -> int:
         return cursor_ms(self.cursor)
+
+    @property
+    def key(self) -> str:
+        """`<attempt_id>@<cursor of its tool_call>`: names this attempt alone, even where the
+        same attempt id was requested again after this one closed."""
+        return f"{self.attempt_id}@{self.cursor}"
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One session log entry handed to a consumer: the event, and how often it was handed out."""
+
+    event: RecordedEvent
+    entry_id: str  # what acks it; opaque to callers
+    deliveries: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStats:
+    """Where a group stands: events not yet delivered (lag), delivered but not acked (pending),
+    its consumers live (active within the idle window, or holding entries) and idle apart."""
+
+    group: str
+    consumers: int
+    idle_consumers: int
+    pending: int
+    lag: int
+    last_delivered: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def dead_letter_fields(delivery: Delivery, reason: str) -> dict[str, str]:
+    """What a dead letter records of the event a group gave up on."""
+    event = delivery.event
+    return {
+        "entry": delivery.entry_id,
+        "cursor": event.cursor,
+        "stream": event.stream.name,
+        "version": str(event.version),
+        "event_id": event.event_id,
+        "deliveries": str(delivery.deliveries),
+        "reason": reason,
+    }
 
 
 def parse_open(session_id: str, attempt_id: str, value: str) -> OpenAttempt:
@@ -374,6 +419,90 @@ class EventStore(abc.ABC):
             return False
         return self._forget_open_session(session_id, opened_before_ms)
 
+    # -- consumer groups on a session's log ------------------------------------------------------
+    #
+    # A group delivers each event of the session log to one of its consumers, at least once: an
+    # event stays pending until acked, and an idle consumer's pending events can be claimed.
+
+    def group_create(self, session_id: str, group: str, after_cursor: str | None) -> bool:
+        """Create `group` to deliver what commits after `after_cursor` (None: the session's
+        current end); False, changing nothing, when it exists already."""
+        self._check_group(session_id, group)
+        if after_cursor is not None:
+            parse_cursor(after_cursor)
+        return self._group_create(session_id, group, after_cursor)
+
+    def group_exists(self, session_id: str, group: str) -> bool:
+        self._check_group(session_id, group)
+        return self._group_exists(session_id, group)
+
+    def group_read(
+        self, session_id: str, group: str, consumer: str, count: int, block_ms: int | None
+    ) -> list[Delivery]:
+        """Events not yet delivered to the group, now `consumer`'s, waiting up to `block_ms` for
+        the first (None: no wait). A read whose reply was lost is retried by first re-reading
+        the consumer's own pending events, so none is stranded. NotFound: no such group."""
+        self._check_group(session_id, group, consumer)
+        return self._group_read(session_id, group, consumer, max(1, count), block_ms)
+
+    def group_pending(
+        self, session_id: str, group: str, consumer: str, count: int
+    ) -> list[Delivery]:
+        """`consumer`'s own pending events again (after a restart), oldest first; each is handed
+        out once more and its delivery count says so."""
+        self._check_group(session_id, group, consumer)
+        return self._group_pending(session_id, group, consumer, max(1, count))
+
+    def group_claim(
+        self, session_id: str, group: str, consumer: str, min_idle_ms: int, count: int
+    ) -> list[Delivery]:
+        """Take over events pending at least `min_idle_ms` with any consumer."""
+        self._check_group(session_id, group, consumer)
+        return self._group_claim(session_id, group, consumer, max(0, min_idle_ms), max(1, count))
+
+    def group_keep(self, session_id: str, group: str, consumer: str, entry_ids: list[str]) -> None:
+        """Reset the idle time of events `consumer` still works on, so none is claimed from it;
+        their delivery counts do not change."""
+        self._check_group(session_id, group, consumer)
+        if entry_ids:
+            self._group_keep(session_id, group, consumer, entry_ids)
+
+    def group_ack(self, session_id: str, group: str, entry_ids: list[str]) -> int:
+        """Mark events handled; returns how many were pending."""
+        self._check_group(session_id, group)
+        return self._group_ack(session_id, group, entry_ids) if entry_ids else 0
+
+    def group_dead_letter(
+        self, session_id: str, group: str, delivery: Delivery, reason: str
+    ) -> None:
+        """Move an event the group gives up on to its dead-letter record and ack it, atomically."""
+        self._check_group(session_id, group)
+        self._group_dead_letter(session_id, group, delivery, reason)
+
+    def group_dead_letters(self, session_id: str, group: str) -> list[dict[str, str]]:
+        """The group's dead letters, oldest first."""
+        self._check_group(session_id, group)
+        return self._group_dead_letters(session_id, group)
+
+    def group_stats(self, session_id: str, group: str, idle_ms: int = 3_600_000) -> GroupStats:
+        """Lag, pending, and consumers live and idle (idle: nothing pending, no read for
+        `idle_ms`). NotFound: no such group."""
+        self._check_group(session_id, group)
+        return self._group_stats(session_id, group, max(0, idle_ms))
+
+    def group_prune(self, session_id: str, group: str, idle_ms: int) -> list[str]:
+        """Remove the consumers idle for `idle_ms` that hold nothing pending, atomically (a
+        consumer holding an event is never removed); returns their names."""
+        self._check_group(session_id, group)
+        return self._group_prune(session_id, group, max(0, idle_ms))
+
+    @staticmethod
+    def _check_group(session_id: str, group: str, consumer: str | None = None) -> None:
+        check_name(session_id, "session id")
+        check_name(group, "group name")
+        if consumer is not None:
+            check_name(consumer, "consumer name")
+
     def now_ms(self) -> int:
         """The backend's clock, the one commit cursors are taken from."""
         return time.time_ns() // 1_000_000
@@ -434,3 +563,46 @@ class EventStore(abc.ABC):
 
     @abc.abstractmethod
     def _forget_open_session(self, session_id: str, opened_before_ms: int) -> bool: ...
+
+    @abc.abstractmethod
+    def _group_create(self, session_id: str, group: str, after: str | None) -> bool: ...
+
+    @abc.abstractmethod
+    def _group_exists(self, session_id: str, group: str) -> bool: ...
+
+    @abc.abstractmethod
+    def _group_read(
+        self, session_id: str, group: str, consumer: str, count: int, block_ms: int | None
+    ) -> list[Delivery]: ...
+
+    @abc.abstractmethod
+    def _group_pending(
+        self, session_id: str, group: str, consumer: str, count: int
+    ) -> list[Delivery]: ...
+
+    @abc.abstractmethod
+    def _group_claim(
+        self, session_id: str, group: str, consumer: str, min_idle_ms: int, count: int
+    ) -> list[Delivery]: ...
+
+    @abc.abstractmethod
+    def _group_keep(
+        self, session_id: str, group: str, consumer: str, entry_ids: list[str]
+    ) -> None: ...
+
+    @abc.abstractmethod
+    def _group_ack(self, session_id: str, group: str, entry_ids: list[str]) -> int: ...
+
+    @abc.abstractmethod
+    def _group_dead_letter(
+        self, session_id: str, group: str, delivery: Delivery, reason: str
+    ) -> None: ...
+
+    @abc.abstractmethod
+    def _group_dead_letters(self, session_id: str, group: str) -> list[dict[str, str]]: ...
+
+    @abc.abstractmethod
+    def _group_stats(self, session_id: str, group: str, idle_ms: int) -> GroupStats: ...
+
+    @abc.abstractmethod
+    def _group_prune(self, session_id: str, group: str, idle_ms: int) -> list[str]: ...

@@ -11,18 +11,38 @@ from dataclasses import dataclass, field
 import msgpack
 
 from ledger_bus.batch import Limits, PreparedAppend
-from ledger_bus.errors import IdempotencyConflict, VersionConflict
-from ledger_bus.ids import StreamId, cursor_ms, format_cursor
+from ledger_bus.errors import IdempotencyConflict, NotFound, VersionConflict
+from ledger_bus.ids import CURSOR_ZERO, StreamId, cursor_ms, format_cursor, parse_cursor
 from ledger_bus.store.base import (
     AppendResult,
+    Delivery,
     EventStore,
+    GroupStats,
     OpenAttempt,
     RecordedEvent,
     SessionInfo,
     StreamInfo,
+    dead_letter_fields,
     parse_open,
 )
 from ledger_bus.store.keys import bucket_of
+
+
+@dataclass
+class _Pending:
+    consumer: str
+    deliveries: int
+    since: float  # monotonic time of the last delivery (or keep)
+
+
+@dataclass
+class _Group:
+    """A consumer group as Redis keeps one: a last-delivered position and a pending list."""
+
+    last: str  # cursor of the last event delivered, CURSOR_ZERO before any
+    pending: dict[str, _Pending] = field(default_factory=dict)  # cursor -> who holds it
+    seen: dict[str, float] = field(default_factory=dict)  # consumer -> last interaction
+    dead: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -38,6 +58,7 @@ class _Session:
     leases: dict[str, tuple[str, float]] = field(default_factory=dict)  # name -> (owner, expiry)
     open: dict[str, str] = field(default_factory=dict)  # attempt -> as in lb:{S}:open
     safe: set[str] = field(default_factory=set)  # "<run>\x1f<tool>"
+    groups: dict[str, _Group] = field(default_factory=dict)
 
 
 def _note(state: _Session, note: str, stream: str, cursor: str) -> None:
@@ -52,8 +73,11 @@ def _note(state: _Session, note: str, stream: str, cursor: str) -> None:
         state.open.pop(parts[0], None)
     elif kind == "f":
         value = state.open.get(parts[0])
+        named = parts[1] if len(parts) > 1 else ""
         if value is not None and value.endswith("\x1f"):
-            state.open[parts[0]] = value + cursor
+            opened_at = parse_cursor(value.split("\x1f")[3])
+            if named == "" or (named != "-" and parse_cursor(named) == opened_at):
+                state.open[parts[0]] = value + cursor
     elif kind == "s":
         state.safe.add(f"{parts[0]}\x1f{parts[1]}")
 
@@ -234,3 +258,134 @@ class MemoryStore(EventStore):
                 del self._open_index[session_id]
                 return True
             return False
+
+    # -- consumer groups: the semantics of Redis consumer groups on the session log -------------
+
+    def _group(self, session_id: str, group: str) -> tuple[_Session, _Group]:
+        state = self._sessions_by_id.get(session_id)
+        found = state.groups.get(group) if state else None
+        if state is None or found is None:
+            raise NotFound(f"no consumer group {group!r} on session {session_id!r}")
+        return state, found
+
+    def _deliver(
+        self, session_id: str, state: _Session, found: _Group, consumer: str, cursors: list[str]
+    ) -> list[Delivery]:
+        """Hand `cursors` to `consumer`: each becomes (or stays) pending with it, counted."""
+        now = time.monotonic()
+        if cursors or consumer in found.seen:
+            found.seen[consumer] = now  # like Redis: a read that finds nothing creates nobody
+        out = []
+        for cursor in cursors:
+            held = found.pending.get(cursor)
+            if held is None:
+                held = found.pending[cursor] = _Pending(consumer, 0, now)
+            held.consumer, held.since = consumer, now
+            held.deliveries += 1
+            position = bisect.bisect_left(state.cursors, cursor)
+            out.append(Delivery(self._record(session_id, state, position), cursor, held.deliveries))
+        return out
+
+    def _group_create(self, session_id: str, group: str, after: str | None) -> bool:
+        with self._changed:
+            state = self._session(session_id)
+            if group in state.groups:
+                return False
+            start = after if after is not None else (state.cursors[-1] if state.cursors else None)
+            state.groups[group] = _Group(start or CURSOR_ZERO)
+            return True
+
+    def _group_exists(self, session_id: str, group: str) -> bool:
+        with self._changed:
+            state = self._sessions_by_id.get(session_id)
+            return state is not None and group in state.groups
+
+    def _group_read(
+        self, session_id: str, group: str, consumer: str, count: int, block_ms: int | None
+    ) -> list[Delivery]:
+        deadline = time.monotonic() + (block_ms or 0) / 1000
+        with self._changed:
+            while True:
+                state, found = self._group(session_id, group)
+                start = bisect.bisect_right(state.cursors, found.last)
+                fresh = state.cursors[start : start + count]
+                remaining = deadline - time.monotonic()
+                if fresh or block_ms is None or remaining <= 0:
+                    break
+                self._changed.wait(remaining)
+            if fresh:
+                found.last = fresh[-1]
+            return self._deliver(session_id, state, found, consumer, fresh)
+
+    def _group_pending(
+        self, session_id: str, group: str, consumer: str, count: int
+    ) -> list[Delivery]:
+        with self._changed:
+            state, found = self._group(session_id, group)
+            mine = sorted(c for c, held in found.pending.items() if held.consumer == consumer)
+            return self._deliver(session_id, state, found, consumer, mine[:count])
+
+    def _group_claim(
+        self, session_id: str, group: str, consumer: str, min_idle_ms: int, count: int
+    ) -> list[Delivery]:
+        with self._changed:
+            state, found = self._group(session_id, group)
+            oldest = time.monotonic() - min_idle_ms / 1000
+            idle = sorted(c for c, held in found.pending.items() if held.since <= oldest)
+            return self._deliver(session_id, state, found, consumer, idle[:count])
+
+    def _group_keep(self, session_id: str, group: str, consumer: str, entry_ids: list[str]) -> None:
+        with self._changed:
+            _, found = self._group(session_id, group)
+            now = time.monotonic()
+            found.seen[consumer] = now
+            for cursor in entry_ids:
+                held = found.pending.get(cursor)
+                if held is not None:
+                    held.consumer, held.since = consumer, now
+
+    def _group_ack(self, session_id: str, group: str, entry_ids: list[str]) -> int:
+        with self._changed:
+            _, found = self._group(session_id, group)
+            return sum(found.pending.pop(cursor, None) is not None for cursor in entry_ids)
+
+    def _group_dead_letter(
+        self, session_id: str, group: str, delivery: Delivery, reason: str
+    ) -> None:
+        with self._changed:
+            _, found = self._group(session_id, group)
+            found.dead.append(dead_letter_fields(delivery, reason))
+            found.pending.pop(delivery.entry_id, None)
+
+    def _group_dead_letters(self, session_id: str, group: str) -> list[dict[str, str]]:
+        with self._changed:
+            state = self._sessions_by_id.get(session_id)
+            found = state.groups.get(group) if state else None
+            return [dict(letter) for letter in found.dead] if found else []
+
+    def _idle_consumers(self, found: _Group, idle_ms: int) -> list[str]:
+        holding = {held.consumer for held in found.pending.values()}
+        oldest = time.monotonic() - idle_ms / 1000
+        return [c for c, seen in found.seen.items() if c not in holding and seen <= oldest]
+
+    def _group_stats(self, session_id: str, group: str, idle_ms: int) -> GroupStats:
+        with self._changed:
+            state, found = self._group(session_id, group)
+            idle = len(self._idle_consumers(found, idle_ms))
+            lag = len(state.cursors) - bisect.bisect_right(state.cursors, found.last)
+            return GroupStats(
+                group=group,
+                consumers=len(found.seen) - idle,
+                idle_consumers=idle,
+                pending=len(found.pending),
+                lag=lag,
+                last_delivered=found.last,
+            )
+
+    def _group_prune(self, session_id: str, group: str, idle_ms: int) -> list[str]:
+        with self._changed:
+            _, found = self._group(session_id, group)
+            removed = self._idle_consumers(found, idle_ms)
+            for consumer in removed:
+                del found.seen[consumer]
+            return removed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 import time
 from collections.abc import Callable, Collection, Iterable
 from importlib import resources
@@ -15,18 +16,30 @@ from redis.cluster import RedisCluster
 from redis.commands.core import Script
 
 from ledger_bus.batch import Limits, PreparedAppend
-from ledger_bus.errors import BackendUnavailable, IdempotencyConflict, VersionConflict
+from ledger_bus.errors import (
+    BackendRefused,
+    BackendUnavailable,
+    IdempotencyConflict,
+    LedgerError,
+    NotFound,
+    VersionConflict,
+)
 from ledger_bus.ids import StreamId, cursor_ms
 from ledger_bus.store.base import (
     AppendResult,
+    Delivery,
     EventStore,
+    GroupStats,
     OpenAttempt,
     RecordedEvent,
     SessionInfo,
     StreamInfo,
+    dead_letter_fields,
     parse_open,
 )
 from ledger_bus.store.keys import Keys
+
+log = logging.getLogger("ledger_bus.store")
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -48,6 +61,48 @@ OPEN_INDEX_REFRESH_MS: Final = 60_000
 _REMEMBERED: Final = 10_000  # sessions (or streams) one store keeps refresh times (or keys) of
 # Replies that mean "not now" rather than "never": a failover, a loading replica, a busy script.
 _TRANSIENT: Final = ("LOADING", "BUSY", "READONLY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN")
+
+
+def refusal(err: Exception) -> LedgerError:
+    """The ledger error for a reply that will not change by retrying it as it is."""
+    text = str(err)
+    if isinstance(err, rx.InvalidResponse):
+        return BackendUnavailable(f"no Redis at this address (its reply is not Redis's): {text}")
+    if isinstance(err, rx.AuthenticationError) or text.startswith("WRONGPASS"):
+        return BackendRefused(f"redis refused the credentials: {text}")
+    if (
+        isinstance(err, rx.NoPermissionError)
+        or text.startswith("NOPERM")
+        or "can't run this command" in text  # a script's own command, refused by the ACL
+    ):
+        return BackendRefused(f"redis refused the permission (ACL): {text}")
+    if isinstance(err, rx.OutOfMemoryError) or "used memory > 'maxmemory'" in text:
+        return BackendRefused(f"Redis memory is full (maxmemory reached): {text}")
+    return BackendRefused(f"redis refused the command: {text}")
+
+
+def open_cluster(url: str, options: dict[str, Any], timeout: float) -> RedisCluster:
+    """A cluster client, which reads the slot map as it is built: retried like any call until
+    `timeout`, and refused at once when the node answers that it is not in cluster mode."""
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    while True:
+        try:
+            return RedisCluster.from_url(url, **options)
+        except (rx.RedisClusterException, rx.RedisError) as err:
+            text = str(err)
+            if "Cluster mode is not enabled" in text:
+                raise BackendRefused(
+                    f"{url} is not a Redis Cluster node; use redis:// for a single server"
+                ) from None
+            if isinstance(err, rx.ResponseError | rx.InvalidResponse):
+                raise refusal(err) from None
+            if time.monotonic() + delay > deadline:
+                raise BackendUnavailable(
+                    f"no node of the cluster at {url} answered within {timeout:g}s: {text}"
+                ) from None
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
 
 
 def _script(name: str) -> str:
@@ -94,6 +149,7 @@ class RedisStore(EventStore):
         self._append_script = client.register_script(_script("append"))
         self._lease_script = client.register_script(_script("lease"))
         self._forget_script = client.register_script(_script("forget_session"))
+        self._prune_script = client.register_script(_script("prune_consumers"))
         self._indexed: dict[str, int] = {}
         self._open_indexed: dict[str, int] = {}
         self._append_keys: dict[StreamId, list[str]] = {}
@@ -106,20 +162,30 @@ class RedisStore(EventStore):
         while True:
             try:
                 return operation()
-            except (rx.AuthenticationError, rx.AuthorizationError, rx.NoPermissionError) as err:
-                raise BackendUnavailable(f"redis refused the credentials: {err}") from err
             except (rx.ConnectionError, rx.TimeoutError) as err:
                 failure: Exception = err
             except rx.ResponseError as err:
                 if not str(err).startswith(_TRANSIENT):
-                    raise BackendUnavailable(f"redis: {err}") from err
+                    raise refusal(err) from err
                 failure = err
+            except rx.RedisError as err:
+                raise refusal(err) from err
             if time.monotonic() + delay > deadline:
                 raise BackendUnavailable(
                     f"redis did not answer within {self.timeout:g}s: {failure}"
                 ) from failure
             time.sleep(delay)
             delay = min(delay * 2, 0.5)
+
+    def _quietly(self, what: str, operation: Callable[[], object]) -> bool:
+        """Run bookkeeping that follows a committed write; a failure is logged, never raised,
+        because the write it follows is in the ledger whatever happens here."""
+        try:
+            operation()  # once: a dead server must not hold up an append that has committed
+        except (rx.RedisError, OSError) as err:
+            log.warning("%s skipped, to be redone later: %s", what, refusal(err))
+            return False
+        return True
 
     def _records(self, session_id: str, entries: Iterable[Entry]) -> list[RecordedEvent]:
         """Decode session log entries; a StreamId is built once per stream, not per event."""
@@ -169,6 +235,11 @@ class RedisStore(EventStore):
             raise VersionConflict(str(stream), -1 if expected is None else expected, int(reply[1]))
         if status == "idem":
             raise IdempotencyConflict(str(stream), append_id)
+        if status == "noperm":
+            raise BackendRefused(
+                f"redis refused the permission (ACL): this user may not {_text(reply[1])}"
+                f" {_text(reply[2])}; nothing written"
+            )
         cursor = _ledger_cursor(reply[3])
         result = AppendResult(stream, int(reply[1]), int(reply[2]), cursor, status == "dup")
         if status == "ok":
@@ -222,11 +293,16 @@ class RedisStore(EventStore):
         return time.time_ns() // 1_000_000
 
     def _touch_index(self, session_id: str, ms: int) -> None:
+        """Refresh the session's last activity after a committed append. A failure (memory full,
+        a lost connection) leaves the index a little stale and is retried by the next append;
+        `sessions --rebuild` repairs whatever is left."""
         if ms - self._indexed.get(session_id, -INDEX_REFRESH_MS) < INDEX_REFRESH_MS:
             return
         key = self.keys.index_of(session_id)
-        self._run(lambda: self.client.zadd(key, {session_id: ms}, gt=True))
-        self._remember(self._indexed, session_id, ms)
+        if self._quietly(
+            "session index refresh", lambda: self.client.zadd(key, {session_id: ms}, gt=True)
+        ):
+            self._remember(self._indexed, session_id, ms)
 
     def _read_stream(self, stream: StreamId, after: int, count: int) -> list[RecordedEvent]:
         # Two pipelined round trips, no script: the stream index says which appends hold the
@@ -394,6 +470,211 @@ class RedisStore(EventStore):
         args: list[Any] = [session_id, opened_before_ms]
         return bool(self._run(lambda: self._evalsha(self._forget_script, keys, args)))
 
+    # -- consumer groups ------------------------------------------------------------------------
+
+    def _group_call(self, operation: Callable[[], T], session_id: str, group: str) -> T:
+        """_run, with a refusal because the group does not exist as NotFound. The group is looked
+        up rather than the error parsed: servers word NOGROUP differently, and a pipeline
+        wraps it in text of its own."""
+        try:
+            return self._run(operation)
+        except BackendRefused:
+            if not self._group_exists(session_id, group):
+                raise NotFound(f"no consumer group {group!r} on session {session_id!r}") from None
+            raise
+
+    def _deliveries(
+        self, session_id: str, entries: Entries, counts: dict[bytes, int] | None
+    ) -> list[Delivery]:
+        events = self._records(session_id, entries)
+        times = counts or {}
+        return [
+            Delivery(event, entry_id.decode(), times.get(entry_id, 1))
+            for (entry_id, _), event in zip(entries, events, strict=True)
+        ]
+
+    def _group_create(self, session_id: str, group: str, after: str | None) -> bool:
+        log = self.keys.log(session_id)
+        start = "$" if after is None else _redis_cursor(after)
+
+        def create() -> bool:
+            try:
+                self.client.xgroup_create(log, group, id=start, mkstream=True)
+            except rx.ResponseError as err:
+                if str(err).startswith("BUSYGROUP"):
+                    return False
+                raise
+            return True
+
+        return self._run(create)
+
+    def _group_exists(self, session_id: str, group: str) -> bool:
+        log = self.keys.log(session_id)
+
+        def groups() -> list[dict[str, Any]]:
+            try:
+                return cast(list[dict[str, Any]], self.client.xinfo_groups(log))
+            except rx.ResponseError:  # no such key yet
+                return []
+
+        return any(_text(g["name"]) == group for g in self._run(groups))
+
+    def _group_read(
+        self, session_id: str, group: str, consumer: str, count: int, block_ms: int | None
+    ) -> list[Delivery]:
+        log = self.keys.log(session_id)
+        block = None if block_ms is None else min(block_ms, self.max_block_ms)
+        tries = 0
+
+        def read() -> tuple[Any, bool]:
+            nonlocal tries
+            tries += 1
+            if tries > 1:
+                # The try before may have delivered entries to this consumer and lost the reply
+                # on the way back: they are pending with it now, and a read of new entries
+                # would never see them again. Read them first.
+                own = self.client.xreadgroup(group, consumer, {log: "0"}, count=count)
+                if own and own[0][1]:
+                    return own, True
+            return self.client.xreadgroup(
+                group, consumer, {log: ">"}, count=count, block=block
+            ), False
+
+        reply, own_pending = self._group_call(read, session_id, group)
+        if own_pending:
+            return self._own_pending(session_id, group, cast(Entries, reply[0][1]))
+        entries = cast(Entries, reply[0][1]) if reply else []
+        return self._deliveries(session_id, entries, None)
+
+    def _group_pending(
+        self, session_id: str, group: str, consumer: str, count: int
+    ) -> list[Delivery]:
+        log = self.keys.log(session_id)
+        reply = self._group_call(
+            lambda: self.client.xreadgroup(group, consumer, {log: "0"}, count=count),
+            session_id,
+            group,
+        )
+        return self._own_pending(session_id, group, cast(Entries, reply[0][1]) if reply else [])
+
+    def _own_pending(self, session_id: str, group: str, entries: Entries) -> list[Delivery]:
+        # An own pending entry deleted from the log comes back with no fields; nothing to redo.
+        gone = [_text(entry_id) for entry_id, fields in entries if not fields]
+        if gone:
+            self._group_ack(session_id, group, gone)
+            entries = [e for e in entries if e[1]]
+        counts = self._delivery_counts(session_id, group, [e[0] for e in entries])
+        return self._deliveries(session_id, entries, counts)
+
+    def _group_claim(
+        self, session_id: str, group: str, consumer: str, min_idle_ms: int, count: int
+    ) -> list[Delivery]:
+        log = self.keys.log(session_id)
+        reply = self._group_call(
+            lambda: self.client.xautoclaim(log, group, consumer, min_idle_ms, "0-0", count=count),
+            session_id,
+            group,
+        )
+        # Redis 7 drops entries deleted from the log out of the pending list by itself, and
+        # reports them third; there is nothing left to deliver for those.
+        entries = cast(Entries, reply[1])
+        counts = self._delivery_counts(session_id, group, [e[0] for e in entries])
+        return self._deliveries(session_id, entries, counts)
+
+    def _group_keep(self, session_id: str, group: str, consumer: str, entry_ids: list[str]) -> None:
+        log, ids = self.keys.log(session_id), list(entry_ids)
+        self._group_call(
+            lambda: self.client.xclaim(log, group, consumer, 0, ids, justid=True),
+            session_id,
+            group,
+        )
+
+    def _delivery_counts(
+        self, session_id: str, group: str, entry_ids: list[bytes]
+    ) -> dict[bytes, int]:
+        if not entry_ids:
+            return {}
+        log = self.keys.log(session_id)
+
+        def read() -> list[Any]:
+            pipe = self.client.pipeline(transaction=False)
+            for entry_id in entry_ids:
+                pipe.xpending_range(log, group, entry_id, entry_id, 1)
+            return list(pipe.execute())
+
+        return {
+            item["message_id"]: int(item["times_delivered"])
+            for found in self._group_call(read, session_id, group)
+            for item in found
+        }
+
+    def _group_ack(self, session_id: str, group: str, entry_ids: list[str]) -> int:
+        log = self.keys.log(session_id)
+        return int(
+            self._group_call(lambda: self.client.xack(log, group, *entry_ids), session_id, group)
+        )
+
+    def _group_dead_letter(
+        self, session_id: str, group: str, delivery: Delivery, reason: str
+    ) -> None:
+        log, dead = self.keys.log(session_id), self.keys.group_dead_letters(session_id, group)
+        fields: dict[Any, Any] = dead_letter_fields(delivery, reason)
+
+        def move() -> None:
+            pipe = self.client.pipeline(transaction=True)  # one slot: MULTI works on a cluster
+            pipe.xadd(dead, fields)
+            pipe.xack(log, group, delivery.entry_id)
+            pipe.execute()
+
+        self._group_call(move, session_id, group)
+
+    def _group_dead_letters(self, session_id: str, group: str) -> list[dict[str, str]]:
+        dead = self.keys.group_dead_letters(session_id, group)
+        entries = cast(Entries, self._run(lambda: self.client.xrange(dead)))
+        return [{_text(k): _text(v) for k, v in fields.items()} for _, fields in entries]
+
+    def _group_stats(self, session_id: str, group: str, idle_ms: int) -> GroupStats:
+        # Lag is computed here: XINFO's own is not kept after some operations.
+        log = self.keys.log(session_id)
+
+        def read() -> list[Any]:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.xinfo_groups(log)
+            pipe.xlen(log)
+            pipe.xinfo_consumers(log, group)
+            return list(pipe.execute())
+
+        groups, length, consumers = self._group_call(read, session_id, group)
+        info = next((g for g in groups if _text(g["name"]) == group), None)
+        if info is None:
+            raise NotFound(f"no consumer group {group!r} on session {session_id!r}")
+        last = _text(info["last-delivered-id"])
+        read_count = info.get("entries-read")
+        if read_count is not None:
+            lag = max(0, int(length) - int(read_count))
+        else:
+            after = cast(
+                Entries,
+                self._run(lambda: self.client.xrange(log, "(" + last, "+", count=100_000)),
+            )
+            lag = len(after)
+        idle = sum(1 for c in consumers if not int(c["pending"]) and int(c["idle"]) >= idle_ms)
+        return GroupStats(
+            group=group,
+            consumers=len(consumers) - idle,
+            idle_consumers=idle,
+            pending=int(info["pending"]),
+            lag=lag,
+            last_delivered=_ledger_cursor(last),
+        )
+
+    def _group_prune(self, session_id: str, group: str, idle_ms: int) -> list[str]:
+        keys, args = [self.keys.log(session_id)], [group, idle_ms]
+        removed = self._group_call(
+            lambda: self._evalsha(self._prune_script, keys, args), session_id, group
+        )
+        return [_text(name) for name in removed]
+
     def now_ms(self) -> int:
         seconds, micros = self._run(self.client.time)
         return int(seconds) * 1000 + int(micros) // 1000
@@ -408,8 +689,9 @@ class RedisStore(EventStore):
             session_id = name[name.index("{") + 1 : name.rindex("}")]
             last = self._last_entry_id(self.keys.log(session_id))
             if last != "0-0":
+                index, ms = self.keys.index_of(session_id), int(last.split("-")[0])
+                self._run(lambda: self.client.zadd(index, {session_id: ms}, gt=True))  # noqa: B023
                 self._indexed.pop(session_id, None)
-                self._touch_index(session_id, int(last.split("-")[0]))
                 count += 1
         return count
 

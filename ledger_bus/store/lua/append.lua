@@ -16,11 +16,11 @@
 -- ARGV[6+n .. 5+2n]  one note per event for the attempt bookkeeping, "" for most:
 --                    "o\31<attempt>\31<run>\31<tool>"  a tool_call opens an attempt
 --                    "c\31<attempt>"                    a tool_result closes it
---                    "f\31<attempt>"                    a reconcile.unresolved flags it
+--                    "f\31<attempt>\31<call cursor>"    a reconcile.unresolved flags it
 --                    "s\31<run>\31<tool>"               a tool.declared safe to replay
 --
--- Returns {"ok", first, last, cursor, opened}, {"dup", first, last, cursor}, {"idem"} or
--- {"conflict", actual version}. Nothing is written unless the reply is "ok". An append's events
+-- Returns {"ok", first, last, cursor, opened}, {"dup", first, last, cursor}, {"idem"},
+-- {"conflict", actual version} or {"noperm", command, key}. Nothing is written unless the reply is "ok". An append's events
 -- are consecutive in the session log (this script runs alone), which is what lets the stream
 -- index hold one entry per append.
 
@@ -40,6 +40,29 @@ if expected >= 0 and expected ~= version then
 end
 
 local n = tonumber(ARGV[5])
+
+-- Redis never rolls a script back: a write refused halfway (an ACL that lacks one command or
+-- one key) would leave the events written before it. So every write this append will make is
+-- checked against the caller's ACL first, and a refusal writes nothing.
+if redis.acl_check_cmd then  -- Redis 7 and Valkey; absent from test doubles
+  local needed = {{'XADD', KEYS[1], '*', 'f', 'v'}, {'XADD', KEYS[3], '*', 'f', 'v'},
+                  {'HSET', KEYS[2], 'f', 'v'}, {'HSET', KEYS[4], 'f', 'v'}}
+  local kinds = {}
+  for i = 1, n do
+    local note = ARGV[5 + n + i]
+    if note ~= '' then kinds[string.sub(note, 1, 1)] = true end
+  end
+  if kinds['o'] or kinds['f'] then needed[#needed + 1] = {'HSET', KEYS[5], 'f', 'v'} end
+  if kinds['f'] then needed[#needed + 1] = {'HGET', KEYS[5], 'f'} end
+  if kinds['c'] then needed[#needed + 1] = {'HDEL', KEYS[5], 'f'} end
+  if kinds['s'] then needed[#needed + 1] = {'HSET', KEYS[6], 'f', 'v'} end
+  for _, command in ipairs(needed) do
+    if not redis.acl_check_cmd(unpack(command)) then
+      return {'noperm', command[1], command[2]}
+    end
+  end
+end
+
 local first = version + 1
 local first_cursor, cursor
 local opened = 0
@@ -59,8 +82,11 @@ for i = 1, n do
     elseif kind == 'c' then
       redis.call('HDEL', KEYS[5], a)
     elseif kind == 'f' then
+      -- Only the attempt whose tool_call the flag names (b, its cursor; '' for any) and only
+      -- once: an attempt id used again later is another attempt, flagged on its own.
       local open = redis.call('HGET', KEYS[5], a)
-      if open and string.sub(open, -1) == '\31' then
+      if open and string.sub(open, -1) == '\31'
+          and (b == '' or b == string.match(open, '([^\31]*)\31$')) then
         redis.call('HSET', KEYS[5], a, open .. cursor)
       end
     elseif kind == 's' then

@@ -1,0 +1,187 @@
+"""Consumer groups as part of the store contract: every backend, the same behaviour."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import ledger_bus as lb
+from ledger_bus.server import LocalServer
+from ledger_bus.store.base import EventStore
+from ledger_bus.tailer import Tailer, TailerOptions
+from tests.proxy import DropProxy
+
+
+def put(store: EventStore, session: str, *bodies: str) -> None:
+    events = [{"type": "message", "agent": "w", "body": body} for body in bodies]
+    store.append(lb.StreamId(session, "feed"), lb.ANY, f"put-{bodies[0]}", events)
+
+
+def bodies(deliveries: list[lb.store.base.Delivery]) -> list[str]:
+    return [d.event["body"] for d in deliveries]
+
+
+def test_a_group_starts_where_it_is_told_and_delivers_each_event_once(store: EventStore) -> None:
+    put(store, "g1", "a", "b")
+    assert not store.group_exists("g1", "g")
+    assert store.group_create("g1", "g", None) is True  # at the session's end
+    assert store.group_create("g1", "g", None) is False
+    assert store.group_exists("g1", "g")
+    put(store, "g1", "c", "d", "e")
+
+    first = store.group_read("g1", "g", "c1", 2, None)
+    second = store.group_read("g1", "g", "c2", 10, None)
+
+    assert bodies(first) == ["c", "d"]
+    assert bodies(second) == ["e"]
+    assert all(d.deliveries == 1 for d in first + second)
+    assert store.group_read("g1", "g", "c1", 10, None) == []
+    stats = store.group_stats("g1", "g")
+    assert (stats.pending, stats.lag, stats.consumers) == (3, 0, 2)
+    assert stats.last_delivered == second[-1].event.cursor
+
+
+def test_a_group_created_after_a_cursor_delivers_what_follows_it(store: EventStore) -> None:
+    put(store, "g2", "a", "b", "c")
+    cursor = store.scan_session("g2")[0].cursor
+    store.group_create("g2", "g", cursor)
+    assert bodies(store.group_read("g2", "g", "c", 10, None)) == ["b", "c"]
+
+
+def test_a_blocking_read_returns_what_commits_while_it_waits(store: EventStore) -> None:
+    import threading
+
+    store.group_create("g3", "g", None)
+    threading.Timer(0.2, put, args=(store, "g3", "late")).start()
+    found = store.group_read("g3", "g", "c", 10, 3000)
+    assert bodies(found) == ["late"]
+
+
+def test_own_pending_events_come_back_counted_until_acked(store: EventStore) -> None:
+    store.group_create("g4", "g", None)
+    put(store, "g4", "a", "b")
+    delivered = store.group_read("g4", "g", "c", 10, None)
+
+    again = store.group_pending("g4", "g", "c", 10)  # a restart of consumer c
+    assert bodies(again) == ["a", "b"]
+    assert [d.deliveries for d in again] == [2, 2]
+    assert store.group_pending("g4", "g", "other", 10) == []
+
+    assert store.group_ack("g4", "g", [delivered[0].entry_id]) == 1
+    assert store.group_ack("g4", "g", [delivered[0].entry_id]) == 0
+    assert bodies(store.group_pending("g4", "g", "c", 10)) == ["b"]
+    assert store.group_stats("g4", "g").pending == 1
+
+
+def test_idle_events_are_claimed_and_kept_ones_are_not(store: EventStore) -> None:
+    store.group_create("g5", "g", None)
+    put(store, "g5", "a", "b")
+    held = store.group_read("g5", "g", "dead", 10, None)
+    time.sleep(0.15)
+    store.group_keep("g5", "g", "dead", [held[1].entry_id])  # still working on "b"
+
+    taken = store.group_claim("g5", "g", "alive", 100, 10)
+
+    assert bodies(taken) == ["a"]
+    assert taken[0].deliveries == 2
+    assert store.group_claim("g5", "g", "alive", 100, 10) == [], "a claim resets the idle time"
+    assert bodies(store.group_pending("g5", "g", "alive", 10)) == ["a"]
+
+
+def test_a_dead_letter_records_why_and_leaves_the_pending_list(store: EventStore) -> None:
+    store.group_create("g6", "g", None)
+    put(store, "g6", "poison")
+    (delivery,) = store.group_read("g6", "g", "c", 10, None)
+    store.group_dead_letter("g6", "g", delivery, "kept failing")
+    (letter,) = store.group_dead_letters("g6", "g")
+    assert letter["reason"] == "kept failing"
+    assert letter["cursor"] == delivery.event.cursor
+    assert letter["event_id"] == delivery.event.event_id
+    assert store.group_stats("g6", "g").pending == 0
+
+
+def test_a_group_that_does_not_exist_is_not_found(store: EventStore) -> None:
+    put(store, "g7", "a")
+    with pytest.raises(lb.NotFound, match="no consumer group 'nope'"):
+        store.group_read("g7", "nope", "c", 10, None)
+    with pytest.raises(lb.NotFound):
+        store.group_stats("g7", "nope")
+    with pytest.raises(lb.NotFound):
+        store.group_read("never-written", "nope", "c", 10, None)
+
+
+def test_names_are_checked(store: EventStore) -> None:
+    for bad in ("", "a b", "x\ud800", "{g}"):
+        with pytest.raises(lb.InvalidInput):
+            store.group_create("g8", bad, None)
+        with pytest.raises(lb.InvalidInput):
+            store.group_read("g8", "g", bad, 10, None)
+
+
+def test_idle_consumers_are_removed_but_never_one_that_holds_events(store: EventStore) -> None:
+    store.group_create("g9", "g", None)
+    put(store, "g9", "a")
+    store.group_read("g9", "g", "holder", 10, None)
+    for n in range(20):  # each reads one event, acks it and leaves
+        put(store, "g9", f"e{n}")
+        (got,) = store.group_read("g9", "g", f"once-{n}", 10, None)
+        store.group_ack("g9", "g", [got.entry_id])
+    time.sleep(0.05)
+    stats = store.group_stats("g9", "g", idle_ms=20)
+    assert (stats.consumers, stats.idle_consumers) == (1, 20), "the holder is live: it has 'a'"
+
+    removed = store.group_prune("g9", "g", idle_ms=20)
+
+    assert sorted(removed) == sorted(f"once-{n}" for n in range(20))
+    stats = store.group_stats("g9", "g", idle_ms=20)
+    assert (stats.consumers, stats.idle_consumers, stats.pending) == (1, 0, 1)
+    assert bodies(store.group_pending("g9", "g", "holder", 10)) == ["a"], "nothing was lost"
+
+
+def test_one_shot_consumers_coming_and_going_do_not_pile_up(store: EventStore) -> None:
+    # Given 200 processes that each follow once under a name of their own
+    put(store, "g10", "first")
+    for n in range(200):
+        options = TailerOptions(block_ms=1, forget_idle_ms=0)
+        tailer = Tailer(store, "g10", "workers", f"proc-{n}", options)
+        tailer.ack(tailer.poll())
+    # Then the group keeps no more than the last of them
+    stats = store.group_stats("g10", "workers", idle_ms=0)
+    assert stats.consumers + stats.idle_consumers <= 2
+    assert stats.pending == 0
+
+
+@pytest.fixture
+def proxied(redis_server: LocalServer, prefix: str) -> Iterator[tuple[EventStore, DropProxy]]:
+    proxy = DropProxy(redis_server.port)
+    store = lb.connect(f"redis://127.0.0.1:{proxy.port}/0", prefix=prefix, timeout=5)
+    yield store, proxy
+    store.close()
+    proxy.close()
+
+
+@pytest.mark.parametrize("claim_idle_ms", [None, 60_000])
+def test_events_delivered_by_a_read_whose_reply_was_lost_reach_the_handler(
+    proxied: tuple[EventStore, DropProxy], claim_idle_ms: int | None
+) -> None:
+    # Given a running consumer that has polled once (its start-up recovery is behind it)
+    store, proxy = proxied
+    tailer = Tailer(
+        store, "lost", "g", "c", TailerOptions(block_ms=200, claim_idle_ms=claim_idle_ms)
+    )
+    tailer.join(0)
+    assert tailer.poll() == []
+    put(store, "lost", *[f"e{n}" for n in range(5)])
+
+    # When the reply to the read that delivers the five events is lost
+    proxy.drop_next_reply_to(b"XREADGROUP")
+    batch = tailer.poll()
+
+    # Then the retried read hands them to the consumer all the same, once each
+    assert proxy.dropped == 1
+    assert bodies(batch) == [f"e{n}" for n in range(5)]
+    tailer.ack(batch)
+    assert tailer.stats().pending == 0
+    assert tailer.poll() == []
