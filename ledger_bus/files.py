@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO
 
+from ledger_bus.errors import InvalidInput
+
 
 @contextmanager
 def replace_whole(path: str) -> Iterator[IO[str]]:
@@ -17,11 +19,17 @@ def replace_whole(path: str) -> Iterator[IO[str]]:
     It is written beside `path` and renamed over it, which is atomic within one file system.
     """
     directory = os.path.dirname(os.path.abspath(path))
-    handle, temp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}-", dir=directory)
+    try:
+        handle, temp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}-", dir=directory)
+    except (OSError, ValueError) as err:  # ValueError: a NUL in the name
+        raise InvalidInput(f"cannot write {path!r}: {getattr(err, 'strerror', err)}") from None
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             yield out
-        os.replace(temp, path)
+        try:
+            os.replace(temp, path)
+        except OSError as err:
+            raise InvalidInput(f"cannot write {path!r}: {err.strerror}") from None
     except BaseException:
         os.unlink(temp)
         raise

@@ -309,3 +309,30 @@ def test_an_append_refused_by_any_acl_rule_writes_nothing_and_a_full_retry_lands
         full.close()
         narrow.close()
         admin.execute_command("ACL", "DELUSER", "narrow")  # type: ignore[no-untyped-call]
+
+
+def test_the_acl_command_prints_the_file_with_passwords_from_the_environment(
+    acl_server: LocalServer, tmp_path: Path
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "LEDGER_BUS_PASSWORD_INSPECTOR": "peek"}
+    done = subprocess.run(
+        [sys.executable, "-m", "ledger_bus", "--prefix", "t9", "acl", "--names", "t9"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout == acl_file("t9", {"inspector": "peek"}, names="t9")
+    path = tmp_path / "users.acl"
+    path.write_text(done.stdout)
+    with LocalServer(appendonly=False, extra=["--aclfile", str(path)]) as server:
+        store = lb.connect(url(server, "t9-inspector", "peek"), prefix="t9", timeout=3)
+        assert store.tail("s", 1) == []
+        refused(lambda: store.append(lb.StreamId("s", "m"), 0, "a", [msg("x")]))
+        store.close()
+        with pytest.raises(lb.BackendRefused, match="credentials"):
+            lb.connect(url(server, "t9-writer", "anything"), prefix="t9", timeout=3).tail("s", 1)

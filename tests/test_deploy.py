@@ -7,6 +7,8 @@ from typing import Any
 
 import yaml
 
+from ledger_bus.acl import acl_file
+
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 
 
@@ -33,6 +35,8 @@ def test_compose_runs_redis_with_the_conf_on_a_volume_and_a_probed_reconciler() 
     compose: dict[str, Any] = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
     redis, reconciler, demo = (compose["services"][n] for n in ("redis", "reconciler", "demo"))
     assert "./redis.conf:/usr/local/etc/redis/redis.conf:ro" in redis["volumes"]
+    assert "./users.acl:/usr/local/etc/redis/users.acl:ro" in redis["volumes"]
+    assert redis["command"][-2:] == ["--aclfile", "/usr/local/etc/redis/users.acl"]
     assert redis["command"][:2] == ["redis-server", "/usr/local/etc/redis/redis.conf"]
     assert any(v.startswith("redis-data:/data") for v in redis["volumes"])
     assert "redis-data" in compose["volumes"]
@@ -51,6 +55,8 @@ def test_kubernetes_keeps_data_on_a_volume_and_probes_the_reconciler() -> None:
     settings = conf(kinds["ConfigMap"]["data"]["redis.conf"])
     for key, value in LEDGER_SETTINGS.items():
         assert settings[key] == value
+    assert settings["aclfile"] == "/etc/redis/users.acl"
+    assert kinds["ConfigMap"]["data"]["users.acl"] == acl_file("lb")
     statefulset = kinds["StatefulSet"]
     assert statefulset["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "data"
     container = statefulset["spec"]["template"]["spec"]["containers"][0]

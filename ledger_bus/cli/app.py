@@ -53,10 +53,17 @@ def exit_code_for(err: LedgerError) -> int:
     return EXIT_REFUSED
 
 
+# Control characters and the separators str.splitlines() breaks at, written as escapes.
+_ESCAPES: Final = {
+    code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    for code in [*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029]
+}
+
+
 def say(message: str) -> None:
     """One line on stderr, whatever the text holds: control characters and lone surrogates (from
     arguments that were not UTF-8) are escaped rather than breaking the line or the encoder."""
-    line = " ".join(message.split("\n"))
+    line = " ".join(message.splitlines()).translate(_ESCAPES)
     sys.stderr.write(f"ledger-bus: {line}\n".encode("utf-8", "backslashreplace").decode("utf-8"))
     sys.stderr.flush()
 

@@ -1,8 +1,9 @@
-"""Commands for operators: unresolved, reconcile, resolve, doctor."""
+"""Commands for operators: unresolved, reconcile, resolve, doctor, acl."""
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -10,6 +11,7 @@ from typing import Any
 
 import click
 
+from ledger_bus.acl import ROLES, acl_file
 from ledger_bus.cli.app import (
     EXIT_BACKEND_REFUSED,
     EXIT_REFUSED,
@@ -25,6 +27,7 @@ from ledger_bus.cli.app import (
 )
 from ledger_bus.doctor import examine
 from ledger_bus.errors import LedgerError
+from ledger_bus.ids import check_name
 from ledger_bus.jsontext import parse_json
 from ledger_bus.reconciler import (
     MIN_PRUNE_AFTER_S,
@@ -268,3 +271,26 @@ def doctor(settings: Settings, durability: str) -> None:
             emit(finding.to_dict())
     if any(f.level == "fail" for f in findings):
         raise Failure(f"{url}: data can be lost (see the FAIL lines)", EXIT_REFUSED)
+
+
+@cli.command()
+@click.option(
+    "--names",
+    default="ledger",
+    show_default=True,
+    help="Users are named NAMES-writer, NAMES-reconciler, NAMES-inspector, NAMES-operator.",
+)
+@pass_settings
+def acl(settings: Settings, names: str) -> None:
+    """A users.acl of least-privilege users for this prefix (--prefix), one per role.
+
+    A role whose password is in LEDGER_BUS_PASSWORD_<ROLE> (WRITER, RECONCILER, INSPECTOR,
+    OPERATOR) is on, with the password's SHA-256; the others are off. Load it with
+    `redis-server --aclfile users.acl` (see docs/deploy.md).
+    """
+    passwords = {
+        role: os.environ[f"LEDGER_BUS_PASSWORD_{role.upper()}"]
+        for role in ROLES
+        if os.environ.get(f"LEDGER_BUS_PASSWORD_{role.upper()}")
+    }
+    sys.stdout.write(acl_file(settings.prefix, passwords, check_name(names, "user name")))

@@ -81,6 +81,15 @@ def refusal(err: Exception) -> LedgerError:
     return BackendRefused(f"redis refused the command: {text}")
 
 
+# Answers that retrying as they are will not change.
+_FINAL: Final = (
+    rx.ResponseError,
+    rx.InvalidResponse,
+    rx.AuthenticationError,
+    rx.AuthorizationError,
+)
+
+
 def open_cluster(url: str, options: dict[str, Any], timeout: float) -> RedisCluster:
     """A cluster client, which reads the slot map as it is built: retried like any call until
     `timeout`, and refused at once when the node answers that it is not in cluster mode."""
@@ -95,7 +104,7 @@ def open_cluster(url: str, options: dict[str, Any], timeout: float) -> RedisClus
                 raise BackendRefused(
                     f"{url} is not a Redis Cluster node; use redis:// for a single server"
                 ) from None
-            if isinstance(err, rx.ResponseError | rx.InvalidResponse):
+            if isinstance(err, _FINAL):
                 raise refusal(err) from None
             if time.monotonic() + delay > deadline:
                 raise BackendUnavailable(
@@ -162,6 +171,8 @@ class RedisStore(EventStore):
         while True:
             try:
                 return operation()
+            except (rx.AuthenticationError, rx.AuthorizationError) as err:
+                raise refusal(err) from err  # ConnectionErrors to redis-py, but final
             except (rx.ConnectionError, rx.TimeoutError) as err:
                 failure: Exception = err
             except rx.ResponseError as err:

@@ -1,0 +1,241 @@
+"""Property tests over hostile input: whatever arrives through the API or the command line (deep
+nesting, lone surrogates, bytes that are not UTF-8, control characters), the answer is a
+documented error or a whole append, never a traceback and never a partial write."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ledger_bus as lb
+from ledger_bus.cli import main
+from ledger_bus.store.base import EventStore
+from ledger_bus.store.memory import MemoryStore
+from ledger_bus.store.redis import RedisStore
+
+SETTINGS = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+# Text that is fine, and text that is not: lone surrogates, C0 and C1 controls, braces, spaces.
+hostile_char = st.one_of(
+    st.characters(categories=["Cs"]),
+    st.characters(min_codepoint=0x80, max_codepoint=0x9F),
+    st.characters(max_codepoint=0x1F),
+    st.sampled_from(["{", "}", " ", "\x7f", "\u2028", "é", "😀"]),
+)
+text = st.one_of(
+    st.text(min_size=1, max_size=12),
+    st.lists(st.one_of(hostile_char, st.characters()), min_size=0, max_size=6).map("".join),
+)
+name = st.one_of(st.from_regex(r"[a-z][a-z0-9_.-]{0,11}", fullmatch=True), text)
+
+
+def nested(levels: int, leaf: Any) -> Any:
+    value = leaf
+    for level in range(levels):
+        value = {"k": value} if level % 2 else [value]
+    return value
+
+
+leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**60), max_value=2**60),
+    st.floats(allow_nan=True, allow_infinity=True),
+    text,
+)
+json_value = st.one_of(
+    st.recursive(
+        leaf,
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
+        max_leaves=8,
+    ),
+    st.builds(nested, st.integers(min_value=100, max_value=3000), leaf),
+)
+
+
+@st.composite
+def event(draw: st.DrawFn) -> dict[str, Any]:
+    kind = draw(st.sampled_from(["message", "tool_call", "tool_result", "mutation", "other"]))
+    out: dict[str, Any] = {"type": kind, "agent": draw(name)}
+    if kind == "message":
+        out["body"] = draw(st.one_of(text, json_value))
+    elif kind in ("tool_call", "tool_result"):
+        out.update(tool=draw(name), attempt_id=draw(name))
+        if kind == "tool_call":
+            out["args"] = draw(st.dictionaries(text, json_value, max_size=2))
+        else:
+            out.update(status=draw(st.sampled_from(["ok", "error", "maybe"])))
+            out["result"] = draw(json_value)
+    else:
+        out["kind"] = draw(name)
+        out.update(draw(st.dictionaries(text, json_value, max_size=2)))
+    if draw(st.booleans()):
+        out["run_id"] = draw(name)
+    return out
+
+
+def fingerprint(store: EventStore) -> Any:
+    """Everything the store holds, in a form that shows any write."""
+    if isinstance(store, MemoryStore):
+        return {
+            sid: (len(s.cursors), sorted(s.open), len(s.idempotency))
+            for sid, s in store._sessions_by_id.items()
+        }
+    assert isinstance(store, RedisStore)
+    client = store.client
+    # Session keys only: an append that opens an attempt lists its session in the open-sessions
+    # index before its script runs, refused or not (spec 6); that index is a hint, not a record.
+    keys = sorted(client.scan_iter(match=f"{store.keys.prefix}:{{*}}:*", count=1000))
+    return [(key, client.type(key), client.memory_usage(key)) for key in keys]
+
+
+@pytest.fixture(params=["memory", "redis"])
+def target(request: pytest.FixtureRequest) -> EventStore:
+    return request.getfixturevalue(f"{request.param}_store")  # type: ignore[no-any-return]
+
+
+@SETTINGS
+@given(session=name, stream=name, append_id=text, events=st.lists(event(), min_size=1, max_size=3))
+def test_an_append_of_anything_writes_it_whole_or_refuses_it_with_a_ledger_error(
+    target: EventStore, session: str, stream: str, append_id: str, events: list[dict[str, Any]]
+) -> None:
+    before = fingerprint(target)
+    try:
+        ref = lb.StreamId(session, stream)
+        result = target.append(ref, lb.ANY, append_id, events)
+    except lb.InvalidInput:
+        assert fingerprint(target) == before, "a refused append wrote something"
+        return
+    except lb.IdempotencyConflict:
+        return  # the same ids drawn twice with other content: refused, nothing written
+    read = target.read_stream(ref, after_version=result.first_version - 1)
+    if result.deduplicated:
+        return
+    assert len(read) == len(events) == result.last_version - result.first_version + 1
+    assert [e.fields["type"] for e in read] == [e["type"] for e in events]
+
+
+# -- the command line, run in this process through its entry point --------------------------------
+
+
+@contextmanager
+def command_line(url: str, prefix: str, stdin: bytes) -> Iterator[tuple[io.BytesIO, io.BytesIO]]:
+    saved = sys.stdin, sys.stdout, sys.stderr, dict(os.environ)
+    out, err = io.BytesIO(), io.BytesIO()
+    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
+    sys.stdout = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
+    # As Python sets up a process's stderr: what cannot be encoded is escaped, not an error.
+    sys.stderr = io.TextIOWrapper(
+        err, encoding="utf-8", errors="backslashreplace", write_through=True
+    )
+    os.environ.update({"LEDGER_BUS_URL": url, "LEDGER_BUS_PREFIX": prefix})
+    try:
+        yield out, err
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved[:3]
+        os.environ.clear()
+        os.environ.update(saved[3])
+
+
+def run_main(url: str, prefix: str, args: list[str], stdin: bytes) -> tuple[int, bytes, bytes]:
+    with command_line(url, prefix, stdin) as (out, err):
+        saved_argv = sys.argv
+        sys.argv = ["ledger-bus", *args]
+        try:
+            main()
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else 1
+        finally:
+            sys.argv = saved_argv
+        return code, out.getvalue(), err.getvalue()
+
+
+def from_argv(arg: str) -> bool:
+    """Whether a process can be handed `arg`: argv is bytes without NUL (it ends a C string),
+    which Python decodes with surrogateescape; other lone surrogates cannot arrive that way."""
+    try:
+        return b"\x00" not in os.fsencode(arg)
+    except UnicodeEncodeError:
+        return False
+
+
+# An argument as a shell hands it over: any bytes, decoded as Python decodes argv.
+argument = st.one_of(name, st.binary(min_size=1, max_size=8).map(os.fsdecode)).filter(from_argv)
+
+
+def stdin_line(value: Any) -> bytes:
+    try:
+        return json.dumps(value, ensure_ascii=True).encode()
+    except (ValueError, RecursionError):
+        return b"{"
+
+
+stdin = st.one_of(
+    st.lists(event(), min_size=1, max_size=3).map(
+        lambda events: b"\n".join(stdin_line(e) for e in events)
+    ),
+    st.binary(max_size=64),
+    st.integers(min_value=1, max_value=200_000).map(lambda n: b"[" * n + b"]" * n),
+)
+
+
+@SETTINGS
+@given(
+    command=st.sampled_from(["append", "read", "scan", "tail", "export", "unresolved"]),
+    args=st.lists(argument, min_size=1, max_size=3),
+    data=stdin,
+)
+def test_the_command_line_answers_anything_with_one_line_and_a_documented_code(
+    redis_store: EventStore, tmp_path: Path, command: str, args: list[str], data: bytes
+) -> None:
+    workdir = tmp_path / "cwd"
+    workdir.mkdir(exist_ok=True)
+    assert isinstance(redis_store, RedisStore)
+    url = f"redis://127.0.0.1:{redis_store.client.connection_pool.connection_kwargs['port']}/0"
+    if command == "append":
+        args = [*[*args[:2], "x", "x"][:2], "--append-id", args[-1]]
+    before = fingerprint(redis_store)
+    here = os.getcwd()
+    os.chdir(workdir)  # where `export SESSION FILE` may write
+    try:
+        code, out, err = run_main(url, redis_store.keys.prefix, [command, *args], data)
+    finally:
+        os.chdir(here)
+
+    assert code in (0, 2, 4, 6), (code, err)  # 4: the same ids drawn again, other events
+    assert b"Traceback" not in err
+    if code:
+        lines = err.decode("utf-8").splitlines()
+        assert len(lines) == 1, lines
+        assert lines[0].startswith("ledger-bus: ")
+        assert fingerprint(redis_store) == before, "a refused command wrote something"
+    elif not any(arg.startswith("-") for arg in args):  # --help and the like print text
+        for line in out.decode("utf-8").splitlines():
+            assert isinstance(json.loads(line), dict)
+
+
+def test_floats_that_json_cannot_carry_are_refused() -> None:
+    store = MemoryStore()
+    for bad in (math.nan, math.inf, -math.inf):
+        with pytest.raises(lb.InvalidEvent, match="not a JSON number"):
+            store.append(
+                lb.StreamId("f", "m"),
+                lb.ANY,
+                "a",
+                [{"type": "mutation", "agent": "a", "kind": "k", "x": bad}],
+            )
