@@ -18,6 +18,8 @@ from typing import Any
 import orjson
 import rfc8785
 
+from ledger_bus.ids import valid_unicode
+
 MAX_SAFE_INTEGER = 2**53 - 1
 # How deeply objects and arrays may nest in an event, the event object itself being level 1
 # (spec 2.1). The checks below stop at this depth instead of recursing on, so input nested
@@ -51,10 +53,8 @@ def _check_text(text: str) -> bool:
     """Return True for ASCII text; raise for text that is not valid Unicode."""
     if text.isascii():
         return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise JsonValueError("string is not valid Unicode (a lone surrogate)") from None
+    if not valid_unicode(text):
+        raise JsonValueError("string is not valid Unicode (a lone surrogate)")
     return False
 
 

@@ -81,7 +81,7 @@ def check_expected_version(value: object) -> int | None:
 
 def check_append_id(value: object) -> str:
     """Return a usable append_id or raise InvalidInput."""
-    if not isinstance(value, str) or not value or len(value) > 512 or not _encodable(value):
+    if not isinstance(value, str) or not value or len(value) > 512 or not valid_unicode(value):
         raise InvalidInput(
             "append_id must be a non-empty string of at most 512 characters of valid Unicode,"
             f" got {value!r}"
@@ -89,7 +89,7 @@ def check_append_id(value: object) -> str:
     return value
 
 
-def _encodable(text: str) -> bool:
+def valid_unicode(text: str) -> bool:
     """False for text holding a lone surrogate, which no UTF-8 encoder accepts."""
     if text.isascii():
         return True

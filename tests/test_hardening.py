@@ -248,7 +248,7 @@ def test_a_reader_that_goes_away_ends_tail_quietly(redis_url: str, prefix: str) 
     [
         ("redis://127.0.0.1:{port}/99", 8, "DB index is out of range"),
         ("redis+cluster://127.0.0.1:{port}/0", 8, "not a Redis Cluster node"),
-        ("redis+cluster://127.0.0.1:1/0", 5, "no node of the cluster"),
+        ("redis+cluster://127.0.0.1:1/0", 5, "the cluster at redis://127.0.0.1:1/0 did not answer"),
         ("redis://127.0.0.1:{http}/0", 5, "no Redis at this address"),
         ("redis://127.0.0.1:1/0", 5, "did not answer"),
     ],

@@ -81,37 +81,48 @@ def refusal(err: Exception) -> LedgerError:
     return BackendRefused(f"redis refused the command: {text}")
 
 
-# Answers that retrying as they are will not change.
-_FINAL: Final = (
-    rx.ResponseError,
-    rx.InvalidResponse,
-    rx.AuthenticationError,
-    rx.AuthorizationError,
-)
+def retrying(operation: Callable[[], T], timeout: float, who: str = "redis") -> T:
+    """Call `operation`, retrying with backoff while the server cannot be reached (or answers
+    "not now": a failover, a loading replica, a busy script) until `timeout` seconds have passed.
+    Every other answer is final at once, as the ledger error that says what it was."""
+    deadline = time.monotonic() + timeout
+    delay = 0.02
+    while True:
+        try:
+            return operation()
+        except (rx.AuthenticationError, rx.AuthorizationError) as err:
+            raise refusal(err) from err  # ConnectionErrors to redis-py, but final
+        except (rx.ConnectionError, rx.TimeoutError) as err:
+            failure: Exception = err
+        except rx.ResponseError as err:
+            if not str(err).startswith(_TRANSIENT):
+                raise refusal(err) from err
+            failure = err
+        except rx.RedisError as err:
+            raise refusal(err) from err
+        if time.monotonic() + delay > deadline:
+            raise BackendUnavailable(
+                f"{who} did not answer within {timeout:g}s: {failure}"
+            ) from failure
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
 
 
 def open_cluster(url: str, options: dict[str, Any], timeout: float) -> RedisCluster:
     """A cluster client, which reads the slot map as it is built: retried like any call until
     `timeout`, and refused at once when the node answers that it is not in cluster mode."""
-    deadline = time.monotonic() + timeout
-    delay = 0.05
-    while True:
+
+    def build() -> RedisCluster:
         try:
             return RedisCluster.from_url(url, **options)
-        except (rx.RedisClusterException, rx.RedisError) as err:
-            text = str(err)
-            if "Cluster mode is not enabled" in text:
+        except rx.RedisClusterException as err:  # not a RedisError: say which it is
+            if "Cluster mode is not enabled" in str(err):
                 raise BackendRefused(
                     f"{url} is not a Redis Cluster node; use redis:// for a single server"
                 ) from None
-            if isinstance(err, _FINAL):
-                raise refusal(err) from None
-            if time.monotonic() + delay > deadline:
-                raise BackendUnavailable(
-                    f"no node of the cluster at {url} answered within {timeout:g}s: {text}"
-                ) from None
-        time.sleep(delay)
-        delay = min(delay * 2, 0.5)
+            raise rx.ConnectionError(str(err)) from err
+
+    return retrying(build, timeout, f"the cluster at {url}")
 
 
 def _script(name: str) -> str:
@@ -166,27 +177,7 @@ class RedisStore(EventStore):
     # -- the boundary: every Redis call goes through here ---------------------------------------
 
     def _run(self, operation: Callable[[], T]) -> T:
-        deadline = time.monotonic() + self.timeout
-        delay = 0.02
-        while True:
-            try:
-                return operation()
-            except (rx.AuthenticationError, rx.AuthorizationError) as err:
-                raise refusal(err) from err  # ConnectionErrors to redis-py, but final
-            except (rx.ConnectionError, rx.TimeoutError) as err:
-                failure: Exception = err
-            except rx.ResponseError as err:
-                if not str(err).startswith(_TRANSIENT):
-                    raise refusal(err) from err
-                failure = err
-            except rx.RedisError as err:
-                raise refusal(err) from err
-            if time.monotonic() + delay > deadline:
-                raise BackendUnavailable(
-                    f"redis did not answer within {self.timeout:g}s: {failure}"
-                ) from failure
-            time.sleep(delay)
-            delay = min(delay * 2, 0.5)
+        return retrying(operation, self.timeout)
 
     def _quietly(self, what: str, operation: Callable[[], object]) -> bool:
         """Run bookkeeping that follows a committed write; a failure is logged, never raised,
