@@ -162,7 +162,7 @@ def test_an_append_crossing_maxmemory_is_reported_as_what_happened_at_every_step
         store.append(lb.StreamId("warm", "main"), 0, "w", [{**call, "attempt_id": "w"}])
         outcomes: Counter[str] = Counter()
         try:
-            for step, delta in enumerate(range(-1024, 32768, 256)):
+            for step, delta in enumerate(range(-1024, 32768, 128)):  # 128 bytes a step
                 admin.config_set("maxmemory", int(admin.info("memory")["used_memory"]) + delta)
                 ref = lb.StreamId(f"m{step}", "main")
                 said = ""
