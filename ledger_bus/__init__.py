@@ -1,9 +1,12 @@
 """ledger-bus: a durable, append-only event log for multi-agent systems, on Redis Streams."""
 
 from ledger_bus.batch import Limits
+from ledger_bus.durability import Durability
 from ledger_bus.errors import (
     BackendRefused,
     BackendUnavailable,
+    DurabilityNotConfirmed,
+    HistoryRewound,
     IdempotencyConflict,
     InvalidEvent,
     InvalidInput,
@@ -22,8 +25,11 @@ __all__ = [
     "AppendResult",
     "BackendRefused",
     "BackendUnavailable",
+    "Durability",
+    "DurabilityNotConfirmed",
     "Event",
     "EventStore",
+    "HistoryRewound",
     "IdempotencyConflict",
     "InvalidEvent",
     "InvalidInput",

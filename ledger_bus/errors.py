@@ -59,3 +59,30 @@ class BackendRefused(LedgerError):
 
 class NotFound(LedgerError):
     """Raised when what a call names does not exist: a session, stream, attempt or group."""
+
+
+class HistoryRewound(VersionConflict):
+    """Raised when a stream holds fewer events than this writer saw acknowledged: a failover
+    lost acknowledged events. Nothing is written; building on the shorter history would reuse
+    versions that other events held."""
+
+    def __init__(self, stream: str, acknowledged: int, actual: int):
+        LedgerError.__init__(
+            self,
+            f"stream {stream}: version {acknowledged} was acknowledged to this writer, the stream"
+            f" now has {actual} events: history was rewound (a failover lost acknowledged"
+            " events); nothing written",
+        )
+        self.stream = stream
+        self.expected = acknowledged
+        self.actual = actual
+
+
+class DurabilityNotConfirmed(LedgerError):
+    """Raised when an append was written on the primary but the durability asked for (replicas,
+    AOF) was not confirmed in time. Retrying with the same append_id is safe: it deduplicates and
+    waits for the confirmation again. `result` is what the primary committed."""
+
+    def __init__(self, message: str, result: object):
+        super().__init__(message)
+        self.result = result

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final, Literal
 
-from ledger_bus.errors import LedgerError
+from ledger_bus.errors import DurabilityNotConfirmed, LedgerError
 from ledger_bus.ids import ANY, StreamId, derive_event_id
-from ledger_bus.store.base import EventStore, RecordedEvent
+from ledger_bus.store.base import AppendResult, EventStore, RecordedEvent
 
 log = logging.getLogger("ledger_bus.recorder")
 
@@ -269,6 +269,13 @@ class Run:
         )
         try:
             result = self.recorder.store.append(self.stream, self.version, append_id, [event])
+        except DurabilityNotConfirmed as err:
+            # The primary has it: the run's next event follows it, whatever becomes of this one.
+            if isinstance(err.result, AppendResult):
+                self.version = err.result.last_version
+            if self.recorder.durable:
+                raise
+            return event_id
         except LedgerError:
             if self.recorder.durable:
                 raise
@@ -341,6 +348,12 @@ class Run:
             self._declared.add(tool)
         try:
             call_id = self._request(tool, args, attempt_id, step_id)
+        except DurabilityNotConfirmed as err:
+            # Written on the primary but not confirmed as durable as the store asks: a failover
+            # could lose it, and a tool run on an unconfirmed request could run again unseen.
+            raise RequestNotRecorded(
+                f"{tool} was not called: its request was written but not confirmed durable: {err}"
+            ) from err
         except LedgerError as err:
             raise RequestNotRecorded(
                 f"{tool} was not called: its request was not recorded: {err}"

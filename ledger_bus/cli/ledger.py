@@ -17,10 +17,11 @@ from ledger_bus.cli.app import (
     stop_on_sigterm,
 )
 from ledger_bus.conversation import DEFAULT_STREAM, export_session, plan_import, run_import
+from ledger_bus.errors import DurabilityNotConfirmed
 from ledger_bus.files import replace_whole
 from ledger_bus.ids import ANY, CURSOR_ZERO, ExpectedVersion, StreamId, check_expected_version
 from ledger_bus.jsontext import parse_json, text_lines
-from ledger_bus.store.base import format_time
+from ledger_bus.store.base import AppendResult, format_time
 
 
 class ExpectedVersionType(click.ParamType):  # type: ignore[type-arg]
@@ -56,7 +57,12 @@ def append(
     """Append events (JSONL on stdin) to a stream, atomically; print the result."""
     ref = StreamId(session, stream)
     events = _read_events(sys.stdin.buffer)
-    result = settings.store().append(ref, expected_version, append_id, events)
+    try:
+        result = settings.store().append(ref, expected_version, append_id, events)
+    except DurabilityNotConfirmed as err:
+        if isinstance(err.result, AppendResult):
+            emit(err.result.to_dict())  # what the primary committed; exit 7 follows
+        raise
     emit(result.to_dict())
 
 

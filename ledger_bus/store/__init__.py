@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 from typing import Any, Final
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ledger_bus.batch import Limits
+from ledger_bus.durability import DEFAULT_TIMEOUT_MS, Durability, parse_durability
 from ledger_bus.errors import InvalidInput
 from ledger_bus.store.base import AppendResult, EventStore, RecordedEvent, SessionInfo, StreamInfo
 from ledger_bus.store.memory import MemoryStore
@@ -32,45 +33,92 @@ def connect(
     timeout: float = 10.0,
     prefix: str = "lb",
     limits: Limits | None = None,
+    durability: str | Durability | None = None,
 ) -> EventStore:
     """Open a store.
 
     Args:
         url: "redis://host:port/db", "rediss://..." (TLS), "unix:///path.sock",
-            "redis+cluster://host:port" (any node of a Redis Cluster), or "memory://";
-            None reads LEDGER_BUS_URL, then falls back to redis://127.0.0.1:6379/0.
+            "redis+cluster://host:port" (any node of a Redis Cluster),
+            "redis+sentinel://host:port,host2:port2/MASTER/DB" (the primary Sentinel names), or
+            "memory://"; None reads LEDGER_BUS_URL, then falls back to redis://127.0.0.1:6379/0.
+            `?durability=LEVEL&durability_timeout_ms=MS` in the URL sets the durability.
         timeout: seconds, retries included, before a call gives up with BackendUnavailable.
         prefix: the first part of every Redis key, to share one database between ledgers.
         limits: bounds on event size and events per append.
+        durability: what an append waits for: "local" (the default), "replicas:N", "aof" or
+            "aof+replicas:N" (ledger_bus.durability); overrides the URL's.
     """
     url = url or os.environ.get(URL_ENV) or DEFAULT_URL
+    url, level = _durability_of(url, durability)
     scheme = urlsplit(url).scheme
     if scheme == "memory":
+        if not level.local:
+            raise InvalidInput(f"memory:// keeps nothing beyond this process: durability {level}")
         return MemoryStore(limits)
-    if scheme in ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster"):
+    if scheme in _REDIS_SCHEMES:
         import redis
         from redis.backoff import NoBackoff
         from redis.cluster import RedisCluster
         from redis.retry import Retry
 
-        from ledger_bus.store.redis import RedisStore, open_cluster
+        from ledger_bus.store.redis import RedisStore, open_cluster, open_sentinel
 
-        socket_timeout = min(5.0, max(timeout, 0.1))
+        # A socket must outlast the longest wait the store asks of the server.
+        socket_timeout = min(5.0, max(timeout, 0.1)) + level.timeout_ms / 1000
         options: dict[str, Any] = {
             "protocol": 2,  # stable reply shapes; RESP3 changes XREAD's
             "socket_timeout": socket_timeout,
-            "socket_connect_timeout": socket_timeout,
+            "socket_connect_timeout": min(5.0, max(timeout, 0.1)),
             # The store retries itself, with a deadline that covers every attempt.
             "retry": Retry(NoBackoff(), 0),
         }
         client: redis.Redis | RedisCluster
         if scheme.endswith("+cluster"):
             client = open_cluster(url.replace("+cluster", "", 1), options, timeout)
+        elif scheme.endswith("+sentinel"):
+            client = open_sentinel(url, options)
         else:
             client = redis.Redis.from_url(url, health_check_interval=30, **options)
         return RedisStore(
-            client, prefix=prefix, limits=limits, timeout=timeout, socket_timeout=socket_timeout
+            client,
+            prefix=prefix,
+            limits=limits,
+            timeout=timeout,
+            socket_timeout=socket_timeout,
+            durability=level,
         )
     raise InvalidInput(
-        f"unsupported URL {url!r}: use redis://, rediss://, unix://, redis+cluster:// or memory://"
+        f"unsupported URL {url!r}: use redis://, rediss://, unix://, redis+cluster://,"
+        " redis+sentinel:// or memory://"
     )
+
+
+_REDIS_SCHEMES: Final = (
+    "redis",
+    "rediss",
+    "unix",
+    "redis+cluster",
+    "rediss+cluster",
+    "redis+sentinel",
+    "rediss+sentinel",
+)
+
+
+def _durability_of(url: str, given: str | Durability | None) -> tuple[str, Durability]:
+    """The URL without its durability parameters, and the durability: `given`, else the URL's,
+    else local."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    ours = {k: v for k, v in query if k in ("durability", "durability_timeout_ms")}
+    rest = url
+    if ours:
+        kept = urlencode([(k, v) for k, v in query if k not in ours])
+        rest = urlunsplit(parts._replace(query=kept))
+    if isinstance(given, Durability):
+        return rest, given
+    try:
+        timeout_ms = int(ours.get("durability_timeout_ms", DEFAULT_TIMEOUT_MS))
+    except ValueError:
+        raise InvalidInput(f"durability_timeout_ms must be milliseconds: {url!r}") from None
+    return rest, parse_durability(given or ours.get("durability", "local"), timeout_ms)

@@ -42,9 +42,14 @@ class AppendResult:
     last_version: int
     cursor: str
     deduplicated: bool = False
+    # What was confirmed beyond the primary's memory, for a store with a durability other than
+    # local (durability.py): how many replicas acknowledged, and whether the AOF was fsynced.
+    durability: str = "local"
+    replicas: int | None = None
+    aof: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "session": self.stream.session_id,
             "stream": self.stream.name,
             "first_version": self.first_version,
@@ -52,6 +57,9 @@ class AppendResult:
             "cursor": self.cursor,
             "deduplicated": self.deduplicated,
         }
+        if self.durability != "local":
+            out.update(durability=self.durability, replicas=self.replicas, aof=self.aof)
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Collection, Iterable
 from importlib import resources
 from typing import Any, Final, TypeVar, cast
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import redis
 import redis.exceptions as rx
@@ -16,10 +17,13 @@ from redis.cluster import RedisCluster
 from redis.commands.core import Script
 
 from ledger_bus.batch import Limits, PreparedAppend
+from ledger_bus.durability import LOCAL, Durability
 from ledger_bus.errors import (
     BackendRefused,
     BackendUnavailable,
+    HistoryRewound,
     IdempotencyConflict,
+    InvalidInput,
     LedgerError,
     NotFound,
     VersionConflict,
@@ -38,6 +42,7 @@ from ledger_bus.store.base import (
     parse_open,
 )
 from ledger_bus.store.keys import Keys
+from ledger_bus.store.replication import Confirmer
 
 log = logging.getLogger("ledger_bus.store")
 
@@ -125,6 +130,39 @@ def open_cluster(url: str, options: dict[str, Any], timeout: float) -> RedisClus
     return retrying(build, timeout, f"the cluster at {url}")
 
 
+def open_sentinel(url: str, options: dict[str, Any]) -> redis.Redis:
+    """A client of the primary that Sentinel names: `redis+sentinel://H:P,H2:P2/MASTER/DB`
+    (`rediss+sentinel://` for TLS to the data nodes; user and password in the URL are the data
+    nodes', `?sentinel_password=` the sentinels'). After a failover, the next connection it makes
+    asks the sentinels again, so the store's retries find the new primary."""
+    from redis.sentinel import Sentinel
+
+    parts = urlsplit(url)
+    hosts = []
+    for item in parts.netloc.rpartition("@")[2].split(","):
+        host, _, port = item.rpartition(":")
+        if not host or not port.isdigit():
+            raise InvalidInput(f"a sentinel is host:port, got {item!r} in {url!r}")
+        hosts.append((host.strip("[]"), int(port)))
+    names = [p for p in parts.path.split("/") if p]
+    if not names or len(names) > 2 or (len(names) == 2 and not names[1].isdigit()):
+        raise InvalidInput(f"a Sentinel URL names the primary and a database: /MASTER/DB; {url!r}")
+    query = dict(parse_qsl(parts.query))
+    data = dict(options)
+    if parts.username:
+        data["username"] = unquote(parts.username)
+    if parts.password:
+        data["password"] = unquote(parts.password)
+    if parts.scheme.startswith("rediss"):
+        data["ssl"] = True
+    timeouts = {k: options[k] for k in ("socket_timeout", "socket_connect_timeout")}
+    if "sentinel_password" in query:
+        timeouts["password"] = query["sentinel_password"]
+    sentinel = Sentinel(hosts, sentinel_kwargs=timeouts, **timeouts)  # type: ignore[no-untyped-call]
+    db = int(names[1]) if len(names) == 2 else 0
+    return sentinel.master_for(names[0], db=db, **data)  # type: ignore[no-any-return,no-untyped-call]
+
+
 def _script(name: str) -> str:
     return resources.files("ledger_bus.store").joinpath(f"lua/{name}.lua").read_text("utf-8")
 
@@ -159,8 +197,18 @@ class RedisStore(EventStore):
         limits: Limits | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         socket_timeout: float = 5.0,
+        durability: Durability = LOCAL,
     ):
         super().__init__(limits)
+        if not durability.local and isinstance(client, RedisCluster):
+            raise InvalidInput(
+                f"durability {durability} is not supported on Redis Cluster yet; use local"
+            )
+        self.durability = durability
+        self._confirmer = None if durability.local else Confirmer(client, durability)
+        # The highest version of each stream acknowledged to this store; forgotten, like the
+        # other per-store tables, once it holds _REMEMBERED streams.
+        self._acknowledged: dict[StreamId, int] = {}
         self.client: Any = client  # redis.Redis or RedisCluster: the commands used are common
         self.keys = Keys(prefix)
         self.timeout = timeout
@@ -220,19 +268,19 @@ class RedisStore(EventStore):
         keys = self._append_keys.get(stream)
         if keys is None:
             keys = self._remember(self._append_keys, stream, self._keys_of(stream))
-        args: list[Any] = [
-            stream.name,
-            -1 if expected is None else expected,
-            append_id,
-            prepared.digest,
-            len(prepared.payloads),
-            *prepared.payloads,
-            *prepared.notes,
-        ]
+        known = self._acknowledged.get(stream, 0)
+        args = self.append_args(stream, expected, append_id, prepared, known)
         if prepared.opens_attempts:
             self._refresh_open_index(session)
-        reply = self._run(lambda: self._evalsha(self._append_script, keys, args))
+        acks = None
+        if self._confirmer is None:
+            reply = self._run(lambda: self._evalsha(self._append_script, keys, args))
+        else:
+            confirmer, script = self._confirmer, self._append_script
+            reply, acks = self._run(lambda: confirmer.send(script, keys, args))
         status = _text(reply[0])
+        if status == "rewound":
+            raise HistoryRewound(str(stream), known, int(reply[1]))
         if status == "conflict":
             raise VersionConflict(str(stream), -1 if expected is None else expected, int(reply[1]))
         if status == "idem":
@@ -246,7 +294,32 @@ class RedisStore(EventStore):
         result = AppendResult(stream, int(reply[1]), int(reply[2]), cursor, status == "dup")
         if status == "ok":
             self._touch_index(session, cursor_ms(cursor))
+        if self._confirmer is not None:
+            result = self._confirmer.confirm(result, acks)  # raises when not confirmed
+        # Acknowledged: a later append that finds the stream shorter was rewound by a failover.
+        self._remember(self._acknowledged, stream, max(known, result.last_version))
         return result
+
+    def append_args(
+        self,
+        stream: StreamId,
+        expected: int | None,
+        append_id: str,
+        prepared: PreparedAppend,
+        known: int = 0,
+    ) -> list[Any]:
+        """The ARGV of an append, in the order append.lua names them."""
+        return [
+            stream.name,
+            -1 if expected is None else expected,
+            append_id,
+            prepared.digest,
+            len(prepared.payloads),
+            known,
+            "" if self._confirmer is None else "1",
+            *prepared.payloads,
+            *prepared.notes,
+        ]
 
     def _evalsha(self, script: Script, keys: list[str], args: list[Any]) -> Any:
         """Run a registered script by its sha; redis-py's Script loads it when the server lacks

@@ -12,15 +12,17 @@
 -- ARGV[3]  append_id
 -- ARGV[4]  sha256 hex of the RFC 8785 bytes of the events as given
 -- ARGV[5]  n, the number of events
--- ARGV[6 .. 5+n]     one msgpack payload per event, never decoded here
--- ARGV[6+n .. 5+2n]  one note per event for the attempt bookkeeping, "" for most:
+-- ARGV[6]  the highest version of this stream acknowledged to this writer (0: none known)
+-- ARGV[7]  "1" to write even a duplicate (so that a WAIT after it covers the original write)
+-- ARGV[8 .. 7+n]     one msgpack payload per event, never decoded here
+-- ARGV[8+n .. 7+2n]  one note per event for the attempt bookkeeping, "" for most:
 --                    "o\31<attempt>\31<run>\31<tool>"  a tool_call opens an attempt
 --                    "c\31<attempt>"                    a tool_result closes it
 --                    "f\31<attempt>\31<call cursor>"    a reconcile.unresolved flags it
 --                    "s\31<run>\31<tool>"               a tool.declared safe to replay
 --
 -- Returns {"ok", first, last, cursor, opened}, {"dup", first, last, cursor}, {"idem"},
--- {"conflict", actual version} or {"noperm", command, key}. Nothing is written unless the reply is "ok". An append's events
+-- {"conflict", actual version}, {"rewound", actual version} or {"noperm", command, key}. Nothing is written unless the reply is "ok". An append's events
 -- are consecutive in the session log (this script runs alone), which is what lets the stream
 -- index hold one entry per append.
 
@@ -28,12 +30,23 @@ local prior = redis.call('HGET', KEYS[4], ARGV[3])
 if prior then
   local digest, first, last, cursor = string.match(prior, '^(%S+) (%d+) (%d+) (%S+)$')
   if digest == ARGV[4] then
+    if ARGV[7] == '1' then
+      -- The reply's WAIT counts replicas that have everything this connection wrote; a retry
+      -- on a new connection wrote nothing, so it rewrites the version as it is, replicated
+      -- after the original append.
+      redis.call('HSET', KEYS[2], ARGV[1], redis.call('HGET', KEYS[2], ARGV[1]))
+    end
     return {'dup', tonumber(first), tonumber(last), cursor}
   end
   return {'idem'}
 end
 
 local version = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
+if version < tonumber(ARGV[6]) then
+  -- This writer was told of a longer stream: a failover has lost acknowledged events. Writing
+  -- now would give new events the versions those held.
+  return {'rewound', version}
+end
 local expected = tonumber(ARGV[2])
 if expected >= 0 and expected ~= version then
   return {'conflict', version}
@@ -49,7 +62,7 @@ if redis.acl_check_cmd then  -- Redis 7 and Valkey; absent from test doubles
                   {'HSET', KEYS[2], 'f', 'v'}, {'HSET', KEYS[4], 'f', 'v'}}
   local kinds = {}
   for i = 1, n do
-    local note = ARGV[5 + n + i]
+    local note = ARGV[7 + n + i]
     if note ~= '' then kinds[string.sub(note, 1, 1)] = true end
   end
   if kinds['o'] or kinds['f'] then needed[#needed + 1] = {'HSET', KEYS[5], 'f', 'v'} end
@@ -71,9 +84,9 @@ for i = 1, n do
   -- A Lua number given to redis.call is printed with %.17g, about 0.45 us an event here;
   -- formatting it as an integer first took 6% off a 100-event append's server time.
   cursor = redis.call('XADD', KEYS[1], '*', 's', ARGV[1], 'v', string.format('%d', version),
-                      'p', ARGV[5 + i])
+                      'p', ARGV[7 + i])
   first_cursor = first_cursor or cursor
-  local note = ARGV[5 + n + i]
+  local note = ARGV[7 + n + i]
   if note ~= '' then
     local kind, a, b, c = string.match(note, '^(%a)\31([^\31]*)\31?([^\31]*)\31?([^\31]*)$')
     if kind == 'o' then

@@ -1,0 +1,130 @@
+"""Waiting for replicas and the AOF after an append: the durability levels on Redis.
+
+The WAIT (or WAITAOF) is pipelined behind the append script on the same connection, so that it
+costs no extra round trip of the client and counts exactly what that connection wrote. When the
+replicas asked for are not attached, appends stop waiting out the timeout: they are reported not
+confirmed at once, and the topology is looked at again once a second.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Final
+
+import redis.exceptions as rx
+from redis.commands.core import Script
+
+from ledger_bus.durability import Durability
+from ledger_bus.errors import BackendRefused, DurabilityNotConfirmed
+from ledger_bus.store.base import AppendResult
+
+RECHECK_S: Final = 1.0  # how often the attached replicas are counted again while too few
+
+
+class Confirmer:
+    """Sends appends with their WAIT, and says what each one's reply confirmed."""
+
+    def __init__(self, client: Any, durability: Durability):
+        self.client = client
+        self.durability = durability
+        self._short_until = 0.0  # while > now: too few replicas attached, do not wait
+        self._attached: int | None = None
+        self._has_waitaof: bool | None = None
+
+    def send(self, script: Script, keys: list[str], args: list[Any]) -> tuple[Any, Any]:
+        """The append script's reply and the WAIT's, from one round trip."""
+        if self.durability.aof and not self._waitaof():
+            raise BackendRefused(
+                f"durability {self.durability} needs WAITAOF (Redis 7.2 or newer, or Valkey);"
+                " this server has none: nothing written"
+            )
+        for _ in range(2):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+            wait_ms = self._wait_ms()
+            if self.durability.aof:
+                pipe.execute_command("WAITAOF", 1, self.durability.replicas, wait_ms)
+            else:
+                pipe.execute_command("WAIT", self.durability.replicas, wait_ms)
+            reply, acks = pipe.execute(raise_on_error=False)
+            if not isinstance(reply, rx.NoScriptError):
+                break
+            # The server lost the script (a restart, a failover); nothing of the append ran.
+            script.sha = self.client.script_load(script.script)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply, acks
+
+    def confirm(self, result: AppendResult, acks: Any) -> AppendResult:
+        """The result with what was confirmed; DurabilityNotConfirmed when it falls short."""
+        wanted = self.durability
+        if isinstance(acks, Exception):
+            raise DurabilityNotConfirmed(
+                f"stream {result.stream}: written on the primary (cursor {result.cursor}), but"
+                f" durability {wanted} could not be asked for: {acks}; retry with the same"
+                " append_id",
+                result,
+            )
+        if wanted.aof:
+            local, replicas = int(acks[0]), int(acks[1])
+        else:
+            local, replicas = 0, int(acks)
+        confirmed = dataclasses.replace(
+            result,
+            durability=wanted.name,
+            replicas=replicas,
+            aof=bool(local) if wanted.aof else None,
+        )
+        if replicas >= wanted.replicas and (local or not wanted.aof):
+            self._short_until = 0.0
+            return confirmed
+        missing = []
+        if wanted.aof and not local:
+            missing.append("the primary's AOF was not fsynced")
+        if replicas < wanted.replicas:
+            attached = self._count_attached()
+            missing.append(
+                f"{replicas} of {wanted.replicas} replica(s) confirmed ({attached} attached)"
+            )
+        raise DurabilityNotConfirmed(
+            f"stream {result.stream}: written on the primary (cursor {result.cursor}), not"
+            f" confirmed as {wanted} within {wanted.timeout_ms} ms: {'; '.join(missing)};"
+            " retry with the same append_id",
+            confirmed,
+        )
+
+    def _wait_ms(self) -> int:
+        """The full timeout, or 1 ms while too few replicas are attached to ever confirm."""
+        if not self._short_until:
+            return self.durability.timeout_ms
+        if time.monotonic() >= self._short_until:
+            self._count_attached()
+        return 1 if self._short_until else self.durability.timeout_ms
+
+    def _count_attached(self) -> int:
+        """Count the replicas attached now; fewer than wanted means: stop waiting for a while."""
+        try:
+            info = self.client.info("replication")
+            attached = int(info.get("connected_slaves", 0))
+        except rx.RedisError:
+            attached = 0  # cannot tell; keep waiting the full time
+            self._short_until = 0.0
+            return attached
+        if attached < self.durability.replicas:
+            self._short_until = time.monotonic() + RECHECK_S
+        else:
+            self._short_until = 0.0
+        return attached
+
+    def _waitaof(self) -> bool:
+        if self._has_waitaof is None:
+            try:  # asks for nothing, so it answers at once where the command exists
+                self.client.execute_command("WAITAOF", 0, 0, 1)
+            except rx.ResponseError as err:
+                if "unknown command" not in str(err).lower():
+                    raise
+                self._has_waitaof = False
+            else:
+                self._has_waitaof = True
+        return self._has_waitaof
