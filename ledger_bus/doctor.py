@@ -7,8 +7,10 @@ from typing import Any, Literal
 
 import redis
 
+from ledger_bus.durability import LOCAL, Durability
+
 Level = Literal["ok", "warn", "fail"]
-Durability = Literal["strict", "everysec"]
+Fsync = Literal["strict", "everysec"]
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,10 @@ def _memory(info: dict[str, Any]) -> Finding | None:
 
 
 def examine(
-    client: redis.Redis, durability: Durability = "strict", prefix: str = "lb"
+    client: redis.Redis,
+    durability: Fsync = "strict",
+    prefix: str = "lb",
+    wanted: Durability = LOCAL,
 ) -> list[Finding]:
     """Inspect a live server; each finding says what it means for ledger data."""
     findings: list[Finding] = []
@@ -229,18 +234,71 @@ def examine(
         findings.append(Finding("ok", "cluster", "standalone server"))
 
     replication = info("replication")
-    replicas = int(replication.get("connected_slaves", 0))
     if replication.get("role") == "slave":
         findings.append(
             Finding("fail", "role", "this is a replica: appends must go to the primary")
         )
-    elif replicas:
+    elif replication:
+        findings.extend(_replication(client, replication, wanted, appendonly, version, name))
+    return findings
+
+
+def _replication(
+    client: redis.Redis,
+    replication: dict[str, Any],
+    level: Durability,
+    appendonly: str | None,
+    version: str,
+    name: str,
+) -> list[Finding]:
+    """What the replicas attached, their lag and the chosen durability mean for an append."""
+    findings = []
+    replicas = [v for k, v in replication.items() if k.startswith("slave") and isinstance(v, dict)]
+    online = [r for r in replicas if r.get("state") == "online"]
+    lags = ", ".join(f"{r.get('ip')}:{r.get('port')} lag {r.get('lag', '?')}s" for r in replicas)
+    if replicas:
+        detail = f"{len(online)} of {len(replicas)} replica(s) online ({lags})"
+        if level.replicas:
+            findings.append(Finding("ok", "replication", detail))
+        else:
+            findings.append(
+                Finding(
+                    "warn",
+                    "replication",
+                    f"{detail}; replication is asynchronous and durability {level} does not wait"
+                    " for it: a failover can lose acknowledged appends (use replicas:N)",
+                )
+            )
+    else:
+        findings.append(Finding("ok", "replication", "no replicas"))
+    if level.replicas > len(online):
         findings.append(
             Finding(
-                "ok",
-                "replication",
-                f"{replicas} replica(s); an acknowledged append"
-                " may not have reached them (WAITAOF on 7.2+ waits for it)",
+                "fail",
+                "durability",
+                f"durability {level} cannot hold: {len(online)} replica(s) online; every append"
+                " will be reported not confirmed (exit 7)",
+            )
+        )
+    if level.aof and appendonly == "no":
+        findings.append(
+            Finding("fail", "durability", f"durability {level} needs appendonly yes on the primary")
+        )
+    if level.aof and name == "redis" and _version(version) < (7, 2):
+        findings.append(
+            Finding(
+                "fail", "durability", f"durability {level} needs WAITAOF: redis {version} has none"
+            )
+        )
+    floor = _config(client, "min-replicas-to-write")
+    if floor is not None and replicas:
+        lag = _config(client, "min-replicas-max-lag")
+        findings.append(
+            Finding(
+                "ok" if int(floor) else "warn",
+                "min-replicas",
+                f"min-replicas-to-write {floor}, min-replicas-max-lag {lag}"
+                + ("" if int(floor) else ": the primary accepts writes with no replica in reach"),
             )
         )
     return findings

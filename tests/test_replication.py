@@ -266,3 +266,21 @@ def test_the_failover_drill_with_local_durability_is_caught_by_the_writers() -> 
     assert lost > 0, "the drill lost nothing: it proved nothing"
     assert said, "a writer built on the rewound history"
     assert all("history was rewound" in line for line in said)
+
+
+def test_doctor_reports_the_replicas_and_whether_the_durability_can_hold(pair: Pair) -> None:
+    def findings(*args: str) -> dict[str, dict[str, str]]:
+        done = ledger_cli(pair.primary.url, "lb", *args, "--output", "jsonl", "doctor")
+        return {f["topic"]: f for f in map(json.loads, done.stdout.splitlines())}
+
+    local = findings()
+    assert local["replication"]["level"] == "warn"
+    assert "1 of 1 replica(s) online" in local["replication"]["detail"]
+    assert "a failover can lose acknowledged appends" in local["replication"]["detail"]
+    assert local["min-replicas"]["level"] == "warn"
+    held = findings("--durability", "replicas:1")
+    assert held["replication"]["level"] == "ok"
+    assert "durability" not in held
+    short = findings("--durability", "replicas:2")
+    assert short["durability"]["level"] == "fail"
+    assert "cannot hold: 1 replica(s) online" in short["durability"]["detail"]

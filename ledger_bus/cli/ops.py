@@ -241,18 +241,20 @@ def doctor(settings: Settings, durability: str) -> None:
     """Inspect a live Redis and say what it risks for a ledger; exit 1 when data can be lost."""
     import redis
 
-    from ledger_bus.store import DEFAULT_URL
-    from ledger_bus.store.redis import refusal
+    from ledger_bus.store import DEFAULT_URL, split_durability
+    from ledger_bus.store.redis import open_sentinel, refusal
 
-    url = settings.url or DEFAULT_URL
-    # For a cluster, the node named is inspected, and through it the cluster's slot coverage.
-    client = redis.Redis.from_url(
-        url.replace("+cluster", "", 1),
-        socket_timeout=settings.timeout,
-        socket_connect_timeout=settings.timeout,
-    )
+    url, level = split_durability(settings.url or DEFAULT_URL, settings.durability)
+    timeouts = {"socket_timeout": settings.timeout, "socket_connect_timeout": settings.timeout}
+    # For a cluster, the node named is inspected, and through it the cluster's slot coverage;
+    # behind Sentinel, the primary it names.
+    client: redis.Redis
+    if "+sentinel" in url:
+        client = open_sentinel(url, timeouts)
+    else:
+        client = redis.Redis.from_url(url.replace("+cluster", "", 1), **timeouts)
     try:
-        findings = examine(client, durability, settings.prefix)  # type: ignore[arg-type]
+        findings = examine(client, durability, settings.prefix, level)  # type: ignore[arg-type]
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as err:
         raise Failure(f"cannot inspect {url}: {err}", EXIT_UNAVAILABLE) from None
     except redis.exceptions.RedisError as err:

@@ -24,6 +24,7 @@ __all__ = [
     "SessionInfo",
     "StreamInfo",
     "connect",
+    "split_durability",
 ]
 
 
@@ -50,7 +51,7 @@ def connect(
             "aof+replicas:N" (ledger_bus.durability); overrides the URL's.
     """
     url = url or os.environ.get(URL_ENV) or DEFAULT_URL
-    url, level = _durability_of(url, durability)
+    url, level = split_durability(url, durability)
     scheme = urlsplit(url).scheme
     if scheme == "memory":
         if not level.local:
@@ -105,7 +106,7 @@ _REDIS_SCHEMES: Final = (
 )
 
 
-def _durability_of(url: str, given: str | Durability | None) -> tuple[str, Durability]:
+def split_durability(url: str, given: str | Durability | None) -> tuple[str, Durability]:
     """The URL without its durability parameters, and the durability: `given`, else the URL's,
     else local."""
     parts = urlsplit(url)

@@ -1,0 +1,154 @@
+"""Redis Sentinel: a primary, a replica and three sentinels, real processes; the primary killed
+under writers, and the store following Sentinel to the promoted replica."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+import ledger_bus as lb
+from ledger_bus.server import LocalServer
+
+
+def msg(body: str) -> dict[str, str]:
+    return {"type": "message", "agent": "a", "body": body}
+
+
+class Watched:
+    """A primary, its replica, and three sentinels watching them as `ledger`."""
+
+    def __init__(self, folder: Path):
+        self.primary = LocalServer(appendonly=True, extra=["--appendfsync", "always"]).start()
+        self.replica = LocalServer(
+            appendonly=True,
+            extra=["--appendfsync", "always", "--replicaof", "127.0.0.1", str(self.primary.port)],
+        ).start()
+        self.sentinels = []
+        for n in range(3):
+            conf = folder / f"sentinel-{n}.conf"
+            conf.write_text(
+                f"sentinel monitor ledger 127.0.0.1 {self.primary.port} 2\n"
+                "sentinel down-after-milliseconds ledger 1000\n"
+                "sentinel failover-timeout ledger 5000\n"
+                "sentinel parallel-syncs ledger 1\n"
+            )
+            sentinel = LocalServer(appendonly=False, config_file=str(conf), extra=["--sentinel"])
+            self.sentinels.append(sentinel.start())
+        deadline = time.monotonic() + 30
+        while not self.ready():
+            assert time.monotonic() < deadline, "the sentinels never saw the replica"
+            time.sleep(0.1)
+
+    def ready(self) -> bool:
+        info = redis.Redis(port=self.replica.port).info("replication")
+        if info.get("master_link_status") != "up" or info.get("master_sync_in_progress"):
+            return False
+        for sentinel in self.sentinels:
+            found = redis.Redis(port=sentinel.port).sentinel_master("ledger")
+            assert isinstance(found, dict)
+            if int(found.get("num-other-sentinels", 0)) < 2 or int(found["num-slaves"]) < 1:
+                return False
+        return True
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
+        return f"redis+sentinel://{hosts}/ledger/0"
+
+    def close(self) -> None:
+        for server in [*self.sentinels, self.replica, self.primary]:
+            server.close()
+
+
+def primary_port(sentinel: redis.Redis) -> int:
+    found = sentinel.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "ledger")  # type: ignore[no-untyped-call]
+    return int(found[1])
+
+
+@pytest.fixture
+def watched(tmp_path: Path) -> Iterator[Watched]:
+    made = Watched(tmp_path)
+    yield made
+    made.close()
+
+
+def test_a_sentinel_url_reaches_the_primary_it_names(watched: Watched) -> None:
+    with lb.connect(watched.url + "?durability=replicas:1") as store:
+        result = store.append(lb.StreamId("s", "main"), 0, "a1", [msg("via sentinel")])
+    assert result.replicas == 1
+    with lb.connect(watched.primary.url) as direct:
+        assert direct.stream_version(lb.StreamId("s", "main")) == 1
+
+
+def test_a_bad_sentinel_url_is_invalid_input() -> None:
+    for url in (
+        "redis+sentinel://127.0.0.1:1/",
+        "redis+sentinel://nohost/ledger/0",
+        "redis+sentinel://127.0.0.1:1/ledger/db",
+    ):
+        with pytest.raises(lb.InvalidInput):
+            lb.connect(url)
+
+
+@pytest.mark.slow
+def test_writers_go_on_through_a_sentinel_failover_and_lose_nothing_acknowledged(
+    watched: Watched,
+) -> None:
+    # Given two writers appending with replicas:1 through Sentinel
+    url = watched.url + "?durability=replicas:1&durability_timeout_ms=500"
+    acknowledged: dict[str, list[str]] = {"w0": [], "w1": []}
+    unconfirmed = {"w0": 0, "w1": 0}
+    stop = threading.Event()
+
+    def write(name: str) -> None:
+        store = lb.connect(url, timeout=30)
+        ref = lb.StreamId("failover", name)
+        n = 0
+        while not stop.is_set():
+            try:
+                store.append(ref, lb.ANY, f"{name}-{n}", [msg(f"{name}-{n}")])
+            except lb.DurabilityNotConfirmed:
+                unconfirmed[name] += 1
+                time.sleep(0.05)
+                continue  # the same append_id again
+            acknowledged[name].append(f"{name}-{n}")
+            n += 1
+        store.close()
+
+    writers = [threading.Thread(target=write, args=(name,)) for name in acknowledged]
+    for thread in writers:
+        thread.start()
+    try:
+        time.sleep(1.0)
+        before = {name: len(done) for name, done in acknowledged.items()}
+        assert all(before.values()), "the writers never got going"
+
+        # When the primary dies, Sentinel promotes the replica, and the old primary returns
+        watched.primary.kill()
+        deadline = time.monotonic() + 60
+        sentinel = redis.Redis(port=watched.sentinels[0].port)
+        while primary_port(sentinel) != watched.replica.port:
+            assert time.monotonic() < deadline, "Sentinel never promoted the replica"
+            time.sleep(0.2)
+        watched.primary.start()  # Sentinel turns it into a replica of the new primary
+        deadline = time.monotonic() + 60
+        while not all(len(done) > before[name] + 20 for name, done in acknowledged.items()):
+            assert time.monotonic() < deadline, "the writers did not go on after the failover"
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        for thread in writers:
+            thread.join(timeout=60)
+
+    # Then every acknowledged event is on the new primary, once, in order
+    with lb.connect(watched.replica.url) as promoted:
+        for name, done in acknowledged.items():
+            bodies = [e["body"] for e in promoted.read_stream(lb.StreamId("failover", name))]
+            assert bodies[: len(done)] == done
+            assert len(bodies) <= len(done) + 1  # at most the one in flight when stopped
+    assert sum(unconfirmed.values()) > 0, "no append met the moment with no replica attached"
