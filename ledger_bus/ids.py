@@ -113,6 +113,14 @@ def parse_cursor(cursor: object) -> tuple[int, int]:
     return int(match[1]), int(match[2])
 
 
+def previous_cursor(cursor: str) -> str:
+    """The greatest cursor below `cursor`: scanning after it starts at `cursor` itself."""
+    ms, seq = parse_cursor(cursor)
+    if seq:
+        return format_cursor(ms, seq - 1)
+    return format_cursor(ms - 1, 999_999) if ms else CURSOR_ZERO
+
+
 def cursor_ms(cursor: str) -> int:
     """Return the commit time of a cursor in milliseconds since the epoch."""
     return int(cursor[:13])

@@ -20,10 +20,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
-from ledger_bus.errors import IdempotencyConflict, InvalidInput, LedgerError, NotFound
+from ledger_bus.errors import (
+    HistoryRewound,
+    IdempotencyConflict,
+    InvalidInput,
+    LedgerError,
+    NotFound,
+)
 from ledger_bus.files import replace_whole
 from ledger_bus.ids import ANY, StreamId
-from ledger_bus.store.base import EventStore, OpenAttempt, format_time
+from ledger_bus.rewind import report_rewind
+from ledger_bus.store.base import AppendResult, EventStore, OpenAttempt, format_time
 from ledger_bus.store.keys import INDEX_BUCKETS
 
 log = logging.getLogger("ledger_bus.reconciler")
@@ -34,6 +41,7 @@ RECONCILER_STREAM: Final = "reconciler"
 # refreshes while an attempt opens in it.
 MIN_PRUNE_AFTER_S: Final = 120.0
 SESSIONS_PER_READ: Final = 200  # sessions whose open attempts are read in one round trip
+REMEMBERED_FLAGS: Final = 100_000  # flags one reconciler remembers, to notice them lost
 FLAG_KIND: Final = "reconcile.unresolved"
 
 Outcome = Literal["unknown", "retried", "ok", "error"]
@@ -64,6 +72,7 @@ class PassReport:
     open_attempts: int = 0
     flagged: int = 0
     already_flagged: int = 0
+    rewinds: int = 0  # flags this reconciler wrote that a failover lost
     pruned: int = 0
     errors: int = 0
     seconds: float = 0.0
@@ -95,6 +104,9 @@ class Reconciler:
     on_action: Callable[[dict[str, Any]], None] = _emit
     metrics: Any = None  # a ReconcilerMetrics, when exported
 
+    def __post_init__(self) -> None:
+        self._flags: dict[str, str] = {}  # attempt key -> cursor of the flag this one wrote
+
     def run_alive(self, attempt: OpenAttempt) -> bool:
         if attempt.run_id is None:
             return False  # a plain append takes no lease: nothing will ever finish it
@@ -122,15 +134,32 @@ class Reconciler:
             # One append_id per attempt: of reconcilers racing, one append lands; the others
             # find the id taken (with another `open_for_s`: an idempotency conflict). The call's
             # cursor is part of it: an attempt id used again later is another attempt.
-            result = self.store.append(ref, ANY, f"flag:{attempt.key}", [event])
+            result = self._append_flag(ref, attempt, event)
         except IdempotencyConflict:
             return False
         if result.deduplicated:
             return False
+        if len(self._flags) >= REMEMBERED_FLAGS:
+            self._flags.clear()
+        self._flags[attempt.key] = result.cursor
         self.on_action(
             {"action": "flag", "session": attempt.session_id, **event, "cursor": result.cursor}
         )
         return True
+
+    def _append_flag(
+        self, ref: StreamId, attempt: OpenAttempt, event: dict[str, Any]
+    ) -> AppendResult:
+        append_id = f"flag:{attempt.key}"
+        try:
+            return self.store.append(ref, ANY, append_id, [event])
+        except HistoryRewound as err:
+            # Flags this reconciler wrote were lost by a failover (each one it remembers is
+            # reported as its attempt comes up); the flags still to write go on the stream as
+            # it now is.
+            log.error("%s; flagging on", err)
+            self.store.accept_history(ref)
+            return self.store.append(ref, ANY, append_id, [event])
 
     def run_pass(self, stop: threading.Event | None = None) -> PassReport:
         """One pass over every session with open attempts; stops between attempts when `stop`
@@ -199,6 +228,11 @@ class Reconciler:
             if stop is not None and stop.is_set():
                 report.interrupted = True
                 return
+            lost = self._flags.pop(attempt.key, None) if not attempt.flagged_cursor else None
+            if lost is not None:
+                # This reconciler flagged it, and the flag is gone: a failover rewound the session.
+                report.rewinds += 1
+                report_rewind(self.store, session_id, self.config.agent, lost, "a flag")
             if attempt.flagged_cursor or now_ms - attempt.opened_ms < grace_ms:
                 continue
             if self.run_alive(attempt):
@@ -316,6 +350,11 @@ class ReconcilerMetrics:
             "ledger_reconciler_pass_seconds", "Duration of the last pass", registry=self.registry
         )
         self.passes = Counter("ledger_reconciler_passes", "Passes finished", registry=self.registry)
+        self.rewinds = Counter(
+            "ledger_reconciler_rewinds",
+            "Flags this reconciler wrote that a failover lost",
+            registry=self.registry,
+        )
         self.server, self.thread = start_http_server(port, addr=address, registry=self.registry)
 
     def observe(self, report: PassReport) -> None:
@@ -324,6 +363,7 @@ class ReconcilerMetrics:
         self.errors.inc(report.errors)
         self.seconds.set(report.seconds)
         self.passes.inc()
+        self.rewinds.inc(report.rewinds)
 
     def close(self) -> None:
         self.server.shutdown()

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final, Literal
 
-from ledger_bus.errors import DurabilityNotConfirmed, LedgerError
+from ledger_bus.errors import DurabilityNotConfirmed, HistoryRewound, LedgerError
 from ledger_bus.ids import ANY, StreamId, derive_event_id
 from ledger_bus.store.base import AppendResult, EventStore, RecordedEvent
 
@@ -143,18 +143,24 @@ class Recorder:
         parents: list[str] | None = None,
         resume: bool = False,
         lease_wait_ms: int = 0,
+        acknowledged: int = 0,
         **fields: Any,
     ) -> Run:
         """A run, to be used as a context manager: it holds its lease while the block runs.
 
         With `resume=True` the run continues its stream: recorded results are returned instead of
         calling tools again. `lease_wait_ms` waits that long for a crashed holder's lease to expire.
+        `acknowledged`: the run's `version` as last seen acknowledged (kept by the caller with its
+        own state); a resume that finds a shorter stream raises HistoryRewound instead of calling
+        again what a failover made the ledger forget.
         """
         if resume and not self.durable:
             raise LedgerError("a telemetry-only recorder cannot resume: it claims no recovery")
-        return Run(
+        run = Run(
             self, run_id or uuid.uuid4().hex[:12], parents or [], resume, lease_wait_ms, fields
         )
+        run.version = acknowledged
+        return run
 
 
 class Run:
@@ -209,20 +215,24 @@ class Run:
             target=self._renew, name=f"lease-{self.run_id}", daemon=True
         )
         self._renewer.start()
-        if self._resume:
-            self._load()
-        else:
-            self.version = store.stream_version(self.stream)
-            self._incarnation = self.version + 1  # the version its run.started is about to take
-        self._write(
-            {
-                "type": "mutation",
-                "kind": "run.resumed" if self._resume else "run.started",
-                "capabilities": self.recorder.capabilities.to_dict(),
-                **self._fields,
-            },
-            parents=self._parents,
-        )
+        try:
+            if self._resume:
+                self._load()
+            else:
+                self.version = store.stream_version(self.stream)
+                self._incarnation = self.version + 1  # the version its run.started will take
+            self._write(
+                {
+                    "type": "mutation",
+                    "kind": "run.resumed" if self._resume else "run.started",
+                    "capabilities": self.recorder.capabilities.to_dict(),
+                    **self._fields,
+                },
+                parents=self._parents,
+            )
+        except BaseException:
+            self._let_go()  # no block will run, and __exit__ is not called
+            raise
         return self
 
     def __exit__(
@@ -234,12 +244,14 @@ class Run:
                 extra = {} if err is None else {"error": f"{type(err).__name__}: {err}"}
                 self._write({"type": "mutation", "kind": "run.finished", "status": status, **extra})
         finally:
-            self._stop.set()
-            if self._renewer:
-                self._renewer.join()
-            self.recorder.store.release_lease(
-                self.recorder.session_id, self.lease_name, self._owner
-            )
+            self._let_go()
+
+    def _let_go(self) -> None:
+        """Stop renewing the lease and release it."""
+        self._stop.set()
+        if self._renewer:
+            self._renewer.join()
+        self.recorder.store.release_lease(self.recorder.session_id, self.lease_name, self._owner)
 
     def _renew(self) -> None:
         ttl = self.recorder.lease_ttl_ms
@@ -456,6 +468,8 @@ class Run:
         if last:
             (checkpoint,) = store.read_stream(self.native, after_version=last - 1)
             history.checkpoint = checkpoint["state"]
+        if history.version < self.version:
+            raise HistoryRewound(str(self.stream), self.version, history.version)
         self._history = history
         self.version = history.version
 

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -189,19 +190,21 @@ class LocalServer:
 
 
 class LocalCluster:
-    """A Redis Cluster of `size` primaries on loopback ports, each with its own directory."""
+    """A Redis Cluster of `size` primaries on loopback ports, each with its own directory, and
+    `replicas` replicas for each primary."""
 
     SLOTS = 16384
 
-    def __init__(self, size: int = 3):
-        self.nodes = [
-            LocalServer(
+    def __init__(self, size: int = 3, replicas: int = 0):
+        def node() -> LocalServer:
+            return LocalServer(
                 port=free_cluster_port(),
                 appendonly=False,
                 extra=["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"],
             )
-            for _ in range(size)
-        ]
+
+        self.nodes = [node() for _ in range(size)]
+        self.replicas = [[node() for _ in range(replicas)] for _ in range(size)]
 
     @property
     def url(self) -> str:
@@ -215,33 +218,70 @@ class LocalCluster:
             raise
 
     def _start(self, wait: float) -> LocalCluster:
-        for node in self.nodes:
-            node.start()
-        clients = [redis.Redis(port=n.port, socket_timeout=5) for n in self.nodes]
+        everyone = [*self.nodes, *(r for group in self.replicas for r in group)]
+        for server in everyone:
+            server.start()
+        clients = [redis.Redis(port=n.port, socket_timeout=5) for n in everyone]
         try:
             share = self.SLOTS // len(self.nodes)
-            for index, client in enumerate(clients):
+            for index, client in enumerate(clients[: len(self.nodes)]):
                 first = index * share
-                last = self.SLOTS - 1 if index == len(clients) - 1 else first + share - 1
+                last = self.SLOTS - 1 if index == len(self.nodes) - 1 else first + share - 1
                 client.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)  # type: ignore[no-untyped-call]
-            for node in self.nodes[1:]:
-                clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", node.port)  # type: ignore[no-untyped-call]
+            for server in everyone[1:]:
+                clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", server.port)  # type: ignore[no-untyped-call]
             deadline = time.monotonic() + wait
-            while not all(c.cluster("INFO").get("cluster_state") == "ok" for c in clients):
-                if time.monotonic() > deadline:
-                    raise BackendUnavailable("the cluster did not reach state ok")
-                time.sleep(0.1)
+            self._wait(lambda: all(_known(c, len(everyone)) for c in clients), deadline)
+            for primary, group in zip(self.nodes, self.replicas, strict=True):
+                primary_id = _command(redis.Redis(port=primary.port), "CLUSTER", "MYID")
+                for replica in group:
+                    _command(redis.Redis(port=replica.port), "CLUSTER", "REPLICATE", primary_id)
+            self._wait(lambda: all(_ok(c) for c in clients), deadline)
+            for group in self.replicas:
+                for replica in group:
+                    self._wait(lambda r=replica: _linked(r.port), deadline)  # type: ignore[misc]
         finally:
             for client in clients:
                 client.close()
         return self
 
+    @staticmethod
+    def _wait(condition: Callable[[], bool], deadline: float) -> None:
+        while not condition():
+            if time.monotonic() > deadline:
+                raise BackendUnavailable("the cluster did not reach state ok")
+            time.sleep(0.1)
+
     def close(self) -> None:
-        for node in self.nodes:
-            node.close()
+        for server in [*self.nodes, *(r for group in self.replicas for r in group)]:
+            server.close()
 
     def __enter__(self) -> LocalCluster:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _command(client: redis.Redis, *args: object) -> str:
+    try:
+        found = client.execute_command(*args)  # type: ignore[no-untyped-call]
+    finally:
+        client.close()
+    return found.decode() if isinstance(found, bytes) else str(found)
+
+
+def _known(client: redis.Redis, count: int) -> bool:
+    return int(client.cluster("INFO").get("cluster_known_nodes", 0)) >= count
+
+
+def _ok(client: redis.Redis) -> bool:
+    return bool(client.cluster("INFO").get("cluster_state") == "ok")
+
+
+def _linked(port: int) -> bool:
+    client = redis.Redis(port=port)
+    try:
+        return bool(client.info("replication").get("master_link_status") == "up")
+    finally:
+        client.close()

@@ -11,18 +11,22 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Final
 
 from ledger_bus.errors import LedgerError
 from ledger_bus.ids import CURSOR_ZERO
 from ledger_bus.render import context_line
+from ledger_bus.rewind import cursor_gone, report_rewind
 from ledger_bus.store.base import Delivery, EventStore, GroupStats, RecordedEvent
 
 log = logging.getLogger("ledger_bus.tailer")
 
 Handler = Callable[[RecordedEvent], object]
+REWIND_CHECK_S: Final = 1.0  # how often a consumer looks for the newest event it handled
 
 
 def render_context(events: Iterable[RecordedEvent], width: int = 200) -> str:
@@ -68,6 +72,9 @@ class Tailer:
 
     def __post_init__(self) -> None:
         self._recovered = False
+        self._handled: str | None = None  # cursor of the newest event handed out
+        self._next_check = 0.0
+        self.rewinds = 0  # times an event handed out was found gone afterwards
 
     def context(self, n: int = 20) -> list[RecordedEvent]:
         """The session's last n events, oldest first; O(n) whatever the session's length."""
@@ -123,16 +130,24 @@ class Tailer:
         that failed), then events taken over from idle consumers, else new events, waiting up to
         block_ms for them."""
         try:
-            return self._poll()
+            batch = self._poll()
         except LedgerError:
             # A read that failed may have delivered events to this consumer on the server; they
             # are pending with it, and only a read of its own pending events finds them again.
             self._recovered = False
             raise
+        if batch:
+            newest = max(d.event.cursor for d in batch)
+            self._handled = max(newest, self._handled or newest)
+        return batch
 
     def _poll(self) -> list[Delivery]:
         store, session, group, consumer = self.store, self.session_id, self.group, self.consumer
         count = self.options.count
+        if self._handled is not None and (
+            not self._recovered or time.monotonic() >= self._next_check
+        ):
+            self._check_rewind(self._handled)
         if not self._recovered:
             self.join(0)
             own = store.group_pending(session, group, consumer, count)
@@ -147,6 +162,18 @@ class Tailer:
                 )
                 return self._sort(taken)
         return self._sort(store.group_read(session, group, consumer, count, self.options.block_ms))
+
+    def _check_rewind(self, handled: str) -> None:
+        """Is the newest event handed out still there? A failover that lost it rewound the
+        group too, which then hands out what replaced it as new. Looked at after a failed read
+        and once every REWIND_CHECK_S: the store may have reconnected to a promoted replica
+        without a word, and a read of new events cannot tell."""
+        self._next_check = time.monotonic() + REWIND_CHECK_S
+        if cursor_gone(self.store, self.session_id, handled):
+            self.rewinds += 1
+            observer = f"{self.group}/{self.consumer}"
+            report_rewind(self.store, self.session_id, observer, handled, "an event")
+            self._handled = None
 
     def ack(self, deliveries: Iterable[Delivery]) -> int:
         return self.store.group_ack(self.session_id, self.group, [d.entry_id for d in deliveries])

@@ -120,6 +120,13 @@ def test_without_its_replica_an_append_is_written_unconfirmed_and_the_next_ones_
         assert json.loads(done.stdout)["last_version"] == 4
         assert "retry with the same append_id" in done.stderr
 
+        # A resume must have its own run.resumed confirmed, and with it all that came before
+        from ledger_bus.recorder import Recorder
+
+        with pytest.raises(lb.DurabilityNotConfirmed):
+            Recorder(store, "s", "agent").run("r9", resume=True).__enter__()
+        assert not store.lease_alive("s", "run-r9"), "the refused resume let go of its lease"
+
         pair.replica.start()
         wait_until(lambda: linked(pair.primary, pair.replica), "the replica to come back")
         time.sleep(1.1)  # the store looks at the replicas again once a second
@@ -190,6 +197,9 @@ def test_a_writer_never_builds_on_a_history_a_failover_rewound(pair: Pair) -> No
         with pytest.raises(lb.HistoryRewound):
             store.append(ref, lb.ANY, "a8", [msg("8")])
         assert store.stream_version(ref) == 7
+        # Once the writer has dealt with it, it may go on from the history as it now is
+        store.accept_history(ref)
+        assert store.append(ref, lb.ANY, "a10", [msg("10")]).last_version == 8
     finally:
         store.close()
         front.close()
@@ -284,3 +294,63 @@ def test_doctor_reports_the_replicas_and_whether_the_durability_can_hold(pair: P
     short = findings("--durability", "replicas:2")
     assert short["durability"]["level"] == "fail"
     assert "cannot hold: 1 replica(s) online" in short["durability"]["detail"]
+
+
+def test_readers_and_the_recorder_notice_a_history_a_failover_rewound(pair: Pair) -> None:
+    from ledger_bus.reconciler import Reconciler, ReconcilerConfig
+    from ledger_bus.recorder import Recorder
+    from ledger_bus.rewind import REWIND_KIND, REWIND_STREAM
+    from ledger_bus.tailer import Tailer, TailerOptions
+
+    # Given a consumer, the reconciler and a recorded run behind a fixed address
+    front = DropProxy(pair.primary.port)
+    reader = lb.connect(f"redis://127.0.0.1:{front.port}/0", timeout=5)
+    direct = lb.connect(pair.primary.url)
+    feed = lb.StreamId("s", "feed")
+    tailer = Tailer(reader, "s", "g", "c", TailerOptions(block_ms=50, types={"message"}))
+    reconciler = Reconciler(reader, ReconcilerConfig(grace_s=0), on_action=lambda record: None)
+    try:
+        tailer.join(0)
+        direct.append(feed, lb.ANY, "e0", [msg("e0")])
+        orphan = {"type": "tool_call", "agent": "a", "tool": "deploy", "attempt_id": "x1"}
+        direct.append(lb.StreamId("s", "calls"), lb.ANY, "c0", [orphan])
+        wait_until(lambda: lb.connect(pair.replica.url).stream_version(feed) == 1, "replication")
+        # ... and a replica that stops following before they go on
+        redis.Redis(port=pair.replica.port).replicaof("NO", "ONE")
+        direct.append(feed, lb.ANY, "e1", [msg("e1")])
+        assert [d.event["body"] for d in tailer.poll()] == ["e0", "e1"]
+        assert reconciler.run_pass().flagged == 1
+        with Recorder(reader, "s", "agent", lease_ttl_ms=2000).run("r1") as run:
+            run.call("lookup", {"q": 1}, lambda q: q)
+            acknowledged = run.version
+
+        # When the address leads to the promoted replica
+        front.retarget(pair.replica.port)
+
+        # Then the consumer reports the event it handled and the session lost
+        time.sleep(1.0)  # a consumer looks for what it handled once a second
+        assert [d.event["body"] for d in tailer.poll()] == ["e0"], (
+            "the rewound group hands e0 out again"
+        )
+        assert tailer.rewinds == 1
+        (said,) = reader.read_stream(lb.StreamId("s", REWIND_STREAM))
+        assert (said["kind"], said["agent"], said["what"]) == (REWIND_KIND, "g/c", "an event")
+        # The reconciler reports its lost flag, and flags the attempt again
+        report = reconciler.run_pass()
+        assert (report.rewinds, report.flagged) == (1, 1)
+        assert len(reader.read_stream(lb.StreamId("s", REWIND_STREAM))) == 2
+        # The recorder will not resume from the shorter history: in this process the store
+        # knows the run's stream was longer; in another, the version the caller kept says so
+        with pytest.raises(lb.HistoryRewound):
+            Recorder(reader, "s", "agent").run("r1", resume=True).__enter__()
+        with lb.connect(pair.replica.url) as elsewhere:
+            resumed = Recorder(elsewhere, "s", "agent").run(
+                "r1", resume=True, acknowledged=acknowledged
+            )
+            with pytest.raises(lb.HistoryRewound, match=f"version {acknowledged} was"):
+                resumed.__enter__()
+            assert not elsewhere.lease_alive("s", "run-r1"), "the refused resume let go"
+    finally:
+        reader.close()
+        direct.close()
+        front.close()

@@ -264,6 +264,9 @@ class EventStore(abc.ABC):
 
     def __init__(self, limits: Limits | None = None):
         self.limits = limits or Limits()
+        # Calls that failed to reach the backend and were tried again. A reader that sees it grow
+        # may have crossed a failover, and looks at what it read before (ledger_bus.rewind).
+        self.reconnects = 0
 
     # -- the contract ---------------------------------------------------------------------------
 
@@ -510,6 +513,10 @@ class EventStore(abc.ABC):
         check_name(group, "group name")
         if consumer is not None:
             check_name(consumer, "consumer name")
+
+    def accept_history(self, stream: StreamId) -> None:  # noqa: B027  (nothing to forget here)
+        """Forget the versions of `stream` acknowledged to this store, once a HistoryRewound has
+        been dealt with: later appends build on the stream as it now is."""
 
     def now_ms(self) -> int:
         """The backend's clock, the one commit cursors are taken from."""

@@ -86,7 +86,12 @@ def refusal(err: Exception) -> LedgerError:
     return BackendRefused(f"redis refused the command: {text}")
 
 
-def retrying(operation: Callable[[], T], timeout: float, who: str = "redis") -> T:
+def retrying(
+    operation: Callable[[], T],
+    timeout: float,
+    who: str = "redis",
+    on_retry: Callable[[], object] | None = None,
+) -> T:
     """Call `operation`, retrying with backoff while the server cannot be reached (or answers
     "not now": a failover, a loading replica, a busy script) until `timeout` seconds have passed.
     Every other answer is final at once, as the ledger error that says what it was."""
@@ -105,6 +110,8 @@ def retrying(operation: Callable[[], T], timeout: float, who: str = "redis") -> 
             failure = err
         except rx.RedisError as err:
             raise refusal(err) from err
+        if on_retry is not None:
+            on_retry()
         if time.monotonic() + delay > deadline:
             raise BackendUnavailable(
                 f"{who} did not answer within {timeout:g}s: {failure}"
@@ -200,10 +207,6 @@ class RedisStore(EventStore):
         durability: Durability = LOCAL,
     ):
         super().__init__(limits)
-        if not durability.local and isinstance(client, RedisCluster):
-            raise InvalidInput(
-                f"durability {durability} is not supported on Redis Cluster yet; use local"
-            )
         self.durability = durability
         self._confirmer = None if durability.local else Confirmer(client, durability)
         # The highest version of each stream acknowledged to this store; forgotten, like the
@@ -225,7 +228,10 @@ class RedisStore(EventStore):
     # -- the boundary: every Redis call goes through here ---------------------------------------
 
     def _run(self, operation: Callable[[], T]) -> T:
-        return retrying(operation, self.timeout)
+        return retrying(operation, self.timeout, on_retry=self._failed_once)
+
+    def _failed_once(self) -> None:
+        self.reconnects += 1
 
     def _quietly(self, what: str, operation: Callable[[], object]) -> bool:
         """Run bookkeeping that follows a committed write; a failure is logged, never raised,
@@ -299,6 +305,9 @@ class RedisStore(EventStore):
         # Acknowledged: a later append that finds the stream shorter was rewound by a failover.
         self._remember(self._acknowledged, stream, max(known, result.last_version))
         return result
+
+    def accept_history(self, stream: StreamId) -> None:
+        self._acknowledged.pop(stream, None)
 
     def append_args(
         self,

@@ -13,6 +13,7 @@ import time
 from typing import Any, Final
 
 import redis.exceptions as rx
+from redis.cluster import RedisCluster
 from redis.commands.core import Script
 
 from ledger_bus.durability import Durability
@@ -29,20 +30,39 @@ class Confirmer:
         self.client = client
         self.durability = durability
         self._short_until = 0.0  # while > now: too few replicas attached, do not wait
-        self._attached: int | None = None
         self._has_waitaof: bool | None = None
+        self._stale = False  # a cluster's slot map to read again before the next send
+        self._node_of_last: Any = client
+
+    def _node(self, key: str) -> Any:
+        """Where the WAIT must go: the connection that wrote, so the node holding `key`'s slot.
+        On a cluster, the pipeline goes to that node directly; a client of one server (or of
+        Sentinel's primary) is that node already."""
+        if not isinstance(self.client, RedisCluster):
+            return self.client
+        if self._stale:
+            self.client.nodes_manager.initialize()
+            self._stale = False
+        return self.client.get_node_from_key(key).redis_connection  # type: ignore[no-untyped-call]
 
     def send(self, script: Script, keys: list[str], args: list[Any]) -> tuple[Any, Any]:
         """The append script's reply and the WAIT's, from one round trip."""
-        if self.durability.aof and not self._waitaof():
+        try:
+            return self._send(self._node(keys[0]), script, keys, args)
+        except (rx.ConnectionError, rx.TimeoutError):
+            self._stale = isinstance(self.client, RedisCluster)  # a failover moves the slot
+            raise
+
+    def _send(self, node: Any, script: Script, keys: list[str], args: list[Any]) -> tuple[Any, Any]:
+        if self.durability.aof and not self._waitaof(node):
             raise BackendRefused(
                 f"durability {self.durability} needs WAITAOF (Redis 7.2 or newer, or Valkey);"
                 " this server has none: nothing written"
             )
         for _ in range(2):
-            pipe = self.client.pipeline(transaction=False)
+            pipe = node.pipeline(transaction=False)
             pipe.evalsha(script.sha, len(keys), *keys, *args)
-            wait_ms = self._wait_ms()
+            wait_ms = self._wait_ms(node)
             if self.durability.aof:
                 pipe.execute_command("WAITAOF", 1, self.durability.replicas, wait_ms)
             else:
@@ -51,9 +71,14 @@ class Confirmer:
             if not isinstance(reply, rx.NoScriptError):
                 break
             # The server lost the script (a restart, a failover); nothing of the append ran.
-            script.sha = self.client.script_load(script.script)
+            script.sha = node.script_load(script.script)
+        if isinstance(reply, rx.MovedError | rx.AskError):
+            # The slot is on another node now (a cluster failover); nothing of the append ran.
+            self._stale = True
+            raise rx.ConnectionError(f"the session's slot moved: {reply}")
         if isinstance(reply, Exception):
             raise reply
+        self._node_of_last = node
         return reply, acks
 
     def confirm(self, result: AppendResult, acks: Any) -> AppendResult:
@@ -83,7 +108,7 @@ class Confirmer:
         if wanted.aof and not local:
             missing.append("the primary's AOF was not fsynced")
         if replicas < wanted.replicas:
-            attached = self._count_attached()
+            attached = self._count_attached(self._node_of_last)
             missing.append(
                 f"{replicas} of {wanted.replicas} replica(s) confirmed ({attached} attached)"
             )
@@ -94,18 +119,18 @@ class Confirmer:
             confirmed,
         )
 
-    def _wait_ms(self) -> int:
+    def _wait_ms(self, node: Any) -> int:
         """The full timeout, or 1 ms while too few replicas are attached to ever confirm."""
         if not self._short_until:
             return self.durability.timeout_ms
         if time.monotonic() >= self._short_until:
-            self._count_attached()
+            self._count_attached(node)
         return 1 if self._short_until else self.durability.timeout_ms
 
-    def _count_attached(self) -> int:
+    def _count_attached(self, node: Any) -> int:
         """Count the replicas attached now; fewer than wanted means: stop waiting for a while."""
         try:
-            info = self.client.info("replication")
+            info = node.info("replication")
             attached = int(info.get("connected_slaves", 0))
         except rx.RedisError:
             attached = 0  # cannot tell; keep waiting the full time
@@ -117,10 +142,10 @@ class Confirmer:
             self._short_until = 0.0
         return attached
 
-    def _waitaof(self) -> bool:
+    def _waitaof(self, node: Any) -> bool:
         if self._has_waitaof is None:
             try:  # asks for nothing, so it answers at once where the command exists
-                self.client.execute_command("WAITAOF", 0, 0, 1)
+                node.execute_command("WAITAOF", 0, 0, 1)
             except rx.ResponseError as err:
                 if "unknown command" not in str(err).lower():
                     raise
