@@ -51,12 +51,12 @@ def test_writers_go_on_through_a_cluster_failover_and_lose_nothing_acknowledged(
     store = lb.connect(replicated.url, durability="replicas:1", timeout=30)
     assert isinstance(store, RedisStore)
     _, replica = shard_of(replicated, store, "moving")
-    acknowledged: list[str] = []
+    acknowledged: dict[str, list[str]] = {"w0": [], "w1": []}
     stop = threading.Event()
 
-    def write() -> None:
+    def write(name: str) -> None:
         writer = lb.connect(replicated.url + "?durability=replicas:1", timeout=30)
-        ref = lb.StreamId("moving", "main")
+        ref = lb.StreamId("moving", name)
         n = 0
         while not stop.is_set():
             try:
@@ -64,16 +64,17 @@ def test_writers_go_on_through_a_cluster_failover_and_lose_nothing_acknowledged(
             except lb.DurabilityNotConfirmed:
                 time.sleep(0.05)
                 continue  # the same append_id again
-            acknowledged.append(f"e{n}")
+            acknowledged[name].append(f"e{n}")
             n += 1
         writer.close()
 
-    thread = threading.Thread(target=write)
-    thread.start()
+    threads = [threading.Thread(target=write, args=(name,)) for name in acknowledged]
+    for thread in threads:
+        thread.start()
     try:
         time.sleep(0.5)
-        before = len(acknowledged)
-        assert before, "the writer never got going"
+        before = {name: len(done) for name, done in acknowledged.items()}
+        assert all(before.values()), "the writers never got going"
         # The replica of the session's shard takes over, as an operator's CLUSTER FAILOVER does
         # (asked again if the primary's pause ran out before the replica caught up: Redis then
         # drops the attempt without a word)
@@ -86,15 +87,17 @@ def test_writers_go_on_through_a_cluster_failover_and_lose_nothing_acknowledged(
             while client.info("replication")["role"] != "master" and time.monotonic() < asked + 6:
                 time.sleep(0.1)
         client.close()
-        while len(acknowledged) < before + 50:
-            assert time.monotonic() < deadline, "the writer did not go on after the failover"
+        while not all(len(done) > before[name] + 50 for name, done in acknowledged.items()):
+            assert time.monotonic() < deadline, "the writers did not go on after the failover"
             time.sleep(0.1)
     finally:
         stop.set()
-        thread.join(timeout=60)
-    bodies = [e["body"] for e in store.read_stream(lb.StreamId("moving", "main"))]
-    assert bodies[: len(acknowledged)] == acknowledged
-    assert len(bodies) <= len(acknowledged) + 1
+        for thread in threads:
+            thread.join(timeout=60)
+    for name, done in acknowledged.items():
+        bodies = [e["body"] for e in store.read_stream(lb.StreamId("moving", name))]
+        assert bodies[: len(done)] == done
+        assert len(bodies) <= len(done) + 1
     # The promoted replica now holds the session, and its old primary follows it
     assert store.client.get_node_from_key(store.keys.log("moving")).port == replica.port
     store.close()

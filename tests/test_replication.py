@@ -72,9 +72,16 @@ def test_replicas_1_confirms_every_append_and_a_batch_pays_one_wait(pair: Pair) 
     assert (one.durability, one.replicas, one.aof) == ("replicas:1", 1, None)
     assert (batch.replicas, batch.last_version) == (1, 101)
     assert json.loads(json.dumps(one.to_dict()))["replicas"] == 1
+    # One append may ask for more than its store's durability, or for less
+    with lb.connect(pair.url("local")) as store:
+        asked = store.append(lb.StreamId("s", "per"), 0, "p1", [msg("x")], durability="replicas:1")
+        plain = store.append(lb.StreamId("s", "per"), 1, "p2", [msg("y")])
+    assert (asked.durability, asked.replicas) == ("replicas:1", 1)
+    assert (plain.durability, plain.replicas) == ("local", None)
     # Confirmed means on the replica, read there directly.
     with lb.connect(pair.replica.url) as on_replica:
         assert on_replica.stream_version(ref) == 101
+        assert on_replica.stream_version(lb.StreamId("s", "per")) >= 1
 
 
 def test_a_retry_on_another_connection_waits_for_the_original_write(pair: Pair) -> None:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from ledger_bus.batch import Limits, PreparedAppend, prepare_append
+from ledger_bus.durability import LOCAL, Durability, parse_durability
 from ledger_bus.errors import InvalidInput
 from ledger_bus.events import event_adapter
 from ledger_bus.ids import (
@@ -262,8 +263,9 @@ class EventStore(abc.ABC):
     the few atomic primitives below them.
     """
 
-    def __init__(self, limits: Limits | None = None):
+    def __init__(self, limits: Limits | None = None, durability: Durability = LOCAL):
         self.limits = limits or Limits()
+        self.durability = durability  # what an append waits for unless it says otherwise
         # Calls that failed to reach the backend and were tried again. A reader that sees it grow
         # may have crossed a failover, and looks at what it read before (ledger_bus.rewind).
         self.reconnects = 0
@@ -276,6 +278,8 @@ class EventStore(abc.ABC):
         expected_version: ExpectedVersion,
         append_id: str,
         events: Sequence[object],
+        *,
+        durability: str | Durability | None = None,
     ) -> AppendResult:
         """Append events to a stream atomically.
 
@@ -285,19 +289,27 @@ class EventStore(abc.ABC):
             append_id: unique within the stream; a retry with the same id and content returns the
                 original result with `deduplicated=True`.
             events: Event models, or dicts that validate into them.
+            durability: what this append waits for ("local", "replicas:N", "aof",
+                "aof+replicas:N"), instead of the store's own durability.
 
         Returns:
-            The versions and cursor the events took.
+            The versions and cursor the events took, and what was confirmed.
 
         Raises:
-            InvalidEvent, VersionConflict, IdempotencyConflict, BackendUnavailable.
+            InvalidEvent, VersionConflict (HistoryRewound), IdempotencyConflict,
+            DurabilityNotConfirmed, BackendUnavailable, BackendRefused.
         """
         if not isinstance(stream, StreamId):
             raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
         expected = check_expected_version(expected_version)
         check_append_id(append_id)
+        wanted = self.durability
+        if isinstance(durability, Durability):
+            wanted = durability
+        elif durability is not None:
+            wanted = parse_durability(durability, self.durability.timeout_ms)
         prepared = prepare_append(stream.session_id, stream.name, append_id, events, self.limits)
-        return self._append(stream, expected, append_id, prepared)
+        return self._append(stream, expected, append_id, prepared, wanted)
 
     def read_stream(
         self, stream: StreamId, after_version: int = 0, limit: int | None = None
@@ -535,7 +547,12 @@ class EventStore(abc.ABC):
 
     @abc.abstractmethod
     def _append(
-        self, stream: StreamId, expected: int | None, append_id: str, prepared: PreparedAppend
+        self,
+        stream: StreamId,
+        expected: int | None,
+        append_id: str,
+        prepared: PreparedAppend,
+        durability: Durability,
     ) -> AppendResult: ...
 
     @abc.abstractmethod

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 import msgpack
 
 from ledger_bus.batch import Limits, PreparedAppend
-from ledger_bus.errors import IdempotencyConflict, NotFound, VersionConflict
+from ledger_bus.durability import Durability
+from ledger_bus.errors import IdempotencyConflict, InvalidInput, NotFound, VersionConflict
 from ledger_bus.ids import CURSOR_ZERO, StreamId, cursor_ms, format_cursor, parse_cursor
 from ledger_bus.store.base import (
     AppendResult,
@@ -104,8 +105,17 @@ class MemoryStore(EventStore):
         )
 
     def _append(
-        self, stream: StreamId, expected: int | None, append_id: str, prepared: PreparedAppend
+        self,
+        stream: StreamId,
+        expected: int | None,
+        append_id: str,
+        prepared: PreparedAppend,
+        durability: Durability,
     ) -> AppendResult:
+        if not durability.local:
+            raise InvalidInput(
+                f"memory:// keeps nothing beyond this process: durability {durability}"
+            )
         with self._changed:
             state = self._session(stream.session_id)
             prior = state.idempotency.get((stream.name, append_id))

@@ -206,9 +206,8 @@ class RedisStore(EventStore):
         socket_timeout: float = 5.0,
         durability: Durability = LOCAL,
     ):
-        super().__init__(limits)
-        self.durability = durability
-        self._confirmer = None if durability.local else Confirmer(client, durability)
+        super().__init__(limits, durability)
+        self._confirmers: dict[Durability, Confirmer] = {}
         # The highest version of each stream acknowledged to this store; forgotten, like the
         # other per-store tables, once it holds _REMEMBERED streams.
         self._acknowledged: dict[StreamId, int] = {}
@@ -268,21 +267,27 @@ class RedisStore(EventStore):
     # -- primitives -----------------------------------------------------------------------------
 
     def _append(
-        self, stream: StreamId, expected: int | None, append_id: str, prepared: PreparedAppend
+        self,
+        stream: StreamId,
+        expected: int | None,
+        append_id: str,
+        prepared: PreparedAppend,
+        durability: Durability,
     ) -> AppendResult:
         session = stream.session_id
         keys = self._append_keys.get(stream)
         if keys is None:
             keys = self._remember(self._append_keys, stream, self._keys_of(stream))
         known = self._acknowledged.get(stream, 0)
-        args = self.append_args(stream, expected, append_id, prepared, known)
+        confirmer = self._confirmer(durability)
+        args = self.append_args(stream, expected, append_id, prepared, known, confirmer is not None)
         if prepared.opens_attempts:
             self._refresh_open_index(session)
         acks = None
-        if self._confirmer is None:
+        if confirmer is None:
             reply = self._run(lambda: self._evalsha(self._append_script, keys, args))
         else:
-            confirmer, script = self._confirmer, self._append_script
+            script = self._append_script
             reply, acks = self._run(lambda: confirmer.send(script, keys, args))
         status = _text(reply[0])
         if status == "rewound":
@@ -300,11 +305,21 @@ class RedisStore(EventStore):
         result = AppendResult(stream, int(reply[1]), int(reply[2]), cursor, status == "dup")
         if status == "ok":
             self._touch_index(session, cursor_ms(cursor))
-        if self._confirmer is not None:
-            result = self._confirmer.confirm(result, acks)  # raises when not confirmed
+        if confirmer is not None:
+            result = confirmer.confirm(result, acks)  # raises when not confirmed
         # Acknowledged: a later append that finds the stream shorter was rewound by a failover.
         self._remember(self._acknowledged, stream, max(known, result.last_version))
         return result
+
+    def _confirmer(self, durability: Durability) -> Confirmer | None:
+        """What waits for `durability` (None for local); one per level, each with its own view
+        of how many replicas are attached."""
+        if durability.local:
+            return None
+        found = self._confirmers.get(durability)
+        if found is None:
+            found = self._confirmers[durability] = Confirmer(self.client, durability)
+        return found
 
     def accept_history(self, stream: StreamId) -> None:
         self._acknowledged.pop(stream, None)
@@ -316,8 +331,9 @@ class RedisStore(EventStore):
         append_id: str,
         prepared: PreparedAppend,
         known: int = 0,
+        waits: bool = False,
     ) -> list[Any]:
-        """The ARGV of an append, in the order append.lua names them."""
+        """The ARGV of an append, in the order append.lua names them; `waits`: a WAIT follows."""
         return [
             stream.name,
             -1 if expected is None else expected,
@@ -325,7 +341,7 @@ class RedisStore(EventStore):
             prepared.digest,
             len(prepared.payloads),
             known,
-            "" if self._confirmer is None else "1",
+            "1" if waits else "",
             *prepared.payloads,
             *prepared.notes,
         ]
