@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+
+import ledger_bus as lb
 
 ROOT = Path(__file__).resolve().parent.parent
 # The keys every JSONL event line starts with, in this order (spec/ledger-v1.md).
@@ -57,3 +60,73 @@ def kill(proc: subprocess.Popen[str]) -> None:
     proc.wait()
     if proc.stdout:
         proc.stdout.close()
+
+
+class Writers:
+    """Threads that each append to a stream of their own in one session until stopped, keeping
+    what was acknowledged. An append not confirmed (or not answered) is tried again with its
+    append_id; a writer told its history was rewound says so and stops."""
+
+    def __init__(self, url: str, session: str, names: tuple[str, ...] = ("w0", "w1")):
+        self.url, self.session = url, session
+        self.acknowledged: dict[str, list[str]] = {name: [] for name in names}
+        self.unconfirmed = 0
+        self.said: list[str] = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._write, args=(n,)) for n in names]
+
+    def _write(self, name: str) -> None:
+        store = lb.connect(self.url, timeout=30)
+        ref = lb.StreamId(self.session, name)
+        n = 0
+        while not self._stop.is_set():
+            body = f"{name}-{n}"
+            try:
+                store.append(ref, lb.ANY, body, [{"type": "message", "agent": name, "body": body}])
+            except lb.HistoryRewound as err:
+                self.said.append(f"{name}: {err}")
+                break
+            except (lb.DurabilityNotConfirmed, lb.BackendUnavailable):
+                self.unconfirmed += 1
+                time.sleep(0.02)
+                continue
+            self.acknowledged[name].append(body)
+            n += 1
+        store.close()
+
+    def __enter__(self) -> Writers:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=60)
+
+    def counts(self) -> dict[str, int]:
+        return {name: len(done) for name, done in self.acknowledged.items()}
+
+    def wait_for(self, more: int, than: dict[str, int] | None = None, timeout: float = 60) -> None:
+        """Until every writer has `more` acknowledged appends than `than` (none by default)."""
+        base = than or dict.fromkeys(self.acknowledged, 0)
+        deadline = time.monotonic() + timeout
+        while not all(len(done) >= base[n] + more for n, done in self.acknowledged.items()):
+            assert time.monotonic() < deadline, f"the writers did not reach {more} more appends"
+            time.sleep(0.05)
+
+    def lost_in(self, store: lb.EventStore) -> int:
+        """How many acknowledged appends `store` lacks."""
+        lost = 0
+        for name, done in self.acknowledged.items():
+            have = {e["body"] for e in store.read_stream(lb.StreamId(self.session, name))}
+            lost += sum(1 for body in done if body not in have)
+        return lost
+
+    def assert_kept_in(self, store: lb.EventStore) -> None:
+        """Every acknowledged append is in `store`, once, in order (and at most the one in
+        flight when they stopped besides)."""
+        for name, done in self.acknowledged.items():
+            bodies = [e["body"] for e in store.read_stream(lb.StreamId(self.session, name))]
+            assert bodies[: len(done)] == done, name
+            assert len(bodies) <= len(done) + 1, name

@@ -3,7 +3,6 @@ on through a replica promoted with CLUSTER FAILOVER, losing nothing acknowledged
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 
@@ -13,6 +12,7 @@ import redis
 import ledger_bus as lb
 from ledger_bus.server import LocalCluster, LocalServer
 from ledger_bus.store.redis import RedisStore
+from tests.helpers import Writers
 
 
 def msg(body: str) -> dict[str, str]:
@@ -51,33 +51,12 @@ def test_writers_go_on_through_a_cluster_failover_and_lose_nothing_acknowledged(
     store = lb.connect(replicated.url, durability="replicas:1", timeout=30)
     assert isinstance(store, RedisStore)
     _, replica = shard_of(replicated, store, "moving")
-    acknowledged: dict[str, list[str]] = {"w0": [], "w1": []}
-    stop = threading.Event()
-
-    def write(name: str) -> None:
-        writer = lb.connect(replicated.url + "?durability=replicas:1", timeout=30)
-        ref = lb.StreamId("moving", name)
-        n = 0
-        while not stop.is_set():
-            try:
-                writer.append(ref, lb.ANY, f"e{n}", [msg(f"e{n}")])
-            except lb.DurabilityNotConfirmed:
-                time.sleep(0.05)
-                continue  # the same append_id again
-            acknowledged[name].append(f"e{n}")
-            n += 1
-        writer.close()
-
-    threads = [threading.Thread(target=write, args=(name,)) for name in acknowledged]
-    for thread in threads:
-        thread.start()
-    try:
-        time.sleep(0.5)
-        before = {name: len(done) for name, done in acknowledged.items()}
-        assert all(before.values()), "the writers never got going"
-        # The replica of the session's shard takes over, as an operator's CLUSTER FAILOVER does
-        # (asked again if the primary's pause ran out before the replica caught up: Redis then
-        # drops the attempt without a word)
+    with Writers(replicated.url + "?durability=replicas:1", "moving") as writers:
+        writers.wait_for(10)
+        before = writers.counts()
+        # The replica of the session's shard takes over, as an operator's CLUSTER FAILOVER
+        # does (asked again if the primary's pause ran out before the replica caught up: Redis
+        # then drops the attempt without a word)
         client = redis.Redis(port=replica.port)
         deadline = time.monotonic() + 60
         while client.info("replication")["role"] != "master":
@@ -87,17 +66,8 @@ def test_writers_go_on_through_a_cluster_failover_and_lose_nothing_acknowledged(
             while client.info("replication")["role"] != "master" and time.monotonic() < asked + 6:
                 time.sleep(0.1)
         client.close()
-        while not all(len(done) > before[name] + 50 for name, done in acknowledged.items()):
-            assert time.monotonic() < deadline, "the writers did not go on after the failover"
-            time.sleep(0.1)
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(timeout=60)
-    for name, done in acknowledged.items():
-        bodies = [e["body"] for e in store.read_stream(lb.StreamId("moving", name))]
-        assert bodies[: len(done)] == done
-        assert len(bodies) <= len(done) + 1
+        writers.wait_for(50, than=before)
+    writers.assert_kept_in(store)
     # The promoted replica now holds the session, and its old primary follows it
     assert store.client.get_node_from_key(store.keys.log("moving")).port == replica.port
     store.close()

@@ -4,7 +4,6 @@ and a history rewound by a failover never built on. Real servers, a real replica
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 
@@ -13,7 +12,7 @@ import redis
 
 import ledger_bus as lb
 from ledger_bus.server import LocalServer, valkey_binary
-from tests.helpers import ledger_cli
+from tests.helpers import Writers, ledger_cli
 from tests.proxy import DropProxy
 
 
@@ -222,47 +221,18 @@ def drill(durability: str, each: int) -> tuple[int, int, list[str]]:
     pair = Pair(delay_s=0.03)
     front = DropProxy(pair.primary.port)
     url = f"redis://127.0.0.1:{front.port}/0?durability={durability}&durability_timeout_ms=2000"
-    acknowledged: dict[str, list[int]] = {"w0": [], "w1": []}
-    said: list[str] = []
-    stop = threading.Event()
-
-    def write(name: str) -> None:
-        store = lb.connect(url, timeout=15)
-        ref = lb.StreamId("drill", name)
-        n = 0
-        while not stop.is_set():
-            try:
-                result = store.append(ref, lb.ANY, f"{name}-{n}", [msg(f"{name}-{n}")])
-            except lb.HistoryRewound as err:
-                said.append(f"{name}: {err}")
-                break
-            except (lb.DurabilityNotConfirmed, lb.BackendUnavailable):
-                continue  # not acknowledged; the same append_id again
-            acknowledged[name].append(result.last_version)
-            n += 1
-        store.close()
-
-    writers = [threading.Thread(target=write, args=(name,)) for name in acknowledged]
     try:
-        for thread in writers:
-            thread.start()
-        wait_until(lambda: all(len(v) >= each for v in acknowledged.values()), "writes")
-        pair.primary.kill()
-        pair.link.retarget(pair.link.target_port)  # the dead host's bytes in flight are lost
-        redis.Redis(port=pair.replica.port).replicaof("NO", "ONE")
-        front.retarget(pair.replica.port)
-        time.sleep(1.0)
-        stop.set()
-        for thread in writers:
-            thread.join(timeout=30)
+        with Writers(url, "drill") as writers:
+            writers.wait_for(each)
+            pair.primary.kill()
+            pair.link.retarget(pair.link.target_port)  # the dead host's bytes in flight are lost
+            redis.Redis(port=pair.replica.port).replicaof("NO", "ONE")
+            front.retarget(pair.replica.port)
+            time.sleep(1.0)
         with lb.connect(pair.replica.url) as promoted:
-            lost = 0
-            for name, versions in acknowledged.items():
-                have = {e["body"] for e in promoted.read_stream(lb.StreamId("drill", name))}
-                lost += sum(1 for n in range(len(versions)) if f"{name}-{n}" not in have)
-        return sum(len(v) for v in acknowledged.values()), lost, said
+            lost = writers.lost_in(promoted)
+        return sum(writers.counts().values()), lost, writers.said
     finally:
-        stop.set()
         front.close()
         pair.close()
 

@@ -3,7 +3,6 @@ under writers, and the store following Sentinel to the promoted replica."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +12,7 @@ import redis
 
 import ledger_bus as lb
 from ledger_bus.server import LocalServer
+from tests.helpers import Writers
 
 
 def msg(body: str) -> dict[str, str]:
@@ -101,32 +101,9 @@ def test_writers_go_on_through_a_sentinel_failover_and_lose_nothing_acknowledged
 ) -> None:
     # Given two writers appending with replicas:1 through Sentinel
     url = watched.url + "?durability=replicas:1&durability_timeout_ms=500"
-    acknowledged: dict[str, list[str]] = {"w0": [], "w1": []}
-    unconfirmed = {"w0": 0, "w1": 0}
-    stop = threading.Event()
-
-    def write(name: str) -> None:
-        store = lb.connect(url, timeout=30)
-        ref = lb.StreamId("failover", name)
-        n = 0
-        while not stop.is_set():
-            try:
-                store.append(ref, lb.ANY, f"{name}-{n}", [msg(f"{name}-{n}")])
-            except lb.DurabilityNotConfirmed:
-                unconfirmed[name] += 1
-                time.sleep(0.05)
-                continue  # the same append_id again
-            acknowledged[name].append(f"{name}-{n}")
-            n += 1
-        store.close()
-
-    writers = [threading.Thread(target=write, args=(name,)) for name in acknowledged]
-    for thread in writers:
-        thread.start()
-    try:
-        time.sleep(1.0)
-        before = {name: len(done) for name, done in acknowledged.items()}
-        assert all(before.values()), "the writers never got going"
+    with Writers(url, "failover") as writers:
+        writers.wait_for(10)
+        before = writers.counts()
 
         # When the primary dies, Sentinel promotes the replica, and the old primary returns
         watched.primary.kill()
@@ -136,19 +113,9 @@ def test_writers_go_on_through_a_sentinel_failover_and_lose_nothing_acknowledged
             assert time.monotonic() < deadline, "Sentinel never promoted the replica"
             time.sleep(0.2)
         watched.primary.start()  # Sentinel turns it into a replica of the new primary
-        deadline = time.monotonic() + 60
-        while not all(len(done) > before[name] + 20 for name, done in acknowledged.items()):
-            assert time.monotonic() < deadline, "the writers did not go on after the failover"
-            time.sleep(0.2)
-    finally:
-        stop.set()
-        for thread in writers:
-            thread.join(timeout=60)
+        writers.wait_for(20, than=before)
 
     # Then every acknowledged event is on the new primary, once, in order
     with lb.connect(watched.replica.url) as promoted:
-        for name, done in acknowledged.items():
-            bodies = [e["body"] for e in promoted.read_stream(lb.StreamId("failover", name))]
-            assert bodies[: len(done)] == done
-            assert len(bodies) <= len(done) + 1  # at most the one in flight when stopped
-    assert sum(unconfirmed.values()) > 0, "no append met the moment with no replica attached"
+        writers.assert_kept_in(promoted)
+    assert writers.unconfirmed > 0, "no append met the moment with no replica attached"
