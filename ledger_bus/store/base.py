@@ -304,10 +304,12 @@ class EventStore(abc.ABC):
         expected = check_expected_version(expected_version)
         check_append_id(append_id)
         wanted = self.durability
-        if isinstance(durability, Durability):
-            wanted = durability
-        elif durability is not None:
-            wanted = parse_durability(durability, self.durability.timeout_ms)
+        if durability is not None:
+            wanted = (
+                durability
+                if isinstance(durability, Durability)
+                else parse_durability(durability, self.durability.timeout_ms)
+            )
         prepared = prepare_append(stream.session_id, stream.name, append_id, events, self.limits)
         return self._append(stream, expected, append_id, prepared, wanted)
 

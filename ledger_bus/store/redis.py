@@ -6,6 +6,7 @@ import gc
 import logging
 import time
 from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Final, TypeVar, cast
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -170,6 +171,15 @@ def open_sentinel(url: str, options: dict[str, Any]) -> redis.Redis:
     return sentinel.master_for(names[0], db=db, **data)  # type: ignore[no-any-return,no-untyped-call]
 
 
+@dataclass(slots=True)
+class _Written:
+    """A stream this store appends to: the KEYS of its appends, and its highest version
+    acknowledged to this store."""
+
+    keys: list[str]
+    acknowledged: int = 0
+
+
 def _script(name: str) -> str:
     return resources.files("ledger_bus.store").joinpath(f"lua/{name}.lua").read_text("utf-8")
 
@@ -207,11 +217,12 @@ class RedisStore(EventStore):
         durability: Durability = LOCAL,
     ):
         super().__init__(limits, durability)
-        self._confirmers: dict[Durability, Confirmer] = {}
-        # The highest version of each stream acknowledged to this store; forgotten, like the
-        # other per-store tables, once it holds _REMEMBERED streams.
-        self._acknowledged: dict[StreamId, int] = {}
         self.client: Any = client  # redis.Redis or RedisCluster: the commands used are common
+        self._confirmers: dict[Durability, Confirmer] = {}
+        self._default_confirmer = self._confirmer(durability)
+        # What this store knows of each stream it appended to: its keys, and the highest version
+        # acknowledged to it (forgotten, like the other per-store tables, past _REMEMBERED).
+        self._streams: dict[StreamId, _Written] = {}
         self.keys = Keys(prefix)
         self.timeout = timeout
         # A blocking read longer than the client's socket timeout would look like a dead server.
@@ -222,7 +233,6 @@ class RedisStore(EventStore):
         self._prune_script = client.register_script(_script("prune_consumers"))
         self._indexed: dict[str, int] = {}
         self._open_indexed: dict[str, int] = {}
-        self._append_keys: dict[StreamId, list[str]] = {}
 
     # -- the boundary: every Redis call goes through here ---------------------------------------
 
@@ -275,11 +285,14 @@ class RedisStore(EventStore):
         durability: Durability,
     ) -> AppendResult:
         session = stream.session_id
-        keys = self._append_keys.get(stream)
-        if keys is None:
-            keys = self._remember(self._append_keys, stream, self._keys_of(stream))
-        known = self._acknowledged.get(stream, 0)
-        confirmer = self._confirmer(durability)
+        written = self._streams.get(stream)
+        if written is None:
+            written = self._remember(self._streams, stream, _Written(self._keys_of(stream)))
+        keys, known = written.keys, written.acknowledged
+        if durability is self.durability:
+            confirmer = self._default_confirmer
+        else:
+            confirmer = self._confirmer(durability)
         args = self.append_args(stream, expected, append_id, prepared, known, confirmer is not None)
         if prepared.opens_attempts:
             self._refresh_open_index(session)
@@ -308,7 +321,8 @@ class RedisStore(EventStore):
         if confirmer is not None:
             result = confirmer.confirm(result, acks)  # raises when not confirmed
         # Acknowledged: a later append that finds the stream shorter was rewound by a failover.
-        self._remember(self._acknowledged, stream, max(known, result.last_version))
+        if result.last_version > known:
+            written.acknowledged = result.last_version
         return result
 
     def _confirmer(self, durability: Durability) -> Confirmer | None:
@@ -322,7 +336,9 @@ class RedisStore(EventStore):
         return found
 
     def accept_history(self, stream: StreamId) -> None:
-        self._acknowledged.pop(stream, None)
+        written = self._streams.get(stream)
+        if written is not None:
+            written.acknowledged = 0
 
     def append_args(
         self,

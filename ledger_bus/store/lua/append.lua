@@ -58,22 +58,22 @@ local n = tonumber(ARGV[5])
 -- one key) would leave the events written before it. So every write this append will make is
 -- checked against the caller's ACL first, and a refusal writes nothing.
 if redis.acl_check_cmd then  -- Redis 7 and Valkey; absent from test doubles
-  local needed = {{'XADD', KEYS[1], '*', 'f', 'v'}, {'XADD', KEYS[3], '*', 'f', 'v'},
-                  {'HSET', KEYS[2], 'f', 'v'}, {'HSET', KEYS[4], 'f', 'v'}}
+  local function refused(command, key, ...)
+    if redis.acl_check_cmd(command, key, ...) then return nil end
+    return {'noperm', command, key}
+  end
   local kinds = {}
   for i = 1, n do
     local note = ARGV[7 + n + i]
     if note ~= '' then kinds[string.sub(note, 1, 1)] = true end
   end
-  if kinds['o'] or kinds['f'] then needed[#needed + 1] = {'HSET', KEYS[5], 'f', 'v'} end
-  if kinds['f'] then needed[#needed + 1] = {'HGET', KEYS[5], 'f'} end
-  if kinds['c'] then needed[#needed + 1] = {'HDEL', KEYS[5], 'f'} end
-  if kinds['s'] then needed[#needed + 1] = {'HSET', KEYS[6], 'f', 'v'} end
-  for _, command in ipairs(needed) do
-    if not redis.acl_check_cmd(unpack(command)) then
-      return {'noperm', command[1], command[2]}
-    end
-  end
+  local no = refused('XADD', KEYS[1], '*', 'f', 'v') or refused('XADD', KEYS[3], '*', 'f', 'v')
+      or refused('HSET', KEYS[2], 'f', 'v') or refused('HSET', KEYS[4], 'f', 'v')
+      or ((kinds['o'] or kinds['f']) and refused('HSET', KEYS[5], 'f', 'v'))
+      or (kinds['f'] and refused('HGET', KEYS[5], 'f'))
+      or (kinds['c'] and refused('HDEL', KEYS[5], 'f'))
+      or (kinds['s'] and refused('HSET', KEYS[6], 'f', 'v'))
+  if no then return no end
 end
 
 local first = version + 1
