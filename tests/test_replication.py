@@ -3,9 +3,12 @@ and a history rewound by a failover never built on. Real servers, a real replica
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import pytest
 import redis
@@ -214,45 +217,136 @@ def test_a_writer_never_builds_on_a_history_a_failover_rewound(pair: Pair) -> No
 # -- the failover drill ------------------------------------------------------------------------
 
 
-def drill(durability: str, each: int) -> tuple[int, int, list[str]]:
-    """Two writers append through a fixed address to a primary whose replica is 30 ms away; the
-    primary is SIGKILLed mid-stream and the replica promoted. Returns how many appends were
-    acknowledged, how many of those the promoted replica lacks, and what the writers said."""
+@dataclass
+class Drilled:
+    """What the failover drill saw: appends acknowledged to the writers and how many of those the
+    promoted replica lacks, and what each kind of client said of the rewound history."""
+
+    acknowledged: int = 0
+    lost: int = 0
+    writers_said: list[str] = field(default_factory=list)
+    recorder_lost: int = 0  # the recorded run's acknowledged events the promoted replica lacks
+    recorder_said: list[str] = field(default_factory=list)
+    consumer_rewinds: int = 0
+    reconciler_rewinds: int = 0
+    flags: int = 0
+
+
+def drill(durability: str, each: int) -> Drilled:
+    """Two writers, a recorded run, a consumer and a reconciler work through a fixed address on a
+    primary whose replica is 30 ms away; the primary is SIGKILLed mid-stream with what its link
+    held, the replica promoted, and the address pointed at it."""
+    from ledger_bus.reconciler import Reconciler, ReconcilerConfig
+    from ledger_bus.recorder import Recorder
+    from ledger_bus.tailer import Tailer, TailerOptions
+
     pair = Pair(delay_s=0.03)
     front = DropProxy(pair.primary.port)
     url = f"redis://127.0.0.1:{front.port}/0?durability={durability}&durability_timeout_ms=2000"
+    seen = Drilled()
+    stop = threading.Event()
+    acknowledged_run = [0]
+
+    def record() -> None:
+        store = lb.connect(url, timeout=15)
+        try:
+            with Recorder(store, "drill", "agent", lease_ttl_ms=3000).run("rec") as run:
+                n = 0
+                while not stop.is_set():
+                    run.call("step", {"n": n}, lambda n: n)
+                    acknowledged_run[0] = run.version
+                    n += 1
+        except lb.LedgerError as err:
+            cause = err if isinstance(err, lb.HistoryRewound) else (err.__cause__ or err)
+            seen.recorder_said.append(f"{type(cause).__name__}: {cause}")
+        finally:
+            store.close()
+
+    def consume() -> None:
+        store = lb.connect(url, timeout=15)
+        tailer = Tailer(
+            store, "drill", "watch", "c1", TailerOptions(block_ms=20, types={"message"})
+        )
+        while not stop.is_set():
+            try:
+                tailer.ack(tailer.poll())
+            except lb.LedgerError:
+                time.sleep(0.02)
+        seen.consumer_rewinds = tailer.rewinds
+        store.close()
+
+    def orphans() -> None:  # calls no run will ever finish, for the reconciler to flag
+        store = lb.connect(url, timeout=15)
+        n = 0
+        while not stop.is_set():
+            call = {"type": "tool_call", "agent": "a", "tool": "t", "attempt_id": f"o{n}"}
+            with contextlib.suppress(lb.LedgerError):
+                store.append(lb.StreamId("drill", "orphans"), lb.ANY, f"o{n}", [call])
+                n += 1
+            time.sleep(0.002)
+        store.close()
+
+    def reconcile() -> None:
+        store = lb.connect(url, timeout=15)
+        reconciler = Reconciler(store, ReconcilerConfig(grace_s=0.05), on_action=lambda r: None)
+        while not stop.is_set():
+            report = reconciler.run_pass()
+            seen.reconciler_rewinds += report.rewinds
+            seen.flags += report.flagged
+        store.close()
+
+    helpers = [threading.Thread(target=f) for f in (record, consume, orphans, reconcile)]
     try:
         with Writers(url, "drill") as writers:
+            for thread in helpers:
+                thread.start()
             writers.wait_for(each)
             pair.primary.kill()
             pair.link.retarget(pair.link.target_port)  # the dead host's bytes in flight are lost
             redis.Redis(port=pair.replica.port).replicaof("NO", "ONE")
             front.retarget(pair.replica.port)
-            time.sleep(1.0)
+            time.sleep(2.0)
+            stop.set()
+            for thread in helpers:
+                thread.join(timeout=60)
         with lb.connect(pair.replica.url) as promoted:
-            lost = writers.lost_in(promoted)
-        return sum(writers.counts().values()), lost, writers.said
+            seen.lost = writers.lost_in(promoted)
+            kept = promoted.stream_version(lb.StreamId("drill", "run-rec"))
+        seen.acknowledged = sum(writers.counts().values())
+        seen.writers_said = writers.said
+        seen.recorder_lost = max(0, acknowledged_run[0] - kept)
+        return seen
     finally:
+        stop.set()
         front.close()
         pair.close()
 
 
 @pytest.mark.slow
 def test_the_failover_drill_loses_no_event_acknowledged_with_replicas_1() -> None:
-    acknowledged, lost, said = drill("replicas:1", each=30)  # a WAIT is a 60 ms round trip
-    assert acknowledged >= 60
-    assert lost == 0, f"{lost} of {acknowledged} acknowledged events lost"
-    assert said == [], "nothing was rewound"
+    seen = drill("replicas:1", each=30)  # a WAIT is a 60 ms round trip
+    assert seen.acknowledged >= 60
+    assert seen.lost == 0, f"{seen.lost} of {seen.acknowledged} acknowledged events lost"
+    assert seen.writers_said == [], "nothing acknowledged was rewound"
+    assert seen.recorder_lost == 0
+    assert not any("HistoryRewound" in line for line in seen.recorder_said)
+    assert seen.reconciler_rewinds == 0, "every flag was confirmed before it counted"
+    assert seen.flags > 0
 
 
 @pytest.mark.slow
-def test_the_failover_drill_with_local_durability_is_caught_by_the_writers() -> None:
-    _, lost, said = drill("local", each=300)
-    # The link holds 30 ms of writes, which die with the primary: some acknowledged events
-    # are lost, and each writer that lost some is told so instead of writing on.
-    assert lost > 0, "the drill lost nothing: it proved nothing"
-    assert said, "a writer built on the rewound history"
-    assert all("history was rewound" in line for line in said)
+def test_the_failover_drill_with_local_durability_is_caught_by_every_client() -> None:
+    seen = drill("local", each=300)
+    # The link holds 30 ms of writes, which die with the primary: some acknowledged events are
+    # lost, and every client that had seen them says so instead of building on the rest.
+    assert seen.lost > 0, "the drill lost nothing: it proved nothing"
+    assert seen.writers_said, "a writer built on the rewound history"
+    assert all("history was rewound" in line for line in seen.writers_said)
+    if seen.recorder_lost:
+        assert seen.recorder_said, "the recorded run went on over its lost events"
+        assert seen.recorder_said[0].startswith("HistoryRewound"), seen.recorder_said
+    assert seen.consumer_rewinds >= 1, "the consumer handled lost events and said nothing"
+    assert seen.reconciler_rewinds >= 1, "the reconciler lost flags and said nothing"
 
 
 def test_doctor_reports_the_replicas_and_whether_the_durability_can_hold(pair: Pair) -> None:
