@@ -242,7 +242,7 @@ def doctor(settings: Settings, durability: str) -> None:
     import redis
 
     from ledger_bus.store import DEFAULT_URL, split_durability
-    from ledger_bus.store.redis import open_sentinel, refusal
+    from ledger_bus.store.connection import open_sentinel, refusal
 
     url, level = split_durability(settings.url or DEFAULT_URL, settings.durability)
     timeouts = {"socket_timeout": settings.timeout, "socket_connect_timeout": settings.timeout}

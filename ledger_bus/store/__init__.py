@@ -63,7 +63,8 @@ def connect(
         from redis.cluster import RedisCluster
         from redis.retry import Retry
 
-        from ledger_bus.store.redis import RedisStore, open_cluster, open_sentinel
+        from ledger_bus.store.connection import open_cluster, open_sentinel
+        from ledger_bus.store.redis import RedisStore
 
         # A socket must outlast the longest wait the store asks of the server.
         socket_timeout = min(5.0, max(timeout, 0.1)) + level.timeout_ms / 1000

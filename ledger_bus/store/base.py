@@ -266,9 +266,6 @@ class EventStore(abc.ABC):
     def __init__(self, limits: Limits | None = None, durability: Durability = LOCAL):
         self.limits = limits or Limits()
         self.durability = durability  # what an append waits for unless it says otherwise
-        # Calls that failed to reach the backend and were tried again. A reader that sees it grow
-        # may have crossed a failover, and looks at what it read before (ledger_bus.rewind).
-        self.reconnects = 0
 
     # -- the contract ---------------------------------------------------------------------------
 

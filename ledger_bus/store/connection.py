@@ -1,0 +1,119 @@
+"""Reaching Redis: the clients for a cluster and for Sentinel's primary, the retry loop every
+call goes through, and what each final answer means as a ledger error."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import redis
+import redis.exceptions as rx
+from redis.cluster import RedisCluster
+
+from ledger_bus.errors import BackendRefused, BackendUnavailable, InvalidInput, LedgerError
+
+T = TypeVar("T")
+
+# Replies that mean "not now" rather than "never": a failover, a loading replica, a busy script.
+_TRANSIENT: Final = ("LOADING", "BUSY", "READONLY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN")
+
+
+def refusal(err: Exception) -> LedgerError:
+    """The ledger error for a reply that will not change by retrying it as it is."""
+    text = str(err)
+    if isinstance(err, rx.InvalidResponse):
+        return BackendUnavailable(f"no Redis at this address (its reply is not Redis's): {text}")
+    if isinstance(err, rx.AuthenticationError) or text.startswith("WRONGPASS"):
+        return BackendRefused(f"redis refused the credentials: {text}")
+    if (
+        isinstance(err, rx.NoPermissionError)
+        or text.startswith("NOPERM")
+        or "can't run this command" in text  # a script's own command, refused by the ACL
+    ):
+        return BackendRefused(f"redis refused the permission (ACL): {text}")
+    if isinstance(err, rx.OutOfMemoryError) or "used memory > 'maxmemory'" in text:
+        return BackendRefused(f"Redis memory is full (maxmemory reached): {text}")
+    return BackendRefused(f"redis refused the command: {text}")
+
+
+def retrying(
+    operation: Callable[[], T],
+    timeout: float,
+    who: str = "redis",
+) -> T:
+    """Call `operation`, retrying with backoff while the server cannot be reached (or answers
+    "not now": a failover, a loading replica, a busy script) until `timeout` seconds have passed.
+    Every other answer is final at once, as the ledger error that says what it was."""
+    deadline = time.monotonic() + timeout
+    delay = 0.02
+    while True:
+        try:
+            return operation()
+        except (rx.AuthenticationError, rx.AuthorizationError) as err:
+            raise refusal(err) from err  # ConnectionErrors to redis-py, but final
+        except (rx.ConnectionError, rx.TimeoutError) as err:
+            failure: Exception = err
+        except rx.ResponseError as err:
+            if not str(err).startswith(_TRANSIENT):
+                raise refusal(err) from err
+            failure = err
+        except rx.RedisError as err:
+            raise refusal(err) from err
+        if time.monotonic() + delay > deadline:
+            raise BackendUnavailable(
+                f"{who} did not answer within {timeout:g}s: {failure}"
+            ) from failure
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
+
+
+def open_cluster(url: str, options: dict[str, Any], timeout: float) -> RedisCluster:
+    """A cluster client, which reads the slot map as it is built: retried like any call until
+    `timeout`, and refused at once when the node answers that it is not in cluster mode."""
+
+    def build() -> RedisCluster:
+        try:
+            return RedisCluster.from_url(url, **options)
+        except rx.RedisClusterException as err:  # not a RedisError: say which it is
+            if "Cluster mode is not enabled" in str(err):
+                raise BackendRefused(
+                    f"{url} is not a Redis Cluster node; use redis:// for a single server"
+                ) from None
+            raise rx.ConnectionError(str(err)) from err
+
+    return retrying(build, timeout, f"the cluster at {url}")
+
+
+def open_sentinel(url: str, options: dict[str, Any]) -> redis.Redis:
+    """A client of the primary that Sentinel names: `redis+sentinel://H:P,H2:P2/MASTER/DB`
+    (`rediss+sentinel://` for TLS to the data nodes; user and password in the URL are the data
+    nodes', `?sentinel_password=` the sentinels'). After a failover, the next connection it makes
+    asks the sentinels again, so the store's retries find the new primary."""
+    from redis.sentinel import Sentinel
+
+    parts = urlsplit(url)
+    hosts = []
+    for item in parts.netloc.rpartition("@")[2].split(","):
+        host, _, port = item.rpartition(":")
+        if not host or not port.isdigit():
+            raise InvalidInput(f"a sentinel is host:port, got {item!r} in {url!r}")
+        hosts.append((host.strip("[]"), int(port)))
+    names = [p for p in parts.path.split("/") if p]
+    if not names or len(names) > 2 or (len(names) == 2 and not names[1].isdigit()):
+        raise InvalidInput(f"a Sentinel URL names the primary and a database: /MASTER/DB; {url!r}")
+    query = dict(parse_qsl(parts.query))
+    data = dict(options)
+    if parts.username:
+        data["username"] = unquote(parts.username)
+    if parts.password:
+        data["password"] = unquote(parts.password)
+    if parts.scheme.startswith("rediss"):
+        data["ssl"] = True
+    timeouts = {k: options[k] for k in ("socket_timeout", "socket_connect_timeout")}
+    if "sentinel_password" in query:
+        timeouts["password"] = query["sentinel_password"]
+    sentinel = Sentinel(hosts, sentinel_kwargs=timeouts, **timeouts)  # type: ignore[no-untyped-call]
+    db = int(names[1]) if len(names) == 2 else 0
+    return sentinel.master_for(names[0], db=db, **data)  # type: ignore[no-any-return,no-untyped-call]
