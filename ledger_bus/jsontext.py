@@ -37,3 +37,29 @@ def text_lines(lines: Iterable[bytes | str], what: str) -> Iterator[tuple[int, s
             line = raw
         if line.strip():
             yield number, line
+
+
+def parse_json_values(data: bytes, what: str) -> list[Any]:
+    """Every JSON value in `data`, one after another: one a line (JSONL), pretty-printed over
+    many lines, or both. InvalidInput names the line of the first fault."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise InvalidInput(f"{what} line {line}: not UTF-8 at byte {err.start}") from None
+    decoder = json.JSONDecoder()
+    values: list[Any] = []
+    position, end = 0, len(text)
+    while True:
+        while position < end and text[position] in " \t\r\n":
+            position += 1
+        if position == end:
+            return values
+        try:
+            value, position = decoder.raw_decode(text, position)
+        except json.JSONDecodeError as err:
+            raise InvalidInput(f"{what} line {err.lineno}: not JSON: {err.msg}") from None
+        except RecursionError:
+            line = text.count("\n", 0, position) + 1
+            raise InvalidInput(f"{what} line {line}: JSON nested too deeply to read") from None
+        values.append(value)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ledger_bus.cli.app import Settings, cli, emit, pass_settings, stop_on_sigterm
+from ledger_bus.cli.app import Settings, cli, emit, pass_settings, say, stop_on_sigterm
+from ledger_bus.ids import check_name
 from ledger_bus.tailer import Tailer, TailerOptions
 
 
@@ -72,7 +73,12 @@ def follow(
         skip_agent=skip_agent,
         types=set(types) or None,
     )
-    tailer = Tailer(settings.store(), session, group, consumer, options)
+    check_name(group, "group name")  # bad input is said before anything else
+    check_name(consumer, "consumer name")
+    store = settings.store()
+    if not store.session_exists(session):
+        say(f"no session {session!r} yet: waiting for its first event")
+    tailer = Tailer(store, session, group, consumer, options)
     tailer.join(0)
     stop_on_sigterm()
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import signal
 import sys
@@ -123,10 +124,28 @@ class Settings:
 
     def store(self) -> EventStore:
         if self._store is None:
+            if (self.url or "").startswith("memory:"):
+                # Each command is a process of its own: a memory store would start empty, and
+                # what it wrote would be gone when the command ends.
+                raise InvalidInput(
+                    "memory:// lives inside one process, and each ledger-bus command is one of"
+                    " its own: use a Redis URL (or the Python API for memory://)"
+                )
             self._store = connect(
                 self.url, timeout=self.timeout, prefix=self.prefix, durability=self.durability
             )
         return self._store
+
+    def session(self, session_id: str) -> EventStore:
+        """The store, once it is known to hold `session_id`: NotFound (exit 6) naming the
+        closest sessions it does hold, instead of printing nothing as if all were well."""
+        store = self.store()
+        if not store.session_exists(session_id):
+            known = [s for s, _ in store.sessions(limit=1000)]
+            close = difflib.get_close_matches(session_id, known, n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise NotFound(f"no such session {session_id!r}{hint}")
+        return store
 
     @property
     def as_table(self) -> bool:
@@ -143,7 +162,8 @@ pass_settings = click.make_pass_decorator(Settings)
     "--url",
     envvar=URL_ENV,
     show_envvar=True,
-    help=f"redis://, rediss://, unix:// or memory:// (default {DEFAULT_URL}).",
+    help="redis://, rediss://, unix://, redis+cluster://, redis+sentinel://H:P,H2:P2/MASTER/DB"
+    f" (default {DEFAULT_URL}); ?durability=replicas:1 and the like.",
 )
 @click.option(
     "--timeout",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import sys
 from typing import Any
 
@@ -14,13 +15,21 @@ from ledger_bus.cli.app import (
     pass_settings,
     print_events,
     print_rows,
+    say,
     stop_on_sigterm,
 )
 from ledger_bus.conversation import DEFAULT_STREAM, export_session, plan_import, run_import
-from ledger_bus.errors import DurabilityNotConfirmed
+from ledger_bus.errors import DurabilityNotConfirmed, NotFound
 from ledger_bus.files import replace_whole
-from ledger_bus.ids import ANY, CURSOR_ZERO, ExpectedVersion, StreamId, check_expected_version
-from ledger_bus.jsontext import parse_json, text_lines
+from ledger_bus.ids import (
+    ANY,
+    CURSOR_ZERO,
+    ExpectedVersion,
+    StreamId,
+    check_expected_version,
+    parse_cursor,
+)
+from ledger_bus.jsontext import parse_json_values
 from ledger_bus.store.base import AppendResult, format_time
 
 
@@ -29,14 +38,11 @@ class ExpectedVersionType(click.ParamType):  # type: ignore[type-arg]
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         try:
-            version = check_expected_version(value if value in (ANY, "any") else int(value))
+            wildcard = value is ANY or (isinstance(value, str) and value.lower() == "any")
+            version = check_expected_version("any" if wildcard else int(value))
         except ValueError:  # InvalidInput is one too
             self.fail(f"{value!r} is neither a version (an int >= 0) nor 'any'", param, ctx)
         return ANY if version is None else version
-
-
-def _read_events(stream: Any) -> list[Any]:
-    return [parse_json(line, f"stdin line {n}") for n, line in text_lines(stream, "stdin")]
 
 
 @cli.command()
@@ -56,7 +62,7 @@ def append(
 ) -> None:
     """Append events (JSONL on stdin) to a stream, atomically; print the result."""
     ref = StreamId(session, stream)
-    events = _read_events(sys.stdin.buffer)
+    events = parse_json_values(sys.stdin.buffer.read(), "stdin")
     try:
         result = settings.store().append(ref, expected_version, append_id, events)
     except DurabilityNotConfirmed as err:
@@ -74,18 +80,29 @@ def append(
 @pass_settings
 def read(settings: Settings, session: str, stream: str, after: int, limit: int | None) -> None:
     """A stream's events, ascending by version."""
-    events = settings.store().read_stream(StreamId(session, stream), after, limit)
+    ref = StreamId(session, stream)
+    store = settings.session(session)
+    if not store.stream_version(ref):
+        names = [info.name for info in store.session_info(session).streams]
+        close = difflib.get_close_matches(stream, names, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else f"; it has {', '.join(names)}"
+        raise NotFound(f"no stream {stream!r} in session {session!r}{hint}")
+    events = store.read_stream(ref, after, limit)
     print_events(settings, events, f"{session}/{stream}")
 
 
 @cli.command()
 @click.argument("session")
-@click.option("--after", "after", default=None, help="Events after this cursor.")
+@click.option("--after", "after", default=None, help="Events after this cursor (0: the start).")
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="At most this many.")
 @pass_settings
 def scan(settings: Settings, session: str, after: str | None, limit: int | None) -> None:
     """A session's events in commit order."""
-    store = settings.store()
+    if after == "0":
+        after = None  # the start, as `--after 0` is for read
+    elif after is not None:
+        parse_cursor(after)  # bad input is said before whether the session exists
+    store = settings.session(session)
     if limit is None:
         print_events(settings, store.iter_session(session, after), session)
     else:
@@ -99,11 +116,13 @@ def scan(settings: Settings, session: str, after: str | None, limit: int | None)
 @pass_settings
 def tail(settings: Settings, session: str, count: int, follow: bool) -> None:
     """The session's last N events, oldest first; with --follow, then every new one."""
-    store = settings.store()
-    events = store.tail(session, count)
     if not follow:
-        print_events(settings, events, session)
+        print_events(settings, settings.session(session).tail(session, count), session)
         return
+    store = settings.store()
+    if not store.session_exists(session):
+        say(f"no session {session!r} yet: waiting for its first event")
+    events = store.tail(session, count)
     stop_on_sigterm()
     settings.output = "jsonl" if settings.output == "auto" else settings.output
     print_events(settings, events)
@@ -143,7 +162,7 @@ def sessions(settings: Settings, limit: int | None, rebuild: bool) -> None:
 @pass_settings
 def inspect(settings: Settings, session: str) -> None:
     """What a session holds: streams and versions, event count, first and last commit."""
-    info = settings.store().session_info(session).to_dict()
+    info = settings.session(session).session_info(session).to_dict()
     if not settings.as_table:
         emit(info)
         return
@@ -161,7 +180,7 @@ def inspect(settings: Settings, session: str) -> None:
 @pass_settings
 def export(settings: Settings, session: str, file: str | None) -> None:
     """The whole session as conversation.jsonl, in commit order (stdout when no FILE)."""
-    store = settings.store()
+    store = settings.session(session)
     if file in (None, "-"):
         export_session(store, session, sys.stdout)
         return

@@ -47,7 +47,7 @@ from ledger_bus.store.keys import INDEX_BUCKETS
 @pass_settings
 def unresolved(settings: Settings, session: str) -> None:
     """Each tool_call of the session that has no tool_result, oldest first."""
-    store = settings.store()
+    store = settings.session(session)
     reconciler = Reconciler(store)
     now = store.now_ms()
     attempts = store.open_attempts(session)

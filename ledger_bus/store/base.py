@@ -109,6 +109,15 @@ class RecordedEvent:
         """The commit time, carried by the cursor itself."""
         return datetime.fromtimestamp(cursor_ms(self.cursor) / 1000, UTC)
 
+    def __repr__(self) -> str:
+        fields = self.fields
+        what = fields.get("body") or fields.get("tool") or fields.get("kind") or ""
+        text = str(what) if len(str(what)) <= 40 else str(what)[:39] + "…"
+        return (
+            f"RecordedEvent({self.stream} v{self.version} {self.cursor}"
+            f" {fields.get('type')} by {fields.get('agent')}: {text!r})"
+        )
+
     def __getitem__(self, name: str) -> Any:
         return self.fields[name]
 
@@ -382,6 +391,11 @@ class EventStore(abc.ABC):
             raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
         return self._stream_version(stream)
 
+    def session_exists(self, session_id: str) -> bool:
+        """Whether any event was ever appended to the session."""
+        check_name(session_id, "session id")
+        return self._session_exists(session_id)
+
     def session_info(self, session_id: str) -> SessionInfo:
         """Return what a session holds: its streams and versions, counts, first and last cursor."""
         check_name(session_id, "session id")
@@ -570,6 +584,9 @@ class EventStore(abc.ABC):
 
     @abc.abstractmethod
     def _stream_version(self, stream: StreamId) -> int: ...
+
+    @abc.abstractmethod
+    def _session_exists(self, session_id: str) -> bool: ...
 
     @abc.abstractmethod
     def _session_info(self, session_id: str) -> SessionInfo: ...

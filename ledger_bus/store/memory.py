@@ -200,6 +200,11 @@ class MemoryStore(EventStore):
             state = self._sessions_by_id.get(stream.session_id)
             return len(state.streams.get(stream.name, ())) if state else 0
 
+    def _session_exists(self, session_id: str) -> bool:
+        with self._changed:
+            state = self._sessions_by_id.get(session_id)
+            return state is not None and bool(state.cursors)
+
     def _session_info(self, session_id: str) -> SessionInfo:
         with self._changed:
             state = self._sessions_by_id.get(session_id) or _Session()

@@ -394,6 +394,10 @@ class RedisStore(EventStore):
         version = self._run(lambda: self.client.hget(meta, stream.name))
         return int(version or 0)
 
+    def _session_exists(self, session_id: str) -> bool:
+        meta = self.keys.meta(session_id)  # written by every append, never by anything else
+        return bool(self._run(lambda: self.client.exists(meta)))
+
     def _session_info(self, session_id: str) -> SessionInfo:
         log = self.keys.log(session_id)
 
