@@ -14,6 +14,7 @@ from typing import IO, Any, Final
 from ledger_bus.batch import prepare_append
 from ledger_bus.errors import InvalidEvent, InvalidInput
 from ledger_bus.events import RESERVED_FIELDS
+from ledger_bus.filters import EventFilter, select
 from ledger_bus.ids import ANY, StreamId, check_name
 from ledger_bus.jsontext import parse_json, text_lines
 from ledger_bus.render import event_line
@@ -23,10 +24,14 @@ IMPORT_BATCH: Final = 100
 DEFAULT_STREAM: Final = "main"
 
 
-def export_session(store: EventStore, session_id: str, out: IO[str]) -> int:
-    """Write the session to `out` in commit order, a page at a time; return the event count."""
+def export_session(
+    store: EventStore, session_id: str, out: IO[str], keep: EventFilter | None = None
+) -> int:
+    """Write the session (what `keep` keeps of it) to `out` in commit order, a page at a time;
+    return the event count."""
     count = 0
-    for event in store.iter_session(session_id):
+    events = store.iter_session(session_id) if keep is None else select(store, session_id, keep)
+    for event in events:
         out.write(event_line(event))
         count += 1
     return count

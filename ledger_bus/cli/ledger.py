@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import difflib
+import itertools
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Final
 
 import click
 
@@ -21,6 +23,7 @@ from ledger_bus.cli.app import (
 from ledger_bus.conversation import DEFAULT_STREAM, export_session, plan_import, run_import
 from ledger_bus.errors import DurabilityNotConfirmed, NotFound
 from ledger_bus.files import replace_whole
+from ledger_bus.filters import EventFilter, parse_bound, select, select_tail
 from ledger_bus.ids import (
     ANY,
     CURSOR_ZERO,
@@ -91,50 +94,87 @@ def read(settings: Settings, session: str, stream: str, after: int, limit: int |
     print_events(settings, events, f"{session}/{stream}")
 
 
+def filter_options(command: Callable[..., None]) -> Callable[..., None]:
+    """--type, --agent, --stream, --run (each repeatable) and --since / --until."""
+    for name, what in reversed(FILTERS):
+        command = click.option(
+            f"--{name}", f"{name}s", multiple=True, metavar=name.upper(), help=what
+        )(command)
+    command = click.option(
+        "--until", default=None, help="Up to this time (ISO 8601, or a date) or cursor."
+    )(command)
+    return click.option(
+        "--since", default=None, help="From this time (ISO 8601, or a date) or cursor."
+    )(command)
+
+
+FILTERS: Final = (
+    ("type", "Only events of this type (repeatable)."),
+    ("agent", "Only events of this agent (repeatable)."),
+    ("stream", "Only events of this stream (repeatable)."),
+    ("run", "Only events of this run (repeatable)."),
+)
+
+
+def event_filter(options: dict[str, Any]) -> EventFilter:
+    """The filter the options name; bad input is said before the session is looked at."""
+    since, until = options.pop("since"), options.pop("until")
+    return EventFilter(
+        types=options.pop("types"),
+        agents=options.pop("agents"),
+        streams=options.pop("streams"),
+        runs=options.pop("runs"),
+        since=None if since is None else parse_bound(since),
+        until=None if until is None else parse_bound(until, end=True),
+    )
+
+
 @cli.command()
 @click.argument("session")
 @click.option("--after", "after", default=None, help="Events after this cursor (0: the start).")
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="At most this many.")
+@filter_options
 @pass_settings
-def scan(settings: Settings, session: str, after: str | None, limit: int | None) -> None:
+def scan(
+    settings: Settings, /, session: str, after: str | None, limit: int | None, **filters: Any
+) -> None:
     """A session's events in commit order."""
+    keep = event_filter(filters)
     if after == "0":
         after = None  # the start, as `--after 0` is for read
     elif after is not None:
-        parse_cursor(after)  # bad input is said before whether the session exists
+        parse_cursor(after)
     store = settings.session(session)
-    if limit is None:
-        print_events(settings, store.iter_session(session, after), session)
-    else:
-        print_events(settings, store.scan_session(session, after, limit), session)
+    print_events(settings, itertools.islice(select(store, session, keep, after), limit), session)
 
 
 @cli.command()
 @click.argument("session")
 @click.option("-n", "count", type=click.IntRange(min=0), default=20, show_default=True)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new events as they commit.")
+@filter_options
 @pass_settings
-def tail(settings: Settings, session: str, count: int, follow: bool) -> None:
+def tail(settings: Settings, /, session: str, count: int, follow: bool, **filters: Any) -> None:
     """The session's last N events, oldest first; with --follow, then every new one."""
+    keep = event_filter(filters)
     if not follow:
-        print_events(settings, settings.session(session).tail(session, count), session)
+        events = select_tail(settings.session(session), session, count, keep)
+        print_events(settings, events, session)
         return
     store = settings.store()
     if not store.session_exists(session):
         say(f"no session {session!r} yet: waiting for its first event")
-    events = store.tail(session, count)
+    events = select_tail(store, session, count, keep)
     stop_on_sigterm()
     settings.output = "jsonl" if settings.output == "auto" else settings.output
     print_events(settings, events)
-    # After the last event shown; in an empty session, everything is new.
-    cursor = events[-1].cursor if events else CURSOR_ZERO
-    if count == 0:
-        newest = store.tail(session, 1)
-        cursor = newest[-1].cursor if newest else CURSOR_ZERO
+    # After the session's newest event, shown or filtered out; in an empty one, all is new.
+    newest = store.tail(session, 1)
+    cursor = newest[-1].cursor if newest else CURSOR_ZERO
     try:
         while True:
             batch = store.wait_session(session, cursor, timeout_ms=5000)
-            print_events(settings, batch)
+            print_events(settings, (e for e in batch if keep.matches(e)))
             if batch:
                 cursor = batch[-1].cursor
     except KeyboardInterrupt:
@@ -177,16 +217,18 @@ def inspect(settings: Settings, session: str) -> None:
 @cli.command()
 @click.argument("session")
 @click.argument("file", required=False, type=click.Path(dir_okay=False, allow_dash=True))
+@filter_options
 @pass_settings
-def export(settings: Settings, session: str, file: str | None) -> None:
+def export(settings: Settings, /, session: str, file: str | None, **filters: Any) -> None:
     """The whole session as conversation.jsonl, in commit order (stdout when no FILE)."""
+    keep = event_filter(filters)
     store = settings.session(session)
     if file in (None, "-"):
-        export_session(store, session, sys.stdout)
+        export_session(store, session, sys.stdout, keep)
         return
     assert file is not None
     with replace_whole(file) as out:
-        count = export_session(store, session, out)
+        count = export_session(store, session, out, keep)
     click.echo(f"exported {count} events to {file}", err=True)
 
 

@@ -366,12 +366,15 @@ class EventStore(abc.ABC):
                 return
             cursor = batch[-1].cursor
 
-    def tail(self, session_id: str, n: int = 20) -> list[RecordedEvent]:
-        """Return the session's last `n` events, oldest first, at a cost of O(n)."""
+    def tail(self, session_id: str, n: int = 20, before: str | None = None) -> list[RecordedEvent]:
+        """Return the session's last `n` events (before the cursor `before`, when given), oldest
+        first, at a cost of O(n) whatever the session's length."""
         check_name(session_id, "session id")
         if _check_limit(n) is None:
             raise InvalidInput("n must be an int >= 0")
-        return self._tail(session_id, n) if n else []
+        if before is not None:
+            parse_cursor(before)
+        return self._tail(session_id, n, before) if n else []
 
     def wait_session(
         self, session_id: str, after_cursor: str | None, timeout_ms: int, limit: int = PAGE
@@ -575,7 +578,7 @@ class EventStore(abc.ABC):
     def _scan(self, session_id: str, after: str | None, count: int) -> list[RecordedEvent]: ...
 
     @abc.abstractmethod
-    def _tail(self, session_id: str, n: int) -> list[RecordedEvent]: ...
+    def _tail(self, session_id: str, n: int, before: str | None) -> list[RecordedEvent]: ...
 
     @abc.abstractmethod
     def _wait(

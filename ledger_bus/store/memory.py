@@ -172,13 +172,15 @@ class MemoryStore(EventStore):
             stop = min(len(state.cursors), start + count)
             return [self._record(session_id, state, p) for p in range(start, stop)]
 
-    def _tail(self, session_id: str, n: int) -> list[RecordedEvent]:
+    def _tail(self, session_id: str, n: int, before: str | None) -> list[RecordedEvent]:
         with self._changed:
             state = self._sessions_by_id.get(session_id)
             if state is None:
                 return []
-            start = max(0, len(state.cursors) - n)
-            return [self._record(session_id, state, p) for p in range(start, len(state.cursors))]
+            end = len(state.cursors)
+            if before is not None:
+                end = bisect.bisect_left(state.cursors, before)
+            return [self._record(session_id, state, p) for p in range(max(0, end - n), end)]
 
     def _wait(
         self, session_id: str, after: str | None, timeout_ms: int, count: int

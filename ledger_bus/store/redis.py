@@ -359,9 +359,10 @@ class RedisStore(EventStore):
         entries = cast(Entries, self._run(lambda: self.client.xrange(log, start, "+", count=count)))
         return self._records(session_id, entries)
 
-    def _tail(self, session_id: str, n: int) -> list[RecordedEvent]:
+    def _tail(self, session_id: str, n: int, before: str | None) -> list[RecordedEvent]:
         log = self.keys.log(session_id)
-        entries = cast(Entries, self._run(lambda: self.client.xrevrange(log, "+", "-", count=n)))
+        end = "+" if before is None else "(" + _redis_cursor(before)
+        entries = cast(Entries, self._run(lambda: self.client.xrevrange(log, end, "-", count=n)))
         return self._records(session_id, reversed(entries))
 
     def _last_entry_id(self, log: str) -> str:
