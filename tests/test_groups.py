@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 import ledger_bus as lb
+from ledger_bus.ids import CURSOR_ZERO
 from ledger_bus.server import LocalServer
 from ledger_bus.store.base import EventStore
 from ledger_bus.tailer import Tailer, TailerOptions
@@ -185,3 +186,90 @@ def test_events_delivered_by_a_read_whose_reply_was_lost_reach_the_handler(
     tailer.ack(batch)
     assert tailer.stats().pending == 0
     assert tailer.poll() == []
+
+
+# -- administering groups ------------------------------------------------------------------------
+
+
+def test_groups_are_listed_with_what_each_holds(store: EventStore) -> None:
+    put(store, "ga", "a", "b")
+    store.group_create("ga", "one", CURSOR_ZERO)
+    store.group_create("ga", "two", None)
+    store.group_read("ga", "one", "c1", 1, None)
+    listed = store.groups("ga")
+    assert [(g.group, g.pending, g.lag) for g in listed] == [("one", 1, 1), ("two", 0, 0)]
+    assert store.groups("never-written") == []
+
+
+def test_pending_entries_say_who_holds_what_since_when(store: EventStore) -> None:
+    put(store, "gp", "a", "b")
+    store.group_create("gp", "g", CURSOR_ZERO)
+    first = store.group_read("gp", "g", "c1", 1, None)
+    store.group_read("gp", "g", "c2", 1, None)
+    time.sleep(0.05)
+    entries = store.group_pending_entries("gp", "g")
+    oldest = entries[0]
+    assert (oldest.cursor, oldest.consumer, oldest.deliveries) == (first[0].event.cursor, "c1", 1)
+    assert [e.consumer for e in entries] == ["c1", "c2"]
+    assert all(e.idle_ms >= 40 for e in entries)
+
+
+def test_a_group_is_reset_and_deleted(store: EventStore) -> None:
+    put(store, "gr", "a", "b", "c")
+    store.group_create("gr", "g", None)
+    assert store.group_read("gr", "g", "c", 10, None) == []
+    store.group_reset("gr", "g", CURSOR_ZERO)
+    assert bodies(store.group_read("gr", "g", "c", 10, None)) == ["a", "b", "c"]
+    assert store.group_delete("gr", "g") is True
+    assert store.group_delete("gr", "g") is False
+    assert not store.group_exists("gr", "g")
+    with pytest.raises(lb.NotFound):
+        store.group_reset("gr", "g", CURSOR_ZERO)
+
+
+def test_replayed_dead_letters_are_taken_over_and_delivered_again(store: EventStore) -> None:
+    put(store, "gd", "poison", "fine")
+    store.group_create("gd", "g", CURSOR_ZERO)
+    poison, fine = store.group_read("gd", "g", "c1", 10, None)
+    store.group_dead_letter("gd", "g", poison, "kept failing")
+    store.group_ack("gd", "g", [fine.entry_id])
+
+    assert store.group_replay_dead_letters("gd", "g") == 1
+
+    assert store.group_dead_letters("gd", "g") == []
+    taken = store.group_claim("gd", "g", "c2", 60_000, 10)  # idle long enough for any taker
+    assert bodies(taken) == ["poison"]
+    assert taken[0].deliveries == 1, "the count starts again"
+    assert store.group_replay_dead_letters("gd", "g") == 0
+
+
+def test_groups_from_the_command_line(redis_url: str, prefix: str) -> None:
+    import json
+
+    from tests.helpers import ledger_cli
+
+    with lb.connect(redis_url, prefix=prefix) as direct:
+        put(direct, "gc", "poison", "fine")
+        direct.group_create("gc", "workers", CURSOR_ZERO)
+        poison, _ = direct.group_read("gc", "workers", "w1", 10, None)
+        direct.group_dead_letter("gc", "workers", poison, "kept failing")
+
+    def run(*args: str) -> list[dict[str, object]]:
+        done = ledger_cli(redis_url, prefix, *args)
+        assert done.returncode == 0, done.stderr
+        return [json.loads(line) for line in done.stdout.splitlines()]
+
+    (listed,) = run("groups", "gc")
+    assert (listed["group"], listed["pending"], listed["dead_letters"]) == ("workers", 1, 1)
+    (held,) = run("groups", "pending", "gc", "workers")
+    assert (held["consumer"], held["deliveries"]) == ("w1", 1)
+    (letter,) = run("groups", "dead-letters", "gc", "workers")
+    assert letter["reason"] == "kept failing"
+    assert run("groups", "dead-letters", "gc", "workers", "--replay")[0]["replayed"] == 1
+    assert run("groups", "reset", "gc", "workers", "--to", "0")[0]["after"] == CURSOR_ZERO
+    refused = ledger_cli(redis_url, prefix, "groups", "delete", "gc", "workers")
+    assert refused.returncode == 2
+    assert run("groups", "delete", "gc", "workers", "--yes")[0]["deleted"] is True
+    missing = ledger_cli(redis_url, prefix, "groups", "delete", "gc", "workers", "--yes")
+    assert missing.returncode == 6
+    assert run("groups", "gc") == []

@@ -1,11 +1,21 @@
-"""Commands for agents following a session: follow (a consumer group) and the live demo."""
+"""Commands for agents following a session: follow (a consumer group), and groups, its admin."""
 
 from __future__ import annotations
 
 import click
 
-from ledger_bus.cli.app import Settings, cli, emit, pass_settings, say, stop_on_sigterm
-from ledger_bus.ids import check_name
+from ledger_bus.cli.app import (
+    BadInput,
+    Settings,
+    cli,
+    emit,
+    pass_settings,
+    print_rows,
+    say,
+    stop_on_sigterm,
+)
+from ledger_bus.errors import NotFound
+from ledger_bus.ids import CURSOR_ZERO, check_name
 from ledger_bus.tailer import Tailer, TailerOptions
 
 
@@ -92,3 +102,92 @@ def follow(
                 return
     except KeyboardInterrupt:
         return
+
+
+class _Groups(click.Group):
+    """`groups SESSION` lists; `groups pending|dead-letters|delete|reset ...` act on one group."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] not in self.commands:
+            args = ["list", *args]
+        return super().resolve_command(ctx, args)
+
+
+@cli.group(cls=_Groups)
+def groups() -> None:
+    """Consumer groups of a session: `groups SESSION`, and what to do with one group."""
+
+
+@groups.command(name="list")
+@click.argument("session")
+@click.option(
+    "--idle-ms",
+    type=click.IntRange(min=0),
+    default=3_600_000,
+    show_default=True,
+    help="A consumer holding nothing counts as idle after this long.",
+)
+@pass_settings
+def groups_list(settings: Settings, session: str, idle_ms: int) -> None:
+    """Each group: consumers live and idle, pending, lag, last delivered, dead letters."""
+    store = settings.session(session)
+    rows = []
+    for stats in store.groups(session, idle_ms):
+        row = stats.to_dict()
+        row["dead_letters"] = len(store.group_dead_letters(session, stats.group))
+        rows.append(row)
+    print_rows(settings, rows, f"{session}: consumer groups")
+
+
+@groups.command(name="pending")
+@click.argument("session")
+@click.argument("group")
+@click.option("--count", type=click.IntRange(min=1), default=1000, show_default=True)
+@pass_settings
+def groups_pending(settings: Settings, session: str, group: str, count: int) -> None:
+    """Who holds which event, for how long, delivered how often; oldest first."""
+    entries = settings.session(session).group_pending_entries(session, group, count)
+    print_rows(settings, [e.to_dict() for e in entries], f"{session}/{group}: pending")
+
+
+@groups.command(name="dead-letters")
+@click.argument("session")
+@click.argument("group")
+@click.option("--replay", is_flag=True, help="Put them back for consumers to take over.")
+@pass_settings
+def groups_dead_letters(settings: Settings, session: str, group: str, replay: bool) -> None:
+    """The group's dead letters; with --replay, each is pending again and its letter removed."""
+    store = settings.session(session)
+    if replay:
+        count = store.group_replay_dead_letters(session, group)
+        emit({"session": session, "group": group, "replayed": count})
+        return
+    print_rows(settings, store.group_dead_letters(session, group), f"{session}/{group}: dead")
+
+
+@groups.command(name="delete")
+@click.argument("session")
+@click.argument("group")
+@click.option("--yes", is_flag=True, help="Yes: the group's place and pending list go.")
+@pass_settings
+def groups_delete(settings: Settings, session: str, group: str, yes: bool) -> None:
+    """Remove a group, its pending list and its dead letters (the events stay)."""
+    if not yes:
+        raise BadInput(f"deleting group {group!r} forgets what it delivered: add --yes")
+    if not settings.session(session).group_delete(session, group):
+        raise NotFound(f"no consumer group {group!r} on session {session!r}")
+    emit({"session": session, "group": group, "deleted": True})
+
+
+@groups.command(name="reset")
+@click.argument("session")
+@click.argument("group")
+@click.option("--to", "cursor", required=True, help="Deliver what commits after this cursor.")
+@pass_settings
+def groups_reset(settings: Settings, session: str, group: str, cursor: str) -> None:
+    """Move a group's place: it delivers next what commits after CURSOR (0: from the start)."""
+    target = CURSOR_ZERO if cursor == "0" else cursor
+    settings.session(session).group_reset(session, group, target)
+    emit({"session": session, "group": group, "after": target})

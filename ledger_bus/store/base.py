@@ -11,7 +11,7 @@ from typing import Any, Final
 
 from ledger_bus.batch import Limits, PreparedAppend, prepare_append
 from ledger_bus.durability import LOCAL, Durability, parse_durability
-from ledger_bus.errors import InvalidInput
+from ledger_bus.errors import InvalidInput, NotFound
 from ledger_bus.events import event_adapter
 from ledger_bus.ids import (
     ExpectedVersion,
@@ -26,6 +26,9 @@ from ledger_bus.ids import (
 from ledger_bus.store.keys import INDEX_BUCKETS
 
 PAGE: Final = 1000
+# Who holds a replayed dead letter until a consumer takes it over, and how idle it then looks.
+REPLAY_CONSUMER: Final = "replayed"
+REPLAY_IDLE_MS: Final = 365 * 86_400_000
 
 
 def format_time(ms: int) -> str:
@@ -224,6 +227,20 @@ class GroupStats:
     pending: int
     lag: int
     last_delivered: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingEntry:
+    """An event a group handed out and has not had acked: who holds it, since when, how often."""
+
+    entry_id: str
+    cursor: str
+    consumer: str
+    idle_ms: int
+    deliveries: int
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -535,6 +552,40 @@ class EventStore(abc.ABC):
         self._check_group(session_id, group)
         return self._group_prune(session_id, group, max(0, idle_ms))
 
+    def groups(self, session_id: str, idle_ms: int = 3_600_000) -> list[GroupStats]:
+        """Every consumer group of the session, by name."""
+        check_name(session_id, "session id")
+        return sorted(self._groups(session_id, max(0, idle_ms)), key=lambda g: g.group)
+
+    def group_pending_entries(
+        self, session_id: str, group: str, count: int = 1000
+    ) -> list[PendingEntry]:
+        """The group's pending events, oldest first: who holds each, how long, how often."""
+        self._check_group(session_id, group)
+        return self._group_pending_entries(session_id, group, max(1, count))
+
+    def group_delete(self, session_id: str, group: str) -> bool:
+        """Remove the group and its dead letters; False when there was no such group."""
+        self._check_group(session_id, group)
+        return self._group_delete(session_id, group)
+
+    def group_reset(self, session_id: str, group: str, cursor: str) -> None:
+        """Make the group deliver what commits after `cursor` next (what it holds stays pending)."""
+        self._check_group(session_id, group)
+        parse_cursor(cursor)
+        if not self._group_exists(session_id, group):
+            raise NotFound(f"no consumer group {group!r} on session {session_id!r}")
+        self._group_reset(session_id, group, cursor)
+
+    def group_replay_dead_letters(self, session_id: str, group: str) -> int:
+        """Put the group's dead letters back: each is pending again, idle long enough for any
+        consumer that takes over idle events to take it, with its delivery count reset; its dead
+        letter is removed. Returns how many."""
+        self._check_group(session_id, group)
+        if not self._group_exists(session_id, group):
+            raise NotFound(f"no consumer group {group!r} on session {session_id!r}")
+        return self._group_replay(session_id, group)
+
     @staticmethod
     def _check_group(session_id: str, group: str, consumer: str | None = None) -> None:
         check_name(session_id, "session id")
@@ -657,3 +708,20 @@ class EventStore(abc.ABC):
 
     @abc.abstractmethod
     def _group_prune(self, session_id: str, group: str, idle_ms: int) -> list[str]: ...
+
+    @abc.abstractmethod
+    def _groups(self, session_id: str, idle_ms: int) -> list[GroupStats]: ...
+
+    @abc.abstractmethod
+    def _group_pending_entries(
+        self, session_id: str, group: str, count: int
+    ) -> list[PendingEntry]: ...
+
+    @abc.abstractmethod
+    def _group_delete(self, session_id: str, group: str) -> bool: ...
+
+    @abc.abstractmethod
+    def _group_reset(self, session_id: str, group: str, cursor: str) -> None: ...
+
+    @abc.abstractmethod
+    def _group_replay(self, session_id: str, group: str) -> int: ...

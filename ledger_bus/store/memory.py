@@ -15,11 +15,14 @@ from ledger_bus.durability import Durability
 from ledger_bus.errors import IdempotencyConflict, InvalidInput, NotFound, VersionConflict
 from ledger_bus.ids import CURSOR_ZERO, StreamId, cursor_ms, format_cursor, parse_cursor
 from ledger_bus.store.base import (
+    REPLAY_CONSUMER,
+    REPLAY_IDLE_MS,
     AppendResult,
     Delivery,
     EventStore,
     GroupStats,
     OpenAttempt,
+    PendingEntry,
     RecordedEvent,
     SessionInfo,
     StreamInfo,
@@ -406,3 +409,42 @@ class MemoryStore(EventStore):
             for consumer in removed:
                 del found.seen[consumer]
             return removed
+
+    def _groups(self, session_id: str, idle_ms: int) -> list[GroupStats]:
+        with self._changed:
+            state = self._sessions_by_id.get(session_id)
+            names = list(state.groups) if state else []
+        return [self._group_stats(session_id, name, idle_ms) for name in names]
+
+    def _group_pending_entries(self, session_id: str, group: str, count: int) -> list[PendingEntry]:
+        with self._changed:
+            _, found = self._group(session_id, group)
+            now = time.monotonic()
+            return [
+                PendingEntry(
+                    cursor, cursor, held.consumer, int((now - held.since) * 1000), held.deliveries
+                )
+                for cursor, held in sorted(found.pending.items())[:count]
+            ]
+
+    def _group_delete(self, session_id: str, group: str) -> bool:
+        with self._changed:
+            state = self._sessions_by_id.get(session_id)
+            return state is not None and state.groups.pop(group, None) is not None
+
+    def _group_reset(self, session_id: str, group: str, cursor: str) -> None:
+        with self._changed:
+            self._group(session_id, group)[1].last = cursor
+
+    def _group_replay(self, session_id: str, group: str) -> int:
+        with self._changed:
+            state, found = self._group(session_id, group)
+            since = time.monotonic() - REPLAY_IDLE_MS / 1000
+            replayed = 0
+            for letter in found.dead:
+                cursor = letter["cursor"]
+                if bisect.bisect_left(state.cursors, cursor) < len(state.cursors):
+                    found.pending[cursor] = _Pending(REPLAY_CONSUMER, 0, since)
+                    replayed += 1
+            found.dead.clear()
+            return replayed

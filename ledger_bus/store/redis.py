@@ -27,11 +27,14 @@ from ledger_bus.errors import (
 )
 from ledger_bus.ids import StreamId, cursor_ms
 from ledger_bus.store.base import (
+    REPLAY_CONSUMER,
+    REPLAY_IDLE_MS,
     AppendResult,
     Delivery,
     EventStore,
     GroupStats,
     OpenAttempt,
+    PendingEntry,
     RecordedEvent,
     SessionInfo,
     StreamInfo,
@@ -685,6 +688,78 @@ class RedisStore(EventStore):
             lambda: self._evalsha(self._prune_script, keys, args), session_id, group
         )
         return [_text(name) for name in removed]
+
+    def _groups(self, session_id: str, idle_ms: int) -> list[GroupStats]:
+        log = self.keys.log(session_id)
+
+        def names() -> list[Any]:
+            try:
+                return cast(list[Any], self.client.xinfo_groups(log))
+            except rx.ResponseError:  # no log yet
+                return []
+
+        return [self._group_stats(session_id, _text(g["name"]), idle_ms) for g in self._run(names)]
+
+    def _group_pending_entries(self, session_id: str, group: str, count: int) -> list[PendingEntry]:
+        log = self.keys.log(session_id)
+        found = self._group_call(
+            lambda: self.client.xpending_range(log, group, "-", "+", count), session_id, group
+        )
+        return [
+            PendingEntry(
+                entry_id=_text(item["message_id"]),
+                cursor=_ledger_cursor(item["message_id"]),
+                consumer=_text(item["consumer"]),
+                idle_ms=int(item["time_since_delivered"]),
+                deliveries=int(item["times_delivered"]),
+            )
+            for item in found
+        ]
+
+    def _group_delete(self, session_id: str, group: str) -> bool:
+        log, dead = self.keys.log(session_id), self.keys.group_dead_letters(session_id, group)
+
+        def delete() -> Any:
+            pipe = self.client.pipeline(transaction=True)  # one slot
+            pipe.xgroup_destroy(log, group)
+            pipe.delete(dead)
+            return pipe.execute()[0]
+
+        if not self._group_exists(session_id, group):
+            return False
+        return bool(self._run(delete))
+
+    def _group_reset(self, session_id: str, group: str, cursor: str) -> None:
+        log = self.keys.log(session_id)
+        self._group_call(
+            lambda: self.client.xgroup_setid(log, group, _redis_cursor(cursor)), session_id, group
+        )
+
+    def _group_replay(self, session_id: str, group: str) -> int:
+        log, dead = self.keys.log(session_id), self.keys.group_dead_letters(session_id, group)
+        letters = cast(Entries, self._run(lambda: self.client.xrange(dead)))
+        if not letters:
+            return 0
+        entries = [fields[b"entry"] for _, fields in letters]
+        letter_ids = [letter_id for letter_id, _ in letters]
+
+        def replay() -> Any:
+            pipe = self.client.pipeline(transaction=True)  # one slot: all of it, or none
+            pipe.xclaim(
+                log,
+                group,
+                REPLAY_CONSUMER,
+                0,
+                entries,
+                idle=REPLAY_IDLE_MS,
+                retrycount=0,
+                force=True,
+                justid=True,
+            )
+            pipe.xdel(dead, *letter_ids)
+            return pipe.execute()[0]
+
+        return len(self._group_call(replay, session_id, group))
 
     def now_ms(self) -> int:
         seconds, micros = self._run(self.client.time)
