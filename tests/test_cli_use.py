@@ -4,6 +4,8 @@ the small frictions (a cursor of 0, `ANY`, pretty-printed JSON, a URL that canno
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 
@@ -117,3 +119,19 @@ def test_a_recorded_event_shows_what_it_is() -> None:
     assert text.startswith("RecordedEvent(s1/main v1 ")
     assert "message by lead: 'xxxxxxxx" in text
     assert text.endswith("…')")
+
+
+def test_the_demo_names_the_command_as_it_can_be_run_from_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ledger_bus.cli import demo
+
+    monkeypatch.setattr(sys, "argv", [".venv/bin/ledger-bus", "demo"])
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(os.path, "exists", lambda path: True)
+    assert demo._program() == ".venv/bin/ledger-bus"
+    monkeypatch.setattr(shutil, "which", lambda name: ".venv/bin/ledger-bus")
+    assert demo._program() == "ledger-bus"
+    monkeypatch.setattr(sys, "argv", ["/somewhere/__main__.py", "demo"])
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert demo._program() == f"{sys.executable} -m ledger_bus"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -246,7 +247,7 @@ def _report(session: str, settings: Settings, board: Board, url: str, private: b
             " nobody knows whether that call took effect, and nothing will run it again."
         )
     prefix = "" if settings.prefix == "lb" else f" --prefix {settings.prefix}"
-    base = f"ledger-bus --url {url}{prefix}"
+    base = f"{_program()} --url {url}{prefix}"
     lines += [
         "inspect it:",
         f"  {base} tail {session} -n 20",
@@ -261,3 +262,15 @@ def _report(session: str, settings: Settings, board: Board, url: str, private: b
             " the session)"
         )
     click.echo("\n".join(lines))
+
+
+def _program() -> str:
+    """How to run this command again from here: `ledger-bus` when that is on PATH, else the path
+    it was started by (`.venv/bin/ledger-bus` after `make demo`), else through Python."""
+    started = sys.argv[0]
+    on_path = shutil.which("ledger-bus")
+    if on_path and os.path.realpath(on_path) == os.path.realpath(started):
+        return "ledger-bus"
+    if os.path.basename(started) == "ledger-bus" and os.path.exists(started):
+        return started
+    return f"{sys.executable} -m ledger_bus"
