@@ -135,3 +135,31 @@ def test_the_demo_names_the_command_as_it_can_be_run_from_here(
     monkeypatch.setattr(sys, "argv", ["/somewhere/__main__.py", "demo"])
     monkeypatch.setattr(shutil, "which", lambda name: None)
     assert demo._program() == f"{sys.executable} -m ledger_bus"
+
+
+def test_sessions_show_what_each_holds_sorted_paged_and_filtered(
+    redis_url: str, prefix: str
+) -> None:
+    import time
+
+    with lb.connect(redis_url, prefix=prefix) as store:
+        store.append(lb.StreamId("old", "main"), 0, "a", [msg("x")])
+        time.sleep(1.2)  # the session index keeps activity to the millisecond
+        store.append(lb.StreamId("busy", "main"), 0, "a", [msg("x"), msg("y")])
+        call = {"type": "tool_call", "agent": "a", "tool": "t", "attempt_id": "c1"}
+        store.append(lb.StreamId("busy", "calls"), 0, "b", [call])
+        time.sleep(0.05)
+        store.append(lb.StreamId("quiet", "main"), 0, "a", [msg("x")])
+
+    def rows(*args: str) -> list[dict[str, object]]:
+        done = ledger_cli(redis_url, prefix, "sessions", *args)
+        assert done.returncode == 0, done.stderr
+        return [json.loads(line) for line in done.stdout.splitlines()]
+
+    listed = rows()
+    assert [r["session"] for r in listed] == ["quiet", "busy", "old"]
+    busy = listed[1]
+    assert (busy["events"], busy["streams"], busy["open_attempts"]) == (3, 2, 1)
+    assert [r["session"] for r in rows("--open")] == ["busy"]
+    assert [r["session"] for r in rows("--active", "1")] == ["quiet", "busy"]
+    assert [r["session"] for r in rows("--limit", "1", "--offset", "1")] == ["busy"]

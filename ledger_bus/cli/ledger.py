@@ -182,18 +182,62 @@ def tail(settings: Settings, /, session: str, count: int, follow: bool, **filter
 
 
 @cli.command()
-@click.option("--limit", type=click.IntRange(min=0), default=None, help="At most this many.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    default=50,
+    show_default=True,
+    help="At most this many (0: all).",
+)
+@click.option("--offset", type=click.IntRange(min=0), default=0, help="Skip this many first.")
+@click.option(
+    "--active",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="SECONDS",
+    help="Only sessions active in the last SECONDS.",
+)
+@click.option("--open", "open_only", is_flag=True, help="Only sessions with open attempts.")
 @click.option("--rebuild", is_flag=True, help="Rebuild the index from the sessions first.")
 @pass_settings
-def sessions(settings: Settings, limit: int | None, rebuild: bool) -> None:
-    """Sessions by last activity, most recent first."""
+def sessions(
+    settings: Settings,
+    limit: int,
+    offset: int,
+    active: float | None,
+    open_only: bool,
+    rebuild: bool,
+) -> None:
+    """Sessions by last activity, most recent first: events, streams, open attempts."""
     store = settings.store()
     if rebuild:
         from ledger_bus.store.redis import RedisStore
 
         if isinstance(store, RedisStore):
             store.rebuild_index()
-    rows = [{"session": s, "last_at": format_time(ms)} for s, ms in store.sessions(limit)]
+    found = store.sessions()
+    if active is not None:
+        since = store.now_ms() - int(active * 1000)
+        found = [(s, ms) for s, ms in found if ms >= since]
+    if open_only:
+        opened = {s for s, _ in store.sessions_with_open_attempts()}
+        found = [(s, ms) for s, ms in found if s in opened]
+    page = found[offset : offset + limit if limit else None]
+    open_now = store.open_attempts_of([s for s, _ in page])  # one round trip for the page
+    rows = []
+    for session_id, ms in page:
+        info = store.session_info(session_id)
+        if open_only and not open_now[session_id]:
+            continue
+        rows.append(
+            {
+                "session": session_id,
+                "last_at": format_time(ms),
+                "events": info.events,
+                "streams": len(info.streams),
+                "open_attempts": len(open_now[session_id]),
+            }
+        )
     print_rows(settings, rows, "sessions")
 
 
