@@ -224,11 +224,11 @@ def sessions(
         found = [(s, ms) for s, ms in found if s in opened]
     page = found[offset : offset + limit if limit else None]
     open_now = store.open_attempts_of([s for s, _ in page])  # one round trip for the page
+    if open_only:  # the index lists sessions that may have some; keep those that do
+        page = [(s, ms) for s, ms in page if open_now[s]]
     rows = []
     for session_id, ms in page:
         info = store.session_info(session_id)
-        if open_only and not open_now[session_id]:
-            continue
         rows.append(
             {
                 "session": session_id,
