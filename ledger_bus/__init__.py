@@ -12,6 +12,7 @@ from ledger_bus.errors import (
     InvalidInput,
     LedgerError,
     NotFound,
+    Refused,
     VersionConflict,
 )
 from ledger_bus.events import Event, Message, Mutation, ToolCall, ToolResult
@@ -39,6 +40,7 @@ __all__ = [
     "Mutation",
     "NotFound",
     "RecordedEvent",
+    "Refused",
     "StreamId",
     "ToolCall",
     "ToolResult",

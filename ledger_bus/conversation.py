@@ -16,8 +16,8 @@ from ledger_bus.errors import InvalidEvent, InvalidInput
 from ledger_bus.events import RESERVED_FIELDS
 from ledger_bus.filters import EventFilter, select
 from ledger_bus.ids import ANY, StreamId, check_name
+from ledger_bus.jsonl import event_line
 from ledger_bus.jsontext import parse_json, text_lines
-from ledger_bus.render import event_line
 from ledger_bus.store.base import EventStore
 
 IMPORT_BATCH: Final = 100

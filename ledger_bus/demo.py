@@ -22,7 +22,8 @@ from typing import Any, Final
 import ledger_bus
 from ledger_bus.ids import CURSOR_ZERO
 from ledger_bus.recorder import Recorder
-from ledger_bus.store.base import EventStore, RecordedEvent
+from ledger_bus.records import RecordedEvent
+from ledger_bus.store.base import EventStore
 from ledger_bus.tailer import Tailer, TailerOptions, render_context
 
 WORKER_GROUP: Final = "workers"

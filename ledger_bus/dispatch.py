@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal, TypeVar
 
-from ledger_bus.errors import InvalidInput, LedgerError, VersionConflict
+from ledger_bus.errors import InvalidInput, LedgerError, NotFound, Refused, VersionConflict
 from ledger_bus.ids import StreamId
 from ledger_bus.store.base import EventStore
 
@@ -61,10 +61,6 @@ IN_FLIGHT: Final = timedelta(hours=48)
 
 Window = Literal["live", "stale", "other"]
 T = TypeVar("T")
-
-
-class Refused(LedgerError):
-    """Raised when the board's rule refuses a write (stage or close on a closed dispatch)."""
 
 
 # -- the rule (isOpenDispatch), word for word ---------------------------------------------------
@@ -295,7 +291,7 @@ class Board:
         def update(state: BoardState) -> dict[str, Any]:
             record = state.records.get(dispatch_id)
             if record is None:
-                raise InvalidInput(f"no dispatch {dispatch_id!r} on session {self.session_id!r}")
+                raise NotFound(f"no dispatch {dispatch_id!r} on session {self.session_id!r}")
             changes: dict[str, Any] = make(record)
             event = {"kind": "dispatch.update", "id": dispatch_id, "changes": changes}
             self._write(state.version, f"update:{token}", [event])

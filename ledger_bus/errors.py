@@ -57,6 +57,11 @@ class BackendRefused(LedgerError):
     credentials, a database that does not exist. Retrying as it is will not help."""
 
 
+class Refused(LedgerError):
+    """Raised when a rule refuses a write that names something closed already: a checkpoint or a
+    second close of a closed dispatch, a resolution of a closed attempt. Nothing was written."""
+
+
 class NotFound(LedgerError):
     """Raised when what a call names does not exist: a session, stream, attempt or group."""
 

@@ -17,8 +17,9 @@ from typing import Final
 
 from ledger_bus.errors import LedgerError
 from ledger_bus.ids import CURSOR_ZERO, check_name
-from ledger_bus.render import event_line
-from ledger_bus.store.base import EventStore, RecordedEvent
+from ledger_bus.jsonl import event_line
+from ledger_bus.records import RecordedEvent
+from ledger_bus.store.base import EventStore
 
 FILE_NAME: Final = "conversation.jsonl"
 _CHUNK: Final = 64 * 1024

@@ -26,11 +26,15 @@ from ledger_bus.errors import (
     InvalidInput,
     LedgerError,
     NotFound,
+    Refused,
 )
 from ledger_bus.files import replace_whole
+from ledger_bus.filters import EventFilter, select
 from ledger_bus.ids import ANY, StreamId
+from ledger_bus.jsonl import format_time
+from ledger_bus.records import AppendResult, OpenAttempt, RecordedEvent
 from ledger_bus.rewind import report_rewind
-from ledger_bus.store.base import AppendResult, EventStore, OpenAttempt, format_time
+from ledger_bus.store.base import EventStore
 from ledger_bus.store.keys import INDEX_BUCKETS
 
 log = logging.getLogger("ledger_bus.reconciler")
@@ -306,7 +310,7 @@ def resolve_attempt(
     found = {a.attempt_id: a for a in store.open_attempts(session_id)}
     attempt = found.get(attempt_id)
     if attempt is None:
-        raise NotFound(f"no open attempt {attempt_id!r} in session {session_id!r}")
+        raise _not_open(store, session_id, attempt_id)
     if outcome == "retried" and not retry_attempt:
         raise InvalidInput("a retried attempt names the attempt that retries it")
     value: Any = result
@@ -326,6 +330,27 @@ def resolve_attempt(
         event["run_id"] = attempt.run_id
     ref = StreamId(session_id, attempt.stream)
     return store.append(ref, ANY, f"resolve:{attempt.key}", [event]).cursor
+
+
+def _not_open(store: EventStore, session_id: str, attempt_id: str) -> LedgerError:
+    """Why an attempt cannot be resolved: closed already (Refused, naming its result), or never
+    requested in the session (NotFound). Looked up only on this error path, by reading the
+    session's calls and results."""
+    if not store.session_exists(session_id):
+        return NotFound(f"no such session {session_id!r}")
+    closed: RecordedEvent | None = None
+    requested = False
+    calls = EventFilter(types=("tool_call", "tool_result"))
+    for event in select(store, session_id, calls):
+        if event.attempt_id == attempt_id:
+            requested = requested or event.type == "tool_call"
+            closed = event if event.type == "tool_result" else None
+    if requested and closed is not None:
+        return Refused(
+            f"attempt {attempt_id!r} of session {session_id!r} is closed already: its"
+            f" tool_result ({closed.get('status')}) is at {closed.cursor}"
+        )
+    return NotFound(f"no attempt {attempt_id!r} was requested in session {session_id!r}")
 
 
 class ReconcilerMetrics:

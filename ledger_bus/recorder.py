@@ -26,7 +26,8 @@ from typing import Any, Final, Literal
 
 from ledger_bus.errors import DurabilityNotConfirmed, HistoryRewound, LedgerError
 from ledger_bus.ids import ANY, StreamId, derive_event_id
-from ledger_bus.store.base import AppendResult, EventStore, RecordedEvent
+from ledger_bus.records import AppendResult, RecordedEvent
+from ledger_bus.store.base import EventStore
 
 log = logging.getLogger("ledger_bus.recorder")
 

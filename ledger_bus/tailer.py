@@ -15,13 +15,14 @@ import time
 from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Literal
 
 from ledger_bus.errors import LedgerError
-from ledger_bus.ids import CURSOR_ZERO
-from ledger_bus.render import context_line
+from ledger_bus.ids import CURSOR_ZERO, cursor_ms
+from ledger_bus.jsonl import format_time
+from ledger_bus.records import Delivery, GroupStats, RecordedEvent
 from ledger_bus.rewind import cursor_gone, report_rewind
-from ledger_bus.store.base import Delivery, EventStore, GroupStats, RecordedEvent
+from ledger_bus.store.base import EventStore
 
 log = logging.getLogger("ledger_bus.tailer")
 
@@ -29,9 +30,36 @@ Handler = Callable[[RecordedEvent], object]
 REWIND_CHECK_S: Final = 1.0  # how often a consumer looks for the newest event it handled
 
 
+def context_line(event: RecordedEvent, width: int = 200) -> str:
+    """A compact line for a model's context: time, who, what."""
+    at = format_time(cursor_ms(event.cursor))[11:19]
+    return f"{at} {event.agent} {event.type}: {event.summary(width)}"
+
+
 def render_context(events: Iterable[RecordedEvent], width: int = 200) -> str:
     """The events as compact lines of text, for a model's context window."""
     return "\n".join(context_line(event, width) for event in events)
+
+
+def watch(
+    store: EventStore,
+    session_id: str,
+    after: str,
+    stop: threading.Event | None = None,
+    block_ms: int = 5000,
+) -> Iterator[RecordedEvent]:
+    """Every event of the session committed after the cursor `after`, as it commits.
+
+    A reader on its own: no group, nothing acked, nothing kept on the server, so it suits a
+    person watching (`ledger-bus tail --follow`) and read-only credentials. A reader that must
+    not miss an event across its own restarts, or shares the work with others, is a Tailer.
+    """
+    cursor = after
+    while stop is None or not stop.is_set():
+        batch = store.wait_session(session_id, cursor, timeout_ms=block_ms)
+        yield from batch
+        if batch:
+            cursor = batch[-1].cursor
 
 
 @dataclass
@@ -178,26 +206,43 @@ class Tailer:
     def ack(self, deliveries: Iterable[Delivery]) -> int:
         return self.store.group_ack(self.session_id, self.group, [d.entry_id for d in deliveries])
 
-    def run(self, handler: Handler, stop: threading.Event | None = None) -> None:
-        """Deliver events to `handler` until `stop` is set; ack each batch's handled events.
+    def run(
+        self,
+        handler: Handler,
+        stop: threading.Event | None = None,
+        *,
+        ack: bool = True,
+        batches: int | None = None,
+        errors: Literal["leave", "raise"] = "leave",
+    ) -> None:
+        """Deliver events to `handler` until `stop` is set (or after `batches` batches); ack each
+        batch's handled events unless `ack` is false.
 
-        A handler that raises leaves its event unacked: it comes back through takeover (set
-        claim_idle_ms) or this consumer's next start, until max_deliveries sends it to the
-        dead-letter stream.
+        errors "leave": a handler that raises leaves its event unacked, and the run goes on; the
+        event comes back through takeover (set claim_idle_ms) or this consumer's next start,
+        until max_deliveries sends it to the dead-letter stream. errors "raise": the run stops
+        and the error propagates, after acking what was handled before it.
         """
         stop = stop or threading.Event()
-        while not stop.is_set():
+        done = 0
+        while not stop.is_set() and (batches is None or done < batches):
             batch = self.poll()
             handled: list[Delivery] = []
-            with self._keeping([d.entry_id for d in batch]):
-                for delivery in batch:
-                    try:
-                        handler(delivery.event)
-                    except Exception:
-                        log.exception("handler failed on %s; left unacked", delivery.entry_id)
-                        continue
-                    handled.append(delivery)
-            self.ack(handled)
+            try:
+                with self._keeping([d.entry_id for d in batch]):
+                    for delivery in batch:
+                        try:
+                            handler(delivery.event)
+                        except Exception:
+                            if errors == "raise":
+                                raise
+                            log.exception("handler failed on %s; left unacked", delivery.entry_id)
+                            continue
+                        handled.append(delivery)
+            finally:
+                if ack:
+                    self.ack(handled)
+            done += 1
 
     @contextmanager
     def _keeping(self, entry_ids: list[str]) -> Iterator[None]:

@@ -20,17 +20,10 @@ from ledger_bus.server import LocalServer
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.redis import RedisStore
 from ledger_bus.tailer import Tailer, TailerOptions
+from tests.support.events import call, msg
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 PASSWORDS = {role: f"secret-{role}" for role in ROLES}
-
-
-def msg(body: str) -> dict[str, str]:
-    return {"type": "message", "agent": "a", "body": body}
-
-
-def call(attempt: str) -> dict[str, object]:
-    return {"type": "tool_call", "agent": "a", "tool": "deploy", "attempt_id": attempt}
 
 
 @pytest.fixture(scope="module")

@@ -20,23 +20,21 @@ import pytest
 
 import ledger_bus as lb
 from ledger_bus.recorder import Recorder, RequestNotRecorded, UnresolvedAttempt
+from ledger_bus.records import RecordedEvent
 from ledger_bus.server import LocalServer
-from ledger_bus.store.base import EventStore, RecordedEvent
+from ledger_bus.store.base import EventStore
 from ledger_bus.tailer import Tailer, TailerOptions
-from tests.helpers import kill, start_recorded
+from tests.support.events import msg
+from tests.support.helpers import kill, start_recorded
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def msg(body: str, agent: str = "writer") -> dict[str, str]:
-    return {"type": "message", "agent": agent, "body": body}
 
 
 def append_bodies(store: EventStore, session: str, bodies: list[str]) -> None:
     ref = lb.StreamId(session, "feed")
     for start in range(0, len(bodies), 100):
         chunk = bodies[start : start + 100]
-        store.append(ref, lb.ANY, f"feed-{start}", [msg(b) for b in chunk])
+        store.append(ref, lb.ANY, f"feed-{start}", [msg(b, "writer") for b in chunk])
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 60, what: str = "condition") -> None:
@@ -71,7 +69,7 @@ class Consumers:
         args = [
             sys.executable,
             "-m",
-            "tests.workers",
+            "tests.support.workers",
             "consume",
             self.url,
             self.prefix,
@@ -257,7 +255,7 @@ def test_a_new_group_starts_at_the_end_of_the_session(store: EventStore) -> None
     context = tailer.join(5)
     assert [e["body"] for e in context] == ["old-1", "old-2"]
     assert tailer.poll() == []
-    store.append(lb.StreamId("late", "feed"), lb.ANY, "new", [msg("new-1")])
+    store.append(lb.StreamId("late", "feed"), lb.ANY, "new", [msg("new-1", "writer")])
     assert [d.event["body"] for d in tailer.poll()] == ["new-1"]
 
 
@@ -286,7 +284,8 @@ def test_tail_shows_no_event_of_another_session_while_sessions_interleave(
 ) -> None:
     def write(session: str) -> None:
         for i in range(100):
-            store.append(lb.StreamId(session, "feed"), lb.ANY, str(i), [msg(f"{session}-{i}")])
+            event = msg(f"{session}-{i}", "writer")
+            store.append(lb.StreamId(session, "feed"), lb.ANY, str(i), [event])
 
     writers = [threading.Thread(target=write, args=(s,)) for s in ("left", "right")]
     for thread in writers:

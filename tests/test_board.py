@@ -28,8 +28,8 @@ from ledger_bus.dispatch import (
     window,
 )
 from ledger_bus.store.base import EventStore
-from tests.helpers import cli_env
-from tests.helpers import ledger_cli as ledger
+from tests.support.helpers import cli_env
+from tests.support.helpers import ledger_cli as ledger
 
 ROOT = Path(__file__).resolve().parent.parent
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -299,7 +299,7 @@ def test_the_command_line_refuses_with_the_documented_codes(redis_url: str, pref
         "2026-11-29T10:00:00Z",
     )
     assert opened.returncode == 0
-    dispatch_id = opened.stdout.strip()
+    dispatch_id = json.loads(opened.stdout)["id"]
     assert dispatch_id == "d-2026-11-29-001"
     assert (
         ledger(redis_url, prefix, "dispatch", "close", "cli", "--id", dispatch_id).returncode == 0
@@ -315,7 +315,7 @@ def test_the_command_line_refuses_with_the_documented_codes(redis_url: str, pref
     assert (again.returncode, staged.returncode, unknown.returncode, bad_now.returncode) == (
         1,
         1,
-        2,
+        6,
         2,
     )
     assert ledger(redis_url, prefix, "dispatch", "export", "cli").stdout == before

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ledger_bus.server import free_port
-from tests.helpers import LEDGER_KEYS, cli_env, ledger_cli
+from tests.support.helpers import LEDGER_KEYS, cli_env, ledger_cli
 
 run = ledger_cli
 

@@ -9,15 +9,8 @@ import pytest
 
 import ledger_bus as lb
 from ledger_bus.store.base import EventStore
-from tests.helpers import LEDGER_KEYS
-
-
-def msg(body: str, agent: str = "a", **extra: object) -> dict[str, object]:
-    return {"type": "message", "agent": agent, "body": body, **extra}
-
-
-def call(attempt: str, tool: str = "search", **args: object) -> dict[str, object]:
-    return {"type": "tool_call", "agent": "a", "tool": tool, "args": args, "attempt_id": attempt}
+from tests.support.events import call, msg
+from tests.support.helpers import LEDGER_KEYS
 
 
 def snapshot(store: EventStore, session: str) -> list[dict[str, object]]:

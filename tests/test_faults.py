@@ -14,13 +14,10 @@ import pytest
 
 import ledger_bus as lb
 from ledger_bus.server import LocalServer
-from tests.proxy import DropProxy
+from tests.support.events import msg
+from tests.support.proxy import DropProxy
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def msg(body: str) -> dict[str, str]:
-    return {"type": "message", "agent": "a", "body": body}
 
 
 @pytest.mark.slow
@@ -34,7 +31,7 @@ def test_four_processes_appending_to_one_stream_get_contiguous_versions_exactly_
             [
                 sys.executable,
                 "-m",
-                "tests.workers",
+                "tests.support.workers",
                 "race",
                 redis_url,
                 prefix,
@@ -193,7 +190,7 @@ def test_a_reconciler_that_cannot_flag_for_a_full_memory_fails_its_pass_and_its_
 ) -> None:
     import redis
 
-    from tests.helpers import ledger_cli
+    from tests.support.helpers import ledger_cli
 
     heartbeat = str(tmp_path / "heartbeat")
     with LocalServer(appendonly=False, extra=["--maxmemory-policy", "noeviction"]) as server:

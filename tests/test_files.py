@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -27,3 +29,23 @@ def test_a_file_is_replaced_only_when_its_writer_finishes(tmp_path: Path) -> Non
         out.write("new\n")
     assert target.read_text() == "new\n"
     assert [p.name for p in tmp_path.iterdir()] == ["board.json"]
+
+
+def test_a_new_file_takes_the_umask_and_a_replaced_one_keeps_its_mode(tmp_path: Path) -> None:
+    def mode(path: Path) -> int:
+        return stat.S_IMODE(path.stat().st_mode)
+
+    old = os.umask(0o027)
+    try:
+        with replace_whole(str(tmp_path / "new.jsonl")) as out:
+            out.write("x\n")
+        assert mode(tmp_path / "new.jsonl") == 0o640, "as `>` would create it, not 0600"
+        shared = tmp_path / "shared.jsonl"
+        shared.write_text("old\n")
+        shared.chmod(0o664)
+        with replace_whole(str(shared)) as out:
+            out.write("new\n")
+        assert mode(shared) == 0o664
+        assert os.umask(0o027) == 0o027, "the umask is left as it was"
+    finally:
+        os.umask(old)

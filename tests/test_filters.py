@@ -9,9 +9,10 @@ import pytest
 
 import ledger_bus as lb
 from ledger_bus.filters import EventFilter, parse_bound, select, select_tail
-from ledger_bus.store.base import EventStore, RecordedEvent
+from ledger_bus.records import RecordedEvent
+from ledger_bus.store.base import EventStore
 from ledger_bus.store.memory import MemoryStore
-from tests.helpers import ledger_cli
+from tests.support.helpers import ledger_cli
 
 
 def event(kind: str, agent: str, n: int, run: str | None = None) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from ledger_bus.ids import CURSOR_ZERO
 from ledger_bus.server import LocalServer
 from ledger_bus.store.base import EventStore
 from ledger_bus.tailer import Tailer, TailerOptions
-from tests.proxy import DropProxy
+from tests.support.proxy import DropProxy
 
 
 def put(store: EventStore, session: str, *bodies: str) -> None:
@@ -20,7 +20,7 @@ def put(store: EventStore, session: str, *bodies: str) -> None:
     store.append(lb.StreamId(session, "feed"), lb.ANY, f"put-{bodies[0]}", events)
 
 
-def bodies(deliveries: list[lb.store.base.Delivery]) -> list[str]:
+def bodies(deliveries: list[lb.records.Delivery]) -> list[str]:
     return [d.event["body"] for d in deliveries]
 
 
@@ -246,7 +246,7 @@ def test_replayed_dead_letters_are_taken_over_and_delivered_again(store: EventSt
 def test_groups_from_the_command_line(redis_url: str, prefix: str) -> None:
     import json
 
-    from tests.helpers import ledger_cli
+    from tests.support.helpers import ledger_cli
 
     with lb.connect(redis_url, prefix=prefix) as direct:
         put(direct, "gc", "poison", "fine")

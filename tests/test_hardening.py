@@ -15,7 +15,7 @@ import pytest
 import ledger_bus as lb
 from ledger_bus.reconciler import FLAG_KIND, Reconciler, ReconcilerConfig
 from ledger_bus.store.base import EventStore
-from tests.helpers import cli_env, kill, ledger_cli, start_recorded
+from tests.support.helpers import cli_env, kill, ledger_cli, start_recorded
 
 ROOT = Path(__file__).resolve().parent.parent
 

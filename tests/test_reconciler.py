@@ -24,34 +24,11 @@ from ledger_bus.reconciler import FLAG_KIND, Reconciler, ReconcilerConfig, resol
 from ledger_bus.server import LocalCluster, LocalServer, free_port
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.memory import MemoryStore
-from tests.helpers import cli_env, kill, ledger_cli, start_recorded
+from tests.support.events import call, result
+from tests.support.helpers import cli_env, kill, ledger_cli, start_recorded
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_CONF = ROOT / "deploy" / "redis.conf"
-
-
-def call(attempt: str, run_id: str | None = None, tool: str = "deploy") -> dict[str, object]:
-    event: dict[str, object] = {
-        "type": "tool_call",
-        "agent": "a",
-        "tool": tool,
-        "args": {},
-        "attempt_id": attempt,
-    }
-    if run_id:
-        event["run_id"] = run_id
-    return event
-
-
-def result(attempt: str, tool: str = "deploy") -> dict[str, object]:
-    return {
-        "type": "tool_result",
-        "agent": "a",
-        "tool": tool,
-        "attempt_id": attempt,
-        "status": "ok",
-        "result": 1,
-    }
 
 
 def flags(store: EventStore, session: str) -> Counter[str]:
@@ -404,9 +381,16 @@ def test_resolve_and_unresolved_from_the_command_line(
     assert run("resolve", "ops", "a1", "--unknown").returncode == 0
     assert run("resolve", "ops", "a2", "--ok", '{"deployed": true}').returncode == 0
     assert run("unresolved", "ops").stdout == ""
+    before = redis_store.session_info("ops").events
     refused = run("resolve", "ops", "a2", "--unknown")
-    assert refused.returncode == 6, "nothing is open by that id: not found, nothing written"
-    assert refused.stderr == "ledger-bus: no open attempt 'a2' in session 'ops'\n"
+    assert refused.returncode == 1, "a2 is closed: refused by the rule, nothing written"
+    assert refused.stderr.startswith("ledger-bus: attempt 'a2' of session 'ops' is closed already")
+    assert "tool_result (ok)" in refused.stderr
+    unknown = run("resolve", "ops", "a7", "--unknown")
+    assert unknown.returncode == 6, "never requested: not found"
+    assert unknown.stderr == "ledger-bus: no attempt 'a7' was requested in session 'ops'\n"
+    assert run("resolve", "nowhere", "a1", "--unknown").returncode == 6
+    assert redis_store.session_info("ops").events == before
     assert run("resolve", "ops", "a9").returncode == 2
 
 

@@ -15,12 +15,9 @@ import redis
 
 import ledger_bus as lb
 from ledger_bus.server import LocalServer, valkey_binary
-from tests.helpers import Writers, ledger_cli
-from tests.proxy import DropProxy
-
-
-def msg(body: str) -> dict[str, str]:
-    return {"type": "message", "agent": "a", "body": body}
+from tests.support.events import msg
+from tests.support.helpers import Writers, ledger_cli
+from tests.support.proxy import DropProxy
 
 
 def wait_until(condition: object, what: str, timeout: float = 30) -> None:

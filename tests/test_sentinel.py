@@ -12,11 +12,8 @@ import redis
 
 import ledger_bus as lb
 from ledger_bus.server import LocalServer
-from tests.helpers import Writers
-
-
-def msg(body: str) -> dict[str, str]:
-    return {"type": "message", "agent": "a", "body": body}
+from tests.support.events import msg
+from tests.support.helpers import Writers
 
 
 class Watched:

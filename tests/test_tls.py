@@ -14,7 +14,7 @@ import pytest
 import ledger_bus as lb
 from ledger_bus.errors import BackendUnavailable
 from ledger_bus.server import LocalServer, free_port
-from tests.helpers import ledger_cli
+from tests.support.helpers import ledger_cli
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
 REF = lb.StreamId("tls", "main")

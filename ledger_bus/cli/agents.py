@@ -8,12 +8,11 @@ from ledger_bus.cli.app import (
     BadInput,
     Settings,
     cli,
-    emit,
     pass_settings,
-    print_rows,
     say,
     stop_on_sigterm,
 )
+from ledger_bus.cli.output import EventLines, show_record, show_rows
 from ledger_bus.errors import NotFound
 from ledger_bus.ids import CURSOR_ZERO, check_name
 from ledger_bus.tailer import Tailer, TailerOptions
@@ -92,14 +91,9 @@ def follow(
     tailer.join(0)
     stop_on_sigterm()
     try:
-        while True:
-            batch = tailer.poll()
-            for delivery in batch:
-                emit(delivery.event.to_dict())
-            if not no_ack:
-                tailer.ack(batch)
-            if once:
-                return
+        # A print that fails (a closed pipe) ends the run: its event stays unacked.
+        show = EventLines(settings)
+        tailer.run(show, ack=not no_ack, batches=1 if once else None, errors="raise")
     except KeyboardInterrupt:
         return
 
@@ -138,7 +132,7 @@ def groups_list(settings: Settings, session: str, idle_ms: int) -> None:
         row = stats.to_dict()
         row["dead_letters"] = len(store.group_dead_letters(session, stats.group))
         rows.append(row)
-    print_rows(settings, rows, f"{session}: consumer groups")
+    show_rows(settings, rows, f"{session}: consumer groups")
 
 
 @groups.command(name="pending")
@@ -149,7 +143,7 @@ def groups_list(settings: Settings, session: str, idle_ms: int) -> None:
 def groups_pending(settings: Settings, session: str, group: str, count: int) -> None:
     """Who holds which event, for how long, delivered how often; oldest first."""
     entries = settings.session(session).group_pending_entries(session, group, count)
-    print_rows(settings, [e.to_dict() for e in entries], f"{session}/{group}: pending")
+    show_rows(settings, [e.to_dict() for e in entries], f"{session}/{group}: pending")
 
 
 @groups.command(name="dead-letters")
@@ -162,9 +156,9 @@ def groups_dead_letters(settings: Settings, session: str, group: str, replay: bo
     store = settings.session(session)
     if replay:
         count = store.group_replay_dead_letters(session, group)
-        emit({"session": session, "group": group, "replayed": count})
+        show_record(settings, {"session": session, "group": group, "replayed": count})
         return
-    print_rows(settings, store.group_dead_letters(session, group), f"{session}/{group}: dead")
+    show_rows(settings, store.group_dead_letters(session, group), f"{session}/{group}: dead")
 
 
 @groups.command(name="delete")
@@ -178,7 +172,7 @@ def groups_delete(settings: Settings, session: str, group: str, yes: bool) -> No
         raise BadInput(f"deleting group {group!r} forgets what it delivered: add --yes")
     if not settings.session(session).group_delete(session, group):
         raise NotFound(f"no consumer group {group!r} on session {session!r}")
-    emit({"session": session, "group": group, "deleted": True})
+    show_record(settings, {"session": session, "group": group, "deleted": True})
 
 
 @groups.command(name="reset")
@@ -190,4 +184,4 @@ def groups_reset(settings: Settings, session: str, group: str, cursor: str) -> N
     """Move a group's place: it delivers next what commits after CURSOR (0: from the start)."""
     target = CURSOR_ZERO if cursor == "0" else cursor
     settings.session(session).group_reset(session, group, target)
-    emit({"session": session, "group": group, "after": target})
+    show_record(settings, {"session": session, "group": group, "after": target})

@@ -6,7 +6,6 @@ import difflib
 import os
 import signal
 import sys
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import IO, Any, Final, NoReturn
 
@@ -22,10 +21,7 @@ from ledger_bus.errors import (
     NotFound,
     VersionConflict,
 )
-from ledger_bus.ids import cursor_ms
-from ledger_bus.render import jsonl, summary
-from ledger_bus.store import DEFAULT_URL, URL_ENV, EventStore, RecordedEvent, connect
-from ledger_bus.store.base import format_time
+from ledger_bus.store import DEFAULT_URL, URL_ENV, EventStore, connect
 
 EXIT_OK: Final = 0
 EXIT_REFUSED: Final = 1
@@ -82,13 +78,6 @@ class Failure(click.ClickException):
 
     def show(self, file: IO[Any] | None = None) -> None:
         say(self.format_message())
-
-
-class Refused(Failure):
-    """Raised when a rule refuses the request (exit 1); nothing was written."""
-
-    def __init__(self, message: str):
-        super().__init__(message, EXIT_REFUSED)
 
 
 class BadInput(Failure):
@@ -217,59 +206,6 @@ def cli(
     )
     ctx.obj = settings
     ctx.call_on_close(lambda: settings._store.close() if settings._store else None)
-
-
-def emit(obj: Any) -> None:
-    """Print one JSON object as one line and flush, so a pipe sees it at once."""
-    sys.stdout.write(jsonl(obj) + "\n")
-    sys.stdout.flush()
-
-
-def print_events(settings: Settings, events: Iterable[RecordedEvent], title: str = "") -> int:
-    """Print events as JSONL, or as a table on a terminal; return how many."""
-    if not settings.as_table:
-        count = 0
-        for event in events:
-            emit(event.to_dict())
-            count += 1
-        return count
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=title or None, box=None, header_style="bold")
-    for column in ("at", "stream", "v", "type", "agent", "what"):
-        table.add_column(column, overflow="fold")
-    count = 0
-    for event in events:
-        table.add_row(
-            format_time(cursor_ms(event.cursor))[11:23],
-            event.stream.name,
-            str(event.version),
-            event.type,
-            event.agent,
-            summary(event.fields, 120),
-        )
-        count += 1
-    Console().print(table)
-    return count
-
-
-def print_rows(settings: Settings, rows: list[dict[str, Any]], title: str = "") -> None:
-    """Print plain records as JSONL, or as a table on a terminal."""
-    if not settings.as_table:
-        for row in rows:
-            emit(row)
-        return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=title or None, box=None, header_style="bold")
-    columns = list(rows[0]) if rows else []
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(*(v if isinstance(v, str) else jsonl(v) for v in row.values()))
-    Console().print(table)
 
 
 def stop_on_sigterm() -> None:

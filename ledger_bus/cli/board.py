@@ -13,11 +13,10 @@ from ledger_bus.cli.app import (
     BadInput,
     Settings,
     cli,
-    emit,
     pass_settings,
-    print_rows,
     stop_on_sigterm,
 )
+from ledger_bus.cli.output import show_record, show_rows
 from ledger_bus.dispatch import Board, launch_field, parse_now, read_spawn_log, spawn_log
 from ledger_bus.files import replace_whole
 from ledger_bus.jsontext import parse_json
@@ -58,9 +57,15 @@ def open_(
     pairs: tuple[str, ...],
     now: str | None,
 ) -> None:
-    """Record a dispatch as it fires; print its new id d-YYYY-MM-DD-NNN."""
+    """Record a dispatch as it fires; print its new id d-YYYY-MM-DD-NNN.
+
+    Piped, the line is {"session": ..., "id": ...}: `jq -r .id` gives the bare id.
+    """
     fields = _fields(pairs)
-    click.echo(Board(settings.store(), session).open(role, objective, parse_now(now), fields))
+    dispatch_id = Board(settings.store(), session).open(role, objective, parse_now(now), fields)
+    show_record(
+        settings, {"session": session, "id": dispatch_id, "role": role, "objective": objective}
+    )
 
 
 @dispatch.command()
@@ -100,13 +105,28 @@ def close(
     Board(settings.store(), session).close(dispatch_id, outcome, parse_now(now))
 
 
-def _row(where: str, record: dict[str, Any]) -> dict[str, Any]:
-    return {"window": where, **record}
+def _in_flight(settings: Settings, found: list[tuple[str, dict[str, Any]]], title: str) -> None:
+    """Dispatches in flight: whole records as JSONL, or their main fields as a table."""
+    if not settings.as_table:
+        show_rows(settings, ({"window": where, **record} for where, record in found))
+        return
+    rows = [
+        {
+            "window": where,
+            "id": str(record.get("id")),
+            "role": str(record.get("role")),
+            "launched": str(launch_field(record) or ""),
+            "stage": str(record.get("stage") or ""),
+            "objective": str(record.get("objective") or ""),
+        }
+        for where, record in found
+    ]
+    show_rows(settings, rows, title)
 
 
 @dispatch.command(name="list")
 @click.argument("session")
-@click.option("--json", "as_json", is_flag=True, help="JSONL, one dispatch a line.")
+@click.option("--json", "as_json", is_flag=True, hidden=True, help="The same as --output jsonl.")
 @click.option(
     "--all",
     "include_other",
@@ -119,23 +139,10 @@ def list_(
     settings: Settings, session: str, as_json: bool, include_other: bool, now: str | None
 ) -> None:
     """The dispatches in flight, each marked live (< 24 h) or stale (24-48 h)."""
+    if as_json:
+        settings.output = "jsonl"
     found = Board(settings.store(), session).in_flight(parse_now(now), include_other)
-    if as_json or not settings.as_table:
-        for where, record in found:
-            emit(_row(where, record))
-        return
-    rows = [
-        {
-            "window": w,
-            "id": str(r.get("id")),
-            "role": str(r.get("role")),
-            "launched": str(launch_field(r) or ""),
-            "stage": str(r.get("stage") or ""),
-            "objective": str(r.get("objective") or ""),
-        }
-        for w, r in found
-    ]
-    print_rows(settings, rows, f"{session}: {len(rows)} in flight")
+    _in_flight(settings, list(found), f"{session}: {len(found)} in flight")
 
 
 @dispatch.command()
@@ -143,15 +150,17 @@ def list_(
 @click.option("--now", default=None, help=NOW_HELP)
 @pass_settings
 def check(settings: Settings, session: str, now: str | None) -> None:
-    """Every dispatch in flight, then a warning line per unrecognised status word (exit 0)."""
+    """Every dispatch in flight, then a warning per unrecognised status word (exit 0).
+
+    Piped, the warnings are lines of their own: {"warning": "..."}.
+    """
     board = Board(settings.store(), session)
     moment = parse_now(now)
-    for where, record in board.in_flight(moment):
-        click.echo(
-            f"{where:<5} {record.get('id')}  {record.get('role')}: {record.get('objective')}"
-        )
-    for line in board.warnings(moment):
-        click.echo(f"warning: {line}")
+    found = board.in_flight(moment)
+    _in_flight(settings, list(found), f"{session}: {len(found)} in flight")
+    warnings = [{"warning": line} for line in board.warnings(moment)]
+    if warnings or not settings.as_table:
+        show_rows(settings, warnings, f"{len(warnings)} warnings")
 
 
 @dispatch.command(name="import")
@@ -163,7 +172,7 @@ def import_(settings: Settings, session: str, file: Any) -> None:
     data = parse_json(file.read(), file.name)
     records = read_spawn_log(data)
     changed = Board(settings.store(), session).import_records(records)
-    emit({"session": session, "records": len(records), "changed": changed})
+    show_record(settings, {"session": session, "records": len(records), "changed": changed})
 
 
 @dispatch.command(name="export")

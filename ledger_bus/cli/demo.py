@@ -11,19 +11,24 @@ import tempfile
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from typing import Final
 
 import click
 import redis
 from rich.console import RenderableType
 
-from ledger_bus.cli.app import EXIT_UNAVAILABLE, Failure, Settings, cli, pass_settings
+from ledger_bus.cli.app import EXIT_UNAVAILABLE, EXIT_USAGE, Failure, Settings, cli
+from ledger_bus.cli.output import show_record
 from ledger_bus.demo import SLOW_TOOL
 from ledger_bus.ids import CURSOR_ZERO, cursor_ms
+from ledger_bus.jsonl import format_time
 from ledger_bus.reconciler import FLAG_KIND
-from ledger_bus.render import summary
 from ledger_bus.server import LocalServer, NoServerBinary
 from ledger_bus.store import DEFAULT_URL, URL_ENV, RecordedEvent, connect
-from ledger_bus.store.base import format_time
+from ledger_bus.store.redis import RedisStore
+
+DEMO_PREFIX: Final = "lb-demo"  # the demo's sessions stay apart from the ledger's own
+SESSION_START: Final = "demo"
 
 
 def _answers(url: str) -> bool:
@@ -56,7 +61,7 @@ def find_or_start_redis(url: str | None, stack: ExitStack, private: bool) -> tup
 
 
 @dataclass
-class Board:
+class DemoView:
     """What the live view shows, folded from the session's events."""
 
     events: list[RecordedEvent] = field(default_factory=list)
@@ -82,22 +87,42 @@ class Board:
         elif event.type == "tool_result":
             self.calls[str(event.attempt_id)] = f"{event.agent} {event['status']}"
 
-    def render(self, session: str) -> RenderableType:
+    def render(self, session: str, height: int = 25, width: int = 80) -> RenderableType:
+        """The view for a terminal of `height` x `width`: the footer (the kill and the flag, the
+        point of the demo) is never cut off; the tasks get up to half of what it leaves, and
+        the log of events the rest."""
         from rich.console import Group
         from rich.panel import Panel
         from rich.table import Table
 
-        log = Table(box=None, header_style="bold", expand=True)
-        for column, width in (("at", 12), ("agent", 12), ("type", 11), ("what", None)):
-            log.add_column(column, overflow="ellipsis", no_wrap=True, min_width=width)
-        for event in self.events[-14:]:
-            at = format_time(cursor_ms(event.cursor))[11:23]
-            log.add_row(at, event.agent, event.type, summary(event.fields, 90))
+        footer = self._footer()
+        footer_lines = sum(max(1, -(-len(line) // max(width, 1))) for line in footer.split("\n"))
+        # Each panel takes 3 lines of frame and header.
+        room = max(2, height - footer_lines - 6 - 1)
+        task_rows = min(len(self.tasks), max(1, room // 2))
         tasks = Table(box=None, header_style="bold")
-        tasks.add_column("task")
-        tasks.add_column("state")
-        for task_id, state in self.tasks.items():
+        tasks.add_column("task", no_wrap=True)
+        tasks.add_column("state", no_wrap=True, overflow="ellipsis")
+        items = list(self.tasks.items())
+        if len(items) > task_rows:  # the ones still to do first, then how many are done
+            waiting = [(t, s) for t, s in items if not s.startswith("done")]
+            done = len(items) - len(waiting)
+            items = [*waiting[: task_rows - 1], ("…", f"{len(waiting)} to do, {done} done")]
+        for task_id, state in items:
             tasks.add_row(task_id, state)
+        log = Table(box=None, header_style="bold", expand=True)
+        for column, min_width in (("at", 12), ("agent", 12), ("type", 11), ("what", None)):
+            log.add_column(column, overflow="ellipsis", no_wrap=True, min_width=min_width)
+        for event in self.events[-max(1, room - len(items)) :]:
+            at = format_time(cursor_ms(event.cursor))[11:23]
+            log.add_row(at, event.agent, event.type, event.summary(width))
+        return Group(
+            Panel(log, title=f"session {session}"),
+            Panel(tasks, title="tasks"),
+            footer,
+        )
+
+    def _footer(self) -> str:
         open_calls = [a for a, state in self.calls.items() if "running" in state]
         footer = f"{len(self.events)} events"
         if self.killed:
@@ -109,11 +134,7 @@ class Board:
                 f"\nthe reconciler flagged {attempt} ({flag['tool']}, open"
                 f" {flag['open_for_s']:.1f}s, its run's lease gone)"
             )
-        return Group(
-            Panel(log, title=f"session {session}"),
-            Panel(tasks, title="tasks"),
-            footer,
-        )
+        return footer
 
 
 def _spawn(role: str, session: str, arg: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -131,16 +152,37 @@ def _spawn(role: str, session: str, arg: str, env: dict[str, str]) -> subprocess
 @click.option("--no-kill", is_flag=True, help="Let every worker live.")
 @click.option("--live/--no-live", default=None, help="A live view (default: on a terminal).")
 @click.option("--private", is_flag=True, help="Start a private server even if one answers.")
-@pass_settings
+@click.option(
+    "--clean", is_flag=True, help="Remove the sessions earlier demos left (demo-*), and stop."
+)
+@click.pass_context
 def demo(
-    settings: Settings, workers: int, tasks: int, no_kill: bool, live: bool | None, private: bool
+    ctx: click.Context,
+    workers: int,
+    tasks: int,
+    no_kill: bool,
+    live: bool | None,
+    private: bool,
+    clean: bool,
 ) -> None:
-    """An orchestrator and workers in separate processes, coordinating only through the ledger."""
+    """An orchestrator and workers in separate processes, coordinating only through the ledger.
+
+    Its sessions are named demo-DATE-TIME-PID and kept under the key prefix lb-demo (unless
+    --prefix names another), apart from the ledger's own; --clean removes them.
+    """
+    settings = ctx.find_object(Settings)
+    assert settings is not None
+    source = ctx.find_root().get_parameter_source("prefix")
+    if source is click.core.ParameterSource.DEFAULT:
+        settings.prefix = DEMO_PREFIX
+    if clean:
+        _clean(settings)
+        return
     live = sys.stdout.isatty() if live is None else live
     with ExitStack() as stack:
         url, origin = find_or_start_redis(settings.url, stack, private)
         click.echo(f"ledger-bus demo on {origin}", err=True)
-        session = f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        session = f"{SESSION_START}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
         env = {**os.environ, URL_ENV: url, "LEDGER_BUS_PREFIX": settings.prefix}
         store = stack.enter_context(connect(url, prefix=settings.prefix))
         procs = {
@@ -171,7 +213,7 @@ def demo(
             stderr=subprocess.DEVNULL,
         )
         stack.callback(_stop_all, {"orchestrator": orchestrator, "reconciler": reconciler})
-        board = Board()
+        board = DemoView()
         kill_at: tuple[float, str] | None = None
         cursor = CURSOR_ZERO
         deadline = time.monotonic() + 180
@@ -189,7 +231,7 @@ def demo(
                 cursor = event.cursor
                 board.add(event)
                 if not live:
-                    click.echo(f"{event.agent:>13} {event.type:<11} {summary(event.fields, 100)}")
+                    click.echo(f"{event.agent:>13} {event.type:<11} {event.summary(100)}")
                 slow = event.type == "tool_call" and event.get("tool") == SLOW_TOOL
                 if slow and not no_kill and board.killed is None and kill_at is None:
                     kill_at = (time.monotonic() + 0.8, event.agent)
@@ -205,10 +247,11 @@ def demo(
         if live:
             from rich.live import Live
 
-            with Live(board.render(session), refresh_per_second=8) as view:
+            with Live(refresh_per_second=8) as view:
                 while not finished():
                     step()
-                    view.update(board.render(session))
+                    size = view.console.size
+                    view.update(board.render(session, size.height, size.width))
         else:
             while not finished():
                 step()
@@ -216,6 +259,14 @@ def demo(
     _report(session, settings, board, url, private)
     if not board.complete:
         raise Failure("the demo did not complete in time", 1)
+
+
+def _clean(settings: Settings) -> None:
+    store = settings.store()
+    if not isinstance(store, RedisStore):
+        raise Failure("the demo runs on Redis: name one with --url", EXIT_USAGE)
+    removed = store.purge_sessions(f"{SESSION_START}-")
+    show_record(settings, {"prefix": settings.prefix, "removed": len(removed)})
 
 
 def _stop_all(procs: dict[str, subprocess.Popen[bytes]]) -> None:
@@ -229,7 +280,7 @@ def _stop_all(procs: dict[str, subprocess.Popen[bytes]]) -> None:
             proc.kill()
 
 
-def _report(session: str, settings: Settings, board: Board, url: str, private: bool) -> None:
+def _report(session: str, settings: Settings, board: DemoView, url: str, private: bool) -> None:
     done = sum(state.startswith("done") for state in board.tasks.values())
     unresolved = [a for a, state in board.calls.items() if "running" in state]
     lines = [
@@ -261,6 +312,8 @@ def _report(session: str, settings: Settings, board: Board, url: str, private: b
             "(the private server stopped with the demo; name a Redis with --url to keep"
             " the session)"
         )
+    else:
+        lines.append(f"remove the demo's sessions: {_program()} --url {url} demo --clean")
     click.echo("\n".join(lines))
 
 

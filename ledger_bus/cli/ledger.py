@@ -13,13 +13,11 @@ import click
 from ledger_bus.cli.app import (
     Settings,
     cli,
-    emit,
     pass_settings,
-    print_events,
-    print_rows,
     say,
     stop_on_sigterm,
 )
+from ledger_bus.cli.output import EventLines, emit, show_events, show_record, show_rows
 from ledger_bus.conversation import DEFAULT_STREAM, export_session, plan_import, run_import
 from ledger_bus.errors import DurabilityNotConfirmed, NotFound
 from ledger_bus.files import replace_whole
@@ -32,8 +30,10 @@ from ledger_bus.ids import (
     check_expected_version,
     parse_cursor,
 )
+from ledger_bus.jsonl import format_time
 from ledger_bus.jsontext import parse_json_values
-from ledger_bus.store.base import AppendResult, format_time
+from ledger_bus.records import AppendResult
+from ledger_bus.tailer import watch
 
 
 class ExpectedVersionType(click.ParamType):  # type: ignore[type-arg]
@@ -70,9 +70,9 @@ def append(
         result = settings.store().append(ref, expected_version, append_id, events)
     except DurabilityNotConfirmed as err:
         if isinstance(err.result, AppendResult):
-            emit(err.result.to_dict())  # what the primary committed; exit 7 follows
+            show_record(settings, err.result.to_dict())  # what the primary committed; exit 7
         raise
-    emit(result.to_dict())
+    show_record(settings, result.to_dict())
 
 
 @cli.command()
@@ -91,7 +91,7 @@ def read(settings: Settings, session: str, stream: str, after: int, limit: int |
         hint = f"; did you mean {', '.join(close)}?" if close else f"; it has {', '.join(names)}"
         raise NotFound(f"no stream {stream!r} in session {session!r}{hint}")
     events = store.read_stream(ref, after, limit)
-    print_events(settings, events, f"{session}/{stream}")
+    show_events(settings, events, f"{session}/{stream}")
 
 
 def filter_options(command: Callable[..., None]) -> Callable[..., None]:
@@ -145,7 +145,7 @@ def scan(
     elif after is not None:
         parse_cursor(after)
     store = settings.session(session)
-    print_events(settings, itertools.islice(select(store, session, keep, after), limit), session)
+    show_events(settings, itertools.islice(select(store, session, keep, after), limit), session)
 
 
 @cli.command()
@@ -159,24 +159,21 @@ def tail(settings: Settings, /, session: str, count: int, follow: bool, **filter
     keep = event_filter(filters)
     if not follow:
         events = select_tail(settings.session(session), session, count, keep)
-        print_events(settings, events, session)
+        show_events(settings, events, session)
         return
     store = settings.store()
     if not store.session_exists(session):
         say(f"no session {session!r} yet: waiting for its first event")
-    events = select_tail(store, session, count, keep)
     stop_on_sigterm()
-    settings.output = "jsonl" if settings.output == "auto" else settings.output
-    print_events(settings, events)
+    show = EventLines(settings)
+    for event in select_tail(store, session, count, keep):
+        show(event)
     # After the session's newest event, shown or filtered out; in an empty one, all is new.
     newest = store.tail(session, 1)
-    cursor = newest[-1].cursor if newest else CURSOR_ZERO
     try:
-        while True:
-            batch = store.wait_session(session, cursor, timeout_ms=5000)
-            print_events(settings, (e for e in batch if keep.matches(e)))
-            if batch:
-                cursor = batch[-1].cursor
+        for event in watch(store, session, newest[-1].cursor if newest else CURSOR_ZERO):
+            if keep.matches(event):
+                show(event)
     except KeyboardInterrupt:
         return
 
@@ -238,7 +235,7 @@ def sessions(
                 "open_attempts": len(open_now[session_id]),
             }
         )
-    print_rows(settings, rows, "sessions")
+    show_rows(settings, rows, "sessions")
 
 
 @cli.command()
@@ -251,7 +248,7 @@ def inspect(settings: Settings, session: str) -> None:
         emit(info)
         return
     rows = [{"stream": name, "version": str(v)} for name, v in info["streams"].items()]
-    print_rows(
+    show_rows(
         settings,
         rows,
         f"{session}: {info['events']} events, {info['first_at']} .. {info['last_at']}",
@@ -300,4 +297,4 @@ def import_(settings: Settings, session: str, file: Any, default_stream: str) ->
             report = run_import(store, batches, lambda n: bar.advance(task, n))
     else:
         report = run_import(store, batches)
-    emit({"session": session, **report.to_dict()})
+    show_record(settings, {"session": session, **report.to_dict()})

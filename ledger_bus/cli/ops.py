@@ -20,11 +20,10 @@ from ledger_bus.cli.app import (
     Failure,
     Settings,
     cli,
-    emit,
     exit_code_for,
     pass_settings,
-    print_rows,
 )
+from ledger_bus.cli.output import emit, show_record, show_rows
 from ledger_bus.doctor import examine
 from ledger_bus.errors import LedgerError
 from ledger_bus.ids import check_name
@@ -55,7 +54,7 @@ def unresolved(settings: Settings, session: str) -> None:
     for row, attempt in zip(rows, attempts, strict=True):
         row["run_alive"] = reconciler.run_alive(attempt)
         row["safe_to_replay"] = store.safe_to_replay(session, attempt.run_id, attempt.tool)
-    print_rows(settings, rows, f"{session}: unresolved calls")
+    show_rows(settings, rows, f"{session}: unresolved calls")
 
 
 @cli.command()
@@ -225,7 +224,9 @@ def resolve(
         retry_attempt=retried_as,
         agent=agent,
     )
-    emit({"session": session, "attempt_id": attempt, "outcome": kind, "cursor": cursor})
+    show_record(
+        settings, {"session": session, "attempt_id": attempt, "outcome": kind, "cursor": cursor}
+    )
 
 
 @cli.command()

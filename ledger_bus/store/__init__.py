@@ -9,7 +9,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from ledger_bus.batch import Limits
 from ledger_bus.durability import DEFAULT_TIMEOUT_MS, Durability, parse_durability
 from ledger_bus.errors import InvalidInput
-from ledger_bus.store.base import AppendResult, EventStore, RecordedEvent, SessionInfo, StreamInfo
+from ledger_bus.records import AppendResult, RecordedEvent, SessionInfo, StreamInfo
+from ledger_bus.store.base import EventStore
 from ledger_bus.store.memory import MemoryStore
 
 DEFAULT_URL: Final = "redis://127.0.0.1:6379/0"

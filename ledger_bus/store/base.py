@@ -1,27 +1,32 @@
-"""The EventStore every backend implements, and the records it returns."""
+"""The EventStore every backend implements."""
 
 from __future__ import annotations
 
 import abc
 import time
 from collections.abc import Collection, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Final
 
 from ledger_bus.batch import Limits, PreparedAppend, prepare_append
 from ledger_bus.durability import LOCAL, Durability, parse_durability
 from ledger_bus.errors import InvalidInput, NotFound
-from ledger_bus.events import event_adapter
 from ledger_bus.ids import (
     ExpectedVersion,
     StreamId,
     check_append_id,
     check_expected_version,
     check_name,
-    cursor_ms,
     format_cursor,
     parse_cursor,
+)
+from ledger_bus.records import (
+    AppendResult,
+    Delivery,
+    GroupStats,
+    OpenAttempt,
+    PendingEntry,
+    RecordedEvent,
+    SessionInfo,
 )
 from ledger_bus.store.keys import INDEX_BUCKETS
 
@@ -29,221 +34,6 @@ PAGE: Final = 1000
 # Who holds a replayed dead letter until a consumer takes it over, and how idle it then looks.
 REPLAY_CONSUMER: Final = "replayed"
 REPLAY_IDLE_MS: Final = 365 * 86_400_000
-
-
-def format_time(ms: int) -> str:
-    """Return a millisecond timestamp as ISO 8601 UTC, e.g. 2026-11-29T23:01:02.345Z."""
-    moment = datetime.fromtimestamp(ms / 1000, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
-
-
-@dataclass(frozen=True, slots=True)
-class AppendResult:
-    """What an append committed, or had committed before when `deduplicated`."""
-
-    stream: StreamId
-    first_version: int
-    last_version: int
-    cursor: str
-    deduplicated: bool = False
-    # What was confirmed beyond the primary's memory, for a store with a durability other than
-    # local (durability.py): how many replicas acknowledged, and whether the AOF was fsynced.
-    durability: str = "local"
-    replicas: int | None = None
-    aof: bool | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "session": self.stream.session_id,
-            "stream": self.stream.name,
-            "first_version": self.first_version,
-            "last_version": self.last_version,
-            "cursor": self.cursor,
-            "deduplicated": self.deduplicated,
-        }
-        if self.durability != "local":
-            out.update(durability=self.durability, replicas=self.replicas, aof=self.aof)
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class RecordedEvent:
-    """One committed event: its fields as appended, plus where and when it was committed."""
-
-    stream: StreamId
-    version: int
-    cursor: str
-    fields: dict[str, Any] = field(repr=False)
-
-    @property
-    def type(self) -> str:
-        return str(self.fields["type"])
-
-    @property
-    def agent(self) -> str:
-        return str(self.fields["agent"])
-
-    @property
-    def event_id(self) -> str:
-        return str(self.fields["event_id"])
-
-    @property
-    def run_id(self) -> str | None:
-        return self.fields.get("run_id")
-
-    @property
-    def step_id(self) -> str | None:
-        return self.fields.get("step_id")
-
-    @property
-    def attempt_id(self) -> str | None:
-        return self.fields.get("attempt_id")
-
-    @property
-    def parents(self) -> list[str]:
-        return list(self.fields.get("parents", ()))
-
-    @property
-    def session_id(self) -> str:
-        return self.stream.session_id
-
-    @property
-    def recorded_at(self) -> datetime:
-        """The commit time, carried by the cursor itself."""
-        return datetime.fromtimestamp(cursor_ms(self.cursor) / 1000, UTC)
-
-    def __repr__(self) -> str:
-        fields = self.fields
-        what = fields.get("body") or fields.get("tool") or fields.get("kind") or ""
-        text = str(what) if len(str(what)) <= 40 else str(what)[:39] + "…"
-        return (
-            f"RecordedEvent({self.stream} v{self.version} {self.cursor}"
-            f" {fields.get('type')} by {fields.get('agent')}: {text!r})"
-        )
-
-    def __getitem__(self, name: str) -> Any:
-        return self.fields[name]
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return self.fields.get(name, default)
-
-    @property
-    def event(self) -> Any:
-        """The event as a validated model (Message, ToolCall, ToolResult or Mutation)."""
-        return event_adapter.validate_python(self.fields)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The flat JSON object of the JSONL format: ledger keys first, then the event's fields."""
-        out: dict[str, Any] = {
-            "session": self.stream.session_id,
-            "stream": self.stream.name,
-            "version": self.version,
-            "cursor": self.cursor,
-            "type": self.fields["type"],
-            "agent": self.fields["agent"],
-            "event_id": self.fields["event_id"],
-            "recorded_at": format_time(cursor_ms(self.cursor)),
-        }
-        for name, value in self.fields.items():
-            out.setdefault(name, value)
-        return out
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class StreamInfo:
-    """A stream of a session and its version."""
-
-    name: str
-    version: int
-
-
-@dataclass(frozen=True, slots=True)
-class SessionInfo:
-    """What a session holds, for `ledger-bus inspect`."""
-
-    session_id: str
-    events: int
-    streams: list[StreamInfo]
-    first_cursor: str | None
-    last_cursor: str | None
-    append_ids: int
-
-    def to_dict(self) -> dict[str, Any]:
-        def at(cursor: str | None) -> str | None:
-            return format_time(cursor_ms(cursor)) if cursor else None
-
-        return {
-            "session": self.session_id,
-            "events": self.events,
-            "streams": {s.name: s.version for s in self.streams},
-            "append_ids": self.append_ids,
-            "first_cursor": self.first_cursor,
-            "last_cursor": self.last_cursor,
-            "first_at": at(self.first_cursor),
-            "last_at": at(self.last_cursor),
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class OpenAttempt:
-    """A tool_call whose tool_result has not been committed."""
-
-    session_id: str
-    attempt_id: str
-    run_id: str | None
-    tool: str
-    stream: str
-    cursor: str  # of the tool_call: its commit time is when the attempt opened
-    flagged_cursor: str | None  # of the reconcile.unresolved mutation, once flagged
-
-    @property
-    def opened_ms(self) -> int:
-        return cursor_ms(self.cursor)
-
-    @property
-    def key(self) -> str:
-        """`<attempt_id>@<cursor of its tool_call>`: names this attempt alone, even where the
-        same attempt id was requested again after this one closed."""
-        return f"{self.attempt_id}@{self.cursor}"
-
-
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """One session log entry handed to a consumer: the event, and how often it was handed out."""
-
-    event: RecordedEvent
-    entry_id: str  # what acks it; opaque to callers
-    deliveries: int
-
-
-@dataclass(frozen=True, slots=True)
-class GroupStats:
-    """Where a group stands: events not yet delivered (lag), delivered but not acked (pending),
-    its consumers live (active within the idle window, or holding entries) and idle apart."""
-
-    group: str
-    consumers: int
-    idle_consumers: int
-    pending: int
-    lag: int
-    last_delivered: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True, slots=True)
-class PendingEntry:
-    """An event a group handed out and has not had acked: who holds it, since when, how often."""
-
-    entry_id: str
-    cursor: str
-    consumer: str
-    idle_ms: int
-    deliveries: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def dead_letter_fields(delivery: Delivery, reason: str) -> dict[str, str]:

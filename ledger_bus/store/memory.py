@@ -14,18 +14,20 @@ from ledger_bus.batch import Limits, PreparedAppend
 from ledger_bus.durability import Durability
 from ledger_bus.errors import IdempotencyConflict, InvalidInput, NotFound, VersionConflict
 from ledger_bus.ids import CURSOR_ZERO, StreamId, cursor_ms, format_cursor, parse_cursor
-from ledger_bus.store.base import (
-    REPLAY_CONSUMER,
-    REPLAY_IDLE_MS,
+from ledger_bus.records import (
     AppendResult,
     Delivery,
-    EventStore,
     GroupStats,
     OpenAttempt,
     PendingEntry,
     RecordedEvent,
     SessionInfo,
     StreamInfo,
+)
+from ledger_bus.store.base import (
+    REPLAY_CONSUMER,
+    REPLAY_IDLE_MS,
+    EventStore,
     dead_letter_fields,
     parse_open,
 )

@@ -22,22 +22,25 @@ from ledger_bus.errors import (
     BackendRefused,
     HistoryRewound,
     IdempotencyConflict,
+    InvalidInput,
     NotFound,
     VersionConflict,
 )
 from ledger_bus.ids import StreamId, cursor_ms
-from ledger_bus.store.base import (
-    REPLAY_CONSUMER,
-    REPLAY_IDLE_MS,
+from ledger_bus.records import (
     AppendResult,
     Delivery,
-    EventStore,
     GroupStats,
     OpenAttempt,
     PendingEntry,
     RecordedEvent,
     SessionInfo,
     StreamInfo,
+)
+from ledger_bus.store.base import (
+    REPLAY_CONSUMER,
+    REPLAY_IDLE_MS,
+    EventStore,
     dead_letter_fields,
     parse_open,
 )
@@ -78,6 +81,11 @@ class _Written:
 
 def _script(name: str) -> str:
     return resources.files("ledger_bus.store").joinpath(f"lua/{name}.lua").read_text("utf-8")
+
+
+def _glob_escape(text: str) -> str:
+    """`text` matched literally in a SCAN pattern."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
 def _text(value: bytes | str) -> str:
@@ -780,6 +788,36 @@ class RedisStore(EventStore):
                 self._indexed.pop(session_id, None)
                 count += 1
         return count
+
+    def purge_sessions(self, starting_with: str) -> list[str]:
+        """Remove every key of the sessions whose ids start with `starting_with`, and their
+        index entries; return the ids removed.
+
+        Meant for sessions nobody writes any more, such as the demo's. A writer that appended
+        to one before is refused with HistoryRewound; a new writer creates it again, from
+        version 1.
+        """
+        if not starting_with:
+            raise InvalidInput("purge_sessions needs a non-empty start of session ids")
+        pattern = f"{_glob_escape(self.keys.prefix)}:{{{_glob_escape(starting_with)}*}}:*"
+        found = self._run(lambda: list(self.client.scan_iter(match=pattern, count=1000)))
+        by_session: dict[str, list[str]] = {}
+        for key in found:
+            name = _text(key)
+            by_session.setdefault(name[name.index("{") + 1 : name.index("}")], []).append(name)
+        for session_id, names in by_session.items():
+
+            def purge(session_id: str = session_id, names: list[str] = names) -> None:
+                pipe = self.client.pipeline(transaction=False)
+                for name in names:
+                    pipe.unlink(name)
+                pipe.zrem(self.keys.index_of(session_id), session_id)
+                pipe.zrem(self.keys.open_index_of(session_id), session_id)
+                pipe.execute()
+
+            self._run(purge)
+            self._indexed.pop(session_id, None)
+        return sorted(by_session)
 
     def close(self) -> None:
         self.client.close()

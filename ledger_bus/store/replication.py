@@ -18,7 +18,7 @@ from redis.commands.core import Script
 
 from ledger_bus.durability import Durability
 from ledger_bus.errors import BackendRefused, DurabilityNotConfirmed
-from ledger_bus.store.base import AppendResult
+from ledger_bus.records import AppendResult
 
 RECHECK_S: Final = 1.0  # how often the attached replicas are counted again while too few
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import ledger_bus as lb
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 # The keys every JSONL event line starts with, in this order (spec/ledger-v1.md).
 LEDGER_KEYS = ["session", "stream", "version", "cursor", "type", "agent", "event_id", "recorded_at"]
 
@@ -43,7 +43,10 @@ def start_recorded(
     marker = folder / "effects.txt"
     args = ["recorded", url, prefix, "crash", "r1", str(marker), safe]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.workers", *args], cwd=ROOT, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "tests.support.workers", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "calling the slow tool"

@@ -1,0 +1,231 @@
+"""The records a store returns: committed events, append results, sessions, attempts, groups.
+
+They are plain values of the model: the store makes them, the features and the command line read
+them, and ledger_bus.jsonl writes them as lines of the JSONL format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from ledger_bus import jsonl
+from ledger_bus.events import event_adapter
+from ledger_bus.ids import StreamId, cursor_ms
+
+_COMMON: Final = frozenset(
+    {"type", "agent", "event_id", "run_id", "step_id", "attempt_id", "parents"}
+)
+
+
+def _short(value: Any, width: int) -> str:
+    text = value if isinstance(value, str) else jsonl.dumps(value)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def summary(fields: dict[str, Any], width: int = 160) -> str:
+    """What an event (its fields) says, in one line of text."""
+    kind = fields.get("type")
+    if kind == "message":
+        return _short(fields.get("body", ""), width)
+    if kind == "tool_call":
+        return _short(f"{fields.get('tool')}({jsonl.dumps(fields.get('args', {}))})", width)
+    if kind == "tool_result":
+        return _short(
+            f"{fields.get('tool')} -> {fields.get('status')}: {jsonl.dumps(fields.get('result'))}",
+            width,
+        )
+    extra = {k: v for k, v in fields.items() if k not in _COMMON and k != "kind"}
+    return _short(f"{fields.get('kind')} {jsonl.dumps(extra) if extra else ''}".strip(), width)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """What an append committed, or had committed before when `deduplicated`."""
+
+    stream: StreamId
+    first_version: int
+    last_version: int
+    cursor: str
+    deduplicated: bool = False
+    # What was confirmed beyond the primary's memory, for a store with a durability other than
+    # local (durability.py): how many replicas acknowledged, and whether the AOF was fsynced.
+    durability: str = "local"
+    replicas: int | None = None
+    aof: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "session": self.stream.session_id,
+            "stream": self.stream.name,
+            "first_version": self.first_version,
+            "last_version": self.last_version,
+            "cursor": self.cursor,
+            "deduplicated": self.deduplicated,
+        }
+        if self.durability != "local":
+            out.update(durability=self.durability, replicas=self.replicas, aof=self.aof)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedEvent:
+    """One committed event: its fields as appended, plus where and when it was committed."""
+
+    stream: StreamId
+    version: int
+    cursor: str
+    fields: dict[str, Any] = field(repr=False)
+
+    @property
+    def type(self) -> str:
+        return str(self.fields["type"])
+
+    @property
+    def agent(self) -> str:
+        return str(self.fields["agent"])
+
+    @property
+    def event_id(self) -> str:
+        return str(self.fields["event_id"])
+
+    @property
+    def run_id(self) -> str | None:
+        return self.fields.get("run_id")
+
+    @property
+    def step_id(self) -> str | None:
+        return self.fields.get("step_id")
+
+    @property
+    def attempt_id(self) -> str | None:
+        return self.fields.get("attempt_id")
+
+    @property
+    def parents(self) -> list[str]:
+        return list(self.fields.get("parents", ()))
+
+    @property
+    def session_id(self) -> str:
+        return self.stream.session_id
+
+    @property
+    def recorded_at(self) -> datetime:
+        """The commit time, carried by the cursor itself."""
+        return datetime.fromtimestamp(cursor_ms(self.cursor) / 1000, UTC)
+
+    def __repr__(self) -> str:
+        fields = self.fields
+        what = fields.get("body") or fields.get("tool") or fields.get("kind") or ""
+        text = str(what) if len(str(what)) <= 40 else str(what)[:39] + "…"
+        return (
+            f"RecordedEvent({self.stream} v{self.version} {self.cursor}"
+            f" {fields.get('type')} by {fields.get('agent')}: {text!r})"
+        )
+
+    def __getitem__(self, name: str) -> Any:
+        return self.fields[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.fields.get(name, default)
+
+    @property
+    def event(self) -> Any:
+        """The event as a validated model (Message, ToolCall, ToolResult or Mutation)."""
+        return event_adapter.validate_python(self.fields)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The flat JSON object of the JSONL format (ledger_bus.jsonl)."""
+        return jsonl.event_dict(self)
+
+    def summary(self, width: int = 160) -> str:
+        """What the event says, in one line of text."""
+        return summary(self.fields, width)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class StreamInfo:
+    """A stream of a session and its version."""
+
+    name: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """What a session holds, for `ledger-bus inspect`."""
+
+    session_id: str
+    events: int
+    streams: list[StreamInfo]
+    first_cursor: str | None
+    last_cursor: str | None
+    append_ids: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """What `ledger-bus inspect` prints (ledger_bus.jsonl)."""
+        return jsonl.session_dict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenAttempt:
+    """A tool_call whose tool_result has not been committed."""
+
+    session_id: str
+    attempt_id: str
+    run_id: str | None
+    tool: str
+    stream: str
+    cursor: str  # of the tool_call: its commit time is when the attempt opened
+    flagged_cursor: str | None  # of the reconcile.unresolved mutation, once flagged
+
+    @property
+    def opened_ms(self) -> int:
+        return cursor_ms(self.cursor)
+
+    @property
+    def key(self) -> str:
+        """`<attempt_id>@<cursor of its tool_call>`: names this attempt alone, even where the
+        same attempt id was requested again after this one closed."""
+        return f"{self.attempt_id}@{self.cursor}"
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One session log entry handed to a consumer: the event, and how often it was handed out."""
+
+    event: RecordedEvent
+    entry_id: str  # what acks it; opaque to callers
+    deliveries: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStats:
+    """Where a group stands: events not yet delivered (lag), delivered but not acked (pending),
+    its consumers live (active within the idle window, or holding entries) and idle apart."""
+
+    group: str
+    consumers: int
+    idle_consumers: int
+    pending: int
+    lag: int
+    last_delivered: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingEntry:
+    """An event a group handed out and has not had acked: who holds it, since when, how often."""
+
+    entry_id: str
+    cursor: str
+    consumer: str
+    idle_ms: int
+    deliveries: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
