@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import signal
 import sys
 import time
@@ -144,7 +145,8 @@ def main(argv: list[str]) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     signal.signal(signal.SIGTERM, _interrupt)
     role, session, arg = argv
-    store = ledger_bus.connect()
+    # The demo command hands its URL and prefix down through the environment.
+    store = ledger_bus.connect(prefix=os.environ.get("LEDGER_BUS_PREFIX", "lb"))
     try:
         if role == "orchestrator":
             orchestrator(store, session, int(arg))

@@ -121,8 +121,11 @@ class Tailer:
             if gone:
                 log.info("forgot %d idle consumers of %s", len(gone), group)
         else:
-            newest = events[-1].cursor if events else None
-            if newest is None:
+            if events:
+                newest = events[-1].cursor
+            elif n:  # the session was empty: whatever it holds by now is new
+                newest = CURSOR_ZERO
+            else:
                 latest = store.tail(session, 1)
                 newest = latest[-1].cursor if latest else CURSOR_ZERO
             store.group_create(session, group, newest)

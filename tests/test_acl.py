@@ -20,7 +20,7 @@ from ledger_bus.server import LocalServer
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.redis import RedisStore
 from ledger_bus.tailer import Tailer, TailerOptions
-from tests.support.events import call, msg
+from tests.support.events import call, msg, result
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 PASSWORDS = {role: f"secret-{role}" for role in ROLES}
@@ -146,7 +146,7 @@ def test_a_reconciler_flags_an_orphan_and_forgets_idle_sessions(
         lb.StreamId("idle", "main"),
         0,
         "c1",
-        [call("x"), {**call("x"), "type": "tool_result", "status": "ok"}],
+        [call("x"), result("x")],
     )
 
     reconciler = Reconciler(
@@ -271,7 +271,7 @@ def test_a_tenant_cannot_read_write_or_list_another_tenants_sessions(
     [
         ("~* +@all -xadd", [msg("a"), msg("b"), msg("c")]),
         ("~* +@all -hset", [msg("a"), msg("b"), msg("c")]),
-        ("~* +@all -hdel", [{**call("att-0"), "type": "tool_result", "status": "ok"}]),
+        ("~* +@all -hdel", [result("att-0")]),
         ("~* +@all -hget", [msg("a")]),
         (
             "~lb:{s}:log ~lb:{s}:meta ~lb:{s}:s:* ~lb:{s}:idem:* %R~lb:{s}:open +@all",

@@ -259,6 +259,21 @@ def test_a_new_group_starts_at_the_end_of_the_session(store: EventStore) -> None
     assert [d.event["body"] for d in tailer.poll()] == ["new-1"]
 
 
+def test_an_event_committed_while_a_tailer_joins_an_empty_session_is_delivered(
+    store: EventStore,
+) -> None:
+    class Joining(Tailer):
+        def context(self, n: int = 20) -> list[RecordedEvent]:
+            events = super().context(n)
+            # Another agent commits between the context read and the group's creation.
+            store.append(lb.StreamId("fresh", "feed"), lb.ANY, "between", [msg("between")])
+            return events
+
+    tailer = Joining(store, "fresh", "g", "c1", TailerOptions(block_ms=50))
+    assert tailer.join(5) == []
+    assert [d.event["body"] for d in tailer.poll()] == ["between"]
+
+
 def test_tailer_filters_skip_its_own_agent_and_unwanted_types(store: EventStore) -> None:
     tailer = Tailer(
         store, "filtered", "g", "me", TailerOptions(block_ms=50, skip_agent="me", types={"message"})

@@ -191,8 +191,10 @@ def test_a_resolved_attempt_leaves_the_open_set(store: EventStore) -> None:
     assert store.open_attempts("s1") == []
     results = [e for e in store.read_stream(lb.StreamId("s1", "run-r1")) if e.type == "tool_result"]
     assert [r["result"]["outcome"] for r in results] == ["unknown", "retried"]
-    with pytest.raises(lb.NotFound):
+    with pytest.raises(lb.Refused, match="closed already"):
         resolve_attempt(store, "s1", "a1", "unknown")
+    with pytest.raises(lb.NotFound, match="no attempt 'a9' was requested"):
+        resolve_attempt(store, "s1", "a9", "unknown")
 
 
 def test_an_idle_session_leaves_the_index_only_after_the_prune_window(store: EventStore) -> None:

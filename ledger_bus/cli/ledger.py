@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import itertools
 import sys
@@ -166,12 +167,17 @@ def tail(settings: Settings, /, session: str, count: int, follow: bool, **filter
         say(f"no session {session!r} yet: waiting for its first event")
     stop_on_sigterm()
     show = EventLines(settings)
-    for event in select_tail(store, session, count, keep):
-        show(event)
-    # After the session's newest event, shown or filtered out; in an empty one, all is new.
+    # One cursor splits what was there from what is new: the tail is read up to the session's
+    # newest event, and the follow starts right after it, so an event committed in between is
+    # printed once, by the follow.
     newest = store.tail(session, 1)
+    start = newest[-1].cursor if newest else CURSOR_ZERO
+    if newest:
+        until = start if keep.until is None else min(start, keep.until)
+        for event in select_tail(store, session, count, dataclasses.replace(keep, until=until)):
+            show(event)
     try:
-        for event in watch(store, session, newest[-1].cursor if newest else CURSOR_ZERO):
+        for event in watch(store, session, start):
             if keep.matches(event):
                 show(event)
     except KeyboardInterrupt:
