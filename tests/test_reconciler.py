@@ -329,6 +329,10 @@ def test_reconcile_check_turns_the_heartbeat_into_an_exit_code(
     done = _reconcile(redis_url, prefix, "--once", "--heartbeat", heartbeat)
     done.communicate(timeout=60)
     assert check() == 0
+    healthy = ledger_cli(redis_url, prefix, "reconcile", "--check", "--heartbeat", heartbeat)
+    report = json.loads(healthy.stdout)  # the output rule: one JSON line when piped
+    assert report["ok"] is True
+    assert report["errors"] == 0
     old = time.time() - 3600
     os.utime(heartbeat, (old, old))
     assert check() == 1

@@ -145,7 +145,7 @@ def reconcile(
                 f"{last.get('last_error', 'see the reconciler log')}",
                 EXIT_REFUSED,
             )
-        click.echo(f"ok: last pass finished {age:.1f}s ago")
+        show_record(settings, {"ok": True, "last_pass_s": round(age, 1), **last})
         return
     config = ReconcilerConfig(
         grace_s=grace,
