@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 import ledger_bus
+from ledger_bus.pgserver import LocalPostgres
 from ledger_bus.server import LocalCluster, LocalServer
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.memory import MemoryStore
@@ -60,7 +62,28 @@ def redis_store(redis_server: LocalServer, prefix: str) -> Iterator[EventStore]:
     store.close()
 
 
-@pytest.fixture(params=["memory", "fakeredis", "redis", "cluster"])
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[LocalPostgres]:
+    """One private PostgreSQL for the whole run; tests keep apart by table prefix."""
+    with LocalPostgres(fsync=False) as server:
+        yield server
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path, prefix: str) -> Iterator[EventStore]:
+    store = ledger_bus.connect(f"sqlite:///{tmp_path / 'ledger.db'}", prefix=prefix)
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def postgresql_store(postgres_server: LocalPostgres, prefix: str) -> Iterator[EventStore]:
+    store = ledger_bus.connect(postgres_server.url, prefix=prefix)
+    yield store
+    store.close()
+
+
+@pytest.fixture(params=["memory", "fakeredis", "redis", "cluster", "sqlite", "postgresql"])
 def store(request: pytest.FixtureRequest) -> EventStore:
     """The contract suite runs against every backend; only the one asked for is built."""
     return request.getfixturevalue(f"{request.param}_store")  # type: ignore[no-any-return]

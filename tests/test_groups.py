@@ -55,8 +55,12 @@ def test_a_blocking_read_returns_what_commits_while_it_waits(store: EventStore) 
     import threading
 
     store.group_create("g3", "g", None)
-    threading.Timer(0.2, put, args=(store, "g3", "late")).start()
+    writer = threading.Timer(0.2, put, args=(store, "g3", "late"))
+    writer.start()
     found = store.group_read("g3", "g", "c", 10, 3000)
+    # The read returns once the event is in; the append may still be tidying its index. Wait
+    # for it, or it would run on a store the fixture has closed.
+    writer.join()
     assert bodies(found) == ["late"]
 
 

@@ -20,6 +20,7 @@ MODEL: Final = {
     "ids",
     "jsonl",
     "jsontext",
+    "pgserver",
     "records",
     "server",
 }

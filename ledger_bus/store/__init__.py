@@ -42,11 +42,13 @@ def connect(
     Args:
         url: "redis://host:port/db", "rediss://..." (TLS), "unix:///path.sock",
             "redis+cluster://host:port" (any node of a Redis Cluster),
-            "redis+sentinel://host:port,host2:port2/MASTER/DB" (the primary Sentinel names), or
+            "redis+sentinel://host:port,host2:port2/MASTER/DB" (the primary Sentinel names),
+            "sqlite:///PATH" or "postgresql://USER@HOST:PORT/DB" (the SQL store), or
             "memory://"; None reads LEDGER_BUS_URL, then falls back to redis://127.0.0.1:6379/0.
             `?durability=LEVEL&durability_timeout_ms=MS` in the URL sets the durability.
         timeout: seconds, retries included, before a call gives up with BackendUnavailable.
-        prefix: the first part of every Redis key, to share one database between ledgers.
+        prefix: the first part of every Redis key (or SQL table name), to share one database
+            between ledgers.
         limits: bounds on event size and events per append.
         durability: what an append waits for: "local" (the default), "replicas:N", "aof" or
             "aof+replicas:N" (ledger_bus.durability); overrides the URL's.
@@ -91,9 +93,23 @@ def connect(
             socket_timeout=socket_timeout,
             durability=level,
         )
+    if scheme in _SQL_SCHEMES:
+        if not level.local:
+            raise InvalidInput(
+                f"a SQL store's durability is its database's own: durability {level} cannot be"
+                " asked of it"
+            )
+        try:
+            from ledger_bus.store.sql import SqlStore
+        except ImportError as err:
+            extra = "sql" if scheme == "sqlite" else "postgres"
+            raise InvalidInput(
+                f"{scheme}:// needs {err.name}: pip install 'ledger-bus[{extra}]'"
+            ) from None
+        return SqlStore.from_url(url, prefix=prefix, limits=limits, timeout=timeout)
     raise InvalidInput(
         f"unsupported URL {url!r}: use redis://, rediss://, unix://, redis+cluster://,"
-        " redis+sentinel:// or memory://"
+        " redis+sentinel://, sqlite:///PATH, postgresql://USER@HOST/DB or memory://"
     )
 
 
@@ -106,6 +122,9 @@ _REDIS_SCHEMES: Final = (
     "redis+sentinel",
     "rediss+sentinel",
 )
+
+
+_SQL_SCHEMES: Final = ("sqlite", "postgresql", "postgres")
 
 
 def split_durability(url: str, given: str | Durability | None) -> tuple[str, Durability]:

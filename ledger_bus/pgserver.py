@@ -1,0 +1,150 @@
+"""A private PostgreSQL in a temp dir, from the system's binaries: for tests and benchmarks.
+
+It listens on a free loopback port with trust authentication, owned by the `postgres` user when
+run as root (PostgreSQL refuses to run as root), and is removed with its data when closed.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from types import TracebackType
+
+import psycopg
+
+from ledger_bus.errors import BackendUnavailable
+from ledger_bus.server import free_port
+
+
+class NoPostgres(BackendUnavailable):
+    """Raised when no PostgreSQL server binaries are installed."""
+
+
+def postgres_bin() -> str:
+    """The directory of the newest installed PostgreSQL's initdb and postgres."""
+    found = shutil.which("initdb")
+    if found:
+        return os.path.dirname(os.path.realpath(found))
+    versions = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+        key=lambda path: int(path.split("/")[-3]) if path.split("/")[-3].isdigit() else 0,
+    )
+    if not versions:
+        raise NoPostgres(
+            "no PostgreSQL binaries (initdb); install them: `apt-get install postgresql`"
+        )
+    return os.path.dirname(versions[-1])
+
+
+class LocalPostgres:
+    """initdb, then postgres on 127.0.0.1:`port`; `url` names its database `ledger`."""
+
+    def __init__(self, port: int | None = None, fsync: bool = True):
+        self.port = port or free_port()
+        self.fsync = fsync
+        self.bin = postgres_bin()
+        self.directory = tempfile.mkdtemp(prefix="ledger-bus-pg-")
+        self.data = os.path.join(self.directory, "data")
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._user: list[str] = []
+        if os.geteuid() == 0:
+            shutil.chown(self.directory, "postgres", "postgres")
+            self._user = ["runuser", "-u", "postgres", "--"]
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/ledger"
+
+    def _run(self, *args: str) -> None:
+        done = subprocess.run(
+            [*self._user, *args], capture_output=True, text=True, check=False, cwd=self.directory
+        )
+        if done.returncode:
+            raise BackendUnavailable(f"{os.path.basename(args[0])} failed: {done.stderr.strip()}")
+
+    def start(self, wait: float = 30.0) -> LocalPostgres:
+        if not os.path.exists(self.data):
+            self._run(
+                os.path.join(self.bin, "initdb"),
+                "-D",
+                self.data,
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            )
+        options = [
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            f"port={self.port}",
+            "-c",
+            f"unix_socket_directories={self.directory}",
+            "-c",
+            f"fsync={'on' if self.fsync else 'off'}",
+            "-c",
+            "max_connections=200",
+        ]
+        self.proc = subprocess.Popen(
+            [*self._user, os.path.join(self.bin, "postgres"), "-D", self.data, *options],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                self._create_database()
+                return self
+            except psycopg.OperationalError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise BackendUnavailable(
+                        f"postgres did not start on port {self.port}"
+                    ) from None
+                time.sleep(0.1)
+
+    def _create_database(self) -> None:
+        dsn = f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres connect_timeout=2"
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = 'ledger'").fetchone()
+            if not exists:
+                conn.execute("CREATE DATABASE ledger")
+
+    def kill(self) -> None:
+        """SIGKILL the server: what a crash does. `start()` brings it back on its data."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+        # Its children (backends) die with the postmaster's process group; the shared memory
+        # they held is released when the last one exits.
+        time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)  # fast shutdown
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __enter__(self) -> LocalPostgres:
+        return self.start()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()

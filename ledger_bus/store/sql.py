@@ -1,0 +1,1084 @@
+"""The SQL store: SQLite embedded, or PostgreSQL, on SQLAlchemy Core, under the same contract.
+
+An append is one transaction that first locks its session's row (`SELECT ... FOR UPDATE` on
+PostgreSQL, `BEGIN IMMEDIATE` on SQLite) and holds it to commit. Cursors are taken under that lock
+from the session's last cursor, so within a session cursor order is commit order: a reader paging
+with "cursor > last seen" can never skip an event that commits late, as it could with a sequence
+shared by concurrent transactions.
+
+Consumer groups, leases and open attempts are tables of their own, kept in the same transactions,
+with the semantics of the Redis store (tests/test_contract.py and tests/test_groups.py run on
+both).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Final, TypeVar
+
+import msgpack
+from sqlalchemy import (
+    Connection,
+    Engine,
+    and_,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    inspect,
+    select,
+    text,
+    update,
+)
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import make_url
+
+from ledger_bus.batch import Limits, PreparedAppend
+from ledger_bus.durability import LOCAL, Durability
+from ledger_bus.errors import (
+    BackendRefused,
+    BackendUnavailable,
+    IdempotencyConflict,
+    InvalidInput,
+    LedgerError,
+    NotFound,
+    VersionConflict,
+)
+from ledger_bus.ids import CURSOR_ZERO, StreamId, cursor_ms, format_cursor, parse_cursor
+from ledger_bus.records import (
+    AppendResult,
+    Delivery,
+    GroupStats,
+    OpenAttempt,
+    PendingEntry,
+    RecordedEvent,
+    SessionInfo,
+    StreamInfo,
+)
+from ledger_bus.store.base import REPLAY_CONSUMER, REPLAY_IDLE_MS, EventStore, dead_letter_fields
+from ledger_bus.store.keys import bucket_of
+from ledger_bus.store.sql_schema import Tables, tables
+
+T = TypeVar("T")
+
+SCHEMA_VERSION: Final = 1
+POLL_S: Final = 0.02  # how often a waiting read looks again
+# SQLSTATEs worth running the transaction again for: serialization failure, deadlock.
+_RETRY_STATES: Final = frozenset({"40001", "40P01"})
+_SQLITE_BUSY: Final = ("database is locked", "database is busy", "database table is locked")
+
+
+def sql_url(url: str) -> str:
+    """The SQLAlchemy URL of a ledger URL: psycopg 3 for postgresql://, pysqlite for sqlite://."""
+    if url.startswith(("postgresql://", "postgres://")):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def open_engine(url: str, timeout: float) -> Engine:
+    """An engine for the URL, set up for the ledger: SQLite in WAL mode with a busy timeout and
+    its transactions begun by the store itself; PostgreSQL with a connect timeout."""
+    target = make_url(sql_url(url))
+    if target.get_backend_name() == "sqlite":
+        engine = create_engine(target, connect_args={"timeout": timeout})
+
+        @event.listens_for(engine, "connect")
+        def _configure(dbapi: Any, record: Any) -> None:
+            dbapi.isolation_level = None  # the store says BEGIN itself (below)
+            cursor = dbapi.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+            cursor.execute("PRAGMA synchronous=FULL")  # an acknowledged append survives a crash
+            cursor.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Connection) -> None:
+            # A writer takes the write lock at BEGIN: two writers never both read, then both
+            # find the lock taken when they write (SQLite's deadlock, answered with SQLITE_BUSY).
+            writing = conn.get_execution_options().get("ledger_write", False)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if writing else "BEGIN")
+
+        return engine
+    if target.get_backend_name() == "postgresql":
+        return create_engine(
+            target,
+            pool_pre_ping=True,
+            connect_args={"connect_timeout": max(1, int(timeout))},
+        )
+    raise InvalidInput(f"not a SQL URL: {url!r} (sqlite:///PATH or postgresql://USER@HOST/DB)")
+
+
+class SqlStore(EventStore):
+    """A ledger in SQL tables whose names start with `prefix`_."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        prefix: str = "lb",
+        limits: Limits | None = None,
+        timeout: float = 10.0,
+        durability: Durability = LOCAL,
+    ):
+        super().__init__(limits, durability)
+        self.engine = engine
+        self.prefix = prefix
+        self.timeout = timeout
+        self.t: Tables = tables(prefix)
+        self.postgres = engine.dialect.name == "postgresql"
+        self._check_schema()
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        prefix: str = "lb",
+        limits: Limits | None = None,
+        timeout: float = 10.0,
+        durability: Durability = LOCAL,
+    ) -> SqlStore:
+        return cls(open_engine(url, timeout), prefix, limits, timeout, durability)
+
+    # -- the schema ------------------------------------------------------------------------------
+
+    def _check_schema(self) -> None:
+        """A new database gets the tables; one whose schema is behind is refused by name."""
+        names = self._run(lambda: set(inspect(self.engine).get_table_names()), write=False)
+        version_table = self.t.schema_version.name
+        if not names & {t.name for t in self.t.metadata.sorted_tables}:
+            self.upgrade()
+            return
+        found = 0
+        if version_table in names:
+            found = self._run(
+                lambda c: (
+                    c.execute(select(func.max(self.t.schema_version.c.version))).scalar() or 0
+                ),
+                write=False,
+                tx=True,
+            )
+        if found < SCHEMA_VERSION:
+            raise BackendRefused(
+                f"the ledger's tables are at schema version {found}, this ledger-bus needs"
+                f" {SCHEMA_VERSION}: run `ledger-bus db upgrade`"
+            )
+        if found > SCHEMA_VERSION:
+            raise BackendRefused(
+                f"the ledger's tables are at schema version {found}, newer than this"
+                f" ledger-bus ({SCHEMA_VERSION}): upgrade ledger-bus"
+            )
+
+    def upgrade(self) -> int:
+        """Create the tables that are missing and record the schema version; return it."""
+
+        def create(conn: Connection) -> int:
+            self.t.metadata.create_all(conn, checkfirst=True)
+            current = conn.execute(select(func.max(self.t.schema_version.c.version))).scalar()
+            if current is None:
+                conn.execute(insert(self.t.schema_version).values(version=SCHEMA_VERSION))
+            return SCHEMA_VERSION
+
+        return self._run(create, write=True, tx=True)
+
+    def schema_version(self) -> int:
+        return int(
+            self._run(
+                lambda c: (
+                    c.execute(select(func.max(self.t.schema_version.c.version))).scalar() or 0
+                ),
+                write=False,
+                tx=True,
+            )
+        )
+
+    # -- transactions, retried -------------------------------------------------------------------
+
+    @contextmanager
+    def _connection(self, write: bool) -> Iterator[Connection]:
+        with self.engine.connect() as opened:
+            conn = opened
+            if write and not self.postgres:
+                conn = opened.execution_options(ledger_write=True)
+            with conn.begin():
+                yield conn
+
+    def _run(self, work: Callable[..., T], *, write: bool = True, tx: bool | None = None) -> T:
+        """Run `work(conn)` in a transaction (or `work()` when tx is False, for work that opens
+        its own), again after a transient failure, until the timeout; then BackendUnavailable."""
+        deadline = time.monotonic() + self.timeout
+        delay = 0.01
+        with_tx = tx if tx is not None else work.__code__.co_argcount > 0
+        while True:
+            try:
+                if not with_tx:
+                    return work()
+                with self._connection(write) as conn:
+                    return work(conn)
+            except LedgerError:
+                raise
+            except sa_exc.DBAPIError as err:
+                kind = _classify(err)
+                if kind == "refused":
+                    raise BackendRefused(f"the database refused: {_first_line(err)}") from None
+                if time.monotonic() + delay > deadline:
+                    raise BackendUnavailable(
+                        f"the database did not answer within {self.timeout:g}s: {_first_line(err)}"
+                    ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+    def _now(self, conn: Connection) -> int:
+        """The clock cursors and leases use: the server's on PostgreSQL (one clock for every
+        host), this process's on SQLite (one host)."""
+        if self.postgres:
+            return int(
+                conn.execute(
+                    text("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint")
+                ).scalar_one()
+            )
+        return time.time_ns() // 1_000_000
+
+    def now_ms(self) -> int:
+        return self._run(self._now, write=False)
+
+    # -- appends ---------------------------------------------------------------------------------
+
+    def _lock_session(self, conn: Connection, session_id: str) -> tuple[str, int]:
+        """Lock the session's row until commit, making it first; return its last cursor and
+        event count."""
+        s = self.t.sessions
+        found = conn.execute(
+            select(s.c.last_cursor, s.c.events)
+            .where(s.c.session_id == session_id)
+            .with_for_update()
+        ).first()
+        if found is None:
+            if self.postgres:
+                conn.execute(
+                    text(
+                        f"INSERT INTO {s.name} (session_id, last_cursor, events)"
+                        " VALUES (:s, :c, 0) ON CONFLICT (session_id) DO NOTHING"
+                    ),
+                    {"s": session_id, "c": CURSOR_ZERO},
+                )
+                found = conn.execute(
+                    select(s.c.last_cursor, s.c.events)
+                    .where(s.c.session_id == session_id)
+                    .with_for_update()
+                ).first()
+            else:  # BEGIN IMMEDIATE holds the database's write lock: nobody else inserts it
+                conn.execute(
+                    insert(s).values(session_id=session_id, last_cursor=CURSOR_ZERO, events=0)
+                )
+                return CURSOR_ZERO, 0
+        assert found is not None
+        return str(found[0]), int(found[1])
+
+    def _append(
+        self,
+        stream: StreamId,
+        expected: int | None,
+        append_id: str,
+        prepared: PreparedAppend,
+        durability: Durability,
+    ) -> AppendResult:
+        if not durability.local:
+            raise InvalidInput(
+                f"a SQL store's durability is its database's own (synchronous_commit, its"
+                f" replicas): durability {durability} cannot be asked per append"
+            )
+        session_id = stream.session_id
+        t = self.t
+
+        def append(conn: Connection) -> AppendResult:
+            last, events = self._lock_session(conn, session_id)
+            prior = conn.execute(
+                select(
+                    t.idempotency.c.digest,
+                    t.idempotency.c.first_version,
+                    t.idempotency.c.last_version,
+                    t.idempotency.c.cursor,
+                ).where(
+                    t.idempotency.c.session_id == session_id,
+                    t.idempotency.c.stream == stream.name,
+                    t.idempotency.c.append_id == append_id,
+                )
+            ).first()
+            if prior is not None:
+                if prior.digest != prepared.digest:
+                    raise IdempotencyConflict(str(stream), append_id)
+                return AppendResult(
+                    stream, prior.first_version, prior.last_version, prior.cursor, deduplicated=True
+                )
+            version = (
+                conn.execute(
+                    select(t.streams.c.version).where(
+                        t.streams.c.session_id == session_id, t.streams.c.stream == stream.name
+                    )
+                ).scalar()
+                or 0
+            )
+            if expected is not None and expected != version:
+                raise VersionConflict(str(stream), expected, version)
+            now = self._now(conn)
+            ms, seq = parse_cursor(last)
+            rows = []
+            cursors = []
+            for payload in prepared.payloads:
+                # Like a Redis stream id: the clock, but never below the last cursor.
+                if now > ms:
+                    ms, seq = now, 0
+                else:
+                    seq += 1
+                version += 1
+                cursor = format_cursor(ms, seq)
+                cursors.append(cursor)
+                rows.append(
+                    {
+                        "session_id": session_id,
+                        "cursor": cursor,
+                        "stream": stream.name,
+                        "version": version,
+                        "payload": payload,
+                    }
+                )
+            conn.execute(insert(t.events), rows)
+            first = version - len(rows) + 1
+            if first == 1:
+                conn.execute(
+                    insert(t.streams).values(
+                        session_id=session_id, stream=stream.name, version=version
+                    )
+                )
+            else:
+                conn.execute(
+                    update(t.streams)
+                    .where(t.streams.c.session_id == session_id, t.streams.c.stream == stream.name)
+                    .values(version=version)
+                )
+            conn.execute(
+                insert(t.idempotency).values(
+                    session_id=session_id,
+                    stream=stream.name,
+                    append_id=append_id,
+                    digest=prepared.digest,
+                    first_version=first,
+                    last_version=version,
+                    cursor=cursors[-1],
+                )
+            )
+            for note, cursor in zip(prepared.notes, cursors, strict=True):
+                if note:
+                    self._note(conn, session_id, stream.name, note, cursor)
+            values: dict[str, Any] = {"last_cursor": cursors[-1], "events": events + len(rows)}
+            if prepared.opens_attempts:
+                values["opened_ms"] = now
+            conn.execute(
+                update(t.sessions).where(t.sessions.c.session_id == session_id).values(**values)
+            )
+            return AppendResult(stream, first, version, cursors[-1])
+
+        return self._run(append)
+
+    def _note(self, conn: Connection, session_id: str, stream: str, note: str, cursor: str) -> None:
+        """Keep open attempts as store/lua/append.lua does."""
+        kind, *parts = note.split("\x1f")
+        o = self.t.open_attempts
+        if kind == "o":
+            attempt, run_id, tool = parts
+            where = and_(o.c.session_id == session_id, o.c.attempt_id == attempt)
+            conn.execute(delete(o).where(where))
+            conn.execute(
+                insert(o).values(
+                    session_id=session_id,
+                    attempt_id=attempt,
+                    run_id=run_id,
+                    tool=tool,
+                    stream=stream,
+                    cursor=cursor,
+                    flagged_cursor=None,
+                )
+            )
+        elif kind == "c":
+            conn.execute(delete(o).where(o.c.session_id == session_id, o.c.attempt_id == parts[0]))
+        elif kind == "f":
+            named = parts[1] if len(parts) > 1 else ""
+            conditions = [
+                o.c.session_id == session_id,
+                o.c.attempt_id == parts[0],
+                o.c.flagged_cursor.is_(None),
+            ]
+            if named == "-":
+                return
+            if named:
+                conditions.append(o.c.cursor == format_cursor(*parse_cursor(named)))
+            conn.execute(update(o).where(*conditions).values(flagged_cursor=cursor))
+        elif kind == "s":
+            safe = self.t.safe_tools
+            known = conn.execute(
+                select(safe.c.tool).where(
+                    safe.c.session_id == session_id,
+                    safe.c.run_id == parts[0],
+                    safe.c.tool == parts[1],
+                )
+            ).first()
+            if known is None:
+                conn.execute(
+                    insert(safe).values(session_id=session_id, run_id=parts[0], tool=parts[1])
+                )
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _record(session_id: str, row: Any) -> RecordedEvent:
+        return RecordedEvent(
+            stream=StreamId(session_id, row.stream),
+            version=int(row.version),
+            cursor=row.cursor,
+            fields=msgpack.unpackb(row.payload),
+        )
+
+    def _events(self, where: Sequence[Any], order: Any, count: int) -> Any:
+        e = self.t.events
+        return (
+            select(e.c.stream, e.c.version, e.c.cursor, e.c.payload)
+            .where(*where)
+            .order_by(order)
+            .limit(count)
+        )
+
+    def _read_stream(self, stream: StreamId, after: int, count: int) -> list[RecordedEvent]:
+        e = self.t.events
+        query = self._events(
+            [
+                e.c.session_id == stream.session_id,
+                e.c.stream == stream.name,
+                e.c.version > after,
+            ],
+            e.c.version,
+            count,
+        )
+        rows = self._run(lambda c: c.execute(query).all(), write=False)
+        return [self._record(stream.session_id, row) for row in rows]
+
+    def _scan_rows(self, conn: Connection, session_id: str, after: str | None, count: int) -> Any:
+        e = self.t.events
+        where = [e.c.session_id == session_id]
+        if after is not None:
+            where.append(e.c.cursor > after)
+        return conn.execute(self._events(where, e.c.cursor, count)).all()
+
+    def _scan(self, session_id: str, after: str | None, count: int) -> list[RecordedEvent]:
+        rows = self._run(lambda c: self._scan_rows(c, session_id, after, count), write=False)
+        return [self._record(session_id, row) for row in rows]
+
+    def _tail(self, session_id: str, n: int, before: str | None) -> list[RecordedEvent]:
+        e = self.t.events
+        where = [e.c.session_id == session_id]
+        if before is not None:
+            where.append(e.c.cursor < before)
+        query = self._events(where, e.c.cursor.desc(), n)
+        rows = self._run(lambda c: c.execute(query).all(), write=False)
+        return [self._record(session_id, row) for row in reversed(rows)]
+
+    def _last_cursor(self, conn: Connection, session_id: str) -> str:
+        s = self.t.sessions
+        found = conn.execute(select(s.c.last_cursor).where(s.c.session_id == session_id)).scalar()
+        return str(found) if found else CURSOR_ZERO
+
+    def _wait(
+        self, session_id: str, after: str | None, timeout_ms: int, count: int
+    ) -> list[RecordedEvent]:
+        deadline = time.monotonic() + timeout_ms / 1000
+        if after is None:
+            after = self._run(lambda c: self._last_cursor(c, session_id), write=False)
+        while True:
+            found = self._scan(session_id, after, count)
+            if found or time.monotonic() >= deadline:
+                return found
+            time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
+
+    def _stream_version(self, stream: StreamId) -> int:
+        v = self.t.streams
+        query = select(v.c.version).where(
+            v.c.session_id == stream.session_id, v.c.stream == stream.name
+        )
+        return int(self._run(lambda c: c.execute(query).scalar() or 0, write=False))
+
+    def _session_exists(self, session_id: str) -> bool:
+        s = self.t.sessions
+        query = select(s.c.events).where(s.c.session_id == session_id)
+        return bool(self._run(lambda c: c.execute(query).scalar() or 0, write=False))
+
+    def _session_info(self, session_id: str) -> SessionInfo:
+        t = self.t
+
+        def read(conn: Connection) -> SessionInfo:
+            head = conn.execute(
+                select(t.sessions.c.last_cursor, t.sessions.c.events).where(
+                    t.sessions.c.session_id == session_id
+                )
+            ).first()
+            streams = conn.execute(
+                select(t.streams.c.stream, t.streams.c.version)
+                .where(t.streams.c.session_id == session_id)
+                .order_by(t.streams.c.stream)
+            ).all()
+            first = conn.execute(
+                select(t.events.c.cursor)
+                .where(t.events.c.session_id == session_id)
+                .order_by(t.events.c.cursor)
+                .limit(1)
+            ).scalar()
+            append_ids = conn.execute(
+                select(func.count())
+                .select_from(t.idempotency)
+                .where(t.idempotency.c.session_id == session_id)
+            ).scalar_one()
+            events = int(head.events) if head else 0
+            return SessionInfo(
+                session_id=session_id,
+                events=events,
+                streams=[StreamInfo(row.stream, int(row.version)) for row in streams],
+                first_cursor=first,
+                last_cursor=head.last_cursor if head and events else None,
+                append_ids=int(append_ids),
+            )
+
+        return self._run(read, write=False)
+
+    def _sessions(self, limit: int | None) -> list[tuple[str, int]]:
+        s = self.t.sessions
+        query = (
+            select(s.c.session_id, s.c.last_cursor)
+            .where(s.c.events > 0)
+            .order_by(func.substr(s.c.last_cursor, 1, 13).desc(), s.c.session_id)
+        )
+        if limit is not None:
+            query = query.limit(limit)
+        rows = self._run(lambda c: c.execute(query).all(), write=False)
+        return [(row.session_id, cursor_ms(row.last_cursor)) for row in rows]
+
+    # -- leases ----------------------------------------------------------------------------------
+
+    def _holder(self, conn: Connection, session_id: str, name: str, now: int) -> str | None:
+        lease = self.t.leases
+        found = conn.execute(
+            select(lease.c.owner, lease.c.expires_ms).where(
+                lease.c.session_id == session_id, lease.c.name == name
+            )
+        ).first()
+        if found is None or found.expires_ms <= now:
+            return None
+        return str(found.owner)
+
+    def _lease_holder(self, session_id: str, name: str) -> str | None:
+        return self._run(lambda c: self._holder(c, session_id, name, self._now(c)), write=False)
+
+    def _lease(self, op: str, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
+        lease = self.t.leases
+
+        def change(conn: Connection) -> bool:
+            now = self._now(conn)
+            where = and_(lease.c.session_id == session_id, lease.c.name == name)
+            if self.postgres:  # lock the row, when there is one, against a racing acquire
+                conn.execute(select(lease.c.owner).where(where).with_for_update()).first()
+            holder = self._holder(conn, session_id, name, now)
+            if op == "acquire" and holder not in (None, owner):
+                return False
+            if op != "acquire" and holder != owner:
+                return False
+            conn.execute(delete(lease).where(where))
+            if op != "release":
+                conn.execute(
+                    insert(lease).values(
+                        session_id=session_id, name=name, owner=owner, expires_ms=now + ttl_ms
+                    )
+                )
+            return True
+
+        try:
+            return self._run(change)
+        except BackendRefused:
+            if op == "acquire":  # two first acquires raced to insert: the other one won
+                return False
+            raise
+
+    # -- open attempts ---------------------------------------------------------------------------
+
+    def _open_attempts(self, session_ids: list[str]) -> dict[str, list[OpenAttempt]]:
+        o = self.t.open_attempts
+        if not session_ids:
+            return {}
+        query = select(o).where(o.c.session_id.in_(session_ids))
+        rows = self._run(lambda c: c.execute(query).all(), write=False)
+        found: dict[str, list[OpenAttempt]] = {s: [] for s in session_ids}
+        for row in rows:
+            found[row.session_id].append(
+                OpenAttempt(
+                    row.session_id,
+                    row.attempt_id,
+                    row.run_id or None,
+                    row.tool,
+                    row.stream,
+                    row.cursor,
+                    row.flagged_cursor,
+                )
+            )
+        return found
+
+    def _safe_to_replay(self, session_id: str, run_id: str, tool: str) -> bool:
+        safe = self.t.safe_tools
+        query = select(safe.c.tool).where(
+            safe.c.session_id == session_id, safe.c.run_id == run_id, safe.c.tool == tool
+        )
+        return self._run(lambda c: c.execute(query).first() is not None, write=False)
+
+    def _open_sessions(self, buckets: Collection[int]) -> list[tuple[str, int]]:
+        s = self.t.sessions
+        query = select(s.c.session_id, s.c.opened_ms).where(s.c.opened_ms.is_not(None))
+        rows = self._run(lambda c: c.execute(query).all(), write=False)
+        wanted = set(buckets)
+        return sorted(
+            (row.session_id, int(row.opened_ms))
+            for row in rows
+            if bucket_of(row.session_id) in wanted
+        )
+
+    def _forget_open_session(self, session_id: str, opened_before_ms: int) -> bool:
+        s = self.t.sessions
+        statement = (
+            update(s)
+            .where(s.c.session_id == session_id, s.c.opened_ms < opened_before_ms)
+            .values(opened_ms=None)
+        )
+        return self._run(lambda c: bool(c.execute(statement).rowcount > 0))
+
+    # -- consumer groups: the semantics of Redis consumer groups on the session log -------------
+
+    def _group_row(self, conn: Connection, session_id: str, group: str) -> str:
+        g = self.t.groups
+        query = select(g.c.last_delivered).where(g.c.session_id == session_id, g.c.grp == group)
+        if self.postgres:
+            query = query.with_for_update()
+        found = conn.execute(query).scalar()
+        if found is None:
+            raise NotFound(f"no consumer group {group!r} on session {session_id!r}")
+        return str(found)
+
+    def _seen(self, conn: Connection, session_id: str, group: str, consumer: str, now: int) -> None:
+        c = self.t.consumers
+        where = and_(c.c.session_id == session_id, c.c.grp == group, c.c.consumer == consumer)
+        if conn.execute(update(c).where(where).values(seen_ms=now)).rowcount == 0:
+            conn.execute(
+                insert(c).values(session_id=session_id, grp=group, consumer=consumer, seen_ms=now)
+            )
+
+    def _deliver(
+        self,
+        conn: Connection,
+        session_id: str,
+        group: str,
+        consumer: str,
+        cursors: list[str],
+        now: int,
+    ) -> list[Delivery]:
+        """Hand `cursors` to `consumer`: each becomes (or stays) pending with it, counted."""
+        p = self.t.pending
+        c = self.t.consumers
+        known = conn.execute(
+            select(c.c.consumer).where(
+                c.c.session_id == session_id, c.c.grp == group, c.c.consumer == consumer
+            )
+        ).first()
+        if cursors or known is not None:  # like Redis: a read that finds nothing creates nobody
+            self._seen(conn, session_id, group, consumer, now)
+        if not cursors:
+            return []
+        held = {
+            row.cursor: int(row.deliveries)
+            for row in conn.execute(
+                select(p.c.cursor, p.c.deliveries).where(
+                    p.c.session_id == session_id, p.c.grp == group, p.c.cursor.in_(cursors)
+                )
+            )
+        }
+        for cursor in cursors:
+            where = and_(p.c.session_id == session_id, p.c.grp == group, p.c.cursor == cursor)
+            if cursor in held:
+                conn.execute(
+                    update(p)
+                    .where(where)
+                    .values(consumer=consumer, since_ms=now, deliveries=held[cursor] + 1)
+                )
+            else:
+                conn.execute(
+                    insert(p).values(
+                        session_id=session_id,
+                        grp=group,
+                        cursor=cursor,
+                        consumer=consumer,
+                        deliveries=1,
+                        since_ms=now,
+                    )
+                )
+        e = self.t.events
+        rows = {
+            row.cursor: row
+            for row in conn.execute(
+                select(e.c.stream, e.c.version, e.c.cursor, e.c.payload).where(
+                    e.c.session_id == session_id, e.c.cursor.in_(cursors)
+                )
+            )
+        }
+        return [
+            Delivery(self._record(session_id, rows[cursor]), cursor, held.get(cursor, 0) + 1)
+            for cursor in cursors
+            if cursor in rows
+        ]
+
+    def _group_create(self, session_id: str, group: str, after: str | None) -> bool:
+        g = self.t.groups
+
+        def create(conn: Connection) -> bool:
+            exists = conn.execute(
+                select(g.c.grp).where(g.c.session_id == session_id, g.c.grp == group)
+            ).first()
+            if exists is not None:
+                return False
+            start = after if after is not None else self._last_cursor(conn, session_id)
+            conn.execute(insert(g).values(session_id=session_id, grp=group, last_delivered=start))
+            return True
+
+        try:
+            return self._run(create)
+        except BackendRefused:
+            return False  # created by another at the same moment (the key was taken)
+
+    def _group_exists(self, session_id: str, group: str) -> bool:
+        g = self.t.groups
+        query = select(g.c.grp).where(g.c.session_id == session_id, g.c.grp == group)
+        return self._run(lambda c: c.execute(query).first() is not None, write=False)
+
+    def _group_read(
+        self, session_id: str, group: str, consumer: str, count: int, block_ms: int | None
+    ) -> list[Delivery]:
+        deadline = time.monotonic() + (block_ms or 0) / 1000
+        g = self.t.groups
+
+        def read(conn: Connection) -> list[Delivery]:
+            last = self._group_row(conn, session_id, group)
+            fresh = [row.cursor for row in self._scan_rows(conn, session_id, last, count)]
+            if fresh:
+                conn.execute(
+                    update(g)
+                    .where(g.c.session_id == session_id, g.c.grp == group)
+                    .values(last_delivered=fresh[-1])
+                )
+            return self._deliver(conn, session_id, group, consumer, fresh, self._now(conn))
+
+        while True:
+            found = self._run(read)
+            if found or block_ms is None or time.monotonic() >= deadline:
+                return found
+            time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
+
+    def _pending_cursors(self, conn: Connection, session_id: str, group: str, *where: Any) -> Any:
+        p = self.t.pending
+        return conn.execute(
+            select(p.c.cursor)
+            .where(p.c.session_id == session_id, p.c.grp == group, *where)
+            .order_by(p.c.cursor)
+        ).scalars()
+
+    def _group_pending(
+        self, session_id: str, group: str, consumer: str, count: int
+    ) -> list[Delivery]:
+        p = self.t.pending
+
+        def pending(conn: Connection) -> list[Delivery]:
+            self._group_row(conn, session_id, group)
+            mine = list(self._pending_cursors(conn, session_id, group, p.c.consumer == consumer))
+            return self._deliver(conn, session_id, group, consumer, mine[:count], self._now(conn))
+
+        return self._run(pending)
+
+    def _group_claim(
+        self, session_id: str, group: str, consumer: str, min_idle_ms: int, count: int
+    ) -> list[Delivery]:
+        p = self.t.pending
+
+        def claim(conn: Connection) -> list[Delivery]:
+            self._group_row(conn, session_id, group)
+            now = self._now(conn)
+            idle = list(
+                self._pending_cursors(conn, session_id, group, p.c.since_ms <= now - min_idle_ms)
+            )
+            return self._deliver(conn, session_id, group, consumer, idle[:count], now)
+
+        return self._run(claim)
+
+    def _group_keep(self, session_id: str, group: str, consumer: str, entry_ids: list[str]) -> None:
+        p = self.t.pending
+
+        def keep(conn: Connection) -> None:
+            self._group_row(conn, session_id, group)
+            now = self._now(conn)
+            self._seen(conn, session_id, group, consumer, now)
+            if entry_ids:
+                conn.execute(
+                    update(p)
+                    .where(
+                        p.c.session_id == session_id, p.c.grp == group, p.c.cursor.in_(entry_ids)
+                    )
+                    .values(consumer=consumer, since_ms=now)
+                )
+
+        self._run(keep)
+
+    def _group_ack(self, session_id: str, group: str, entry_ids: list[str]) -> int:
+        p = self.t.pending
+
+        def ack(conn: Connection) -> int:
+            self._group_row(conn, session_id, group)
+            if not entry_ids:
+                return 0
+            return int(
+                conn.execute(
+                    delete(p).where(
+                        p.c.session_id == session_id, p.c.grp == group, p.c.cursor.in_(entry_ids)
+                    )
+                ).rowcount
+            )
+
+        return self._run(ack)
+
+    def _group_dead_letter(
+        self, session_id: str, group: str, delivery: Delivery, reason: str
+    ) -> None:
+        p, dead = self.t.pending, self.t.dead_letters
+
+        def bury(conn: Connection) -> None:
+            self._group_row(conn, session_id, group)
+            fields = json.dumps(dead_letter_fields(delivery, reason))
+            conn.execute(insert(dead).values(session_id=session_id, grp=group, fields=fields))
+            conn.execute(
+                delete(p).where(
+                    p.c.session_id == session_id, p.c.grp == group, p.c.cursor == delivery.entry_id
+                )
+            )
+
+        self._run(bury)
+
+    def _group_dead_letters(self, session_id: str, group: str) -> list[dict[str, str]]:
+        dead = self.t.dead_letters
+        query = (
+            select(dead.c.fields)
+            .where(dead.c.session_id == session_id, dead.c.grp == group)
+            .order_by(dead.c.id)
+        )
+        rows = self._run(lambda c: c.execute(query).scalars().all(), write=False)
+        return [json.loads(row) for row in rows]
+
+    def _idle_consumers(
+        self, conn: Connection, session_id: str, group: str, idle_ms: int, now: int
+    ) -> list[str]:
+        c, p = self.t.consumers, self.t.pending
+        holding = select(p.c.consumer).where(p.c.session_id == session_id, p.c.grp == group)
+        return list(
+            conn.execute(
+                select(c.c.consumer)
+                .where(
+                    c.c.session_id == session_id,
+                    c.c.grp == group,
+                    c.c.seen_ms <= now - idle_ms,
+                    c.c.consumer.not_in(holding),
+                )
+                .order_by(c.c.consumer)
+            ).scalars()
+        )
+
+    def _stats(self, conn: Connection, session_id: str, group: str, idle_ms: int) -> GroupStats:
+        last = self._group_row(conn, session_id, group)
+        now = self._now(conn)
+        c, p, e = self.t.consumers, self.t.pending, self.t.events
+
+        def count(query: Any) -> int:
+            return int(conn.execute(query).scalar_one())
+
+        idle = len(self._idle_consumers(conn, session_id, group, idle_ms, now))
+        consumers = count(
+            select(func.count())
+            .select_from(c)
+            .where(c.c.session_id == session_id, c.c.grp == group)
+        )
+        pending = count(
+            select(func.count())
+            .select_from(p)
+            .where(p.c.session_id == session_id, p.c.grp == group)
+        )
+        lag = count(
+            select(func.count())
+            .select_from(e)
+            .where(e.c.session_id == session_id, e.c.cursor > last)
+        )
+        return GroupStats(
+            group=group,
+            consumers=consumers - idle,
+            idle_consumers=idle,
+            pending=pending,
+            lag=lag,
+            last_delivered=last,
+        )
+
+    def _group_stats(self, session_id: str, group: str, idle_ms: int) -> GroupStats:
+        return self._run(lambda conn: self._stats(conn, session_id, group, idle_ms), write=False)
+
+    def _group_prune(self, session_id: str, group: str, idle_ms: int) -> list[str]:
+        c = self.t.consumers
+
+        def prune(conn: Connection) -> list[str]:
+            self._group_row(conn, session_id, group)
+            removed = self._idle_consumers(conn, session_id, group, idle_ms, self._now(conn))
+            if removed:
+                conn.execute(
+                    delete(c).where(
+                        c.c.session_id == session_id, c.c.grp == group, c.c.consumer.in_(removed)
+                    )
+                )
+            return removed
+
+        return self._run(prune)
+
+    def _groups(self, session_id: str, idle_ms: int) -> list[GroupStats]:
+        g = self.t.groups
+
+        def read(conn: Connection) -> list[GroupStats]:
+            names = conn.execute(
+                select(g.c.grp).where(g.c.session_id == session_id).order_by(g.c.grp)
+            ).scalars()
+            return [self._stats(conn, session_id, name, idle_ms) for name in list(names)]
+
+        return self._run(read, write=False)
+
+    def _group_pending_entries(self, session_id: str, group: str, count: int) -> list[PendingEntry]:
+        p = self.t.pending
+
+        def read(conn: Connection) -> list[PendingEntry]:
+            self._group_row(conn, session_id, group)
+            now = self._now(conn)
+            rows = conn.execute(
+                select(p)
+                .where(p.c.session_id == session_id, p.c.grp == group)
+                .order_by(p.c.cursor)
+                .limit(count)
+            ).all()
+            return [
+                PendingEntry(
+                    row.cursor, row.cursor, row.consumer, now - int(row.since_ms), row.deliveries
+                )
+                for row in rows
+            ]
+
+        return self._run(read, write=False)
+
+    def _group_delete(self, session_id: str, group: str) -> bool:
+        t = self.t
+
+        def drop(conn: Connection) -> bool:
+            for table in (t.consumers, t.pending, t.dead_letters):
+                conn.execute(
+                    delete(table).where(table.c.session_id == session_id, table.c.grp == group)
+                )
+            return bool(
+                conn.execute(
+                    delete(t.groups).where(
+                        t.groups.c.session_id == session_id, t.groups.c.grp == group
+                    )
+                ).rowcount
+            )
+
+        return self._run(drop)
+
+    def _group_reset(self, session_id: str, group: str, cursor: str) -> None:
+        g = self.t.groups
+
+        def reset(conn: Connection) -> None:
+            self._group_row(conn, session_id, group)
+            conn.execute(
+                update(g)
+                .where(g.c.session_id == session_id, g.c.grp == group)
+                .values(last_delivered=cursor)
+            )
+
+        self._run(reset)
+
+    def _group_replay(self, session_id: str, group: str) -> int:
+        t = self.t
+
+        def replay(conn: Connection) -> int:
+            self._group_row(conn, session_id, group)
+            dead = t.dead_letters
+            letters = conn.execute(
+                select(dead.c.fields)
+                .where(dead.c.session_id == session_id, dead.c.grp == group)
+                .order_by(dead.c.id)
+            ).scalars()
+            since = self._now(conn) - REPLAY_IDLE_MS
+            replayed = 0
+            p = t.pending
+            for letter in list(letters):
+                cursor = json.loads(letter)["cursor"]
+                present = conn.execute(
+                    select(t.events.c.cursor).where(
+                        t.events.c.session_id == session_id, t.events.c.cursor == cursor
+                    )
+                ).first()
+                if present is None:
+                    continue
+                where = and_(p.c.session_id == session_id, p.c.grp == group, p.c.cursor == cursor)
+                conn.execute(delete(p).where(where))
+                conn.execute(
+                    insert(p).values(
+                        session_id=session_id,
+                        grp=group,
+                        cursor=cursor,
+                        consumer=REPLAY_CONSUMER,
+                        deliveries=0,
+                        since_ms=since,
+                    )
+                )
+                replayed += 1
+            conn.execute(delete(dead).where(dead.c.session_id == session_id, dead.c.grp == group))
+            return replayed
+
+        return self._run(replay)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _first_line(err: BaseException) -> str:
+    return str(getattr(err, "orig", err)).strip().splitlines()[0] if str(err).strip() else repr(err)
+
+
+def _classify(err: sa_exc.DBAPIError) -> str:
+    """ "retry" for what passes (a lost connection, a busy database, a deadlock or serialization
+    failure), "refused" for what will not (a constraint, a permission, bad SQL)."""
+    if err.connection_invalidated or isinstance(err, sa_exc.InterfaceError):
+        return "retry"
+    orig = getattr(err, "orig", None)
+    state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if state in _RETRY_STATES or (state is not None and str(state).startswith("08")):
+        return "retry"
+    message = str(orig or err).lower()
+    if any(busy in message for busy in _SQLITE_BUSY):
+        return "retry"
+    if isinstance(err, sa_exc.OperationalError) and state is None:
+        # Connection refused, a server going away, a timeout: psycopg and sqlite3 say these
+        # without a SQLSTATE.
+        return "refused" if "unable to open database" in message else "retry"
+    return "refused"
