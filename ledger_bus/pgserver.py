@@ -92,12 +92,13 @@ class LocalPostgres:
             "-c",
             "max_connections=200",
         ]
-        self.proc = subprocess.Popen(
-            [*self._user, os.path.join(self.bin, "postgres"), "-D", self.data, *options],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        with open(os.path.join(self.directory, "postgres.log"), "ab") as log:
+            self.proc = subprocess.Popen(
+                [*self._user, os.path.join(self.bin, "postgres"), "-D", self.data, *options],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + wait
         while True:
             try:
@@ -106,7 +107,7 @@ class LocalPostgres:
             except psycopg.OperationalError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     raise BackendUnavailable(
-                        f"postgres did not start on port {self.port}"
+                        f"postgres did not start on port {self.port}: {self._log_tail()}"
                     ) from None
                 time.sleep(0.1)
 
@@ -117,22 +118,54 @@ class LocalPostgres:
             if not exists:
                 conn.execute("CREATE DATABASE ledger")
 
+    def _log_tail(self) -> str:
+        try:
+            with open(os.path.join(self.directory, "postgres.log"), encoding="utf-8") as log:
+                lines = log.read().strip().splitlines()
+        except OSError:
+            return "no log"
+        return " | ".join(lines[-3:])
+
+    def _postmaster(self) -> int | None:
+        """The server's own pid, from its lock file: under runuser it is not our child."""
+        try:
+            with open(os.path.join(self.data, "postmaster.pid"), encoding="utf-8") as lock:
+                return int(lock.readline())
+        except (OSError, ValueError):
+            return None
+
+    def _signal(self, signum: int, wait: float) -> bool:
+        """Send the postmaster `signum`; True once it is gone within `wait` seconds."""
+        pid = self._postmaster()
+        if pid is None:
+            return True
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            return True
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            time.sleep(0.05)
+        return False
+
     def kill(self) -> None:
         """SIGKILL the server: what a crash does. `start()` brings it back on its data."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        self._signal(signal.SIGKILL, 30)
+        if self.proc is not None:
             self.proc.wait(timeout=30)
-        # Its children (backends) die with the postmaster's process group; the shared memory
-        # they held is released when the last one exits.
-        time.sleep(0.2)
+        # Its backends see the postmaster gone and exit; a new postmaster waits for them.
+        time.sleep(0.5)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)  # fast shutdown
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        if not self._signal(signal.SIGINT, 30):  # fast shutdown
+            self._signal(signal.SIGKILL, 30)
+        self.proc.wait(timeout=30)
 
     def close(self) -> None:
         self.stop()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Final, TypeVar
 
@@ -48,6 +48,7 @@ from ledger_bus.errors import (
     NotFound,
     VersionConflict,
 )
+from ledger_bus.events import attempt_note
 from ledger_bus.ids import CURSOR_ZERO, StreamId, cursor_ms, format_cursor, parse_cursor
 from ledger_bus.records import (
     AppendResult,
@@ -67,6 +68,7 @@ T = TypeVar("T")
 
 SCHEMA_VERSION: Final = 1
 POLL_S: Final = 0.02  # how often a waiting read looks again
+RESTORE_BATCH: Final = 1000  # events restored per transaction
 # SQLSTATEs worth running the transaction again for: serialization failure, deadlock.
 _RETRY_STATES: Final = frozenset({"40001", "40P01"})
 _SQLITE_BUSY: Final = ("database is locked", "database is busy", "database table is locked")
@@ -175,6 +177,8 @@ class SqlStore(EventStore):
         """Create the tables that are missing and record the schema version; return it."""
 
         def create(conn: Connection) -> int:
+            if self.postgres:  # processes starting at once create the tables one at a time
+                conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:p))"), {"p": self.prefix})
             self.t.metadata.create_all(conn, checkfirst=True)
             current = conn.execute(select(func.max(self.t.schema_version.c.version))).scalar()
             if current is None:
@@ -429,6 +433,111 @@ class SqlStore(EventStore):
                 conn.execute(
                     insert(safe).values(session_id=session_id, run_id=parts[0], tool=parts[1])
                 )
+
+    def restore(self, events: Iterable[RecordedEvent]) -> int:
+        """Write recorded events as they are, with their streams, versions, cursors and event ids:
+        a session moved here from another store. Return how many were written.
+
+        Events come in commit order; each must be above its session's newest cursor and the next
+        version of its stream, so what an append writes afterwards sorts after them. An event
+        already here (its cursor taken) is skipped: a move cut short can be run again. Open
+        attempts follow from the events, as they do for appends.
+        """
+        written = 0
+        batch: list[RecordedEvent] = []
+
+        def flush() -> None:
+            nonlocal written
+            if batch:
+                written += self._run(lambda conn: self._restore(conn, list(batch)))
+                batch.clear()
+
+        for recorded in events:
+            if batch and (
+                recorded.session_id != batch[0].session_id or len(batch) >= RESTORE_BATCH
+            ):
+                flush()
+            batch.append(recorded)
+        flush()
+        return written
+
+    def _restore(self, conn: Connection, events: list[RecordedEvent]) -> int:
+        t = self.t
+        session_id = events[0].session_id
+        last, count = self._lock_session(conn, session_id)
+        fresh = [e for e in events if e.cursor > last]
+        if not fresh:
+            return 0
+        versions = {
+            row.stream: int(row.version)
+            for row in conn.execute(
+                select(t.streams.c.stream, t.streams.c.version).where(
+                    t.streams.c.session_id == session_id
+                )
+            )
+        }
+        known = dict(versions)
+        previous = last
+        opened = False
+        for recorded in fresh:
+            name = recorded.stream.name
+            if recorded.cursor <= previous:
+                raise InvalidInput(f"{recorded!r}: events to restore must come in commit order")
+            if recorded.version != versions.get(name, 0) + 1:
+                raise VersionConflict(
+                    str(recorded.stream), versions.get(name, 0), recorded.version - 1
+                )
+            versions[name] = recorded.version
+            previous = recorded.cursor
+        conn.execute(
+            insert(t.events),
+            [
+                {
+                    "session_id": session_id,
+                    "cursor": e.cursor,
+                    "stream": e.stream.name,
+                    "version": e.version,
+                    "payload": msgpack.packb(e.fields),
+                }
+                for e in fresh
+            ],
+        )
+        for name, version in versions.items():
+            if name not in known:
+                conn.execute(
+                    insert(t.streams).values(session_id=session_id, stream=name, version=version)
+                )
+            elif version != known[name]:
+                conn.execute(
+                    update(t.streams)
+                    .where(t.streams.c.session_id == session_id, t.streams.c.stream == name)
+                    .values(version=version)
+                )
+        for recorded in fresh:
+            note = attempt_note(recorded.fields)
+            if note:
+                opened = opened or note.startswith("o")
+                self._note(conn, session_id, recorded.stream.name, note, recorded.cursor)
+        values: dict[str, Any] = {"last_cursor": fresh[-1].cursor, "events": count + len(fresh)}
+        if opened:
+            values["opened_ms"] = self._now(conn)
+        conn.execute(
+            update(t.sessions).where(t.sessions.c.session_id == session_id).values(**values)
+        )
+        return len(fresh)
+
+    def tail_plan(self, session_id: str, n: int = 20) -> str:
+        """How the database runs a tail of the session: its query plan, as text."""
+        e = self.t.events
+        query = self._events([e.c.session_id == session_id], e.c.cursor.desc(), n)
+        compiled = query.compile(self.engine, compile_kwargs={"literal_binds": True})
+        prefix = "EXPLAIN" if self.postgres else "EXPLAIN QUERY PLAN"
+
+        def explain(conn: Connection) -> str:
+            rows = conn.exec_driver_sql(f"{prefix} {compiled}").all()
+            return "\n".join(" ".join(str(v) for v in row) for row in rows)
+
+        return self._run(explain, write=False)
 
     # -- reads -----------------------------------------------------------------------------------
 

@@ -1,0 +1,223 @@
+"""The SQL store beyond the contract suite: cursors a reader never skips, sessions moved in with
+their cursors, a tail that uses the index, the schema's version, and faults of the database."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import ledger_bus as lb
+from ledger_bus.conversation import export_session
+from ledger_bus.ids import CURSOR_ZERO
+from ledger_bus.pgserver import LocalPostgres
+from ledger_bus.store.base import EventStore
+from ledger_bus.store.sql import SqlStore
+from tests.support.events import call, msg, result
+from tests.support.helpers import Writers
+from tests.support.proxy import DropProxy
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def sql_store(request: pytest.FixtureRequest) -> SqlStore:
+    store = request.getfixturevalue(f"{request.param}_store")
+    assert isinstance(store, SqlStore)
+    return store
+
+
+def test_readers_paging_by_cursor_never_skip_an_event_that_commits_late(
+    sql_store: SqlStore,
+) -> None:
+    """8 writers on one session and 4 on others while 3 readers page: what each reader saw is
+    the final scan, in order, with no gap and no repeat."""
+    stop = threading.Event()
+    written = threading.Event()  # every writer has returned
+    errors: list[BaseException] = []
+
+    def write(session: str, name: str) -> None:
+        try:
+            n = 0
+            while not stop.is_set():
+                sql_store.append(lb.StreamId(session, name), lb.ANY, str(n), [msg(f"{name}-{n}")])
+                n += 1
+        except BaseException as err:  # the assertion below names it
+            errors.append(err)
+
+    seen: dict[str, list[str]] = {}
+
+    def page(reader: str, wait: bool) -> None:
+        got: list[str] = []
+        cursor = CURSOR_ZERO
+        try:
+            while True:
+                done = written.is_set()  # read once more after the last write
+                if wait:
+                    batch = sql_store.wait_session("hot", cursor, timeout_ms=50)
+                else:
+                    batch = sql_store.scan_session("hot", cursor, limit=7)
+                got += [e.cursor for e in batch]
+                if batch:
+                    cursor = batch[-1].cursor
+                elif done:
+                    break
+        except BaseException as err:
+            errors.append(err)
+        seen[reader] = got
+
+    writers = [threading.Thread(target=write, args=("hot", f"w{i}")) for i in range(8)]
+    writers += [threading.Thread(target=write, args=(f"cold-{i}", "w")) for i in range(4)]
+    readers = [
+        threading.Thread(target=page, args=(name, wait))
+        for name, wait in (("scan-1", False), ("scan-2", False), ("wait", True))
+    ]
+    for thread in writers + readers:
+        thread.start()
+    time.sleep(3)
+    stop.set()
+    for thread in writers:
+        thread.join(timeout=60)
+    written.set()
+    for thread in readers:
+        thread.join(timeout=60)
+    assert errors == []
+    final = [e.cursor for e in sql_store.scan_session("hot")]
+    assert len(final) > 50, "the writers wrote too little to race"
+    for reader, got in seen.items():
+        assert got == final, f"{reader} saw {len(got)} of {len(final)}, or out of order"
+
+
+def _copy(source: EventStore, target: SqlStore, session: str) -> int:
+    return target.restore(source.iter_session(session))
+
+
+def test_a_session_moved_from_redis_keeps_its_cursors_and_exports_byte_identical(
+    redis_store: EventStore, sql_store: SqlStore
+) -> None:
+    for i in range(5):
+        redis_store.append(lb.StreamId("moved", "main"), lb.ANY, f"m{i}", [msg(f"line {i}\n")])
+    redis_store.append(lb.StreamId("moved", "tools"), 0, "c", [call("a1"), call("a2")])
+    redis_store.append(lb.StreamId("moved", "tools"), 2, "r", [result("a1")])
+    before = io.StringIO()
+    export_session(redis_store, "moved", before)
+
+    assert _copy(redis_store, sql_store, "moved") == 8
+    assert _copy(redis_store, sql_store, "moved") == 0, "a move run again writes nothing"
+    after = io.StringIO()
+    export_session(sql_store, "moved", after)
+    assert after.getvalue() == before.getvalue()
+    assert [a.attempt_id for a in sql_store.open_attempts("moved")] == ["a2"]
+
+    newest = redis_store.tail("moved", 1)[-1]
+    native = sql_store.append(lb.StreamId("moved", "main"), 5, "m5", [msg("native")])
+    assert native.first_version == 6
+    assert native.cursor > newest.cursor, "a native cursor sorts after the moved ones"
+    assert sql_store.tail("moved", 2)[0].cursor == newest.cursor
+
+
+def test_a_restore_refuses_events_out_of_order_or_with_a_gap(
+    memory_store: EventStore, sql_store: SqlStore
+) -> None:
+    memory_store.append(lb.StreamId("src", "main"), 0, "a", [msg("1"), msg("2"), msg("3")])
+    events = memory_store.scan_session("src")
+    with pytest.raises(lb.VersionConflict):
+        sql_store.restore([events[0], events[2]])
+    assert not sql_store.session_exists("src"), "nothing of a refused batch is written"
+
+
+def test_a_tail_reads_the_index_not_the_table(sql_store: SqlStore) -> None:
+    for s in range(4):
+        ref = lb.StreamId(f"big-{s}", "main")
+        for i in range(0, 2000, 500):
+            sql_store.append(ref, lb.ANY, str(i), [msg(str(j)) for j in range(500)])
+    if sql_store.postgres:
+        with sql_store.engine.begin() as conn:
+            conn.exec_driver_sql(f"ANALYZE {sql_store.t.events.name}")
+    plan = sql_store.tail_plan("big-2", 20)
+    if sql_store.postgres:
+        assert "Seq Scan" not in plan, plan
+        assert "Index" in plan, plan
+    else:
+        assert "USING" in plan, plan  # SEARCH ... USING INDEX, never a bare SCAN of the table
+        assert "INDEX" in plan.upper(), plan
+
+
+def test_a_schema_behind_the_code_is_refused_naming_the_command(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    store = lb.connect(url)
+    assert isinstance(store, SqlStore)
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql(f"DELETE FROM {store.t.schema_version.name}")
+    store.close()
+    with pytest.raises(lb.BackendRefused, match="ledger-bus db upgrade"):
+        lb.connect(url)
+
+
+def test_processes_starting_at_once_create_the_tables_once(
+    postgres_server: LocalPostgres, prefix: str
+) -> None:
+    url = postgres_server.url
+    opened: list[EventStore] = []
+    errors: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            opened.append(lb.connect(url, prefix=prefix))
+        except BaseException as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=start) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    opened[0].append(lb.StreamId("s", "main"), 0, "a", [msg("x")])
+    assert all(store.stream_version(lb.StreamId("s", "main")) == 1 for store in opened)
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[LocalPostgres]:
+    """A PostgreSQL for one test, fsyncing as in production, that the test may kill."""
+    with LocalPostgres(fsync=True) as server:
+        yield server
+
+
+def test_a_commit_whose_reply_is_lost_is_retried_and_lands_once(
+    own_postgres: LocalPostgres,
+) -> None:
+    proxy = DropProxy(own_postgres.port)
+    url = own_postgres.url.replace(f":{own_postgres.port}/", f":{proxy.port}/")
+    store = lb.connect(url, timeout=20)
+    try:
+        ref = lb.StreamId("lost", "main")
+        store.append(ref, 0, "first", [msg("first")])
+        proxy.drop_next_reply_to(b"COMMIT")
+        done = store.append(ref, 1, "second", [msg("second")])
+        assert proxy.dropped == 1, "the reply to COMMIT was not lost"
+        assert (done.first_version, done.deduplicated) == (2, True)
+        assert [e["body"] for e in store.scan_session("lost")] == ["first", "second"]
+    finally:
+        store.close()
+        proxy.close()
+
+
+@pytest.mark.slow
+def test_postgres_killed_under_writers_loses_no_acknowledged_append(
+    own_postgres: LocalPostgres,
+) -> None:
+    with Writers(own_postgres.url, "crash", names=("w0", "w1", "w2")) as writers:
+        writers.wait_for(30)
+        own_postgres.kill()
+        time.sleep(0.5)
+        counts = writers.counts()
+        own_postgres.start()
+        writers.wait_for(30, than=counts)
+    with lb.connect(own_postgres.url) as store:
+        writers.assert_kept_in(store)
+        assert writers.lost_in(store) == 0
