@@ -4,6 +4,7 @@ their cursors, a tail that uses the index, the schema's version, and faults of t
 from __future__ import annotations
 
 import io
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from ledger_bus.pgserver import LocalPostgres
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.sql import SqlStore
 from tests.support.events import call, msg, result
-from tests.support.helpers import Writers
+from tests.support.helpers import Writers, ledger_cli
 from tests.support.proxy import DropProxy
 
 
@@ -149,11 +150,25 @@ def test_a_schema_behind_the_code_is_refused_naming_the_command(tmp_path: Path) 
     url = f"sqlite:///{tmp_path / 'old.db'}"
     store = lb.connect(url)
     assert isinstance(store, SqlStore)
-    with store.engine.begin() as conn:
-        conn.exec_driver_sql(f"DELETE FROM {store.t.schema_version.name}")
+    assert store.schema_revision() == ("0001", "0001")
+    with store.engine.begin() as conn:  # as if made by a release before the newest revision
+        conn.exec_driver_sql("DELETE FROM lb_alembic_version")
     store.close()
-    with pytest.raises(lb.BackendRefused, match="ledger-bus db upgrade"):
+    with pytest.raises(lb.BackendRefused, match="run `ledger-bus db upgrade`"):
         lb.connect(url)
+
+
+def test_the_migrations_make_the_tables_the_store_uses(sql_store: SqlStore) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    with sql_store.engine.connect() as conn:
+        context = MigrationContext.configure(
+            conn, opts={"version_table": f"{sql_store.prefix}_alembic_version"}
+        )
+        differences = compare_metadata(context, sql_store.t.metadata)
+    ours = [d for d in differences if sql_store.prefix in repr(d)]
+    assert ours == []
 
 
 def test_processes_starting_at_once_create_the_tables_once(
@@ -221,3 +236,47 @@ def test_postgres_killed_under_writers_loses_no_acknowledged_append(
     with lb.connect(own_postgres.url) as store:
         writers.assert_kept_in(store)
         assert writers.lost_in(store) == 0
+
+
+def test_the_command_line_works_on_sqlite_and_migrates_its_schema(tmp_path: Path) -> None:
+    import json
+
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+
+    def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return ledger_cli(url, "lb", *args, stdin=stdin)
+
+    appended = run("append", "s1", "main", "--append-id", "a", stdin=json.dumps(msg("hello")))
+    assert appended.returncode == 0, appended.stderr
+    assert json.loads(appended.stdout)["last_version"] == 1
+    call_line = json.dumps(call("c1", tool="deploy"))
+    assert run("append", "s1", "ops", "--append-id", "c", stdin=call_line).returncode == 0
+    tailed = [json.loads(line) for line in run("tail", "s1").stdout.splitlines()]
+    assert [line["type"] for line in tailed] == ["message", "tool_call"]
+    assert [
+        json.loads(line)["attempt_id"] for line in run("unresolved", "s1").stdout.splitlines()
+    ] == ["c1"]
+    exported = tmp_path / "s1.jsonl"
+    assert run("export", "s1", str(exported)).returncode == 0
+    assert run("import", "s2", str(exported)).returncode == 0
+    assert run("export", "s2").stdout.count("\n") == 2
+    followed = run("follow", "s1", "--group", "g", "--consumer", "c", "--once", "--block-ms", "50")
+    assert followed.returncode == 0, followed.stderr
+    assert run("dispatch", "open", "s1", "--role", "w", "--objective", "o").returncode == 0
+
+    current = json.loads(run("db", "current").stdout)
+    assert current == {"prefix": "lb", "revision": "0001", "head": "0001", "up_to_date": True}
+    with lb.connect(url) as store:
+        assert isinstance(store, SqlStore)
+        with store.engine.begin() as conn:
+            conn.exec_driver_sql("DELETE FROM lb_alembic_version")
+    behind = run("tail", "s1")
+    assert behind.returncode == 8
+    assert "run `ledger-bus db upgrade`" in behind.stderr
+    assert json.loads(run("db", "current").stdout)["up_to_date"] is False
+    fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
+    made = ledger_cli(fresh, "lb", "db", "upgrade")
+    assert json.loads(made.stdout) == {"prefix": "lb", "from": None, "to": "0001"}
+    again = ledger_cli(fresh, "lb", "db", "upgrade")
+    assert json.loads(again.stdout) == {"prefix": "lb", "from": "0001", "to": "0001"}
+    assert run("--url", "redis://127.0.0.1:1", "db", "current").returncode == 2

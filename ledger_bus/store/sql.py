@@ -17,6 +17,7 @@ import json
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import msgpack
@@ -66,7 +67,7 @@ from ledger_bus.store.sql_schema import Tables, tables
 
 T = TypeVar("T")
 
-SCHEMA_VERSION: Final = 1
+MIGRATIONS: Final = Path(__file__).with_name("migrations")
 POLL_S: Final = 0.02  # how often a waiting read looks again
 RESTORE_BATCH: Final = 1000  # events restored per transaction
 # SQLSTATEs worth running the transaction again for: serialization failure, deadlock.
@@ -124,6 +125,7 @@ class SqlStore(EventStore):
         limits: Limits | None = None,
         timeout: float = 10.0,
         durability: Durability = LOCAL,
+        check_schema: bool = True,
     ):
         super().__init__(limits, durability)
         self.engine = engine
@@ -131,7 +133,8 @@ class SqlStore(EventStore):
         self.timeout = timeout
         self.t: Tables = tables(prefix)
         self.postgres = engine.dialect.name == "postgresql"
-        self._check_schema()
+        if check_schema:
+            self._check_schema()
 
     @classmethod
     def from_url(
@@ -141,62 +144,64 @@ class SqlStore(EventStore):
         limits: Limits | None = None,
         timeout: float = 10.0,
         durability: Durability = LOCAL,
+        check_schema: bool = True,
     ) -> SqlStore:
-        return cls(open_engine(url, timeout), prefix, limits, timeout, durability)
+        """A store on `url`; check_schema=False opens tables of any revision (to migrate them)."""
+        return cls(open_engine(url, timeout), prefix, limits, timeout, durability, check_schema)
 
     # -- the schema ------------------------------------------------------------------------------
 
+    def _migrations(self, conn: Connection) -> Any:
+        from alembic.config import Config
+
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        config.attributes["connection"] = conn
+        config.attributes["prefix"] = self.prefix
+        return config
+
+    def _revisions(self, conn: Connection) -> tuple[str | None, str | None]:
+        """The schema revision the tables are at (None: no ledger here), and the newest."""
+        from alembic.runtime.migration import MigrationContext
+        from alembic.script import ScriptDirectory
+
+        context = MigrationContext.configure(
+            conn, opts={"version_table": f"{self.prefix}_alembic_version"}
+        )
+        head = ScriptDirectory.from_config(self._migrations(conn)).get_current_head()
+        return context.get_current_revision(), head
+
     def _check_schema(self) -> None:
-        """A new database gets the tables; one whose schema is behind is refused by name."""
+        """A new database gets the tables; one whose schema is behind is refused, naming the
+        command that brings it up to date."""
+        current, head = self._run(self._revisions, write=False)
+        if current == head:
+            return
         names = self._run(lambda: set(inspect(self.engine).get_table_names()), write=False)
-        version_table = self.t.schema_version.name
-        if not names & {t.name for t in self.t.metadata.sorted_tables}:
+        if current is None and not names & {t.name for t in self.t.metadata.sorted_tables}:
             self.upgrade()
             return
-        found = 0
-        if version_table in names:
-            found = self._run(
-                lambda c: (
-                    c.execute(select(func.max(self.t.schema_version.c.version))).scalar() or 0
-                ),
-                write=False,
-                tx=True,
-            )
-        if found < SCHEMA_VERSION:
-            raise BackendRefused(
-                f"the ledger's tables are at schema version {found}, this ledger-bus needs"
-                f" {SCHEMA_VERSION}: run `ledger-bus db upgrade`"
-            )
-        if found > SCHEMA_VERSION:
-            raise BackendRefused(
-                f"the ledger's tables are at schema version {found}, newer than this"
-                f" ledger-bus ({SCHEMA_VERSION}): upgrade ledger-bus"
-            )
-
-    def upgrade(self) -> int:
-        """Create the tables that are missing and record the schema version; return it."""
-
-        def create(conn: Connection) -> int:
-            if self.postgres:  # processes starting at once create the tables one at a time
-                conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:p))"), {"p": self.prefix})
-            self.t.metadata.create_all(conn, checkfirst=True)
-            current = conn.execute(select(func.max(self.t.schema_version.c.version))).scalar()
-            if current is None:
-                conn.execute(insert(self.t.schema_version).values(version=SCHEMA_VERSION))
-            return SCHEMA_VERSION
-
-        return self._run(create, write=True, tx=True)
-
-    def schema_version(self) -> int:
-        return int(
-            self._run(
-                lambda c: (
-                    c.execute(select(func.max(self.t.schema_version.c.version))).scalar() or 0
-                ),
-                write=False,
-                tx=True,
-            )
+        raise BackendRefused(
+            f"the ledger's tables are at schema revision {current or 'none'}, this ledger-bus"
+            f" needs {head}: run `ledger-bus db upgrade`"
         )
+
+    def upgrade(self) -> str:
+        """Bring the tables to the newest schema revision; return it."""
+        from alembic import command
+
+        def migrate(conn: Connection) -> str:
+            if self.postgres:  # processes starting at once migrate one at a time
+                conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:p))"), {"p": self.prefix})
+            command.upgrade(self._migrations(conn), "head")
+            current, _ = self._revisions(conn)
+            return str(current)
+
+        return self._run(migrate, write=True)
+
+    def schema_revision(self) -> tuple[str | None, str | None]:
+        """(the revision the tables are at, the newest this ledger-bus knows)."""
+        return self._run(self._revisions, write=False)
 
     # -- transactions, retried -------------------------------------------------------------------
 

@@ -1,5 +1,8 @@
 """The SQL store's tables, under one prefix, as SQLAlchemy Core metadata.
 
+The migrations in store/migrations create them; tests/test_sql.py checks that what the migrations
+make is what this module says.
+
 Cursors are kept as the 20-character strings of ledger_bus.ids (`<ms:013d>-<seq:06d>`): their
 text order is their numeric order, so one column orders a session's log on every database, and a
 session moved from Redis keeps its cursors exactly.
@@ -41,7 +44,6 @@ class Tables:
     consumers: Table
     pending: Table
     dead_letters: Table
-    schema_version: Table
 
 
 def tables(prefix: str = "lb") -> Tables:
@@ -152,11 +154,6 @@ def tables(prefix: str = "lb") -> Tables:
         Column("fields", Text, nullable=False),
     )
     Index(f"{p}dead_letters_by_group", dead_letters.c.session_id, dead_letters.c.grp)
-    schema_version = Table(
-        f"{p}schema_version",
-        metadata,
-        Column("version", Integer, primary_key=True),
-    )
     return Tables(
         metadata,
         sessions,
@@ -170,5 +167,4 @@ def tables(prefix: str = "lb") -> Tables:
         consumers,
         pending,
         dead_letters,
-        schema_version,
     )

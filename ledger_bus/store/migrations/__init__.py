@@ -1,0 +1,1 @@
+"""The SQL store's schema migrations (Alembic), shipped with the package."""
