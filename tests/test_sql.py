@@ -280,3 +280,20 @@ def test_the_command_line_works_on_sqlite_and_migrates_its_schema(tmp_path: Path
     again = ledger_cli(fresh, "lb", "db", "upgrade")
     assert json.loads(again.stdout) == {"prefix": "lb", "from": "0001", "to": "0001"}
     assert run("--url", "redis://127.0.0.1:1", "db", "current").returncode == 2
+
+
+def test_a_waiting_reader_on_postgres_wakes_at_the_commit_not_at_a_poll(
+    postgresql_store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ledger_bus.store import sql
+
+    monkeypatch.setattr(sql, "POLL_S", 60.0)  # a poll would wait out the whole timeout
+    ref = lb.StreamId("woken", "main")
+    postgresql_store.append(ref, 0, "first", [msg("first")])
+    writer = threading.Timer(0.3, postgresql_store.append, args=(ref, 1, "second", [msg("x")]))
+    started = time.monotonic()
+    writer.start()
+    found = postgresql_store.wait_session("woken", None, timeout_ms=40_000)
+    writer.join()
+    assert [e.version for e in found] == [2]
+    assert time.monotonic() - started < 20, "woken by the timeout, not by the NOTIFY"

@@ -133,6 +133,7 @@ class SqlStore(EventStore):
         self.timeout = timeout
         self.t: Tables = tables(prefix)
         self.postgres = engine.dialect.name == "postgresql"
+        self._channel = f"{prefix}_appended"  # NOTIFY, with the session id as payload
         if check_schema:
             self._check_schema()
 
@@ -388,6 +389,11 @@ class SqlStore(EventStore):
             conn.execute(
                 update(t.sessions).where(t.sessions.c.session_id == session_id).values(**values)
             )
+            if self.postgres:  # delivered at commit, to the readers waiting on this session
+                conn.execute(
+                    text("SELECT pg_notify(:channel, :session)"),
+                    {"channel": self._channel, "session": session_id},
+                )
             return AppendResult(stream, first, version, cursors[-1])
 
         return self._run(append)
@@ -609,11 +615,62 @@ class SqlStore(EventStore):
         deadline = time.monotonic() + timeout_ms / 1000
         if after is None:
             after = self._run(lambda c: self._last_cursor(c, session_id), write=False)
-        while True:
-            found = self._scan(session_id, after, count)
-            if found or time.monotonic() >= deadline:
-                return found
-            time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
+        with self._changes(session_id) as changed:
+            while True:
+                found = self._scan(session_id, after, count)
+                if found or time.monotonic() >= deadline:
+                    return found
+                changed(deadline - time.monotonic())
+
+    @contextmanager
+    def _changes(self, session_id: str) -> Iterator[Callable[[float], None]]:
+        """A function that waits up to its seconds for the session to change.
+
+        On PostgreSQL it listens for the NOTIFY each append sends at commit; it is listening
+        before the caller first looks, so no commit falls between a look and the wait. On SQLite,
+        and should listening fail, it polls.
+        """
+
+        def poll(seconds: float) -> None:
+            time.sleep(min(POLL_S, max(0.0, seconds)))
+
+        if not self.postgres:
+            yield poll
+            return
+        try:
+            raw = self.engine.raw_connection()
+        except sa_exc.DBAPIError:
+            yield poll
+            return
+        driver: Any = raw.driver_connection  # a psycopg connection
+        try:
+            driver.rollback()
+            driver.autocommit = True
+            driver.execute(f"LISTEN {self._channel}")
+        except Exception:  # a connection gone bad: the reads around it say what is wrong
+            raw.invalidate()
+            yield poll
+            return
+
+        def wait(seconds: float) -> None:
+            end = time.monotonic() + max(0.0, seconds)
+            try:
+                while (left := end - time.monotonic()) > 0:
+                    for note in driver.notifies(timeout=left, stop_after=1):
+                        if note.payload == session_id:
+                            return
+            except Exception:
+                poll(seconds)
+
+        try:
+            yield wait
+        finally:
+            try:
+                driver.execute(f"UNLISTEN {self._channel}")
+                driver.autocommit = False
+                raw.close()
+            except Exception:
+                raw.invalidate()
 
     def _stream_version(self, stream: StreamId) -> int:
         v = self.t.streams
@@ -894,11 +951,15 @@ class SqlStore(EventStore):
                 )
             return self._deliver(conn, session_id, group, consumer, fresh, self._now(conn))
 
-        while True:
-            found = self._run(read)
-            if found or block_ms is None or time.monotonic() >= deadline:
-                return found
-            time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
+        found = self._run(read)
+        if found or block_ms is None:
+            return found
+        with self._changes(session_id) as changed:
+            while True:
+                found = self._run(read)
+                if found or time.monotonic() >= deadline:
+                    return found
+                changed(deadline - time.monotonic())
 
     def _pending_cursors(self, conn: Connection, session_id: str, group: str, *where: Any) -> Any:
         p = self.t.pending
