@@ -6,6 +6,7 @@ run as root (PostgreSQL refuses to run as root), and is removed with its data wh
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
@@ -153,7 +154,13 @@ class LocalPostgres:
         return False
 
     def kill(self) -> None:
-        """SIGKILL the server: what a crash does. `start()` brings it back on its data."""
+        """SIGKILL the server and every process of it, as a crash of its host would; `start()`
+        brings it back on its data."""
+        pid = self._postmaster()
+        if pid is not None:
+            for child in _children(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child, signal.SIGKILL)
         self._signal(signal.SIGKILL, 30)
         if self.proc is not None:
             self.proc.wait(timeout=30)
@@ -181,3 +188,19 @@ class LocalPostgres:
         trace: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (a postmaster's backends and workers)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(entry))
+    return found

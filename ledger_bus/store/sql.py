@@ -43,14 +43,13 @@ from ledger_bus.durability import LOCAL, Durability
 from ledger_bus.errors import (
     BackendRefused,
     BackendUnavailable,
-    IdempotencyConflict,
     InvalidInput,
     LedgerError,
     NotFound,
     VersionConflict,
 )
 from ledger_bus.events import attempt_note
-from ledger_bus.ids import CURSOR_ZERO, StreamId, cursor_ms, format_cursor, parse_cursor
+from ledger_bus.ids import CURSOR_ZERO, StreamId, cursor_ms
 from ledger_bus.records import (
     AppendResult,
     Delivery,
@@ -61,6 +60,7 @@ from ledger_bus.records import (
     SessionInfo,
     StreamInfo,
 )
+from ledger_bus.store import sql_append
 from ledger_bus.store.base import REPLAY_CONSUMER, REPLAY_IDLE_MS, EventStore, dead_letter_fields
 from ledger_bus.store.keys import bucket_of
 from ledger_bus.store.sql_schema import Tables, tables
@@ -110,7 +110,16 @@ def open_engine(url: str, timeout: float) -> Engine:
         return create_engine(
             target,
             pool_pre_ping=True,
-            connect_args={"connect_timeout": max(1, int(timeout))},
+            connect_args={
+                "connect_timeout": max(1, int(timeout)),
+                # A server that vanished without closing its sockets (a host gone, a network
+                # cut) is found out instead of waited on for ever.
+                "keepalives": 1,
+                "keepalives_idle": 5,
+                "keepalives_interval": 2,
+                "keepalives_count": 3,
+                "tcp_user_timeout": int(timeout * 1000),
+            },
         )
     raise InvalidInput(f"not a SQL URL: {url!r} (sqlite:///PATH or postgresql://USER@HOST/DB)")
 
@@ -134,6 +143,7 @@ class SqlStore(EventStore):
         self.t: Tables = tables(prefix)
         self.postgres = engine.dialect.name == "postgresql"
         self._channel = f"{prefix}_appended"  # NOTIFY, with the session id as payload
+        self._sql = sql_append.AppendSql.build(prefix, self.postgres)
         if check_schema:
             self._check_schema()
 
@@ -229,7 +239,9 @@ class SqlStore(EventStore):
                     return work(conn)
             except LedgerError:
                 raise
-            except sa_exc.DBAPIError as err:
+            except Exception as err:
+                if _driver_error(err) is None:
+                    raise
                 kind = _classify(err)
                 if kind == "refused":
                     raise BackendRefused(f"the database refused: {_first_line(err)}") from None
@@ -300,150 +312,27 @@ class SqlStore(EventStore):
                 f"a SQL store's durability is its database's own (synchronous_commit, its"
                 f" replicas): durability {durability} cannot be asked per append"
             )
-        session_id = stream.session_id
-        t = self.t
 
-        def append(conn: Connection) -> AppendResult:
-            last, events = self._lock_session(conn, session_id)
-            prior = conn.execute(
-                select(
-                    t.idempotency.c.digest,
-                    t.idempotency.c.first_version,
-                    t.idempotency.c.last_version,
-                    t.idempotency.c.cursor,
-                ).where(
-                    t.idempotency.c.session_id == session_id,
-                    t.idempotency.c.stream == stream.name,
-                    t.idempotency.c.append_id == append_id,
+        def attempt() -> AppendResult:
+            raw = self.engine.raw_connection()
+            try:
+                return sql_append.append(
+                    self._sql,
+                    raw.driver_connection,
+                    self._channel,
+                    stream,
+                    expected,
+                    append_id,
+                    prepared,
                 )
-            ).first()
-            if prior is not None:
-                if prior.digest != prepared.digest:
-                    raise IdempotencyConflict(str(stream), append_id)
-                return AppendResult(
-                    stream, prior.first_version, prior.last_version, prior.cursor, deduplicated=True
-                )
-            version = (
-                conn.execute(
-                    select(t.streams.c.version).where(
-                        t.streams.c.session_id == session_id, t.streams.c.stream == stream.name
-                    )
-                ).scalar()
-                or 0
-            )
-            if expected is not None and expected != version:
-                raise VersionConflict(str(stream), expected, version)
-            now = self._now(conn)
-            ms, seq = parse_cursor(last)
-            rows = []
-            cursors = []
-            for payload in prepared.payloads:
-                # Like a Redis stream id: the clock, but never below the last cursor.
-                if now > ms:
-                    ms, seq = now, 0
-                else:
-                    seq += 1
-                version += 1
-                cursor = format_cursor(ms, seq)
-                cursors.append(cursor)
-                rows.append(
-                    {
-                        "session_id": session_id,
-                        "cursor": cursor,
-                        "stream": stream.name,
-                        "version": version,
-                        "payload": payload,
-                    }
-                )
-            conn.execute(insert(t.events), rows)
-            first = version - len(rows) + 1
-            if first == 1:
-                conn.execute(
-                    insert(t.streams).values(
-                        session_id=session_id, stream=stream.name, version=version
-                    )
-                )
-            else:
-                conn.execute(
-                    update(t.streams)
-                    .where(t.streams.c.session_id == session_id, t.streams.c.stream == stream.name)
-                    .values(version=version)
-                )
-            conn.execute(
-                insert(t.idempotency).values(
-                    session_id=session_id,
-                    stream=stream.name,
-                    append_id=append_id,
-                    digest=prepared.digest,
-                    first_version=first,
-                    last_version=version,
-                    cursor=cursors[-1],
-                )
-            )
-            for note, cursor in zip(prepared.notes, cursors, strict=True):
-                if note:
-                    self._note(conn, session_id, stream.name, note, cursor)
-            values: dict[str, Any] = {"last_cursor": cursors[-1], "events": events + len(rows)}
-            if prepared.opens_attempts:
-                values["opened_ms"] = now
-            conn.execute(
-                update(t.sessions).where(t.sessions.c.session_id == session_id).values(**values)
-            )
-            if self.postgres:  # delivered at commit, to the readers waiting on this session
-                conn.execute(
-                    text("SELECT pg_notify(:channel, :session)"),
-                    {"channel": self._channel, "session": session_id},
-                )
-            return AppendResult(stream, first, version, cursors[-1])
+            except Exception as err:
+                if _driver_error(err) is not None and _classify(err) == "retry":
+                    raw.invalidate()  # the connection may be gone: never hand it out again
+                raise
+            finally:
+                raw.close()
 
-        return self._run(append)
-
-    def _note(self, conn: Connection, session_id: str, stream: str, note: str, cursor: str) -> None:
-        """Keep open attempts as store/lua/append.lua does."""
-        kind, *parts = note.split("\x1f")
-        o = self.t.open_attempts
-        if kind == "o":
-            attempt, run_id, tool = parts
-            where = and_(o.c.session_id == session_id, o.c.attempt_id == attempt)
-            conn.execute(delete(o).where(where))
-            conn.execute(
-                insert(o).values(
-                    session_id=session_id,
-                    attempt_id=attempt,
-                    run_id=run_id,
-                    tool=tool,
-                    stream=stream,
-                    cursor=cursor,
-                    flagged_cursor=None,
-                )
-            )
-        elif kind == "c":
-            conn.execute(delete(o).where(o.c.session_id == session_id, o.c.attempt_id == parts[0]))
-        elif kind == "f":
-            named = parts[1] if len(parts) > 1 else ""
-            conditions = [
-                o.c.session_id == session_id,
-                o.c.attempt_id == parts[0],
-                o.c.flagged_cursor.is_(None),
-            ]
-            if named == "-":
-                return
-            if named:
-                conditions.append(o.c.cursor == format_cursor(*parse_cursor(named)))
-            conn.execute(update(o).where(*conditions).values(flagged_cursor=cursor))
-        elif kind == "s":
-            safe = self.t.safe_tools
-            known = conn.execute(
-                select(safe.c.tool).where(
-                    safe.c.session_id == session_id,
-                    safe.c.run_id == parts[0],
-                    safe.c.tool == parts[1],
-                )
-            ).first()
-            if known is None:
-                conn.execute(
-                    insert(safe).values(session_id=session_id, run_id=parts[0], tool=parts[1])
-                )
+        return self._run(attempt, tx=False)
 
     def restore(self, events: Iterable[RecordedEvent]) -> int:
         """Write recorded events as they are, with their streams, versions, cursors and event ids:
@@ -524,11 +413,14 @@ class SqlStore(EventStore):
                     .where(t.streams.c.session_id == session_id, t.streams.c.stream == name)
                     .values(version=version)
                 )
+        notes = []
         for recorded in fresh:
             note = attempt_note(recorded.fields)
-            if note:
-                opened = opened or note.startswith("o")
-                self._note(conn, session_id, recorded.stream.name, note, recorded.cursor)
+            opened = opened or note.startswith("o")
+            notes.append((recorded.stream.name, note, recorded.cursor))
+        driver_cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        sql_append.apply_notes(self._sql, driver_cursor, session_id, notes)
+        driver_cursor.close()
         values: dict[str, Any] = {"last_cursor": fresh[-1].cursor, "events": count + len(fresh)}
         if opened:
             values["opened_ms"] = self._now(conn)
@@ -1236,23 +1128,38 @@ class SqlStore(EventStore):
         self.engine.dispose()
 
 
+def _driver_error(err: BaseException) -> BaseException | None:
+    """The database driver's exception behind `err` (SQLAlchemy wraps it), or None when `err`
+    did not come from the database."""
+    if isinstance(err, sa_exc.DBAPIError):
+        return err.orig or err
+    if type(err).__module__.split(".")[0] in ("sqlite3", "psycopg"):
+        return err
+    return None
+
+
 def _first_line(err: BaseException) -> str:
-    return str(getattr(err, "orig", err)).strip().splitlines()[0] if str(err).strip() else repr(err)
+    orig = _driver_error(err) or err
+    text = str(orig).strip()
+    return text.splitlines()[0] if text else type(orig).__name__
 
 
-def _classify(err: sa_exc.DBAPIError) -> str:
+def _classify(err: BaseException) -> str:
     """ "retry" for what passes (a lost connection, a busy database, a deadlock or serialization
     failure), "refused" for what will not (a constraint, a permission, bad SQL)."""
-    if err.connection_invalidated or isinstance(err, sa_exc.InterfaceError):
+    if isinstance(err, sa_exc.DBAPIError) and (
+        err.connection_invalidated or isinstance(err, sa_exc.InterfaceError)
+    ):
         return "retry"
-    orig = getattr(err, "orig", None)
+    orig = _driver_error(err) or err
     state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
     if state in _RETRY_STATES or (state is not None and str(state).startswith("08")):
         return "retry"
-    message = str(orig or err).lower()
+    message = str(orig).lower()
     if any(busy in message for busy in _SQLITE_BUSY):
         return "retry"
-    if isinstance(err, sa_exc.OperationalError) and state is None:
+    name = type(orig).__name__
+    if name in ("OperationalError", "InterfaceError") and state is None:
         # Connection refused, a server going away, a timeout: psycopg and sqlite3 say these
         # without a SQLSTATE.
         return "refused" if "unable to open database" in message else "retry"

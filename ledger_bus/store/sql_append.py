@@ -1,0 +1,278 @@
+"""The SQL store's append, on the driver's own connection: it is the one hot path.
+
+One query locks the session's row and reads, beside it, the stream's version and the append_id's
+record; the writes follow and, on PostgreSQL, go in one pipeline with the COMMIT, so an append
+costs two round trips as a bare INSERT and COMMIT do. Statements are plain SQL strings made once:
+building and compiling SQLAlchemy constructs per append would cost more than the database does.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ledger_bus.batch import PreparedAppend
+from ledger_bus.errors import IdempotencyConflict, VersionConflict
+from ledger_bus.ids import CURSOR_ZERO, StreamId, format_cursor, parse_cursor
+from ledger_bus.records import AppendResult
+
+
+def _sql(text: str, postgres: bool) -> str:
+    """`:name` parameters as the driver wants them: sqlite3 takes them, psycopg `%(name)s`."""
+    return re.sub(r":(\w+)", r"%(\1)s", text) if postgres else text
+
+
+@dataclass(frozen=True)
+class AppendSql:
+    """The statements of an append, for one prefix and one dialect."""
+
+    postgres: bool
+    head: str
+    new_session: str
+    events: str
+    stream_new: str
+    stream_set: str
+    idempotency: str
+    open_drop: str
+    open_add: str
+    flag_any: str
+    flag_named: str
+    safe: str
+    session_set: str
+    session_set_opened: str
+    notify: str
+
+    @classmethod
+    def build(cls, prefix: str, postgres: bool) -> AppendSql:
+        p = f"{prefix}_"
+        now = ", CAST(extract(epoch FROM clock_timestamp()) * 1000 AS bigint)" if postgres else ""
+        flag = (
+            f"UPDATE {p}open_attempts SET flagged_cursor = :cursor"
+            " WHERE session_id = :session AND attempt_id = :attempt AND flagged_cursor IS NULL"
+        )
+        statements = {
+            "head": (
+                f"SELECT s.last_cursor, s.events, v.version, i.digest, i.first_version,"
+                f" i.last_version, i.cursor{now} FROM {p}sessions s"
+                f" LEFT JOIN {p}streams v ON v.session_id = s.session_id AND v.stream = :stream"
+                f" LEFT JOIN {p}idempotency i ON i.session_id = s.session_id"
+                " AND i.stream = :stream AND i.append_id = :append_id"
+                " WHERE s.session_id = :session" + (" FOR UPDATE OF s" if postgres else "")
+            ),
+            "new_session": (
+                f"INSERT INTO {p}sessions (session_id, last_cursor, events)"
+                f" VALUES (:session, '{CURSOR_ZERO}', 0) ON CONFLICT (session_id) DO NOTHING"
+            ),
+            "events": (
+                f"INSERT INTO {p}events (session_id, cursor, stream, version, payload)"
+                " VALUES (:session, :cursor, :stream, :version, :payload)"
+            ),
+            "stream_new": (
+                f"INSERT INTO {p}streams (session_id, stream, version)"
+                " VALUES (:session, :stream, :version)"
+            ),
+            "stream_set": (
+                f"UPDATE {p}streams SET version = :version"
+                " WHERE session_id = :session AND stream = :stream"
+            ),
+            "idempotency": (
+                f"INSERT INTO {p}idempotency (session_id, stream, append_id, digest,"
+                " first_version, last_version, cursor) VALUES (:session, :stream, :append_id,"
+                " :digest, :first, :last, :cursor)"
+            ),
+            "open_drop": (
+                f"DELETE FROM {p}open_attempts WHERE session_id = :session"
+                " AND attempt_id = :attempt"
+            ),
+            "open_add": (
+                f"INSERT INTO {p}open_attempts (session_id, attempt_id, run_id, tool, stream,"
+                " cursor, flagged_cursor) VALUES (:session, :attempt, :run, :tool, :stream,"
+                " :cursor, NULL) ON CONFLICT (session_id, attempt_id) DO UPDATE SET"
+                " run_id = excluded.run_id, tool = excluded.tool, stream = excluded.stream,"
+                " cursor = excluded.cursor, flagged_cursor = NULL"
+            ),
+            "flag_any": flag,
+            "flag_named": flag + " AND cursor = :named",
+            "safe": (
+                f"INSERT INTO {p}safe_tools (session_id, run_id, tool)"
+                " VALUES (:session, :run, :tool) ON CONFLICT DO NOTHING"
+            ),
+            "session_set": (
+                f"UPDATE {p}sessions SET last_cursor = :cursor, events = :events"
+                " WHERE session_id = :session"
+            ),
+            "session_set_opened": (
+                f"UPDATE {p}sessions SET last_cursor = :cursor, events = :events,"
+                " opened_ms = :now WHERE session_id = :session"
+            ),
+            "notify": "SELECT pg_notify(:channel, :session)",
+        }
+        return cls(postgres, **{k: _sql(v, postgres) for k, v in statements.items()})
+
+
+def note_statement(
+    sql: AppendSql, session_id: str, stream: str, note: str, at: str
+) -> tuple[str, dict[str, Any]] | None:
+    """The statement that keeps open attempts as store/lua/append.lua does, for one event's
+    note; None when it changes nothing."""
+    kind, *parts = note.split("\x1f")
+    key = {"session": session_id, "attempt": parts[0]}
+    if kind == "o":  # an attempt requested again starts afresh, unflagged
+        return sql.open_add, {
+            **key,
+            "run": parts[1],
+            "tool": parts[2],
+            "stream": stream,
+            "cursor": at,
+        }
+    if kind == "c":
+        return sql.open_drop, key
+    if kind == "f":
+        named = parts[1] if len(parts) > 1 else ""
+        if named == "-":  # the flag names no call this store knows
+            return None
+        if named:
+            return sql.flag_named, {
+                **key,
+                "cursor": at,
+                "named": format_cursor(*parse_cursor(named)),
+            }
+        return sql.flag_any, {**key, "cursor": at}
+    if kind == "s":
+        return sql.safe, {"session": session_id, "run": parts[0], "tool": parts[1]}
+    return None
+
+
+def apply_notes(
+    sql: AppendSql, cursor: Any, session_id: str, notes: list[tuple[str, str, str]]
+) -> None:
+    """Apply (stream, note, cursor) notes in order, a run of one kind of statement at a time."""
+    run: list[dict[str, Any]] = []
+    statement = ""
+    for stream, note, at in notes:
+        found = note_statement(sql, session_id, stream, note, at) if note else None
+        if found is None:
+            continue
+        if found[0] != statement and run:
+            cursor.executemany(statement, run)
+            run = []
+        statement = found[0]
+        run.append(found[1])
+    if run:
+        cursor.executemany(statement, run)
+
+
+def append(
+    sql: AppendSql,
+    driver: Any,
+    channel: str,
+    stream: StreamId,
+    expected: int | None,
+    append_id: str,
+    prepared: PreparedAppend,
+) -> AppendResult:
+    """One append as one transaction on `driver` (a sqlite3 or psycopg connection)."""
+    session_id = stream.session_id
+    key = {"session": session_id, "stream": stream.name, "append_id": append_id}
+    cursor = driver.cursor()
+    if not sql.postgres:
+        cursor.execute("BEGIN IMMEDIATE")  # the database's write lock, held to COMMIT
+    try:
+        cursor.execute(sql.head, key)
+        head = cursor.fetchone()
+        if head is None:
+            cursor.execute(sql.new_session, key)
+            cursor.execute(sql.head, key)
+            head = cursor.fetchone()
+        last, count, version, digest, first, last_version, prior = head[:7]
+        if digest is not None:
+            if digest != prepared.digest:
+                raise IdempotencyConflict(str(stream), append_id)
+            _finish(sql, driver, cursor, commit=False)
+            return AppendResult(stream, first, last_version, prior, deduplicated=True)
+        version = version or 0
+        if expected is not None and expected != version:
+            raise VersionConflict(str(stream), expected, version)
+        now = int(head[7]) if sql.postgres else time.time_ns() // 1_000_000
+        ms, seq = parse_cursor(last)
+        rows = []
+        for payload in prepared.payloads:
+            # Like a Redis stream id: the clock, but never below the last cursor.
+            if now > ms:
+                ms, seq = now, 0
+            else:
+                seq += 1
+            version += 1
+            rows.append(
+                {**key, "cursor": format_cursor(ms, seq), "version": version, "payload": payload}
+            )
+        first = version - len(rows) + 1
+        newest = str(rows[-1]["cursor"])
+        if sql.postgres:
+            with driver.pipeline():  # the writes and the COMMIT in one round trip
+                _write(sql, cursor, channel, key, rows, first, prepared, count, now)
+                driver.commit()
+        else:
+            _write(sql, cursor, channel, key, rows, first, prepared, count, now)
+            cursor.execute("COMMIT")
+        return AppendResult(stream, first, version, newest)
+    except BaseException:
+        _finish(sql, driver, cursor, commit=False)
+        raise
+    finally:
+        cursor.close()
+
+
+def _write(
+    sql: AppendSql,
+    cursor: Any,
+    channel: str,
+    key: dict[str, str],
+    rows: list[dict[str, Any]],
+    first: int,
+    prepared: PreparedAppend,
+    count: int,
+    now: int,
+) -> None:
+    session_id, stream = key["session"], key["stream"]
+    last = rows[-1]
+    cursor.executemany(sql.events, rows)
+    cursor.execute(
+        sql.stream_new if first == 1 else sql.stream_set, {**key, "version": last["version"]}
+    )
+    cursor.execute(
+        sql.idempotency,
+        {
+            **key,
+            "digest": prepared.digest,
+            "first": first,
+            "last": last["version"],
+            "cursor": last["cursor"],
+        },
+    )
+    if any(prepared.notes):
+        notes = [
+            (stream, note, row["cursor"]) for note, row in zip(prepared.notes, rows, strict=True)
+        ]
+        apply_notes(sql, cursor, session_id, notes)
+    values = {"session": session_id, "cursor": last["cursor"], "events": count + len(rows)}
+    if prepared.opens_attempts:
+        cursor.execute(sql.session_set_opened, {**values, "now": now})
+    else:
+        cursor.execute(sql.session_set, values)
+    if sql.postgres:  # delivered at commit, to the readers waiting on this session
+        cursor.execute(sql.notify, {"channel": channel, "session": session_id})
+
+
+def _finish(sql: AppendSql, driver: Any, cursor: Any, commit: bool) -> None:
+    """End the transaction (a refused append wrote nothing); a connection already gone has
+    ended it."""
+    try:
+        if sql.postgres:
+            driver.commit() if commit else driver.rollback()
+        else:
+            cursor.execute("COMMIT" if commit else "ROLLBACK")
+    except Exception:
+        pass
