@@ -151,8 +151,9 @@ pass_settings = click.make_pass_decorator(Settings)
     "--url",
     envvar=URL_ENV,
     show_envvar=True,
-    help="redis://, rediss://, unix://, redis+cluster://, redis+sentinel://H:P,H2:P2/MASTER/DB"
-    f" (default {DEFAULT_URL}); ?durability=replicas:1 and the like.",
+    help="redis://, rediss://, unix://, redis+cluster://, redis+sentinel://H:P,H2:P2/MASTER/DB,"
+    f" sqlite:///PATH or postgresql://USER@HOST:PORT/DB (default {DEFAULT_URL});"
+    " ?durability=replicas:1 and the like.",
 )
 @click.option(
     "--timeout",

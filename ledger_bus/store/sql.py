@@ -316,7 +316,8 @@ class SqlStore(EventStore):
         def attempt() -> AppendResult:
             raw = self.engine.raw_connection()
             try:
-                return sql_append.append(
+                run = sql_append.append_call if self.postgres else sql_append.append
+                return run(
                     self._sql,
                     raw.driver_connection,
                     self._channel,

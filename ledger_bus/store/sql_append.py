@@ -43,6 +43,7 @@ class AppendSql:
     session_set: str
     session_set_opened: str
     notify: str
+    call: str
 
     @classmethod
     def build(cls, prefix: str, postgres: bool) -> AppendSql:
@@ -108,6 +109,10 @@ class AppendSql:
                 " opened_ms = :now WHERE session_id = :session"
             ),
             "notify": "SELECT pg_notify(:channel, :session)",
+            "call": (
+                f"SELECT o_outcome, o_first, o_last, o_cursor FROM {p}append(:session, :stream,"
+                " :append_id, :expected, :digest, :payloads, :notes, :channel)"
+            ),
         }
         return cls(postgres, **{k: _sql(v, postgres) for k, v in statements.items()})
 
@@ -162,6 +167,48 @@ def apply_notes(
         run.append(found[1])
     if run:
         cursor.executemany(statement, run)
+
+
+def append_call(
+    sql: AppendSql,
+    driver: Any,
+    channel: str,
+    stream: StreamId,
+    expected: int | None,
+    append_id: str,
+    prepared: PreparedAppend,
+) -> AppendResult:
+    """One append as one call of the server-side function (PostgreSQL): one round trip, in a
+    transaction of its own."""
+    import psycopg
+
+    params = {
+        "session": stream.session_id,
+        "stream": stream.name,
+        "append_id": append_id,
+        "expected": expected,
+        "digest": prepared.digest,
+        "payloads": prepared.payloads,
+        "notes": prepared.notes,
+        "channel": channel,
+    }
+    driver.autocommit = True  # the call is its own transaction: no BEGIN, no COMMIT to wait for
+    try:
+        with driver.cursor() as cursor:
+            cursor.execute(sql.call, params, prepare=True)
+            outcome, first, last, newest = cursor.fetchone()
+    except psycopg.Error as err:
+        state = getattr(err, "sqlstate", None)
+        if state == "LBI01":
+            raise IdempotencyConflict(str(stream), append_id) from None
+        if state == "LBV01" and expected is not None:  # only an expected version conflicts
+            actual = int(err.diag.message_detail or 0)
+            raise VersionConflict(str(stream), expected, actual) from None
+        raise
+    finally:
+        if not driver.closed:
+            driver.autocommit = False
+    return AppendResult(stream, first, last, newest, deduplicated=outcome == "dedup")
 
 
 def append(
