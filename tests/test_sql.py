@@ -283,6 +283,9 @@ def test_the_command_line_works_on_sqlite_and_migrates_its_schema(tmp_path: Path
     again = ledger_cli(fresh, "lb", "db", "upgrade")
     assert json.loads(again.stdout) == {"prefix": "lb", "from": "0002", "to": "0002"}
     assert run("--url", "redis://127.0.0.1:1", "db", "current").returncode == 2
+    doctor = run("doctor")
+    assert doctor.returncode == 2
+    assert "db current" in doctor.stderr
 
 
 def test_a_waiting_reader_on_postgres_wakes_at_the_commit_not_at_a_poll(

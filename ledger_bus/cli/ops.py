@@ -246,6 +246,11 @@ def doctor(settings: Settings, durability: str) -> None:
     from ledger_bus.store.connection import open_sentinel, refusal
 
     url, level = split_durability(settings.url or DEFAULT_URL, settings.durability)
+    if url.startswith(("sqlite:", "postgresql:", "postgres:", "memory:")):
+        raise BadInput(
+            "doctor inspects a Redis; a SQL store's schema is `ledger-bus db current`, its"
+            " durability the database's own"
+        )
     timeouts = {"socket_timeout": settings.timeout, "socket_connect_timeout": settings.timeout}
     # For a cluster, the node named is inspected, and through it the cluster's slot coverage;
     # behind Sentinel, the primary it names.

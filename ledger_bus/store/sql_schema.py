@@ -62,7 +62,6 @@ def tables(prefix: str = "lb") -> Tables:
         # reconciler's index. NULL once forgotten.
         Column("opened_ms", BigInteger, nullable=True),
     )
-    Index(f"{p}sessions_by_last", sessions.c.last_cursor)
     Index(f"{p}sessions_by_opened", sessions.c.opened_ms)
     events = Table(
         f"{p}events",

@@ -27,7 +27,6 @@ def upgrade() -> None:
         sa.Column("events", sa.BigInteger, nullable=False),
         sa.Column("opened_ms", sa.BigInteger, nullable=True),
     )
-    op.create_index(f"{p}sessions_by_last", f"{p}sessions", ["last_cursor"])
     op.create_index(f"{p}sessions_by_opened", f"{p}sessions", ["opened_ms"])
     op.create_table(
         f"{p}events",
