@@ -47,6 +47,7 @@ bench: install
 	$(PY) scripts/bench_reconciler.py
 	$(PY) scripts/bench_durability.py
 	$(PY) scripts/bench_breakdown.py
+	$(PY) scripts/bench_sql.py
 
 demo: install
 	$(BIN)/ledger-bus demo

@@ -101,3 +101,13 @@ def cluster_store(redis_cluster: LocalCluster, prefix: str) -> Iterator[EventSto
     store = ledger_bus.connect(redis_cluster.url, prefix=prefix)
     yield store
     store.close()
+
+
+@pytest.fixture(params=["redis", "sqlite", "postgresql"])
+def cli_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A URL for the command line, on each kind of store it runs on."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'cli.db'}"
+    if request.param == "postgresql":
+        return str(request.getfixturevalue("postgres_server").url)
+    return str(request.getfixturevalue("redis_url"))

@@ -336,10 +336,10 @@ def test_the_command_line_refuses_with_the_documented_codes(redis_url: str, pref
 
 
 def test_the_mirror_survives_sigkill_and_restart_identical_to_a_fresh_export(
-    redis_url: str, prefix: str, tmp_path: Path
+    cli_url: str, prefix: str, tmp_path: Path
 ) -> None:
-    env = cli_env(redis_url, prefix)
-    store = lb.connect(redis_url, prefix=prefix)
+    env = cli_env(cli_url, prefix)
+    store = lb.connect(cli_url, prefix=prefix)
     ref = lb.StreamId("mirrored", "main")
 
     def write(start: int, count: int) -> None:
@@ -368,7 +368,7 @@ def test_the_mirror_survives_sigkill_and_restart_identical_to_a_fresh_export(
 
         second = subprocess.Popen(mirror, env=env)
         try:
-            export = ledger(redis_url, prefix, "export", "mirrored").stdout
+            export = ledger(cli_url, prefix, "export", "mirrored").stdout
             assert export.count("\n") == 200
             deadline = time.monotonic() + 30
             while path.read_text() != export:

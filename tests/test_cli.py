@@ -36,9 +36,9 @@ MSG = {"type": "message", "agent": "lead", "body": "backend-dev will handle"}
 
 
 @pytest.fixture
-def ledger(redis_url: str, prefix: str) -> Any:
+def ledger(cli_url: str, prefix: str) -> Any:
     def call(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-        return run(redis_url, prefix, *args, stdin=stdin)
+        return run(cli_url, prefix, *args, stdin=stdin)
 
     return call
 

@@ -158,6 +158,12 @@ def test_a_schema_behind_the_code_is_refused_naming_the_command(tmp_path: Path) 
         lb.connect(url)
 
 
+def test_the_store_knows_the_newest_migration(sql_store: SqlStore) -> None:
+    from ledger_bus.store.sql import SCHEMA_HEAD
+
+    assert sql_store.schema_revision() == (SCHEMA_HEAD, SCHEMA_HEAD)
+
+
 def test_the_migrations_make_the_tables_the_store_uses(sql_store: SqlStore) -> None:
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
