@@ -39,6 +39,9 @@ DECLARE
     v_kind text;
     v_named text;
     v_opens boolean := false;
+    v_noted int;
+    v_opening int;
+    v_distinct int;
     i int;
 BEGIN
     INSERT INTO {p}sessions (session_id, last_cursor, events)
@@ -74,9 +77,10 @@ BEGIN
         END IF;
         v_cursors := v_cursors || (lpad(v_ms::text, 13, '0') || '-' || lpad(v_seq::text, 6, '0'));
     END LOOP;
+    -- unnest, not p_payloads[k]: subscripting the array in a query copies it for every row.
     INSERT INTO {p}events (session_id, cursor, stream, version, payload)
-        SELECT p_session, v_cursors[k], p_stream, v_version + k, p_payloads[k]
-        FROM generate_subscripts(p_payloads, 1) AS k;
+        SELECT p_session, c, p_stream, v_version + k, pl
+        FROM unnest(v_cursors, p_payloads) WITH ORDINALITY AS t(c, pl, k);
     INSERT INTO {p}streams (session_id, stream, version)
         VALUES (p_session, p_stream, v_version + v_n)
         ON CONFLICT (session_id, stream) DO UPDATE SET version = excluded.version;
@@ -84,7 +88,26 @@ BEGIN
             last_version, cursor)
         VALUES (p_session, p_stream, p_append_id, p_digest, v_version + 1, v_version + v_n,
             v_cursors[v_n]);
-    FOR i IN 1..v_n LOOP
+    -- The common append requests calls and nothing else: its attempts open in one statement.
+    -- Any other mix is applied event by event, in order.
+    SELECT count(*) FILTER (WHERE n <> ''),
+           count(*) FILTER (WHERE split_part(n, E'\x1f', 1) = 'o'),
+           count(DISTINCT split_part(n, E'\x1f', 2)) FILTER (WHERE n <> '')
+        INTO v_noted, v_opening, v_distinct
+        FROM unnest(p_notes) AS n;
+    IF v_noted > 0 AND v_noted = v_opening AND v_opening = v_distinct THEN
+        v_opens := true;
+        INSERT INTO {p}open_attempts (session_id, attempt_id, run_id, tool, stream, cursor,
+                flagged_cursor)
+            SELECT p_session, split_part(n, E'\x1f', 2), split_part(n, E'\x1f', 3),
+                split_part(n, E'\x1f', 4), p_stream, c, NULL
+            FROM unnest(p_notes, v_cursors) AS t(n, c) WHERE n <> ''
+            ON CONFLICT (session_id, attempt_id) DO UPDATE SET run_id = excluded.run_id,
+                tool = excluded.tool, stream = excluded.stream, cursor = excluded.cursor,
+                flagged_cursor = NULL;
+        v_noted := 0;  -- done: the loop below has nothing left to apply
+    END IF;
+    FOR i IN 1..(CASE WHEN v_noted > 0 THEN v_n ELSE 0 END) LOOP
         v_note := p_notes[i];
         CONTINUE WHEN v_note IS NULL OR v_note = '';
         v_kind := split_part(v_note, E'\x1f', 1);
