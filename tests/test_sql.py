@@ -391,3 +391,22 @@ def test_the_redis_store_needs_no_sql_package() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     )
     assert "pip install 'ledger-bus[sql]'" in done.stdout
+
+
+def test_racing_first_acquires_and_group_creations_have_one_winner(sql_store: SqlStore) -> None:
+    barrier = threading.Barrier(6)
+    leases: list[bool] = []
+    groups: list[bool] = []
+
+    def race(n: int) -> None:
+        barrier.wait()
+        leases.append(sql_store.acquire_lease("race", "run-1", f"owner-{n}", 30_000))
+        groups.append(sql_store.group_create("race", "g", None))
+
+    threads = [threading.Thread(target=race, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(leases) == [False] * 5 + [True], leases
+    assert sorted(groups) == [False] * 5 + [True], groups

@@ -654,33 +654,34 @@ class SqlStore(EventStore):
         return self._run(lambda c: self._holder(c, session_id, name, self._now(c)), write=False)
 
     def _lease(self, op: str, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
-        lease = self.t.leases
+        # One statement each, so that two racing acquires cannot both read "free" and both
+        # write: the database decides, on the row's key.
+        p = self.prefix
+        key = {"session": session_id, "name": name, "owner": owner, "ttl": ttl_ms}
+        if op == "acquire":
+            statement = text(
+                f"INSERT INTO {p}_leases (session_id, name, owner, expires_ms)"
+                " VALUES (:session, :name, :owner, :now + :ttl)"
+                " ON CONFLICT (session_id, name) DO UPDATE SET owner = excluded.owner,"
+                f" expires_ms = excluded.expires_ms WHERE {p}_leases.expires_ms <= :now"
+                f" OR {p}_leases.owner = excluded.owner RETURNING owner"
+            )
+        elif op == "renew":
+            statement = text(
+                f"UPDATE {p}_leases SET expires_ms = :now + :ttl WHERE session_id = :session"
+                " AND name = :name AND owner = :owner AND expires_ms > :now RETURNING owner"
+            )
+        else:
+            statement = text(
+                f"DELETE FROM {p}_leases WHERE session_id = :session AND name = :name"
+                " AND owner = :owner AND expires_ms > :now RETURNING owner"
+            )
 
         def change(conn: Connection) -> bool:
-            now = self._now(conn)
-            where = and_(lease.c.session_id == session_id, lease.c.name == name)
-            if self.postgres:  # lock the row, when there is one, against a racing acquire
-                conn.execute(select(lease.c.owner).where(where).with_for_update()).first()
-            holder = self._holder(conn, session_id, name, now)
-            if op == "acquire" and holder not in (None, owner):
-                return False
-            if op != "acquire" and holder != owner:
-                return False
-            conn.execute(delete(lease).where(where))
-            if op != "release":
-                conn.execute(
-                    insert(lease).values(
-                        session_id=session_id, name=name, owner=owner, expires_ms=now + ttl_ms
-                    )
-                )
-            return True
+            found = conn.execute(statement, {**key, "now": self._now(conn)}).first()
+            return found is not None
 
-        try:
-            return self._run(change)
-        except BackendRefused:
-            if op == "acquire":  # two first acquires raced to insert: the other one won
-                return False
-            raise
+        return self._run(change)
 
     # -- open attempts ---------------------------------------------------------------------------
 
@@ -819,19 +820,18 @@ class SqlStore(EventStore):
         g = self.t.groups
 
         def create(conn: Connection) -> bool:
-            exists = conn.execute(
-                select(g.c.grp).where(g.c.session_id == session_id, g.c.grp == group)
-            ).first()
-            if exists is not None:
-                return False
             start = after if after is not None else self._last_cursor(conn, session_id)
-            conn.execute(insert(g).values(session_id=session_id, grp=group, last_delivered=start))
-            return True
+            created = conn.execute(
+                text(
+                    f"INSERT INTO {g.name} (session_id, grp, last_delivered)"
+                    " VALUES (:session, :group, :start)"
+                    " ON CONFLICT (session_id, grp) DO NOTHING"
+                ),
+                {"session": session_id, "group": group, "start": start},
+            )
+            return bool(created.rowcount)
 
-        try:
-            return self._run(create)
-        except BackendRefused:
-            return False  # created by another at the same moment (the key was taken)
+        return self._run(create)
 
     def _group_exists(self, session_id: str, group: str) -> bool:
         g = self.t.groups

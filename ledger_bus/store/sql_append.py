@@ -111,7 +111,7 @@ class AppendSql:
             "notify": "SELECT pg_notify(:channel, :session)",
             "call": (
                 f"SELECT o_outcome, o_first, o_last, o_cursor FROM {p}append(:session, :stream,"
-                " :append_id, :expected, :digest, :payloads, :notes, :channel)"
+                " :append_id, :expected, :digest, :payloads, :notes, :only_opens, :channel)"
             ),
         }
         return cls(postgres, **{k: _sql(v, postgres) for k, v in statements.items()})
@@ -190,6 +190,7 @@ def append_call(
         "digest": prepared.digest,
         "payloads": prepared.payloads,
         "notes": prepared.notes,
+        "only_opens": _only_opens(prepared.notes),
         "channel": channel,
     }
     driver.autocommit = True  # the call is its own transaction: no BEGIN, no COMMIT to wait for
@@ -209,6 +210,17 @@ def append_call(
         if not driver.closed:
             driver.autocommit = False
     return AppendResult(stream, first, last, newest, deduplicated=outcome == "dedup")
+
+
+def _only_opens(notes: list[str]) -> bool:
+    """Whether the append's notes open attempts and do nothing else, each attempt once: then
+    they can be applied in one statement, in any order."""
+    opened = [note.split("\x1f", 2)[1] for note in notes if note]
+    return (
+        bool(opened)
+        and all(note.startswith("o") for note in notes if note)
+        and len(set(opened)) == len(opened)
+    )
 
 
 def append(

@@ -21,7 +21,7 @@ depends_on = None
 APPEND = r"""
 CREATE OR REPLACE FUNCTION {p}append(
     p_session text, p_stream text, p_append_id text, p_expected bigint, p_digest text,
-    p_payloads bytea[], p_notes text[], p_channel text
+    p_payloads bytea[], p_notes text[], p_only_opens boolean, p_channel text
 ) RETURNS TABLE (o_outcome text, o_first bigint, o_last bigint, o_cursor text)
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
@@ -39,15 +39,16 @@ DECLARE
     v_kind text;
     v_named text;
     v_opens boolean := false;
-    v_noted int;
-    v_opening int;
-    v_distinct int;
     i int;
 BEGIN
-    INSERT INTO {p}sessions (session_id, last_cursor, events)
-        VALUES (p_session, '0000000000000-000000', 0) ON CONFLICT (session_id) DO NOTHING;
     SELECT s.last_cursor, s.events INTO v_last, v_events
         FROM {p}sessions s WHERE s.session_id = p_session FOR UPDATE;
+    IF NOT FOUND THEN  -- the session's first append, or two first appends racing
+        INSERT INTO {p}sessions (session_id, last_cursor, events)
+            VALUES (p_session, '0000000000000-000000', 0) ON CONFLICT (session_id) DO NOTHING;
+        SELECT s.last_cursor, s.events INTO v_last, v_events
+            FROM {p}sessions s WHERE s.session_id = p_session FOR UPDATE;
+    END IF;
     SELECT d.digest, d.first_version, d.last_version, d.cursor INTO v_prior
         FROM {p}idempotency d
         WHERE d.session_id = p_session AND d.stream = p_stream AND d.append_id = p_append_id;
@@ -88,14 +89,9 @@ BEGIN
             last_version, cursor)
         VALUES (p_session, p_stream, p_append_id, p_digest, v_version + 1, v_version + v_n,
             v_cursors[v_n]);
-    -- The common append requests calls and nothing else: its attempts open in one statement.
-    -- Any other mix is applied event by event, in order.
-    SELECT count(*) FILTER (WHERE n <> ''),
-           count(*) FILTER (WHERE split_part(n, E'\x1f', 1) = 'o'),
-           count(DISTINCT split_part(n, E'\x1f', 2)) FILTER (WHERE n <> '')
-        INTO v_noted, v_opening, v_distinct
-        FROM unnest(p_notes) AS n;
-    IF v_noted > 0 AND v_noted = v_opening AND v_opening = v_distinct THEN
+    -- The common append requests calls and nothing else (p_only_opens, the caller knows): its
+    -- attempts open in one statement. Any other mix is applied event by event, in order.
+    IF p_only_opens THEN
         v_opens := true;
         INSERT INTO {p}open_attempts (session_id, attempt_id, run_id, tool, stream, cursor,
                 flagged_cursor)
@@ -105,9 +101,8 @@ BEGIN
             ON CONFLICT (session_id, attempt_id) DO UPDATE SET run_id = excluded.run_id,
                 tool = excluded.tool, stream = excluded.stream, cursor = excluded.cursor,
                 flagged_cursor = NULL;
-        v_noted := 0;  -- done: the loop below has nothing left to apply
     END IF;
-    FOR i IN 1..(CASE WHEN v_noted > 0 THEN v_n ELSE 0 END) LOOP
+    FOR i IN 1..(CASE WHEN p_only_opens THEN 0 ELSE v_n END) LOOP
         v_note := p_notes[i];
         CONTINUE WHEN v_note IS NULL OR v_note = '';
         v_kind := split_part(v_note, E'\x1f', 1);
@@ -159,5 +154,5 @@ def downgrade() -> None:
     prefix = context.config.attributes["prefix"]
     op.execute(
         f"DROP FUNCTION IF EXISTS {prefix}_append(text, text, text, bigint, text, bytea[],"
-        " text[], text)"
+        " text[], boolean, text)"
     )
