@@ -193,6 +193,8 @@ def append_call(
         "only_opens": _only_opens(prepared.notes),
         "channel": channel,
     }
+    if driver.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        driver.rollback()  # a connection handed back mid-transaction cannot change mode
     driver.autocommit = True  # the call is its own transaction: no BEGIN, no COMMIT to wait for
     try:
         with driver.cursor() as cursor:
