@@ -113,6 +113,21 @@ def parse_cursor(cursor: object) -> tuple[int, int]:
     return int(match[1]), int(match[2])
 
 
+def cursors_after(last: str, now_ms: int, count: int) -> list[str]:
+    """The cursors of `count` events committed at `now_ms` after the cursor `last`: as Redis
+    takes stream ids, the clock, but never at or below the last one (a clock that went back, or
+    several events in one millisecond, go on in the sequence)."""
+    ms, seq = parse_cursor(last)
+    found = []
+    for _ in range(count):
+        if now_ms > ms:
+            ms, seq = now_ms, 0
+        else:
+            seq += 1
+        found.append(format_cursor(ms, seq))
+    return found
+
+
 def previous_cursor(cursor: str) -> str:
     """The greatest cursor below `cursor`: scanning after it starts at `cursor` itself."""
     ms, seq = parse_cursor(cursor)

@@ -2,9 +2,10 @@
 
 Each ratio is ledger throughput / bare throughput (higher is better): one event appended against
 an INSERT + COMMIT of the same row into a table with the same keys, and a 100-event append against
-a 100-row executemany in one transaction, both through the same driver and engine. Then a tail of
-20 at a large session against a small one, and the SQL store's single append beside the Redis
-store's. Never part of the tests: wall-clock numbers depend on the machine.
+a 100-row executemany in one transaction, both through the same driver and engine, in alternating
+rounds (bench.compare). Then a tail of 20 at a large session against a small one, and the SQL
+store's single append beside the Redis store's. Never part of the tests: wall-clock numbers
+depend on the machine.
 
     python scripts/bench_sql.py            # SQLite and a private PostgreSQL (fsync on)
     python scripts/bench_sql.py --quick    # smaller sizes, for a smoke run
@@ -13,15 +14,11 @@ store's. Never part of the tests: wall-clock numbers depend on the machine.
 from __future__ import annotations
 
 import argparse
-import gc
-import statistics
+import itertools
+import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import msgpack
 from sqlalchemy import BigInteger, Column, Index, LargeBinary, MetaData, String, Table, insert
 
 import ledger_bus as lb
@@ -30,55 +27,8 @@ from ledger_bus.pgserver import LocalPostgres
 from ledger_bus.server import LocalServer
 from ledger_bus.store.sql import SqlStore
 
-ARGS = {
-    "query": "jwt rotation policy for the auth service",
-    "path": "/srv/app/auth/tokens.py",
-    "limit": 20,
-    "flags": ["recursive", "follow-symlinks"],
-    "context": "x" * 120,
-}
-
-
-def tool_call(i: int) -> dict[str, Any]:
-    """A ~300-byte tool_call, the payload every comparison uses."""
-    return {
-        "type": "tool_call",
-        "agent": "backend-dev",
-        "tool": "code_search",
-        "args": ARGS,
-        "attempt_id": f"att-{i:08d}",
-        "run_id": "run-0001",
-    }
-
-
-PAYLOAD = msgpack.packb(tool_call(0))
-
-
-def rate(fn: Callable[[int], object], n: int, rounds: int = 3) -> float:
-    """Calls per second of fn(0..n-1), the median of `rounds` runs."""
-    found = []
-    offset = 0
-    for _ in range(rounds):
-        gc.collect()
-        start = time.perf_counter()
-        for i in range(n):
-            fn(offset + i)
-        found.append(n / (time.perf_counter() - start))
-        offset += n
-    return statistics.median(found)
-
-
-def paired(
-    ledger: Callable[[int], object], bare: Callable[[int], object], n: int, rounds: int = 5
-) -> tuple[float, float]:
-    """(ledger calls/s, bare calls/s), medians of rounds run in turn, so that a machine that
-    slows down or speeds up during the run weighs on both sides alike."""
-    ours, theirs = [], []
-    for round_ in range(rounds):
-        offset = round_ * n
-        theirs.append(rate(lambda i: bare(offset + i), n, rounds=1))  # noqa: B023
-        ours.append(rate(lambda i: ledger(offset + i), n, rounds=1))  # noqa: B023
-    return statistics.median(ours), statistics.median(theirs)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench import PAYLOAD, compare, timed, tool_call
 
 
 def bare_table(store: SqlStore) -> Table:
@@ -105,58 +55,73 @@ def bare_table(store: SqlStore) -> Table:
 
 
 def bench(name: str, store: SqlStore, n: int, big: int) -> float:
+    """Print the comparisons on one database; return the store's single appends per second."""
     table = bare_table(store)
     engine = store.engine
+    # Every call writes new keys: compare runs each side over and over.
+    rows, appends = itertools.count(), itertools.count()
 
     def bare_one(i: int) -> None:
-        row = {"session_id": "s", "cursor": format_cursor(i, 0), "stream": "m", "version": i + 1}
+        k = next(rows)
+        row = {"session_id": "s", "cursor": format_cursor(k, 0), "stream": "m", "version": k + 1}
         with engine.begin() as conn:
             conn.execute(insert(table), {**row, "payload": PAYLOAD})
 
     def ledger_one(i: int) -> None:
-        store.append(lb.StreamId("one", "main"), lb.ANY, f"a{i}", [tool_call(i)])
+        store.append(lb.StreamId("one", "main"), lb.ANY, f"a{next(appends)}", [tool_call(i)])
 
-    ledger, bare = paired(ledger_one, bare_one, n)
-    single = ledger
-    print(
-        f"{name:<10} 1 event    ledger {ledger:8.0f}/s  bare INSERT+COMMIT {bare:8.0f}/s"
-        f"  ratio {ledger / bare:.2f}x  (target >= 0.6x)"
+    compare(
+        f"{name}: 1 event vs INSERT + COMMIT",
+        ledger_one,
+        bare_one,
+        n,
+        1,
+        "events/s",
+        ">= 0.6x",
+        rounds=5,
     )
+    single = n / timed(ledger_one, n)
 
     def bare_hundred(i: int) -> None:
-        rows = [
+        k = next(rows)
+        batch = [
             {
                 "session_id": "h",
-                "cursor": format_cursor(i, j),
+                "cursor": format_cursor(k, j),
                 "stream": "m",
-                "version": i * 100 + j + 1,
+                "version": k * 100 + j + 1,
                 "payload": PAYLOAD,
             }
             for j in range(100)
         ]
         with engine.begin() as conn:
-            conn.execute(insert(table), rows)
+            conn.execute(insert(table), batch)
 
     events = [tool_call(j) for j in range(100)]
 
     def ledger_hundred(i: int) -> None:
-        store.append(lb.StreamId("hundred", "main"), lb.ANY, f"h{i}", events)
+        store.append(lb.StreamId("hundred", "main"), lb.ANY, f"h{next(appends)}", events)
 
-    ledger, bare = paired(ledger_hundred, bare_hundred, max(10, n // 10))
-    print(
-        f"{name:<10} 100 events ledger {ledger:8.0f}/s  bare executemany  {bare:8.0f}/s"
-        f"  ratio {ledger / bare:.2f}x  (target >= 0.6x)"
+    compare(
+        f"{name}: 100 events vs executemany",
+        ledger_hundred,
+        bare_hundred,
+        max(10, n // 10),
+        100,
+        "events/s",
+        ">= 0.6x",
+        rounds=5,
     )
 
+    batch = [tool_call(j) for j in range(1000)]
     for session, size in (("small", 1000), ("large", big)):
-        batch = [tool_call(j) for j in range(1000)]
         for k in range(size // 1000):
             store.append(lb.StreamId(session, "main"), lb.ANY, f"b{k}", batch)
-    small = rate(lambda i: store.tail("small", 20), 200)
-    large = rate(lambda i: store.tail("large", 20), 200)
+    small = timed(lambda i: store.tail("small", 20), 200)
+    large = timed(lambda i: store.tail("large", 20), 200)
     print(
-        f"{name:<10} tail -n 20 at {big:,} events: {large:6.0f}/s, at 1,000: {small:6.0f}/s"
-        f"  time ratio {small / large:.2f}x  (target <= 1.2x)"
+        f"{name}: tail -n 20 at {big:,} events vs at 1,000: time ratio {large / small:.2f}x"
+        f"  ({200 / large:,.0f} vs {200 / small:,.0f} tails/s, target <= 1.2x)"
     )
     return single
 
@@ -177,15 +142,16 @@ def main() -> None:
         pg_rate = bench("postgresql", postgres, n, big)
         postgres.close()
     with LocalServer(appendonly=False) as server, lb.connect(server.url) as redis_store:
-        redis_rate = rate(
-            lambda i: redis_store.append(
-                lb.StreamId("one", "main"), lb.ANY, f"a{i}", [tool_call(i)]
-            ),
-            n,
-        )
+        counter = itertools.count()
+
+        def redis_one(i: int) -> None:
+            append_id = f"a{next(counter)}"
+            redis_store.append(lb.StreamId("one", "main"), lb.ANY, append_id, [tool_call(i)])
+
+        redis_rate = n / timed(redis_one, n)
     print(
-        f"single-event appends/s: redis {redis_rate:.0f}, postgresql {pg_rate:.0f},"
-        f" sqlite {sqlite_rate:.0f}"
+        f"single-event appends/s: redis {redis_rate:,.0f} (no AOF), postgresql {pg_rate:,.0f},"
+        f" sqlite {sqlite_rate:,.0f}"
     )
 
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 from ledger_bus.cli.app import BadInput, Settings, cli, pass_settings
 from ledger_bus.cli.output import show_record
-from ledger_bus.store import DEFAULT_URL, URL_ENV, split_durability
+from ledger_bus.store import DEFAULT_URL, split_durability
 
 if TYPE_CHECKING:  # SQLAlchemy is imported only by the commands that need it
     from ledger_bus.store.sql import SqlStore
@@ -19,8 +18,7 @@ def db() -> None:
 
 
 def _open(settings: Settings) -> SqlStore:
-    url = settings.url or os.environ.get(URL_ENV) or DEFAULT_URL
-    url, _ = split_durability(url, None)
+    url, _ = split_durability(settings.url or DEFAULT_URL, None)  # --url or LEDGER_BUS_URL
     if not url.startswith(("sqlite:", "postgresql:", "postgres:")):
         raise BadInput(f"db works on a SQL store (sqlite:///PATH, postgresql://...), not {url!r}")
     from ledger_bus.store.sql import SqlStore

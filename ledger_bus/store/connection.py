@@ -3,7 +3,6 @@ call goes through, and what each final answer means as a ledger error."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -13,6 +12,7 @@ import redis.exceptions as rx
 from redis.cluster import RedisCluster
 
 from ledger_bus.errors import BackendRefused, BackendUnavailable, InvalidInput, LedgerError
+from ledger_bus.store.retry import retry_until
 
 T = TypeVar("T")
 
@@ -46,27 +46,18 @@ def retrying(
     """Call `operation`, retrying with backoff while the server cannot be reached (or answers
     "not now": a failover, a loading replica, a busy script) until `timeout` seconds have passed.
     Every other answer is final at once, as the ledger error that says what it was."""
-    deadline = time.monotonic() + timeout
-    delay = 0.02
-    while True:
-        try:
-            return operation()
-        except (rx.AuthenticationError, rx.AuthorizationError) as err:
-            raise refusal(err) from err  # ConnectionErrors to redis-py, but final
-        except (rx.ConnectionError, rx.TimeoutError) as err:
-            failure: Exception = err
-        except rx.ResponseError as err:
-            if not str(err).startswith(_TRANSIENT):
-                raise refusal(err) from err
-            failure = err
-        except rx.RedisError as err:
-            raise refusal(err) from err
-        if time.monotonic() + delay > deadline:
-            raise BackendUnavailable(
-                f"{who} did not answer within {timeout:g}s: {failure}"
-            ) from failure
-        time.sleep(delay)
-        delay = min(delay * 2, 0.5)
+    return retry_until(operation, timeout, (rx.RedisError,), _final, who)
+
+
+def _final(err: Exception) -> LedgerError | None:
+    """None for a failure that passes; the ledger error for one that will not."""
+    if isinstance(err, (rx.AuthenticationError, rx.AuthorizationError)):
+        return refusal(err)  # ConnectionErrors to redis-py, but final
+    if isinstance(err, (rx.ConnectionError, rx.TimeoutError)):
+        return None
+    if isinstance(err, rx.ResponseError) and str(err).startswith(_TRANSIENT):
+        return None
+    return refusal(err)
 
 
 def open_cluster(url: str, options: dict[str, Any], timeout: float) -> RedisCluster:

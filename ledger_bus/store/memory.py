@@ -13,7 +13,7 @@ import msgpack
 from ledger_bus.batch import Limits, PreparedAppend
 from ledger_bus.durability import Durability
 from ledger_bus.errors import IdempotencyConflict, InvalidInput, NotFound, VersionConflict
-from ledger_bus.ids import CURSOR_ZERO, StreamId, cursor_ms, format_cursor, parse_cursor
+from ledger_bus.ids import CURSOR_ZERO, StreamId, cursor_ms, cursors_after, parse_cursor
 from ledger_bus.records import (
     AppendResult,
     Delivery,
@@ -59,8 +59,6 @@ class _Session:
     )  # (stream, version, payload)
     streams: dict[str, list[int]] = field(default_factory=dict)  # stream -> log positions
     idempotency: dict[tuple[str, str], tuple[str, int, int, str]] = field(default_factory=dict)
-    last_ms: int = 0
-    last_seq: int = -1
     leases: dict[str, tuple[str, float]] = field(default_factory=dict)  # name -> (owner, expiry)
     open: dict[str, str] = field(default_factory=dict)  # attempt -> as in lb:{S}:open
     safe: set[str] = field(default_factory=set)  # "<run>\x1f<tool>"
@@ -136,15 +134,13 @@ class MemoryStore(EventStore):
             now = time.time_ns() // 1_000_000
             if prepared.opens_attempts:
                 self._open_index[stream.session_id] = now
-            for payload, note in zip(prepared.payloads, prepared.notes, strict=True):
-                # Like a Redis stream id: the clock, but never below the last id.
-                if now > state.last_ms:
-                    state.last_ms, state.last_seq = now, 0
-                else:
-                    state.last_seq += 1
+            newest = state.cursors[-1] if state.cursors else CURSOR_ZERO
+            cursors = cursors_after(newest, now, len(prepared.payloads))
+            for payload, note, cursor in zip(
+                prepared.payloads, prepared.notes, cursors, strict=True
+            ):
                 version += 1
                 positions.append(len(state.entries))
-                cursor = format_cursor(state.last_ms, state.last_seq)
                 state.cursors.append(cursor)
                 state.entries.append((stream.name, version, payload))
                 _note(state, note, stream.name, cursor)
@@ -194,7 +190,7 @@ class MemoryStore(EventStore):
         with self._changed:
             if after is None:
                 cursors = self._session(session_id).cursors
-                after = cursors[-1] if cursors else format_cursor(0, 0)
+                after = cursors[-1] if cursors else CURSOR_ZERO
             while True:
                 found = self._scan(session_id, after, count)
                 remaining = deadline - time.monotonic()

@@ -42,7 +42,6 @@ from ledger_bus.batch import Limits, PreparedAppend
 from ledger_bus.durability import LOCAL, Durability
 from ledger_bus.errors import (
     BackendRefused,
-    BackendUnavailable,
     InvalidInput,
     LedgerError,
     NotFound,
@@ -63,6 +62,7 @@ from ledger_bus.records import (
 from ledger_bus.store import sql_append
 from ledger_bus.store.base import REPLAY_CONSUMER, REPLAY_IDLE_MS, EventStore, dead_letter_fields
 from ledger_bus.store.keys import bucket_of
+from ledger_bus.store.retry import retry_until
 from ledger_bus.store.sql_schema import Tables, tables
 
 T = TypeVar("T")
@@ -199,7 +199,7 @@ class SqlStore(EventStore):
         if current == SCHEMA_HEAD:
             return
         head = SCHEMA_HEAD
-        names = self._run(lambda: set(inspect(self.engine).get_table_names()), write=False)
+        names = self._run(lambda c: set(inspect(c).get_table_names()), write=False)
         if current is None and not names & {t.name for t in self.t.metadata.sorted_tables}:
             self.upgrade()
             return
@@ -236,32 +236,20 @@ class SqlStore(EventStore):
             with conn.begin():
                 yield conn
 
-    def _run(self, work: Callable[..., T], *, write: bool = True, tx: bool | None = None) -> T:
-        """Run `work(conn)` in a transaction (or `work()` when tx is False, for work that opens
-        its own), again after a transient failure, until the timeout; then BackendUnavailable."""
-        deadline = time.monotonic() + self.timeout
-        delay = 0.01
-        with_tx = tx if tx is not None else work.__code__.co_argcount > 0
-        while True:
-            try:
-                if not with_tx:
-                    return work()
-                with self._connection(write) as conn:
-                    return work(conn)
-            except LedgerError:
-                raise
-            except Exception as err:
-                if _driver_error(err) is None:
-                    raise
-                kind = _classify(err)
-                if kind == "refused":
-                    raise BackendRefused(f"the database refused: {_first_line(err)}") from None
-                if time.monotonic() + delay > deadline:
-                    raise BackendUnavailable(
-                        f"the database did not answer within {self.timeout:g}s: {_first_line(err)}"
-                    ) from None
-            time.sleep(delay)
-            delay = min(delay * 2, 0.5)
+    def _retry(self, operation: Callable[[], T]) -> T:
+        """Call `operation` again after a failure that passes, until the timeout."""
+        return retry_until(
+            operation, self.timeout, _DRIVER_ERRORS, _final, "the database", _first_line
+        )
+
+    def _run(self, work: Callable[[Connection], T], *, write: bool = True) -> T:
+        """Run `work(conn)` in a transaction, again after a failure that passes."""
+
+        def attempt() -> T:
+            with self._connection(write) as conn:
+                return work(conn)
+
+        return self._retry(attempt)
 
     def _now(self, conn: Connection) -> int:
         """The clock cursors and leases use: the server's on PostgreSQL (one clock for every
@@ -327,8 +315,7 @@ class SqlStore(EventStore):
         def attempt() -> AppendResult:
             raw = self.engine.raw_connection()
             try:
-                run = sql_append.append_call if self.postgres else sql_append.append
-                return run(
+                return sql_append.append(
                     self._sql,
                     raw.driver_connection,
                     self._channel,
@@ -344,7 +331,7 @@ class SqlStore(EventStore):
             finally:
                 raw.close()
 
-        return self._run(attempt, tx=False)
+        return self._retry(attempt)
 
     def restore(self, events: Iterable[RecordedEvent]) -> int:
         """Write recorded events as they are, with their streams, versions, cursors and event ids:
@@ -858,6 +845,9 @@ class SqlStore(EventStore):
         found = self._run(read)
         if found or block_ms is None:
             return found
+        # Nothing yet: listen, then read again, since a commit between the read above and the
+        # LISTEN would wake nobody. (The read above spares a listening connection when there is
+        # something to deliver, the common case.)
         with self._changes(session_id) as changed:
             while True:
                 found = self._run(read)
@@ -1145,9 +1135,31 @@ def _driver_error(err: BaseException) -> BaseException | None:
     did not come from the database."""
     if isinstance(err, sa_exc.DBAPIError):
         return err.orig or err
-    if type(err).__module__.split(".")[0] in ("sqlite3", "psycopg"):
-        return err
-    return None
+    return err if isinstance(err, _DRIVER_ERRORS) else None
+
+
+def _driver_errors() -> tuple[type[Exception], ...]:
+    """What the database drivers raise, SQLAlchemy's wrapping of them included."""
+    import sqlite3
+
+    found: list[type[Exception]] = [sa_exc.DBAPIError, sqlite3.Error]
+    try:
+        import psycopg
+    except ImportError:  # SQLite only: the [postgres] extra is not installed
+        pass
+    else:
+        found.append(psycopg.Error)
+    return tuple(found)
+
+
+_DRIVER_ERRORS: Final = _driver_errors()
+
+
+def _final(err: Exception) -> LedgerError | None:
+    """None for a failure that passes; BackendRefused for one that will not."""
+    if _classify(err) == "retry":
+        return None
+    return BackendRefused(f"the database refused: {_first_line(err)}")
 
 
 def _first_line(err: BaseException) -> str:

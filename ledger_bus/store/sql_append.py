@@ -1,13 +1,16 @@
 """The SQL store's append, on the driver's own connection: it is the one hot path.
 
-One query locks the session's row and reads, beside it, the stream's version and the append_id's
-record; the writes follow and, on PostgreSQL, go in one pipeline with the COMMIT, so an append
-costs two round trips as a bare INSERT and COMMIT do. Statements are plain SQL strings made once:
-building and compiling SQLAlchemy constructs per append would cost more than the database does.
+On PostgreSQL an append is one call of the server-side function that migration 0002 creates,
+in a transaction of its own: one round trip. On SQLite the store sends the statements itself:
+one query takes the write lock and reads the session's last cursor, the stream's version and the
+append_id's record together, the writes follow, then COMMIT. Statements are plain SQL strings
+made once: building and compiling SQLAlchemy constructs per append would cost more than the
+database does. The note statements serve `SqlStore.restore` on both databases.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from dataclasses import dataclass
@@ -15,7 +18,7 @@ from typing import Any
 
 from ledger_bus.batch import PreparedAppend
 from ledger_bus.errors import IdempotencyConflict, VersionConflict
-from ledger_bus.ids import CURSOR_ZERO, StreamId, format_cursor, parse_cursor
+from ledger_bus.ids import CURSOR_ZERO, StreamId, cursors_after, format_cursor, parse_cursor
 from ledger_bus.records import AppendResult
 
 
@@ -42,13 +45,11 @@ class AppendSql:
     safe: str
     session_set: str
     session_set_opened: str
-    notify: str
     call: str
 
     @classmethod
     def build(cls, prefix: str, postgres: bool) -> AppendSql:
         p = f"{prefix}_"
-        now = ", CAST(extract(epoch FROM clock_timestamp()) * 1000 AS bigint)" if postgres else ""
         flag = (
             f"UPDATE {p}open_attempts SET flagged_cursor = :cursor"
             " WHERE session_id = :session AND attempt_id = :attempt AND flagged_cursor IS NULL"
@@ -56,11 +57,11 @@ class AppendSql:
         statements = {
             "head": (
                 f"SELECT s.last_cursor, s.events, v.version, i.digest, i.first_version,"
-                f" i.last_version, i.cursor{now} FROM {p}sessions s"
+                f" i.last_version, i.cursor FROM {p}sessions s"
                 f" LEFT JOIN {p}streams v ON v.session_id = s.session_id AND v.stream = :stream"
                 f" LEFT JOIN {p}idempotency i ON i.session_id = s.session_id"
                 " AND i.stream = :stream AND i.append_id = :append_id"
-                " WHERE s.session_id = :session" + (" FOR UPDATE OF s" if postgres else "")
+                " WHERE s.session_id = :session"
             ),
             "new_session": (
                 f"INSERT INTO {p}sessions (session_id, last_cursor, events)"
@@ -108,7 +109,6 @@ class AppendSql:
                 f"UPDATE {p}sessions SET last_cursor = :cursor, events = :events,"
                 " opened_ms = :now WHERE session_id = :session"
             ),
-            "notify": "SELECT pg_notify(:channel, :session)",
             "call": (
                 f"SELECT o_outcome, o_first, o_last, o_cursor FROM {p}append(:session, :stream,"
                 " :append_id, :expected, :digest, :payloads, :notes, :only_opens, :channel)"
@@ -169,7 +169,33 @@ def apply_notes(
         cursor.executemany(statement, run)
 
 
-def append_call(
+def _only_opens(notes: list[str]) -> bool:
+    """Whether the append's notes open attempts and do nothing else, each attempt once: then
+    they can be applied in one statement, in any order."""
+    opened = [note.split("\x1f", 2)[1] for note in notes if note]
+    return (
+        bool(opened)
+        and all(note.startswith("o") for note in notes if note)
+        and len(set(opened)) == len(opened)
+    )
+
+
+def append(
+    sql: AppendSql,
+    driver: Any,
+    channel: str,
+    stream: StreamId,
+    expected: int | None,
+    append_id: str,
+    prepared: PreparedAppend,
+) -> AppendResult:
+    """One append as one transaction on `driver` (a psycopg or sqlite3 connection)."""
+    if sql.postgres:
+        return _call(sql, driver, channel, stream, expected, append_id, prepared)
+    return _statements(sql, driver, stream, expected, append_id, prepared)
+
+
+def _call(
     sql: AppendSql,
     driver: Any,
     channel: str,
@@ -214,32 +240,19 @@ def append_call(
     return AppendResult(stream, first, last, newest, deduplicated=outcome == "dedup")
 
 
-def _only_opens(notes: list[str]) -> bool:
-    """Whether the append's notes open attempts and do nothing else, each attempt once: then
-    they can be applied in one statement, in any order."""
-    opened = [note.split("\x1f", 2)[1] for note in notes if note]
-    return (
-        bool(opened)
-        and all(note.startswith("o") for note in notes if note)
-        and len(set(opened)) == len(opened)
-    )
-
-
-def append(
+def _statements(
     sql: AppendSql,
     driver: Any,
-    channel: str,
     stream: StreamId,
     expected: int | None,
     append_id: str,
     prepared: PreparedAppend,
 ) -> AppendResult:
-    """One append as one transaction on `driver` (a sqlite3 or psycopg connection)."""
+    """One append as statements on a sqlite3 connection, under the database's write lock."""
     session_id = stream.session_id
     key = {"session": session_id, "stream": stream.name, "append_id": append_id}
     cursor = driver.cursor()
-    if not sql.postgres:
-        cursor.execute("BEGIN IMMEDIATE")  # the database's write lock, held to COMMIT
+    cursor.execute("BEGIN IMMEDIATE")  # the database's write lock, held to COMMIT
     try:
         cursor.execute(sql.head, key)
         head = cursor.fetchone()
@@ -247,40 +260,26 @@ def append(
             cursor.execute(sql.new_session, key)
             cursor.execute(sql.head, key)
             head = cursor.fetchone()
-        last, count, version, digest, first, last_version, prior = head[:7]
+        last, count, version, digest, first, last_version, prior = head
         if digest is not None:
             if digest != prepared.digest:
                 raise IdempotencyConflict(str(stream), append_id)
-            _finish(sql, driver, cursor, commit=False)
+            _rollback(cursor)
             return AppendResult(stream, first, last_version, prior, deduplicated=True)
         version = version or 0
         if expected is not None and expected != version:
             raise VersionConflict(str(stream), expected, version)
-        now = int(head[7]) if sql.postgres else time.time_ns() // 1_000_000
-        ms, seq = parse_cursor(last)
-        rows = []
-        for payload in prepared.payloads:
-            # Like a Redis stream id: the clock, but never below the last cursor.
-            if now > ms:
-                ms, seq = now, 0
-            else:
-                seq += 1
-            version += 1
-            rows.append(
-                {**key, "cursor": format_cursor(ms, seq), "version": version, "payload": payload}
-            )
-        first = version - len(rows) + 1
-        newest = str(rows[-1]["cursor"])
-        if sql.postgres:
-            with driver.pipeline():  # the writes and the COMMIT in one round trip
-                _write(sql, cursor, channel, key, rows, first, prepared, count, now)
-                driver.commit()
-        else:
-            _write(sql, cursor, channel, key, rows, first, prepared, count, now)
-            cursor.execute("COMMIT")
-        return AppendResult(stream, first, version, newest)
+        now = time.time_ns() // 1_000_000
+        cursors = cursors_after(last, now, len(prepared.payloads))
+        rows = [
+            {**key, "cursor": at, "version": version + n, "payload": payload}
+            for n, (at, payload) in enumerate(zip(cursors, prepared.payloads, strict=True), 1)
+        ]
+        _write(sql, cursor, key, rows, version + 1, prepared, count, now)
+        cursor.execute("COMMIT")
+        return AppendResult(stream, version + 1, version + len(rows), cursors[-1])
     except BaseException:
-        _finish(sql, driver, cursor, commit=False)
+        _rollback(cursor)
         raise
     finally:
         cursor.close()
@@ -289,7 +288,6 @@ def append(
 def _write(
     sql: AppendSql,
     cursor: Any,
-    channel: str,
     key: dict[str, str],
     rows: list[dict[str, Any]],
     first: int,
@@ -323,17 +321,9 @@ def _write(
         cursor.execute(sql.session_set_opened, {**values, "now": now})
     else:
         cursor.execute(sql.session_set, values)
-    if sql.postgres:  # delivered at commit, to the readers waiting on this session
-        cursor.execute(sql.notify, {"channel": channel, "session": session_id})
 
 
-def _finish(sql: AppendSql, driver: Any, cursor: Any, commit: bool) -> None:
-    """End the transaction (a refused append wrote nothing); a connection already gone has
-    ended it."""
-    try:
-        if sql.postgres:
-            driver.commit() if commit else driver.rollback()
-        else:
-            cursor.execute("COMMIT" if commit else "ROLLBACK")
-    except Exception:
-        pass
+def _rollback(cursor: Any) -> None:
+    """End the transaction, writing nothing; a connection already gone has ended it."""
+    with contextlib.suppress(Exception):  # the connection is gone, and its transaction with it
+        cursor.execute("ROLLBACK")
