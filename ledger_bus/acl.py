@@ -31,6 +31,8 @@ _GROUPS: Final = (
     "+xreadgroup +xack +xautoclaim +xclaim +xpending +xgroup|create +xgroup|delconsumer"
     " +xinfo|groups +xinfo|consumers +multi +exec"
 )
+# Deleting sessions and streams (delete_session.lua, delete_stream.lua, the index entries after).
+_DELETE: Final = "+exists +hkeys +unlink +xdel +xtrim +hincrby +xinfo|groups +xinfo|stream +zrem"
 # Whatever a cluster client asks to find the slots.
 _CLUSTER: Final = "+cluster|slots +cluster|shards +cluster|nodes +cluster|info +readonly"
 _OPERATE: Final = "+info +config|get +scan +slowlog|get +latency|latest +memory|usage"
@@ -42,8 +44,9 @@ def role_rules(role: str, prefix: str = "lb") -> str:
     leases = f"(+set +pexpire +del ~{prefix}:{{*}}:lease:*)"
     forget = f"(+zscore +zrem ~{prefix}:open-sessions:*)"
     if role == "writer":
-        # An agent: appends, reads, its runs' leases, and following a session through a group.
-        return f"{_CONNECT} {_CLUSTER} {_READ} {_APPEND} {_GROUPS} {every} {leases}"
+        # An agent: appends, reads, its runs' leases, following a session through a group, and
+        # deleting (frameworks delete their threads).
+        return f"{_CONNECT} {_CLUSTER} {_READ} {_APPEND} {_GROUPS} {_DELETE} {every} {leases}"
     if role == "reconciler":
         # Reads open attempts and leases, appends flags, forgets idle sessions from the index.
         return f"{_CONNECT} {_CLUSTER} {_READ} {_APPEND} {every} {forget}"
@@ -57,7 +60,7 @@ def role_rules(role: str, prefix: str = "lb") -> str:
     if role == "operator":
         # Everything the others do, and what doctor and `sessions --rebuild` need.
         return (
-            f"{_CONNECT} {_CLUSTER} {_READ} {_APPEND} {_GROUPS} {_OPERATE} {every}"
+            f"{_CONNECT} {_CLUSTER} {_READ} {_APPEND} {_GROUPS} {_DELETE} {_OPERATE} {every}"
             f" {leases} {forget}"
         )
     raise ValueError(f"unknown role {role!r}; the roles are {', '.join(ROLES)}")

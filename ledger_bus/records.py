@@ -170,6 +170,28 @@ class SessionInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class Deletion:
+    """What `delete_session` or `delete_stream` removed.
+
+    `generation` counts the deletions the session has seen, this one included: what is written
+    to the session (or stream) from now on is its next generation, starting at version 1.
+    """
+
+    session_id: str
+    stream: str | None  # None: the whole session
+    events: int
+    generation: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "session": self.session_id,
+            "stream": self.stream,
+            "deleted_events": self.events,
+            "generation": self.generation,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class OpenAttempt:
     """A tool_call whose tool_result has not been committed."""
 

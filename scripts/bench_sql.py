@@ -2,10 +2,11 @@
 
 Each ratio is ledger throughput / bare throughput (higher is better): one event appended against
 an INSERT + COMMIT of the same row into a table with the same keys, and a 100-event append against
-a 100-row executemany in one transaction, both through the same driver and engine, in alternating
-rounds (bench.compare). Then a tail of 20 at a large session against a small one, and the SQL
-store's single append beside the Redis store's. Never part of the tests: wall-clock numbers
-depend on the machine.
+the same rows written by executemany in one transaction: 100 messages against 100 event rows, 100
+tool calls against their event rows and the open-attempt row each one adds. Both sides go through
+the same driver and engine, in alternating rounds (bench.compare). Then a tail of 20 at a large
+session against a small one, and the SQL store's single append beside the Redis store's. Never
+part of the tests: wall-clock numbers depend on the machine.
 
     python scripts/bench_sql.py            # SQLite and a private PostgreSQL (fsync on)
     python scripts/bench_sql.py --quick    # smaller sizes, for a smoke run
@@ -17,9 +18,22 @@ import argparse
 import itertools
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import BigInteger, Column, Index, LargeBinary, MetaData, String, Table, insert
+import msgpack
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Index,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    insert,
+)
 
 import ledger_bus as lb
 from ledger_bus.ids import format_cursor
@@ -31,10 +45,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import PAYLOAD, compare, timed, tool_call
 
 
-def bare_table(store: SqlStore) -> Table:
-    """A table with the keys of the store's events table, and nothing around it."""
+def bare_tables(store: SqlStore) -> tuple[Table, Table]:
+    """Tables with the keys of the store's events and open-attempts tables, and nothing around
+    them."""
     metadata = MetaData()
-    table = Table(
+    events = Table(
         f"{store.prefix}_bare",
         metadata,
         Column("session_id", String(200), primary_key=True),
@@ -45,18 +60,33 @@ def bare_table(store: SqlStore) -> Table:
     )
     Index(
         f"{store.prefix}_bare_by_stream",
-        table.c.session_id,
-        table.c.stream,
-        table.c.version,
+        events.c.session_id,
+        events.c.stream,
+        events.c.version,
         unique=True,
     )
+    attempts = Table(
+        f"{store.prefix}_bare_attempts",
+        metadata,
+        Column("session_id", String(200), primary_key=True),
+        Column("attempt_id", Text, primary_key=True),
+        Column("run_id", Text, nullable=False),
+        Column("tool", Text, nullable=False),
+        Column("stream", String(200), nullable=False),
+        Column("cursor", String(20), nullable=False),
+    )
     metadata.create_all(store.engine)
-    return table
+    return events, attempts
+
+
+def message(i: int) -> dict[str, Any]:
+    """A message of the tool call's size: an event that opens no attempt."""
+    return {"type": "message", "agent": "backend-dev", "body": f"{i:08d} " + "x" * 240}
 
 
 def bench(name: str, store: SqlStore, n: int, big: int) -> float:
     """Print the comparisons on one database; return the store's single appends per second."""
-    table = bare_table(store)
+    bare, bare_attempts = bare_tables(store)
     engine = store.engine
     # Every call writes new keys: compare runs each side over and over.
     rows, appends = itertools.count(), itertools.count()
@@ -65,7 +95,7 @@ def bench(name: str, store: SqlStore, n: int, big: int) -> float:
         k = next(rows)
         row = {"session_id": "s", "cursor": format_cursor(k, 0), "stream": "m", "version": k + 1}
         with engine.begin() as conn:
-            conn.execute(insert(table), {**row, "payload": PAYLOAD})
+            conn.execute(insert(bare), {**row, "payload": PAYLOAD})
 
     def ledger_one(i: int) -> None:
         store.append(lb.StreamId("one", "main"), lb.ANY, f"a{next(appends)}", [tool_call(i)])
@@ -82,36 +112,60 @@ def bench(name: str, store: SqlStore, n: int, big: int) -> float:
     )
     single = n / timed(ledger_one, n)
 
-    def bare_hundred(i: int) -> None:
-        k = next(rows)
-        batch = [
-            {
-                "session_id": "h",
-                "cursor": format_cursor(k, j),
-                "stream": "m",
-                "version": k * 100 + j + 1,
-                "payload": PAYLOAD,
-            }
-            for j in range(100)
-        ]
-        with engine.begin() as conn:
-            conn.execute(insert(table), batch)
+    def hundred(label: str, make: Callable[[int], dict[str, Any]], opens: bool) -> None:
+        """100 events of one kind against the same rows written by one executemany each."""
+        events = [make(j) for j in range(100)]
+        payloads = [msgpack.packb(event) for event in events]
 
-    events = [tool_call(j) for j in range(100)]
+        def bare_hundred(i: int) -> None:
+            k = next(rows)
+            cursors = [format_cursor(k, j) for j in range(100)]
+            batch = [
+                {
+                    "session_id": label,
+                    "cursor": at,
+                    "stream": "m",
+                    "version": k * 100 + j + 1,
+                    "payload": payload,
+                }
+                for j, (at, payload) in enumerate(zip(cursors, payloads, strict=True))
+            ]
+            with engine.begin() as conn:
+                conn.execute(insert(bare), batch)
+                if opens:
+                    conn.execute(
+                        insert(bare_attempts),
+                        [
+                            {
+                                "session_id": label,
+                                "attempt_id": f"{k}-{j}",
+                                "run_id": "run-0001",
+                                "tool": "code_search",
+                                "stream": "m",
+                                "cursor": at,
+                            }
+                            for j, at in enumerate(cursors)
+                        ],
+                    )
 
-    def ledger_hundred(i: int) -> None:
-        store.append(lb.StreamId("hundred", "main"), lb.ANY, f"h{next(appends)}", events)
+        def ledger_hundred(i: int) -> None:
+            store.append(lb.StreamId(label, "main"), lb.ANY, f"{label}{next(appends)}", events)
 
-    compare(
-        f"{name}: 100 events vs executemany",
-        ledger_hundred,
-        bare_hundred,
-        max(10, n // 10),
-        100,
-        "events/s",
-        ">= 0.6x",
-        rounds=5,
-    )
+        compare(
+            f"{name}: 100 {label} vs the same rows",
+            ledger_hundred,
+            bare_hundred,
+            max(10, n // 10),
+            100,
+            "events/s",
+            ">= 0.6x",
+            rounds=5,
+        )
+
+    hundred("messages", message, opens=False)
+    # Each tool call opens an attempt: a row the append writes in its own transaction, and the
+    # bare side writes too, by a second executemany.
+    hundred("tool-calls", tool_call, opens=True)
 
     batch = [tool_call(j) for j in range(1000)]
     for session, size in (("small", 1000), ("large", big)):

@@ -123,6 +123,12 @@ def test_a_writer_records_runs_reads_and_follows_through_a_group(
     assert store.append(lb.StreamId("s", "feed"), lb.ANY, "f2", [msg("after flush")])
     assert store.acquire_lease("s", "run-r9", "me", 1000)
 
+    # Frameworks delete their threads: a writer deletes a stream, then a session.
+    assert store.delete_stream(lb.StreamId("s", "feed")).events == 3
+    assert store.delete_session("s").events > 0
+    assert store.scan_session("s") == []
+    assert store.append(lb.StreamId("s", "feed"), 0, "f3", [msg("again")]).first_version == 1
+
 
 def test_a_writer_may_not_list_the_keyspace_nor_administer(
     as_role: Callable[..., EventStore], acl_server: LocalServer
@@ -189,6 +195,8 @@ def test_an_inspector_reads_exports_and_follows_with_its_own_group_but_writes_no
     refused(lambda: inspector.append(ref, lb.ANY, "a3", [msg("forged")]))
     refused(lambda: inspector.append(ref, lb.ANY, "a4", [call("att")]))
     refused(lambda: inspector.acquire_lease("s", "run-x", "me", 1000))
+    refused(lambda: inspector.delete_session("s"))
+    refused(lambda: inspector.delete_stream(ref))
     assert writer.stream_version(ref) == 3, "nothing was written"
     client = raw(acl_server, "inspector")
     for command in (["XADD", "lb:{s}:log", "*", "f", "v"], ["ZADD", "lb:sessions:{lb-00}", 1, "x"]):

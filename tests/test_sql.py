@@ -17,7 +17,7 @@ from ledger_bus.conversation import export_session
 from ledger_bus.ids import CURSOR_ZERO
 from ledger_bus.pgserver import LocalPostgres
 from ledger_bus.store.base import EventStore
-from ledger_bus.store.sql import SqlStore
+from ledger_bus.store.sql import SCHEMA_HEAD, SqlStore
 from tests.support.events import call, msg, result
 from tests.support.helpers import Writers, ledger_cli
 from tests.support.proxy import DropProxy
@@ -150,12 +150,40 @@ def test_a_schema_behind_the_code_is_refused_naming_the_command(tmp_path: Path) 
     url = f"sqlite:///{tmp_path / 'old.db'}"
     store = lb.connect(url)
     assert isinstance(store, SqlStore)
-    assert store.schema_revision() == ("0002", "0002")
+    assert store.schema_revision() == (SCHEMA_HEAD, SCHEMA_HEAD)
     with store.engine.begin() as conn:  # as if made by a release before the newest revision
         conn.exec_driver_sql("DELETE FROM lb_alembic_version")
     store.close()
     with pytest.raises(lb.BackendRefused, match="run `ledger-bus db upgrade`"):
         lb.connect(url)
+
+
+def test_a_ledger_made_before_deletions_upgrades_and_keeps_its_sessions(tmp_path: Path) -> None:
+    from alembic import command
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    store = SqlStore.from_url(url, check_schema=False)
+    with store.engine.begin() as conn:  # the tables as release 0002 made them
+        command.upgrade(store._migrations(conn), "0002")
+    store.close()
+    with pytest.raises(lb.BackendRefused, match="db upgrade"):
+        lb.connect(url)
+    store = SqlStore.from_url(url, check_schema=False)
+    with store.engine.begin() as conn:  # a session written then, without the newer columns
+        conn.exec_driver_sql(
+            "INSERT INTO lb_sessions (session_id, last_cursor, events) VALUES ('old', :c, 0)",
+            {"c": CURSOR_ZERO},
+        )
+    store.close()
+
+    upgraded = ledger_cli(url, "lb", "db", "upgrade")
+    assert upgraded.returncode == 0, upgraded.stderr
+
+    with lb.connect(url) as upgraded_store:
+        upgraded_store.append(lb.StreamId("old", "main"), 0, "a", [msg("x")])
+        assert upgraded_store.delete_session("old").generation == 1
+        again = upgraded_store.append(lb.StreamId("old", "main"), 0, "b", [msg("y")])
+        assert again.first_version == 1
 
 
 def test_the_store_knows_the_newest_migration(sql_store: SqlStore) -> None:
@@ -274,7 +302,12 @@ def test_the_command_line_works_on_sqlite_and_migrates_its_schema(tmp_path: Path
     assert run("dispatch", "open", "s1", "--role", "w", "--objective", "o").returncode == 0
 
     current = json.loads(run("db", "current").stdout)
-    assert current == {"prefix": "lb", "revision": "0002", "head": "0002", "up_to_date": True}
+    assert current == {
+        "prefix": "lb",
+        "revision": SCHEMA_HEAD,
+        "head": SCHEMA_HEAD,
+        "up_to_date": True,
+    }
     with lb.connect(url) as store:
         assert isinstance(store, SqlStore)
         with store.engine.begin() as conn:
@@ -285,9 +318,9 @@ def test_the_command_line_works_on_sqlite_and_migrates_its_schema(tmp_path: Path
     assert json.loads(run("db", "current").stdout)["up_to_date"] is False
     fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
     made = ledger_cli(fresh, "lb", "db", "upgrade")
-    assert json.loads(made.stdout) == {"prefix": "lb", "from": None, "to": "0002"}
+    assert json.loads(made.stdout) == {"prefix": "lb", "from": None, "to": SCHEMA_HEAD}
     again = ledger_cli(fresh, "lb", "db", "upgrade")
-    assert json.loads(again.stdout) == {"prefix": "lb", "from": "0002", "to": "0002"}
+    assert json.loads(again.stdout) == {"prefix": "lb", "from": SCHEMA_HEAD, "to": SCHEMA_HEAD}
     assert run("--url", "redis://127.0.0.1:1", "db", "current").returncode == 2
     doctor = run("doctor")
     assert doctor.returncode == 2

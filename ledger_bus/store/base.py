@@ -21,6 +21,7 @@ from ledger_bus.ids import (
 )
 from ledger_bus.records import (
     AppendResult,
+    Deletion,
     Delivery,
     GroupStats,
     OpenAttempt,
@@ -210,6 +211,24 @@ class EventStore(abc.ABC):
         """Return what a session holds: its streams and versions, counts, first and last cursor."""
         check_name(session_id, "session id")
         return self._session_info(session_id)
+
+    def delete_session(self, session_id: str) -> Deletion:
+        """Remove every event of a session, with its streams, open attempts, consumer groups and
+        dead letters (spec 3.9).
+
+        The append ids stay recorded, so a late retry of an append made before returns its
+        original result (deduplicated) and never writes its events again; the session id can be
+        written again, from version 1. Leases are left to expire.
+        """
+        check_name(session_id, "session id")
+        return self._delete(session_id, None)
+
+    def delete_stream(self, stream: StreamId) -> Deletion:
+        """Remove one stream's events from its session (spec 3.9), as delete_session does for a
+        whole session; the other streams keep theirs, cursors included."""
+        if not isinstance(stream, StreamId):
+            raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
+        return self._delete(stream.session_id, stream.name)
 
     def sessions(self, limit: int | None = None) -> list[tuple[str, int]]:
         """Return (session id, last activity in ms) pairs, most recently active first."""
@@ -431,6 +450,9 @@ class EventStore(abc.ABC):
 
     @abc.abstractmethod
     def _session_exists(self, session_id: str) -> bool: ...
+
+    @abc.abstractmethod
+    def _delete(self, session_id: str, stream: str | None) -> Deletion: ...
 
     @abc.abstractmethod
     def _session_info(self, session_id: str) -> SessionInfo: ...

@@ -49,6 +49,11 @@ class Keys:
         """Hash: "<run>\x1f<tool>" -> 1 for tools a run declared safe to replay."""
         return f"{self.prefix}:{{{session_id}}}:safe"
 
+    def tombstone(self, session_id: str) -> str:
+        """Hash: what outlives a deletion of the session's events: `generation` (deletions so
+        far), `deleted_ms`."""
+        return f"{self.prefix}:{{{session_id}}}:tomb"
+
     def open_index(self, bucket: int) -> str:
         """Sorted set of sessions that may have open attempts, by when one last opened (ms)."""
         return f"{self.prefix}:open-sessions:{{{self.prefix}-{bucket:02d}}}"

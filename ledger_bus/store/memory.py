@@ -16,6 +16,7 @@ from ledger_bus.errors import IdempotencyConflict, InvalidInput, NotFound, Versi
 from ledger_bus.ids import CURSOR_ZERO, StreamId, cursor_ms, cursors_after, parse_cursor
 from ledger_bus.records import (
     AppendResult,
+    Deletion,
     Delivery,
     GroupStats,
     OpenAttempt,
@@ -63,6 +64,23 @@ class _Session:
     open: dict[str, str] = field(default_factory=dict)  # attempt -> as in lb:{S}:open
     safe: set[str] = field(default_factory=set)  # "<run>\x1f<tool>"
     groups: dict[str, _Group] = field(default_factory=dict)
+    generation: int = 0  # deletions so far (spec 3.9)
+    floor: str = CURSOR_ZERO  # new cursors sort after this one, though the log be emptied
+
+    def newest(self) -> str:
+        return self.cursors[-1] if self.cursors else self.floor
+
+    def keep_only(self, positions: list[int]) -> None:
+        """Keep the log entries at `positions` (ascending), and what refers to them."""
+        self.floor = self.newest()
+        self.cursors = [self.cursors[p] for p in positions]
+        self.entries = [self.entries[p] for p in positions]
+        self.streams = {}
+        for position, (stream, _, _) in enumerate(self.entries):
+            self.streams.setdefault(stream, []).append(position)
+        kept = set(self.cursors)
+        for group in self.groups.values():
+            group.pending = {c: held for c, held in group.pending.items() if c in kept}
 
 
 def _note(state: _Session, note: str, stream: str, cursor: str) -> None:
@@ -134,8 +152,7 @@ class MemoryStore(EventStore):
             now = time.time_ns() // 1_000_000
             if prepared.opens_attempts:
                 self._open_index[stream.session_id] = now
-            newest = state.cursors[-1] if state.cursors else CURSOR_ZERO
-            cursors = cursors_after(newest, now, len(prepared.payloads))
+            cursors = cursors_after(state.newest(), now, len(prepared.payloads))
             for payload, note, cursor in zip(
                 prepared.payloads, prepared.notes, cursors, strict=True
             ):
@@ -207,6 +224,34 @@ class MemoryStore(EventStore):
         with self._changed:
             state = self._sessions_by_id.get(session_id)
             return state is not None and bool(state.cursors)
+
+    def _delete(self, session_id: str, stream: str | None) -> Deletion:
+        with self._changed:
+            state = self._sessions_by_id.get(session_id)
+            if state is None:
+                return Deletion(session_id, stream, 0, 0)
+            gone = len(state.cursors if stream is None else state.streams.get(stream, ()))
+            if not gone:
+                return Deletion(session_id, stream, 0, state.generation)
+            state.generation += 1
+            if stream is None:
+                # What idempotency needs stays (spec 3.9); everything else goes.
+                self._sessions_by_id[session_id] = _Session(
+                    idempotency=state.idempotency,
+                    generation=state.generation,
+                    floor=state.newest(),
+                )
+                self._open_index.pop(session_id, None)
+            else:
+                dropped = set(state.streams[stream])
+                state.keep_only([p for p in range(len(state.cursors)) if p not in dropped])
+                state.open = {
+                    attempt: value
+                    for attempt, value in state.open.items()
+                    if value.split("\x1f")[2] != stream
+                }
+            self._changed.notify_all()
+            return Deletion(session_id, stream, gone, state.generation)
 
     def _session_info(self, session_id: str) -> SessionInfo:
         with self._changed:

@@ -20,6 +20,7 @@ from ledger_bus.batch import Limits, PreparedAppend
 from ledger_bus.durability import LOCAL, Durability
 from ledger_bus.errors import (
     BackendRefused,
+    BackendUnavailable,
     HistoryRewound,
     IdempotencyConflict,
     InvalidInput,
@@ -29,6 +30,7 @@ from ledger_bus.errors import (
 from ledger_bus.ids import StreamId, cursor_ms
 from ledger_bus.records import (
     AppendResult,
+    Deletion,
     Delivery,
     GroupStats,
     OpenAttempt,
@@ -67,16 +69,26 @@ INDEX_REFRESH_MS: Final = 1000
 # by default, never below OPEN_INDEX_REFRESH_MS * 2 in ReconcilerConfig) and nothing is open, so
 # an entry refreshed this recently is still there whenever the script opens an attempt.
 OPEN_INDEX_REFRESH_MS: Final = 60_000
+# Appends one call of delete_stream.lua deletes, at most: up to 1,000 events each (the append
+# limit), it holds the server for a few milliseconds, not for the whole stream.
+DELETE_CHUNK: Final = 20
 _REMEMBERED: Final = 10_000  # sessions (or streams) one store keeps refresh times (or keys) of
 
 
 @dataclass(slots=True)
 class _Written:
     """A stream this store appends to: the KEYS of its appends, and its highest version
-    acknowledged to this store."""
+    acknowledged to this store, in the session's generation (spec 3.9) it was acknowledged in."""
 
     keys: list[str]
     acknowledged: int = 0
+    generation: int = 0
+
+    def acknowledge(self, last_version: int, generation: int) -> None:
+        if generation > self.generation:  # the stream was deleted since: its count starts over
+            self.generation, self.acknowledged = generation, last_version
+        elif generation == self.generation and last_version > self.acknowledged:
+            self.acknowledged = last_version
 
 
 def _script(name: str) -> str:
@@ -135,6 +147,8 @@ class RedisStore(EventStore):
         self._lease_script = client.register_script(_script("lease"))
         self._forget_script = client.register_script(_script("forget_session"))
         self._prune_script = client.register_script(_script("prune_consumers"))
+        self._delete_session_script = client.register_script(_script("delete_session"))
+        self._delete_stream_script = client.register_script(_script("delete_stream"))
         self._indexed: dict[str, int] = {}
         self._open_indexed: dict[str, int] = {}
 
@@ -189,12 +203,14 @@ class RedisStore(EventStore):
         written = self._streams.get(stream)
         if written is None:
             written = self._remember(self._streams, stream, _Written(self._keys_of(stream)))
-        keys, known = written.keys, written.acknowledged
+        keys, known, generation = written.keys, written.acknowledged, written.generation
         if durability is self.durability:
             confirmer = self._default_confirmer
         else:
             confirmer = self._confirmer(durability)
-        args = self.append_args(stream, expected, append_id, prepared, known, confirmer is not None)
+        args = self.append_args(
+            stream, expected, append_id, prepared, known, confirmer is not None, generation
+        )
         if prepared.opens_attempts:
             self._refresh_open_index(session)
         acks = None
@@ -221,9 +237,9 @@ class RedisStore(EventStore):
             self._touch_index(session, cursor_ms(cursor))
         if confirmer is not None:
             result = confirmer.confirm(result, acks)  # raises when not confirmed
-        # Acknowledged: a later append that finds the stream shorter was rewound by a failover.
-        if result.last_version > known:
-            written.acknowledged = result.last_version
+        # Acknowledged: a later append that finds the stream shorter in the same generation was
+        # rewound by a failover.
+        written.acknowledge(result.last_version, int(reply[5] if status == "ok" else reply[4]))
         return result
 
     def _confirmer(self, durability: Durability) -> Confirmer | None:
@@ -249,6 +265,7 @@ class RedisStore(EventStore):
         prepared: PreparedAppend,
         known: int = 0,
         waits: bool = False,
+        generation: int = 0,
     ) -> list[Any]:
         """The ARGV of an append, in the order append.lua names them; `waits`: a WAIT follows."""
         return [
@@ -259,6 +276,7 @@ class RedisStore(EventStore):
             len(prepared.payloads),
             known,
             "1" if waits else "",
+            generation,
             *prepared.payloads,
             *prepared.notes,
         ]
@@ -282,6 +300,7 @@ class RedisStore(EventStore):
             self.keys.idempotency(session, stream.name),
             self.keys.open_attempts(session),
             self.keys.safe_tools(session),
+            self.keys.tombstone(session),
         ]
 
     @staticmethod
@@ -409,6 +428,85 @@ class RedisStore(EventStore):
     def _session_exists(self, session_id: str) -> bool:
         meta = self.keys.meta(session_id)  # written by every append, never by anything else
         return bool(self._run(lambda: self.client.exists(meta)))
+
+    def _delete(self, session_id: str, stream: str | None) -> Deletion:
+        if stream is None:
+            events, generation = self._delete_whole(session_id)
+        else:
+            events, generation = self._delete_one(session_id, stream)
+        if events or stream is None:
+            self._streams = {
+                ref: w for ref, w in self._streams.items() if ref.session_id != session_id
+            }
+        if stream is None and events:
+            # The indexes live in other slots: they follow the deletion, as they follow appends.
+            def unlist() -> None:
+                pipe = self.client.pipeline(transaction=False)
+                pipe.zrem(self.keys.index_of(session_id), session_id)
+                pipe.zrem(self.keys.open_index_of(session_id), session_id)
+                pipe.execute()
+
+            self._run(unlist)
+            self._indexed.pop(session_id, None)
+            self._open_indexed.pop(session_id, None)
+        return Deletion(session_id, stream, events, generation)
+
+    def _delete_whole(self, session_id: str) -> tuple[int, int]:
+        """delete_session.lua, with the streams and groups it must be given as KEYS; found
+        afresh while appends or group creations race it."""
+        keys = self.keys
+        log = keys.log(session_id)
+
+        def attempt() -> list[Any]:
+            streams = sorted(_text(name) for name in self.client.hkeys(keys.meta(session_id)))
+            try:
+                groups = [_text(g["name"]) for g in self.client.xinfo_groups(log)]
+            except rx.ResponseError:  # no log: no group either
+                groups = []
+            script_keys = [
+                log,
+                keys.meta(session_id),
+                keys.open_attempts(session_id),
+                keys.safe_tools(session_id),
+                keys.tombstone(session_id),
+                *(keys.stream(session_id, name) for name in streams),
+                *(keys.group_dead_letters(session_id, group) for group in groups),
+            ]
+            args = [self.now_ms(), len(streams), *streams, *groups]
+            return list(self._evalsha(self._delete_session_script, script_keys, args))
+
+        for _ in range(100):  # "changed": a stream or group was created meanwhile
+            reply = self._run(attempt)
+            status = _text(reply[0])
+            if status == "ok":
+                return int(reply[1]), int(reply[2])
+            if status == "none":
+                return 0, int(reply[1])
+        raise BackendUnavailable(
+            f"session {session_id!r} kept changing under the deletion; nothing deleted"
+        )
+
+    def _delete_one(self, session_id: str, stream: str) -> tuple[int, int]:
+        keys = self.keys
+        script_keys = [
+            keys.log(session_id),
+            keys.meta(session_id),
+            keys.stream(session_id, stream),
+            keys.open_attempts(session_id),
+            keys.tombstone(session_id),
+        ]
+        deleted = 0
+        while True:
+            args = [stream, DELETE_CHUNK, self.now_ms()]
+            reply = self._run(
+                lambda: self._evalsha(self._delete_stream_script, script_keys, args)  # noqa: B023
+            )
+            status = _text(reply[0])
+            if status == "none":
+                return deleted, int(reply[1])
+            deleted += int(reply[1])
+            if status == "done":
+                return deleted, int(reply[2])
 
     def _session_info(self, session_id: str) -> SessionInfo:
         log = self.keys.log(session_id)

@@ -51,6 +51,7 @@ from ledger_bus.events import attempt_note
 from ledger_bus.ids import CURSOR_ZERO, StreamId, cursor_ms
 from ledger_bus.records import (
     AppendResult,
+    Deletion,
     Delivery,
     GroupStats,
     OpenAttempt,
@@ -68,7 +69,7 @@ from ledger_bus.store.sql_schema import Tables, tables
 T = TypeVar("T")
 
 MIGRATIONS: Final = Path(__file__).with_name("migrations")
-SCHEMA_HEAD: Final = "0002"  # the newest migration; tests/test_sql.py holds the two together
+SCHEMA_HEAD: Final = "0003"  # the newest migration; tests/test_sql.py holds the two together
 POLL_S: Final = 0.02  # how often a waiting read looks again
 RESTORE_BATCH: Final = 1000  # events restored per transaction
 # SQLSTATEs worth running the transaction again for: serialization failure, deadlock.
@@ -574,6 +575,51 @@ class SqlStore(EventStore):
         s = self.t.sessions
         query = select(s.c.events).where(s.c.session_id == session_id)
         return bool(self._run(lambda c: c.execute(query).scalar() or 0, write=False))
+
+    def _delete(self, session_id: str, stream: str | None) -> Deletion:
+        return self._run(lambda conn: self._delete_in(conn, session_id, stream))
+
+    def _delete_in(self, conn: Connection, session_id: str, stream: str | None) -> Deletion:
+        """One transaction, under the session's row lock: appends wait for it, and what they
+        write after it is the next generation."""
+        t = self.t
+        s = t.sessions
+        _, events = self._lock_session(conn, session_id)
+        where = [t.events.c.session_id == session_id]
+        if stream is not None:
+            where.append(t.events.c.stream == stream)
+            events = conn.execute(
+                select(func.count()).select_from(t.events).where(*where)
+            ).scalar_one()
+        generation = conn.execute(
+            select(s.c.generation).where(s.c.session_id == session_id)
+        ).scalar_one()
+        if not events:
+            return Deletion(session_id, stream, 0, int(generation))
+        if stream is None:  # groups go with the log they follow, as on Redis
+            for table in (t.pending, t.consumers, t.groups, t.dead_letters, t.safe_tools):
+                conn.execute(delete(table).where(table.c.session_id == session_id))
+        else:  # the stream's events are no longer pending with anyone
+            held = select(t.events.c.cursor).where(*where)
+            p = t.pending
+            conn.execute(delete(p).where(p.c.session_id == session_id, p.c.cursor.in_(held)))
+        for table in (t.events, t.streams, t.open_attempts):
+            condition = [table.c.session_id == session_id]
+            if stream is not None:
+                condition.append(table.c.stream == stream)
+            conn.execute(delete(table).where(*condition))
+        # The session's row stays, with its last cursor: what is written next sorts after it.
+        conn.execute(
+            update(s)
+            .where(s.c.session_id == session_id)
+            .values(
+                events=s.c.events - events,
+                generation=s.c.generation + 1,
+                deleted_ms=self.now_ms(),
+                **({"opened_ms": None} if stream is None else {}),
+            )
+        )
+        return Deletion(session_id, stream, int(events), int(generation) + 1)
 
     def _session_info(self, session_id: str) -> SessionInfo:
         t = self.t

@@ -22,6 +22,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    text,
 )
 
 CURSOR = String(20)
@@ -61,6 +62,9 @@ def tables(prefix: str = "lb") -> Tables:
         # When an attempt last opened (ms), while the session may have open attempts: the
         # reconciler's index. NULL once forgotten.
         Column("opened_ms", BigInteger, nullable=True),
+        # Deletions the session has seen (spec 3.9), and when the last one was made.
+        Column("generation", BigInteger, nullable=False, server_default=text("0")),
+        Column("deleted_ms", BigInteger, nullable=True),
     )
     Index(f"{p}sessions_by_opened", sessions.c.opened_ms)
     events = Table(

@@ -7,6 +7,7 @@
 -- KEYS[4]  lb:{S}:idem:<stream> hash: append_id -> "<digest> <first> <last> <cursor>"
 -- KEYS[5]  lb:{S}:open          hash: attempt_id -> "<run>\31<tool>\31<stream>\31<cursor>\31<flag>"
 -- KEYS[6]  lb:{S}:safe          hash: "<run>\31<tool>" -> 1 for tools declared safe to replay
+-- KEYS[7]  lb:{S}:tomb          hash: generation (deletions so far), deleted_ms (delete.lua)
 -- ARGV[1]  stream name
 -- ARGV[2]  expected version, or -1 for any
 -- ARGV[3]  append_id
@@ -14,21 +15,25 @@
 -- ARGV[5]  n, the number of events
 -- ARGV[6]  the highest version of this stream acknowledged to this writer (0: none known)
 -- ARGV[7]  "1" to write even a duplicate (so that a WAIT after it covers the original write)
--- ARGV[8 .. 7+n]     one msgpack payload per event, never decoded here
--- ARGV[8+n .. 7+2n]  one note per event for the attempt bookkeeping, "" for most:
+-- ARGV[8]  the generation the version of ARGV[6] belongs to
+-- ARGV[9 .. 8+n]     one msgpack payload per event, never decoded here
+-- ARGV[9+n .. 8+2n]  one note per event for the attempt bookkeeping, "" for most:
 --                    "o\31<attempt>\31<run>\31<tool>"  a tool_call opens an attempt
 --                    "c\31<attempt>"                    a tool_result closes it
 --                    "f\31<attempt>\31<call cursor>"    a reconcile.unresolved flags it
 --                    "s\31<run>\31<tool>"               a tool.declared safe to replay
 --
--- Returns {"ok", first, last, cursor, opened}, {"dup", first, last, cursor}, {"idem"},
+-- Returns {"ok", first, last, cursor, opened, generation}, {"dup", first, last, cursor,
+-- generation of the original}, {"idem"},
 -- {"conflict", actual version}, {"rewound", actual version} or {"noperm", command, key}. Nothing is written unless the reply is "ok". An append's events
 -- are consecutive in the session log (this script runs alone), which is what lets the stream
 -- index hold one entry per append.
 
 local prior = redis.call('HGET', KEYS[4], ARGV[3])
 if prior then
-  local digest, first, last, cursor = string.match(prior, '^(%S+) (%d+) (%d+) (%S+)$')
+  -- Records written before deletions existed have no generation: they are of the first, 0.
+  local digest, first, last, cursor, written_in =
+      string.match(prior, '^(%S+) (%d+) (%d+) (%S+) ?(%d*)$')
   if digest == ARGV[4] then
     if ARGV[7] == '1' then
       -- The reply's WAIT counts replicas that have everything this connection wrote; a retry
@@ -36,15 +41,17 @@ if prior then
       -- after the original append.
       redis.call('HSET', KEYS[2], ARGV[1], redis.call('HGET', KEYS[2], ARGV[1]))
     end
-    return {'dup', tonumber(first), tonumber(last), cursor}
+    return {'dup', tonumber(first), tonumber(last), cursor, tonumber(written_in) or 0}
   end
   return {'idem'}
 end
 
+local generation = redis.call('HGET', KEYS[7], 'generation') or '0'
 local version = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
-if version < tonumber(ARGV[6]) then
+if version < tonumber(ARGV[6]) and generation == ARGV[8] then
   -- This writer was told of a longer stream: a failover has lost acknowledged events. Writing
-  -- now would give new events the versions those held.
+  -- now would give new events the versions those held. (Told of it in an earlier generation,
+  -- the stream was deleted since: that is no loss.)
   return {'rewound', version}
 end
 local expected = tonumber(ARGV[2])
@@ -64,7 +71,7 @@ if redis.acl_check_cmd then  -- Redis 7 and Valkey; absent from test doubles
   end
   local kinds = {}
   for i = 1, n do
-    local note = ARGV[7 + n + i]
+    local note = ARGV[8 + n + i]
     if note ~= '' then kinds[string.sub(note, 1, 1)] = true end
   end
   local no = refused('XADD', KEYS[1], '*', 'f', 'v') or refused('XADD', KEYS[3], '*', 'f', 'v')
@@ -84,9 +91,9 @@ for i = 1, n do
   -- A Lua number given to redis.call is printed with %.17g, about 0.45 us an event here;
   -- formatting it as an integer first took 6% off a 100-event append's server time.
   cursor = redis.call('XADD', KEYS[1], '*', 's', ARGV[1], 'v', string.format('%d', version),
-                      'p', ARGV[7 + i])
+                      'p', ARGV[8 + i])
   first_cursor = first_cursor or cursor
-  local note = ARGV[7 + n + i]
+  local note = ARGV[8 + n + i]
   if note ~= '' then
     local kind, a, b, c = string.match(note, '^(%a)\31([^\31]*)\31?([^\31]*)\31?([^\31]*)$')
     if kind == 'o' then
@@ -109,5 +116,6 @@ for i = 1, n do
 end
 redis.call('XADD', KEYS[3], first .. '-0', 'c', first_cursor, 'n', n)
 redis.call('HSET', KEYS[2], ARGV[1], version)
-redis.call('HSET', KEYS[4], ARGV[3], ARGV[4] .. ' ' .. first .. ' ' .. version .. ' ' .. cursor)
-return {'ok', first, version, cursor, opened}
+redis.call('HSET', KEYS[4], ARGV[3],
+           ARGV[4] .. ' ' .. first .. ' ' .. version .. ' ' .. cursor .. ' ' .. generation)
+return {'ok', first, version, cursor, opened, tonumber(generation)}

@@ -1,0 +1,223 @@
+"""Deleting sessions and streams (spec 3.9), on every store: the events go, the append ids stay,
+and the same ids can be written again from version 1."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+import ledger_bus as lb
+from ledger_bus.store.base import EventStore
+from ledger_bus.store.redis import RedisStore
+from tests.support.events import call, msg, result
+from tests.support.helpers import ledger_cli
+
+S = "del-1"
+MAIN, SIDE = lb.StreamId(S, "main"), lb.StreamId(S, "side")
+
+
+def fill(store: EventStore) -> None:
+    store.append(MAIN, 0, "m1", [msg("one"), call("att-1", "run-1")])
+    store.append(SIDE, 0, "s1", [msg("side one")])
+    store.append(MAIN, 2, "m2", [msg("three")])
+
+
+def test_a_deleted_session_reads_as_empty_and_leaves_other_sessions_alone(
+    store: EventStore,
+) -> None:
+    fill(store)
+    other = lb.StreamId("del-other", "main")
+    store.append(other, 0, "o1", [msg("kept")])
+
+    gone = store.delete_session(S)
+
+    assert (gone.session_id, gone.stream, gone.events, gone.generation) == (S, None, 4, 1)
+    assert store.scan_session(S) == []
+    assert store.tail(S, 20) == []
+    assert store.read_stream(MAIN) == []
+    assert store.stream_version(MAIN) == 0
+    assert not store.session_exists(S)
+    assert store.open_attempts(S) == []
+    assert S not in [session for session, _ in store.sessions()]
+    assert [e["body"] for e in store.scan_session("del-other")] == ["kept"]
+
+
+def test_a_retry_after_delete_returns_the_original_result_and_writes_nothing(
+    store: EventStore,
+) -> None:
+    fill(store)
+    original = store.append(MAIN, 3, "m3", [msg("four")])
+    store.delete_session(S)
+
+    again = store.append(MAIN, 3, "m3", [msg("four")])
+
+    assert again.deduplicated
+    assert (again.first_version, again.last_version, again.cursor) == (
+        original.first_version,
+        original.last_version,
+        original.cursor,
+    )
+    assert store.scan_session(S) == []
+    with pytest.raises(lb.IdempotencyConflict):
+        store.append(MAIN, lb.ANY, "m3", [msg("other content")])
+    assert store.scan_session(S) == []
+
+
+def test_the_same_session_is_written_again_from_version_one_with_later_cursors(
+    store: EventStore,
+) -> None:
+    fill(store)
+    last_before = store.tail(S, 1)[0].cursor
+    store.delete_session(S)
+
+    fresh = store.append(MAIN, 0, "new-1", [msg("again")])
+
+    assert (fresh.first_version, fresh.last_version) == (1, 1)
+    assert fresh.cursor > last_before
+    assert [e["body"] for e in store.read_stream(MAIN)] == ["again"]
+    assert [e.version for e in store.scan_session(S)] == [1]
+    assert store.session_exists(S)
+    assert store.delete_session(S).generation == 2
+
+
+def test_deleting_what_is_not_there_changes_nothing(store: EventStore) -> None:
+    assert store.delete_session("del-never").events == 0
+    assert store.delete_stream(lb.StreamId("del-never", "main")).generation == 0
+    fill(store)
+    assert store.delete_stream(lb.StreamId(S, "nothing")).events == 0
+    assert len(store.scan_session(S)) == 4
+
+
+def test_a_deleted_stream_goes_and_the_session_keeps_the_others(store: EventStore) -> None:
+    fill(store)
+    side_event = store.read_stream(SIDE)[0]
+
+    gone = store.delete_stream(MAIN)
+
+    assert (gone.stream, gone.events, gone.generation) == ("main", 3, 1)
+    assert store.read_stream(MAIN) == []
+    assert store.stream_version(MAIN) == 0
+    assert store.open_attempts(S) == []  # att-1 was requested on main
+    left = store.scan_session(S)
+    assert [(e.stream.name, e.version, e.cursor) for e in left] == [("side", 1, side_event.cursor)]
+    assert store.session_exists(S)
+    info = store.session_info(S)
+    assert (info.events, [(s.name, s.version) for s in info.streams]) == (1, [("side", 1)])
+    again = store.append(MAIN, 0, "m-new", [msg("main again")])
+    assert (again.first_version, again.cursor > side_event.cursor) == (1, True)
+    assert store.append(MAIN, lb.ANY, "m2", [msg("three")]).deduplicated
+
+
+def test_a_group_on_a_session_whose_stream_was_deleted_delivers_only_what_is_left(
+    store: EventStore,
+) -> None:
+    fill(store)
+    store.group_create(S, "g", None)
+    store.append(MAIN, 3, "m3", [msg("four")])
+    store.append(SIDE, 1, "s2", [msg("side two")])
+    delivered = store.group_read(S, "g", "c1", 10, None)
+    assert len(delivered) == 2
+
+    store.delete_stream(MAIN)
+
+    pending = store.group_pending(S, "g", "c1", 10)
+    assert [d.event["body"] for d in pending] == ["side two"]
+    assert store.group_stats(S, "g").pending == 1
+
+
+def test_an_attempt_closed_in_the_new_generation_is_not_open(store: EventStore) -> None:
+    store.append(MAIN, 0, "c1", [call("att-9", "run-1")])
+    store.delete_session(S)
+    assert store.open_attempts(S) == []
+    store.append(MAIN, 0, "c2", [call("att-9", "run-1")])
+    assert [a.attempt_id for a in store.open_attempts(S)] == ["att-9"]
+    store.append(MAIN, 1, "c3", [result("att-9")])
+    assert store.open_attempts(S) == []
+
+
+def test_bad_arguments_are_refused(store: EventStore) -> None:
+    with pytest.raises(lb.InvalidInput):
+        store.delete_session("has space")
+    with pytest.raises(lb.InvalidInput):
+        store.delete_stream("del-1/main")  # type: ignore[arg-type]
+
+
+def test_a_writer_told_of_the_old_generation_writes_the_new_one_and_still_sees_a_rewind(
+    redis_url: str, prefix: str
+) -> None:
+    with (
+        lb.connect(redis_url, prefix=prefix) as writer,
+        lb.connect(redis_url, prefix=prefix) as admin,
+    ):
+        writer.append(MAIN, 0, "w1", [msg("one"), msg("two"), msg("three")])
+        admin.delete_session(S)
+
+        fresh = writer.append(MAIN, lb.ANY, "w2", [msg("new one")])
+        assert (fresh.first_version, fresh.deduplicated) == (1, False)
+        # An old append retried now is its old result: it tells nothing of the new generation.
+        assert writer.append(
+            MAIN, lb.ANY, "w1", [msg("one"), msg("two"), msg("three")]
+        ).deduplicated
+        writer.append(MAIN, 1, "w3", [msg("new two")])
+
+        # A failover that loses acknowledged events of this generation is still caught.
+        assert isinstance(admin, RedisStore)
+        admin.client.hset(admin.keys.meta(S), "main", 1)
+        with pytest.raises(lb.HistoryRewound):
+            writer.append(MAIN, lb.ANY, "w4", [msg("new three")])
+
+
+def test_the_command_says_what_would_go_and_deletes_only_when_told(
+    cli_url: str, prefix: str
+) -> None:
+    with lb.connect(cli_url, prefix=prefix) as store:
+        fill(store)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return ledger_cli(cli_url, prefix, *args)
+
+    asked = run("delete", S)
+    assert asked.returncode == 0, asked.stderr
+    assert json.loads(asked.stdout) == {
+        "session": S,
+        "stream": None,
+        "would_delete_events": 4,
+        "streams": "main (3), side (1)",
+        "open_attempts": 1,
+    }
+    assert "--yes" in asked.stderr
+    assert json.loads(run("delete", S, "side").stdout)["would_delete_events"] == 1
+    assert len(run("scan", S).stdout.splitlines()) == 4, "nothing deleted without --yes"
+
+    missing_stream = run("delete", S, "sid", "--yes")
+    assert missing_stream.returncode == 6
+    assert "did you mean side" in missing_stream.stderr
+    assert run("delete", "del-nobody", "--yes").returncode == 6
+    assert run("delete", "bad id", "--yes").returncode == 2
+
+    one = run("delete", S, "side", "--yes")
+    assert json.loads(one.stdout) == {
+        "session": S,
+        "stream": "side",
+        "deleted_events": 1,
+        "generation": 1,
+    }
+    whole = run("delete", S, "--yes")
+    assert json.loads(whole.stdout)["deleted_events"] == 3
+    assert run("tail", S).returncode == 6
+    line = json.dumps(msg("after")) + "\n"
+    again = ledger_cli(
+        cli_url,
+        prefix,
+        "append",
+        S,
+        "main",
+        "--append-id",
+        "m9",
+        "--expected-version",
+        "0",
+        stdin=line,
+    )
+    assert json.loads(again.stdout)["first_version"] == 1, again.stderr
