@@ -13,10 +13,12 @@ from ledger_bus.errors import (
     LedgerError,
     NotFound,
     Refused,
+    SessionArchived,
     VersionConflict,
 )
 from ledger_bus.events import Event, Message, Mutation, ToolCall, ToolResult
 from ledger_bus.ids import ANY, StreamId
+from ledger_bus.records import Deletion
 from ledger_bus.store import AppendResult, EventStore, RecordedEvent, connect
 
 __version__ = "0.1.0"
@@ -26,6 +28,7 @@ __all__ = [
     "AppendResult",
     "BackendRefused",
     "BackendUnavailable",
+    "Deletion",
     "Durability",
     "DurabilityNotConfirmed",
     "Event",
@@ -41,6 +44,7 @@ __all__ = [
     "NotFound",
     "RecordedEvent",
     "Refused",
+    "SessionArchived",
     "StreamId",
     "ToolCall",
     "ToolResult",

@@ -62,6 +62,19 @@ class Refused(LedgerError):
     second close of a closed dispatch, a resolution of a closed attempt. Nothing was written."""
 
 
+class SessionArchived(Refused):
+    """Raised for an append to a session moved to the archive (spec 3.10): the archive holds it
+    read-only now. A retry of an append the archive records returns its original result
+    instead, through a store that reads the archive (connect(..., archive=URL))."""
+
+    def __init__(self, session_id: str, archive: str):
+        super().__init__(
+            f"session {session_id!r} is archived in {archive}; it takes no more appends"
+        )
+        self.session_id = session_id
+        self.archive = archive
+
+
 class NotFound(LedgerError):
     """Raised when what a call names does not exist: a session, stream, attempt or group."""
 

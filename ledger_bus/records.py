@@ -170,6 +170,19 @@ class SessionInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class AppendRecord:
+    """What a store keeps of one append for idempotency (rule 1 of spec 3.1): moved with its
+    session, so that a retry deduplicates wherever the session lives."""
+
+    stream: str
+    append_id: str
+    digest: str
+    first_version: int
+    last_version: int
+    cursor: str
+
+
+@dataclass(frozen=True, slots=True)
 class Deletion:
     """What `delete_session` or `delete_stream` removed.
 

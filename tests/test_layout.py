@@ -25,6 +25,7 @@ MODEL: Final = {
     "server",
 }
 FEATURES: Final = {
+    "archive",
     "conversation",
     "demo",
     "dispatch",

@@ -13,6 +13,7 @@ from ledger_bus.cli import board as _board  # noqa: F401
 from ledger_bus.cli import db as _db  # noqa: F401
 from ledger_bus.cli import demo as _demo  # noqa: F401
 from ledger_bus.cli import ledger as _ledger  # noqa: F401
+from ledger_bus.cli import lifecycle as _lifecycle  # noqa: F401
 from ledger_bus.cli import ops as _ops  # noqa: F401
 from ledger_bus.cli.app import EXIT_INTERNAL, EXIT_USAGE, cli, say
 

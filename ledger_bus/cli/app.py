@@ -21,7 +21,8 @@ from ledger_bus.errors import (
     NotFound,
     VersionConflict,
 )
-from ledger_bus.store import DEFAULT_URL, URL_ENV, EventStore, connect
+from ledger_bus.store import ARCHIVE_ENV, DEFAULT_URL, URL_ENV, EventStore, connect
+from ledger_bus.store.redis import RedisStore
 
 EXIT_OK: Final = 0
 EXIT_REFUSED: Final = 1
@@ -109,6 +110,7 @@ class Settings:
     prefix: str
     output: str
     durability: str | None = None
+    archive: str | None = None
     _store: EventStore | None = None
 
     def store(self) -> EventStore:
@@ -121,7 +123,11 @@ class Settings:
                     " its own: use a Redis URL (or the Python API for memory://)"
                 )
             self._store = connect(
-                self.url, timeout=self.timeout, prefix=self.prefix, durability=self.durability
+                self.url,
+                timeout=self.timeout,
+                prefix=self.prefix,
+                durability=self.durability,
+                archive=self.archive,
             )
         return self._store
 
@@ -130,6 +136,12 @@ class Settings:
         closest sessions it does hold, instead of printing nothing as if all were well."""
         store = self.store()
         if not store.session_exists(session_id):
+            archived = store.archive_state(session_id)[0] if isinstance(store, RedisStore) else None
+            if archived is not None:
+                raise NotFound(
+                    f"session {session_id!r} is archived in {archived}: read it with --archive"
+                    f" (or {ARCHIVE_ENV}) naming that store"
+                )
             known = [s for s, _ in store.sessions(limit=1000)]
             close = difflib.get_close_matches(session_id, known, n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
@@ -179,6 +191,12 @@ pass_settings = click.make_pass_decorator(Settings)
     " URL's ?durability=, else local). Not confirmed in time: exit 7.",
 )
 @click.option(
+    "--archive",
+    default=None,
+    help=f"The SQL store sessions archived from this Redis live in, read through (sqlite:///PATH"
+    f" or postgresql://...; env var: {ARCHIVE_ENV}).",
+)
+@click.option(
     "--output",
     type=click.Choice(["auto", "jsonl", "table"]),
     default="auto",
@@ -193,6 +211,7 @@ def cli(
     timeout: float,
     prefix: str,
     durability: str | None,
+    archive: str | None,
     output: str,
 ) -> None:
     """A durable, append-only event log for multi-agent systems, on Redis Streams.
@@ -203,7 +222,12 @@ def cli(
     (memory full, no permission); 70 internal error.
     """
     settings = Settings(
-        url=url, timeout=timeout, prefix=prefix, output=output, durability=durability
+        url=url,
+        timeout=timeout,
+        prefix=prefix,
+        output=output,
+        durability=durability,
+        archive=archive,
     )
     ctx.obj = settings
     ctx.call_on_close(lambda: settings._store.close() if settings._store else None)

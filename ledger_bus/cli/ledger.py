@@ -1,5 +1,4 @@
-"""Commands over the ledger itself: append, read, scan, tail, sessions, inspect, delete, export,
-import."""
+"""Commands over the ledger itself: append, read, scan, tail, sessions, inspect, export, import."""
 
 from __future__ import annotations
 
@@ -260,48 +259,6 @@ def inspect(settings: Settings, session: str) -> None:
         rows,
         f"{session}: {info['events']} events, {info['first_at']} .. {info['last_at']}",
     )
-
-
-@cli.command()
-@click.argument("session")
-@click.argument("stream", required=False)
-@click.option("--yes", is_flag=True, help="Delete; without it, only say what would go.")
-@pass_settings
-def delete(settings: Settings, session: str, stream: str | None, yes: bool) -> None:
-    """Delete a session's events (or one stream's) from the ledger, for good (spec 3.9).
-
-    The append ids stay recorded, so a late retry of an old append never writes its events back;
-    the session (or stream) can be written again, from version 1.
-    """
-    store = settings.session(session)
-    info = store.session_info(session)
-    versions = {s.name: s.version for s in info.streams}
-    if stream is not None and stream not in versions:
-        close = difflib.get_close_matches(stream, list(versions), n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise NotFound(f"session {session!r} has no stream {stream!r}{hint}")
-    if not yes:
-        going = versions if stream is None else {stream: versions[stream]}
-        show_record(
-            settings,
-            {
-                "session": session,
-                "stream": stream,
-                "would_delete_events": info.events if stream is None else versions[stream],
-                "streams": ", ".join(f"{name} ({v})" for name, v in sorted(going.items())),
-                "open_attempts": sum(
-                    1 for a in store.open_attempts(session) if stream in (None, a.stream)
-                ),
-            },
-        )
-        say("nothing deleted: run again with --yes to delete")
-        return
-    done = (
-        store.delete_session(session)
-        if stream is None
-        else store.delete_stream(StreamId(session, stream))
-    )
-    show_record(settings, done.to_dict())
 
 
 @cli.command()

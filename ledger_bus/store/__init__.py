@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ledger_bus.batch import Limits
-from ledger_bus.durability import DEFAULT_TIMEOUT_MS, Durability, parse_durability
+from ledger_bus.durability import DEFAULT_TIMEOUT_MS, LOCAL, Durability, parse_durability
 from ledger_bus.errors import InvalidInput
 from ledger_bus.records import AppendResult, RecordedEvent, SessionInfo, StreamInfo
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.memory import MemoryStore
 
+if TYPE_CHECKING:
+    from ledger_bus.store.sql import SqlStore
+
 DEFAULT_URL: Final = "redis://127.0.0.1:6379/0"
 URL_ENV: Final = "LEDGER_BUS_URL"
+ARCHIVE_ENV: Final = "LEDGER_BUS_ARCHIVE"
 
 __all__ = [
+    "ARCHIVE_ENV",
     "DEFAULT_URL",
     "URL_ENV",
     "AppendResult",
@@ -36,6 +41,7 @@ def connect(
     prefix: str = "lb",
     limits: Limits | None = None,
     durability: str | Durability | None = None,
+    archive: str | None = None,
 ) -> EventStore:
     """Open a store.
 
@@ -52,10 +58,14 @@ def connect(
         limits: bounds on event size and events per append.
         durability: what an append waits for: "local" (the default), "replicas:N", "aof" or
             "aof+replicas:N" (ledger_bus.durability); overrides the URL's.
+        archive: the SQL store ("sqlite:///PATH", "postgresql://...") that sessions archived
+            from this Redis live in, read through (spec 3.10); None reads LEDGER_BUS_ARCHIVE.
     """
     url = url or os.environ.get(URL_ENV) or DEFAULT_URL
     url, level = split_durability(url, durability)
     scheme = urlsplit(url).scheme
+    if scheme in _REDIS_SCHEMES:  # the variable names the archive of a Redis ledger only
+        archive = archive or os.environ.get(ARCHIVE_ENV) or None
     if scheme == "memory":
         if not level.local:
             raise InvalidInput(f"memory:// keeps nothing beyond this process: durability {level}")
@@ -85,28 +95,25 @@ def connect(
             client = open_sentinel(url, options)
         else:
             client = redis.Redis.from_url(url, health_check_interval=30, **options)
-        return RedisStore(
-            client,
-            prefix=prefix,
-            limits=limits,
-            timeout=timeout,
-            socket_timeout=socket_timeout,
-            durability=level,
+        settings: dict[str, Any] = {
+            "prefix": prefix,
+            "limits": limits,
+            "timeout": timeout,
+            "socket_timeout": socket_timeout,
+            "durability": level,
+        }
+        if archive:
+            from ledger_bus.store.tiered import TieredStore
+
+            cold = _open_sql(archive, LOCAL, prefix, limits, timeout)
+            return TieredStore(client, archive=cold, **settings)
+        return RedisStore(client, **settings)
+    if archive:
+        raise InvalidInput(
+            f"an archive is read through from a Redis store; {scheme}:// reads its own sessions"
         )
     if scheme in _SQL_SCHEMES:
-        if not level.local:
-            raise InvalidInput(
-                f"a SQL store's durability is its database's own: durability {level} cannot be"
-                " asked of it"
-            )
-        try:
-            from ledger_bus.store.sql import SqlStore
-        except ImportError as err:
-            extra = "sql" if scheme == "sqlite" else "postgres"
-            raise InvalidInput(
-                f"{scheme}:// needs {err.name}: pip install 'ledger-bus[{extra}]'"
-            ) from None
-        return SqlStore.from_url(url, prefix=prefix, limits=limits, timeout=timeout)
+        return _open_sql(url, level, prefix, limits, timeout)
     raise InvalidInput(
         f"unsupported URL {url!r}: use redis://, rediss://, unix://, redis+cluster://,"
         " redis+sentinel://, sqlite:///PATH, postgresql://USER@HOST/DB or memory://"
@@ -144,3 +151,24 @@ def split_durability(url: str, given: str | Durability | None) -> tuple[str, Dur
     except ValueError:
         raise InvalidInput(f"durability_timeout_ms must be milliseconds: {url!r}") from None
     return rest, parse_durability(given or ours.get("durability", "local"), timeout_ms)
+
+
+def _open_sql(
+    url: str, level: Durability, prefix: str, limits: Limits | None, timeout: float
+) -> SqlStore:
+    scheme = urlsplit(url).scheme
+    if scheme not in _SQL_SCHEMES:
+        raise InvalidInput(f"an archive is a SQL store (sqlite:///PATH, postgresql://...): {url!r}")
+    if not level.local:
+        raise InvalidInput(
+            f"a SQL store's durability is its database's own: durability {level} cannot be"
+            " asked of it"
+        )
+    try:
+        from ledger_bus.store.sql import SqlStore
+    except ImportError as err:
+        extra = "sql" if scheme == "sqlite" else "postgres"
+        raise InvalidInput(
+            f"{scheme}:// needs {err.name}: pip install 'ledger-bus[{extra}]'"
+        ) from None
+    return SqlStore.from_url(url, prefix=prefix, limits=limits, timeout=timeout)

@@ -20,6 +20,7 @@ from ledger_bus.ids import (
     parse_cursor,
 )
 from ledger_bus.records import (
+    AppendRecord,
     AppendResult,
     Deletion,
     Delivery,
@@ -195,6 +196,12 @@ class EventStore(abc.ABC):
         if after_cursor is not None:
             parse_cursor(after_cursor)
         return self._wait(session_id, after_cursor, max(0, timeout_ms), limit)
+
+    def iter_append_ids(self, session_id: str) -> Iterator[AppendRecord]:
+        """Yield what the store keeps of each append of a session for idempotency, in no
+        particular order: what moves with a session besides its events."""
+        check_name(session_id, "session id")
+        return self._append_ids(session_id)
 
     def stream_version(self, stream: StreamId) -> int:
         """Return the number of events in a stream, 0 when it has none."""
@@ -453,6 +460,9 @@ class EventStore(abc.ABC):
 
     @abc.abstractmethod
     def _delete(self, session_id: str, stream: str | None) -> Deletion: ...
+
+    @abc.abstractmethod
+    def _append_ids(self, session_id: str) -> Iterator[AppendRecord]: ...
 
     @abc.abstractmethod
     def _session_info(self, session_id: str) -> SessionInfo: ...

@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 
 import msgpack
@@ -15,6 +15,7 @@ from ledger_bus.durability import Durability
 from ledger_bus.errors import IdempotencyConflict, InvalidInput, NotFound, VersionConflict
 from ledger_bus.ids import CURSOR_ZERO, StreamId, cursor_ms, cursors_after, parse_cursor
 from ledger_bus.records import (
+    AppendRecord,
     AppendResult,
     Deletion,
     Delivery,
@@ -252,6 +253,13 @@ class MemoryStore(EventStore):
                 }
             self._changed.notify_all()
             return Deletion(session_id, stream, gone, state.generation)
+
+    def _append_ids(self, session_id: str) -> Iterator[AppendRecord]:
+        with self._changed:
+            state = self._sessions_by_id.get(session_id)
+            found = list(state.idempotency.items()) if state else []
+        for (stream, append_id), (digest, first, last, cursor) in found:
+            yield AppendRecord(stream, append_id, digest, first, last, cursor)
 
     def _session_info(self, session_id: str) -> SessionInfo:
         with self._changed:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Final, TypeVar, cast
@@ -25,10 +25,13 @@ from ledger_bus.errors import (
     IdempotencyConflict,
     InvalidInput,
     NotFound,
+    Refused,
+    SessionArchived,
     VersionConflict,
 )
 from ledger_bus.ids import StreamId, cursor_ms
 from ledger_bus.records import (
+    AppendRecord,
     AppendResult,
     Deletion,
     Delivery,
@@ -149,6 +152,8 @@ class RedisStore(EventStore):
         self._prune_script = client.register_script(_script("prune_consumers"))
         self._delete_session_script = client.register_script(_script("delete_session"))
         self._delete_stream_script = client.register_script(_script("delete_stream"))
+        self._archive_finish_script = client.register_script(_script("archive_finish"))
+        self._archive_abandon_script = client.register_script(_script("archive_abandon"))
         self._indexed: dict[str, int] = {}
         self._open_indexed: dict[str, int] = {}
 
@@ -226,6 +231,8 @@ class RedisStore(EventStore):
             raise VersionConflict(str(stream), -1 if expected is None else expected, int(reply[1]))
         if status == "idem":
             raise IdempotencyConflict(str(stream), append_id)
+        if status == "archived":
+            raise SessionArchived(session, _text(reply[1]))
         if status == "noperm":
             raise BackendRefused(
                 f"redis refused the permission (ACL): this user may not {_text(reply[1])}"
@@ -434,36 +441,51 @@ class RedisStore(EventStore):
             events, generation = self._delete_whole(session_id)
         else:
             events, generation = self._delete_one(session_id, stream)
-        if events or stream is None:
-            self._streams = {
-                ref: w for ref, w in self._streams.items() if ref.session_id != session_id
-            }
         if stream is None and events:
-            # The indexes live in other slots: they follow the deletion, as they follow appends.
-            def unlist() -> None:
-                pipe = self.client.pipeline(transaction=False)
-                pipe.zrem(self.keys.index_of(session_id), session_id)
-                pipe.zrem(self.keys.open_index_of(session_id), session_id)
-                pipe.execute()
-
-            self._run(unlist)
-            self._indexed.pop(session_id, None)
-            self._open_indexed.pop(session_id, None)
+            self._forget_session(session_id)
         return Deletion(session_id, stream, events, generation)
 
+    def _forget_session(self, session_id: str) -> None:
+        """After a session's keys are gone: its entries in the indexes (in other slots, so they
+        follow, as they follow appends), and what this store remembers of it."""
+
+        def unlist() -> None:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zrem(self.keys.index_of(session_id), session_id)
+            pipe.zrem(self.keys.open_index_of(session_id), session_id)
+            pipe.execute()
+
+        self._run(unlist)
+        self._streams = {r: w for r, w in self._streams.items() if r.session_id != session_id}
+        self._indexed.pop(session_id, None)
+        self._open_indexed.pop(session_id, None)
+
     def _delete_whole(self, session_id: str) -> tuple[int, int]:
-        """delete_session.lua, with the streams and groups it must be given as KEYS; found
-        afresh while appends or group creations race it."""
+        def attempt() -> list[Any]:
+            streams, groups, keys = self._session_keys(session_id)
+            args = [self.now_ms(), len(streams), *streams, *groups]
+            return list(self._evalsha(self._delete_session_script, keys, args))
+
+        reply = self._until_settled(session_id, attempt)
+        if _text(reply[0]) == "none":
+            return 0, int(reply[1])
+        return int(reply[1]), int(reply[2])
+
+    def _session_keys(self, session_id: str) -> tuple[list[str], list[str], list[str]]:
+        """(streams, consumer groups, KEYS) of a session as delete_session.lua and
+        archive_finish.lua take them: the scripts build no keys, and check that what was found
+        here is still so."""
         keys = self.keys
         log = keys.log(session_id)
-
-        def attempt() -> list[Any]:
-            streams = sorted(_text(name) for name in self.client.hkeys(keys.meta(session_id)))
-            try:
-                groups = [_text(g["name"]) for g in self.client.xinfo_groups(log)]
-            except rx.ResponseError:  # no log: no group either
-                groups = []
-            script_keys = [
+        streams = sorted(_text(name) for name in self.client.hkeys(keys.meta(session_id)))
+        try:
+            groups = [_text(g["name"]) for g in self.client.xinfo_groups(log)]
+        except rx.ResponseError:  # no log: no group either
+            groups = []
+        return (
+            streams,
+            groups,
+            [
                 log,
                 keys.meta(session_id),
                 keys.open_attempts(session_id),
@@ -471,20 +493,107 @@ class RedisStore(EventStore):
                 keys.tombstone(session_id),
                 *(keys.stream(session_id, name) for name in streams),
                 *(keys.group_dead_letters(session_id, group) for group in groups),
-            ]
-            args = [self.now_ms(), len(streams), *streams, *groups]
-            return list(self._evalsha(self._delete_session_script, script_keys, args))
-
-        for _ in range(100):  # "changed": a stream or group was created meanwhile
-            reply = self._run(attempt)
-            status = _text(reply[0])
-            if status == "ok":
-                return int(reply[1]), int(reply[2])
-            if status == "none":
-                return 0, int(reply[1])
-        raise BackendUnavailable(
-            f"session {session_id!r} kept changing under the deletion; nothing deleted"
+            ],
         )
+
+    def _until_settled(self, session_id: str, call: Callable[[], list[Any]]) -> list[Any]:
+        """Run a script over a whole session again while it replies "changed": a stream or
+        group was created between looking and calling."""
+        for _ in range(100):
+            reply = self._run(call)
+            if _text(reply[0]) != "changed":
+                return reply
+        raise BackendUnavailable(f"session {session_id!r} kept changing; nothing done to it")
+
+    # -- archiving: the Redis half of ledger_bus/archive.py ---------------------------------------
+
+    def generation_of(self, session_id: str) -> int:
+        """How many deletions the session has seen (spec 3.9)."""
+        tomb = self.keys.tombstone(session_id)
+        return int(self._run(lambda: self.client.hget(tomb, "generation")) or 0)
+
+    def archive_state(self, session_id: str) -> tuple[str | None, bool]:
+        """(the archive the session is moving or has moved to, or None; whether it has moved)."""
+        tomb = self.keys.tombstone(session_id)
+        where, done = self._run(lambda: self.client.hmget(tomb, "archive", "archived_ms"))
+        return (None if where is None else _text(where)), done is not None
+
+    def begin_archive(self, session_id: str, where: str) -> str:
+        """Refuse appends to the session from now on, naming `where`; return the archive that
+        is under way (another one, if an archive to elsewhere began first)."""
+        tomb = self.keys.tombstone(session_id)
+
+        def mark() -> Any:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.hsetnx(tomb, "archive", where)
+            pipe.hget(tomb, "archive")
+            return pipe.execute()[1]
+
+        return _text(self._run(mark))
+
+    def abandon_archive(self, session_id: str, where: str) -> bool:
+        """Take appends again, unless the archive has finished."""
+        keys, args = [self.keys.tombstone(session_id)], [where]
+        return bool(self._run(lambda: self._evalsha(self._archive_abandon_script, keys, args)))
+
+    def end_archive(self, session_id: str, records: Iterable[AppendRecord]) -> None:
+        """After the archived session was deleted there: its append_id records come back here
+        (a late retry must still find them, spec 3.9), then the session takes appends here
+        again, as its next generation."""
+        tomb = self.keys.tombstone(session_id)
+        generation = self.generation_of(session_id)
+        batch: list[AppendRecord] = []
+
+        def write() -> None:
+            pipe = self.client.pipeline(transaction=False)
+            for r in batch:
+                value = (
+                    f"{r.digest} {r.first_version} {r.last_version}"
+                    f" {_redis_cursor(r.cursor)} {generation}"
+                )
+                pipe.hset(self.keys.idempotency(session_id, r.stream), r.append_id, value)
+                pipe.hset(tomb, f"stream:{r.stream}", 1)
+            pipe.execute()
+
+        for record in records:
+            batch.append(record)
+            if len(batch) >= 1000:
+                self._run(write)
+                batch.clear()
+        if batch:
+            self._run(write)
+
+        def reopen() -> None:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.hdel(tomb, "archive", "archived_ms")
+            pipe.hincrby(tomb, "generation", 1)
+            pipe.hset(tomb, "deleted_ms", self.now_ms())
+            pipe.execute()
+
+        self._run(reopen)
+
+    def finish_archive(self, session_id: str, where: str, events: int) -> bool:
+        """Remove the session but its tombstone, once its `events` are verified in `where`;
+        False when it was finished before."""
+
+        def attempt() -> list[Any]:
+            streams, groups, keys = self._session_keys(session_id)
+            idem = [
+                self.keys.idempotency(session_id, name)
+                for name in sorted(self._idempotency_streams(session_id))
+            ]
+            args = [self.now_ms(), len(streams), events, where, len(groups), *streams]
+            return list(self._evalsha(self._archive_finish_script, [*keys, *idem], args))
+
+        reply = self._until_settled(session_id, attempt)
+        status = _text(reply[0])
+        if status == "moved":
+            raise Refused(
+                f"session {session_id!r} is being archived to {_text(reply[1]) or 'nowhere'},"
+                f" not {where}"
+            )
+        self._forget_session(session_id)  # "done": a crash may have come before this, then
+        return status == "ok"
 
     def _delete_one(self, session_id: str, stream: str) -> tuple[int, int]:
         keys = self.keys
@@ -507,6 +616,39 @@ class RedisStore(EventStore):
             deleted += int(reply[1])
             if status == "done":
                 return deleted, int(reply[2])
+
+    def _idempotency_streams(self, session_id: str) -> set[str]:
+        """The streams with append_id records: those in meta, and those deleted (spec 3.9)."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hkeys(self.keys.meta(session_id))
+        pipe.hkeys(self.keys.tombstone(session_id))
+        live, tomb = pipe.execute()
+        deleted = (_text(f) for f in tomb if _text(f).startswith("stream:"))
+        return {_text(name) for name in live} | {f.split(":", 1)[1] for f in deleted}
+
+    def _append_ids(self, session_id: str) -> Iterator[AppendRecord]:
+        for stream in sorted(self._run(lambda: self._idempotency_streams(session_id))):
+            key = self.keys.idempotency(session_id, stream)
+            scan_from, seen = 0, set()  # HSCAN may return a field twice
+            while True:
+                scan_from, found = self._run(
+                    lambda: self.client.hscan(key, scan_from, count=1000)  # noqa: B023
+                )
+                for append_id, value in found.items():
+                    if append_id in seen:
+                        continue
+                    seen.add(append_id)
+                    digest, first, last, cursor = _text(value).split(" ")[:4]
+                    yield AppendRecord(
+                        stream,
+                        _text(append_id),
+                        digest,
+                        int(first),
+                        int(last),
+                        _ledger_cursor(cursor),
+                    )
+                if scan_from == 0:
+                    break
 
     def _session_info(self, session_id: str) -> SessionInfo:
         log = self.keys.log(session_id)

@@ -13,6 +13,8 @@ both).
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
@@ -24,6 +26,7 @@ import msgpack
 from sqlalchemy import (
     Connection,
     Engine,
+    Table,
     and_,
     create_engine,
     delete,
@@ -33,6 +36,7 @@ from sqlalchemy import (
     inspect,
     select,
     text,
+    tuple_,
     update,
 )
 from sqlalchemy import exc as sa_exc
@@ -50,6 +54,7 @@ from ledger_bus.errors import (
 from ledger_bus.events import attempt_note
 from ledger_bus.ids import CURSOR_ZERO, StreamId, cursor_ms
 from ledger_bus.records import (
+    AppendRecord,
     AppendResult,
     Deletion,
     Delivery,
@@ -61,7 +66,13 @@ from ledger_bus.records import (
     StreamInfo,
 )
 from ledger_bus.store import sql_append
-from ledger_bus.store.base import REPLAY_CONSUMER, REPLAY_IDLE_MS, EventStore, dead_letter_fields
+from ledger_bus.store.base import (
+    PAGE,
+    REPLAY_CONSUMER,
+    REPLAY_IDLE_MS,
+    EventStore,
+    dead_letter_fields,
+)
 from ledger_bus.store.keys import bucket_of
 from ledger_bus.store.retry import retry_until
 from ledger_bus.store.sql_schema import Tables, tables
@@ -161,6 +172,13 @@ class SqlStore(EventStore):
     ) -> SqlStore:
         """A store on `url`; check_schema=False opens tables of any revision (to migrate them)."""
         return cls(open_engine(url, timeout), prefix, limits, timeout, durability, check_schema)
+
+    @property
+    def location(self) -> str:
+        """The database's URL without its password: what a tombstone names (spec 3.10)."""
+        url = self.engine.url
+        plain = url.set(drivername=url.get_backend_name())  # as connect() takes it
+        return str(plain.render_as_string(hide_password=True))
 
     # -- the schema ------------------------------------------------------------------------------
 
@@ -620,6 +638,69 @@ class SqlStore(EventStore):
             )
         )
         return Deletion(session_id, stream, int(events), int(generation) + 1)
+
+    def _append_ids(self, session_id: str) -> Iterator[AppendRecord]:
+        i = self.t.idempotency
+        query = (
+            select(
+                i.c.stream,
+                i.c.append_id,
+                i.c.digest,
+                i.c.first_version,
+                i.c.last_version,
+                i.c.cursor,
+            )
+            .where(i.c.session_id == session_id)
+            .order_by(i.c.stream, i.c.append_id)
+        )
+        after: tuple[str, str] | None = None
+        while True:
+            page = (
+                query if after is None else query.where(tuple_(i.c.stream, i.c.append_id) > after)
+            )
+            rows = self._run(lambda c: c.execute(page.limit(PAGE)).all(), write=False)  # noqa: B023
+            for row in rows:
+                yield AppendRecord(*row)
+            if len(rows) < PAGE:
+                return
+            after = (rows[-1].stream, rows[-1].append_id)
+
+    def restore_append_ids(self, session_id: str, records: Iterable[AppendRecord]) -> int:
+        """Record appends of a session moved here, as its events were (restore); one already
+        recorded is left as it is, so a move cut short can be run again. Return how many
+        records were given."""
+        i = self.t.idempotency
+        statement = self._insert_new(i)
+        given = 0
+        batch: list[dict[str, Any]] = []
+        for record in itertools.chain(records, [None]):
+            if record is not None:
+                given += 1
+                batch.append({"session_id": session_id, **dataclasses.asdict(record)})
+            if batch and (record is None or len(batch) >= RESTORE_BATCH):
+                rows = list(batch)
+                self._run(lambda c: c.execute(statement, rows))  # noqa: B023
+                batch.clear()
+        return given
+
+    def find_append_ids(
+        self, session_id: str, keys: list[tuple[str, str]]
+    ) -> dict[tuple[str, str], AppendRecord]:
+        """The records of these (stream, append_id) pairs that the session has."""
+        i = self.t.idempotency
+        query = select(
+            i.c.stream, i.c.append_id, i.c.digest, i.c.first_version, i.c.last_version, i.c.cursor
+        ).where(i.c.session_id == session_id, tuple_(i.c.stream, i.c.append_id).in_(keys))
+        rows = self._run(lambda c: c.execute(query).all(), write=False) if keys else []
+        return {(row.stream, row.append_id): AppendRecord(*row) for row in rows}
+
+    def _insert_new(self, table: Table) -> Any:
+        """INSERT that leaves a row whose key is taken as it is."""
+        if self.postgres:
+            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert as dialect_insert  # type: ignore[assignment]
+        return dialect_insert(table).on_conflict_do_nothing()
 
     def _session_info(self, session_id: str) -> SessionInfo:
         t = self.t

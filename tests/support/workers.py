@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -93,6 +94,21 @@ def hang(marker: str, env: str) -> None:
     time.sleep(3600)
 
 
+def archive_killed(url: str, prefix: str, archive: str, session: str, kill_at: str) -> None:
+    """Archive a session, and die by SIGKILL as step `kill_at` begins (ledger_bus.archive)."""
+    from ledger_bus.archive import archive_session
+    from ledger_bus.store.tiered import TieredStore
+
+    store = lb.connect(url, prefix=prefix, archive=archive)
+    assert isinstance(store, TieredStore)
+
+    def step(name: str) -> None:
+        if name == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    archive_session(store, store.archive, session, on_step=step)
+
+
 if __name__ == "__main__":
     name, *args = sys.argv[1:]
     if name == "race":
@@ -101,5 +117,7 @@ if __name__ == "__main__":
         consume(args[0], args[1], args[2], args[3], args[4], int(args[5]), int(args[6]))
     elif name == "recorded":
         recorded(*args)
+    elif name == "archive_killed":
+        archive_killed(*args)
     else:
         raise SystemExit(f"unknown worker {name}")

@@ -7,7 +7,8 @@
 -- KEYS[4]  lb:{S}:idem:<stream> hash: append_id -> "<digest> <first> <last> <cursor>"
 -- KEYS[5]  lb:{S}:open          hash: attempt_id -> "<run>\31<tool>\31<stream>\31<cursor>\31<flag>"
 -- KEYS[6]  lb:{S}:safe          hash: "<run>\31<tool>" -> 1 for tools declared safe to replay
--- KEYS[7]  lb:{S}:tomb          hash: generation (deletions so far), deleted_ms (delete.lua)
+-- KEYS[7]  lb:{S}:tomb          hash: generation (deletions so far), deleted_ms, and archive
+--                               (where the session went, once an archive began: archive.py)
 -- ARGV[1]  stream name
 -- ARGV[2]  expected version, or -1 for any
 -- ARGV[3]  append_id
@@ -24,7 +25,7 @@
 --                    "s\31<run>\31<tool>"               a tool.declared safe to replay
 --
 -- Returns {"ok", first, last, cursor, opened, generation}, {"dup", first, last, cursor,
--- generation of the original}, {"idem"},
+-- generation of the original}, {"idem"}, {"archived", where},
 -- {"conflict", actual version}, {"rewound", actual version} or {"noperm", command, key}. Nothing is written unless the reply is "ok". An append's events
 -- are consecutive in the session log (this script runs alone), which is what lets the stream
 -- index hold one entry per append.
@@ -46,7 +47,12 @@ if prior then
   return {'idem'}
 end
 
-local generation = redis.call('HGET', KEYS[7], 'generation') or '0'
+local tomb = redis.call('HMGET', KEYS[7], 'generation', 'archive')
+if tomb[2] then
+  -- The session is moving to (or has moved to) the archive, which answers for it from now on.
+  return {'archived', tomb[2]}
+end
+local generation = tomb[1] or '0'
 local version = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
 if version < tonumber(ARGV[6]) and generation == ARGV[8] then
   -- This writer was told of a longer stream: a failover has lost acknowledged events. Writing

@@ -1,4 +1,6 @@
 -- Delete a session's events and everything kept of them, but what idempotency needs (spec 3.9).
+-- KEYS[5], the tombstone, keeps the generation, the time, and `stream:<name>` for each stream
+-- whose append_id records outlive its events.
 --
 -- KEYS[1]  lb:{S}:log     KEYS[2]  lb:{S}:meta    KEYS[3]  lb:{S}:open
 -- KEYS[4]  lb:{S}:safe    KEYS[5]  lb:{S}:tomb
@@ -49,4 +51,8 @@ if last then
 end
 local generation = redis.call('HINCRBY', KEYS[5], 'generation', 1)
 redis.call('HSET', KEYS[5], 'deleted_ms', ARGV[1])
+for i = 1, m do
+  -- The stream's append_id records stay: the tombstone names it, so they can still be found.
+  redis.call('HSET', KEYS[5], 'stream:' .. ARGV[2 + i], 1)
+end
 return {'ok', events, generation}

@@ -37,5 +37,5 @@ for i = 1, #open, 2 do
   if stream == ARGV[1] then redis.call('HDEL', KEYS[4], open[i]) end
 end
 local generation = redis.call('HINCRBY', KEYS[5], 'generation', 1)
-redis.call('HSET', KEYS[5], 'deleted_ms', ARGV[3])
+redis.call('HSET', KEYS[5], 'deleted_ms', ARGV[3], 'stream:' .. ARGV[1], 1)
 return {'done', deleted, generation}

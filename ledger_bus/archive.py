@@ -1,0 +1,168 @@
+"""Moving finished sessions from Redis to a SQL store, their archive (spec 3.10).
+
+A session is archived in steps, each of which a crash may interrupt and the next run finishes:
+
+1. check: the session exists, and (unless forced) has no open attempt;
+2. mark: the session's tombstone names the archive; from then on Redis refuses appends to it
+   (SessionArchived), so what is copied is the whole session;
+3. copy: its events, with their streams, versions, cursors and event ids, and its append_id
+   records, into the archive (SqlStore.restore skips what an earlier run copied);
+4. verify: the archive holds the same events, in the same order, with the same content, and
+   every append_id record; and (unless forced) no run of the session holds a live lease;
+5. remove: everything of the session in Redis but the tombstone goes, in one script that checks
+   nothing changed since the verification.
+
+A check or verification that fails gives the archive up (appends are taken again) and changes
+nothing in Redis. What is archived is read through the archive (ledger_bus.store.tiered).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgpack
+
+from ledger_bus.errors import NotFound, Refused
+from ledger_bus.records import RecordedEvent
+from ledger_bus.store.base import PAGE
+from ledger_bus.store.redis import RedisStore
+from ledger_bus.store.sql import SqlStore
+
+STEPS: Final = ("check", "mark", "copy", "verify", "remove")
+
+
+@dataclass(frozen=True, slots=True)
+class Archived:
+    """What archiving one session did."""
+
+    session_id: str
+    archive: str
+    events: int
+    append_ids: int
+    moved_before: bool  # an earlier run had finished it; nothing was done now
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "session": self.session_id,
+            "archive": self.archive,
+            "events": self.events,
+            "append_ids": self.append_ids,
+            "archived_before": self.moved_before,
+        }
+
+
+class _Fingerprint:
+    """A running digest of events as a store returns them: cursor, stream, version, content."""
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256()
+        self.events = 0
+        self.run_ids: set[str] = set()
+
+    def add(self, event: RecordedEvent) -> RecordedEvent:
+        head = f"{event.cursor}\x1f{event.stream.name}\x1f{event.version}\x1f"
+        self._hash.update(head.encode())
+        self._hash.update(msgpack.packb(event.fields))
+        self.events += 1
+        run_id = event.fields.get("run_id")
+        if isinstance(run_id, str):
+            self.run_ids.add(run_id)
+        return event
+
+    def of(self, events: Iterable[RecordedEvent]) -> Iterator[RecordedEvent]:
+        for event in events:
+            yield self.add(event)
+
+    @property
+    def digest(self) -> str:
+        return self._hash.hexdigest()
+
+
+def archive_session(
+    hot: RedisStore,
+    cold: SqlStore,
+    session_id: str,
+    *,
+    force: bool = False,
+    on_step: Callable[[str], None] | None = None,
+) -> Archived:
+    """Move one session from `hot` to `cold` (the steps above); safe to run again after a crash
+    at any point, and to run on a session already moved."""
+    where = cold.location
+    step = on_step or (lambda name: None)
+    under_way, moved = hot.archive_state(session_id)
+    if moved:
+        hot.finish_archive(session_id, under_way or where, 0)  # unlists it, if a crash did not
+        return Archived(session_id, under_way or where, 0, 0, moved_before=True)
+    if under_way is None:
+        step("check")
+        if not hot.session_exists(session_id):
+            raise NotFound(f"no such session {session_id!r}")
+        open_now = hot.open_attempts(session_id)
+        if open_now and not force:
+            names = ", ".join(sorted(a.attempt_id for a in open_now)[:5])
+            raise Refused(
+                f"session {session_id!r} has {len(open_now)} open attempt(s) ({names}):"
+                " resolve them, or archive with --force"
+            )
+        step("mark")
+        under_way = hot.begin_archive(session_id, where)
+    if under_way != where:
+        raise Refused(f"session {session_id!r} is being archived to {under_way}, not {where}")
+
+    step("copy")
+    copied = _Fingerprint()
+    cold.restore(copied.of(hot.iter_session(session_id)))
+    records = cold.restore_append_ids(session_id, hot.iter_append_ids(session_id))
+
+    step("verify")
+    try:
+        _verify(hot, cold, session_id, copied, force)
+    except Refused:
+        hot.abandon_archive(session_id, where)
+        raise
+
+    step("remove")
+    hot.finish_archive(session_id, where, copied.events)
+    return Archived(session_id, where, copied.events, records, moved_before=False)
+
+
+def _verify(
+    hot: RedisStore,
+    cold: SqlStore,
+    session_id: str,
+    copied: _Fingerprint,
+    force: bool,
+) -> None:
+    found = _Fingerprint()
+    for _ in found.of(cold.iter_session(session_id)):
+        pass
+    if (found.events, found.digest) != (copied.events, copied.digest):
+        raise Refused(
+            f"session {session_id!r}: the archive holds {found.events} events that differ from"
+            f" the {copied.events} here (sha256 {found.digest[:12]} against"
+            f" {copied.digest[:12]}); nothing was removed here"
+        )
+    # Every record here must be there, the same; the archive may hold more (of generations
+    # deleted before), which a retry may still meet.
+    differ = 0
+    records = hot.iter_append_ids(session_id)
+    while batch := list(itertools.islice(records, PAGE)):
+        there = cold.find_append_ids(session_id, [(r.stream, r.append_id) for r in batch])
+        differ += sum(1 for r in batch if there.get((r.stream, r.append_id)) != r)
+    if differ:
+        raise Refused(
+            f"session {session_id!r}: {differ} append_id record(s) differ in the archive;"
+            " nothing was removed here"
+        )
+    if not force:
+        live = sorted(r for r in copied.run_ids if hot.lease_alive(session_id, f"run-{r}"))
+        if live:
+            raise Refused(
+                f"session {session_id!r} has runs with a live lease ({', '.join(live[:5])}):"
+                " archive it once they end, or with --force"
+            )

@@ -1,0 +1,138 @@
+"""Commands over a session's life: delete, archive."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from typing import Any
+
+import click
+
+from ledger_bus.cli.app import BadInput, Settings, cli, pass_settings, say
+from ledger_bus.cli.output import show_record
+from ledger_bus.errors import NotFound, Refused
+from ledger_bus.ids import StreamId
+from ledger_bus.store import ARCHIVE_ENV, connect
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class Duration(click.ParamType):  # type: ignore[type-arg]
+    """A span of time as people write it: 90s, 30m, 12h, 7d (or plain seconds)."""
+
+    name = "DURATION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        match = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd]?)", str(value).strip())
+        if not match:
+            self.fail(f"{value!r} is not a duration such as 90s, 30m, 12h or 7d", param, ctx)
+        return float(match[1]) * _UNITS[match[2] or "s"]
+
+
+@cli.command()
+@click.argument("session")
+@click.argument("stream", required=False)
+@click.option("--yes", is_flag=True, help="Delete; without it, only say what would go.")
+@pass_settings
+def delete(settings: Settings, session: str, stream: str | None, yes: bool) -> None:
+    """Delete a session's events (or one stream's) from the ledger, for good (spec 3.9).
+
+    The append ids stay recorded, so a late retry of an old append never writes its events back;
+    the session (or stream) can be written again, from version 1.
+    """
+    store = settings.session(session)
+    info = store.session_info(session)
+    versions = {s.name: s.version for s in info.streams}
+    if stream is not None and stream not in versions:
+        close = difflib.get_close_matches(stream, list(versions), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise NotFound(f"session {session!r} has no stream {stream!r}{hint}")
+    if not yes:
+        going = versions if stream is None else {stream: versions[stream]}
+        show_record(
+            settings,
+            {
+                "session": session,
+                "stream": stream,
+                "would_delete_events": info.events if stream is None else versions[stream],
+                "streams": ", ".join(f"{name} ({v})" for name, v in sorted(going.items())),
+                "open_attempts": sum(
+                    1 for a in store.open_attempts(session) if stream in (None, a.stream)
+                ),
+            },
+        )
+        say("nothing deleted: run again with --yes to delete")
+        return
+    done = (
+        store.delete_session(session)
+        if stream is None
+        else store.delete_stream(StreamId(session, stream))
+    )
+    show_record(settings, done.to_dict())
+
+
+@cli.command()
+@click.argument("sessions", nargs=-1)
+@click.option(
+    "--to",
+    "to",
+    default=None,
+    help=f"The archive: sqlite:///PATH or postgresql://... (default: --archive, {ARCHIVE_ENV}).",
+)
+@click.option(
+    "--idle-after",
+    type=Duration(),
+    default=None,
+    help="Archive every session with no append for this long (7d, 12h, 30m), instead of naming"
+    " them; those that may not move yet are skipped, and said so.",
+)
+@click.option("--force", is_flag=True, help="Archive despite open attempts or live leases.")
+@pass_settings
+def archive(
+    settings: Settings,
+    sessions: tuple[str, ...],
+    to: str | None,
+    idle_after: float | None,
+    force: bool,
+) -> None:
+    """Move finished sessions from Redis to a SQL archive (spec 3.10).
+
+    Each session is copied with its streams, versions, cursors, event ids and append_id records,
+    verified there, then removed from Redis but for a tombstone naming the archive. A crash at
+    any step loses nothing; running the command again finishes the job. Read archived sessions
+    with --archive (or LEDGER_BUS_ARCHIVE) naming the same store.
+    """
+    from ledger_bus.archive import archive_session
+    from ledger_bus.store.redis import RedisStore
+    from ledger_bus.store.sql import SqlStore
+
+    if bool(sessions) == (idle_after is not None):
+        raise BadInput("name the sessions to archive, or give --idle-after; not both")
+    hot = settings.store()
+    if not isinstance(hot, RedisStore):
+        raise BadInput(f"archive moves sessions out of Redis; --url names {settings.url!r}")
+    where = to or settings.archive or os.environ.get(ARCHIVE_ENV)
+    if not where:
+        raise BadInput(f"say where to archive: --to URL (or --archive, or {ARCHIVE_ENV})")
+    cold = connect(where, timeout=settings.timeout, prefix=settings.prefix)
+    if not isinstance(cold, SqlStore):
+        cold.close()
+        raise BadInput(f"an archive is a SQL store (sqlite:///PATH, postgresql://...): {where!r}")
+    try:
+        if idle_after is None:
+            for session in sessions:
+                show_record(settings, archive_session(hot, cold, session, force=force).to_dict())
+            return
+        quiet_since = hot.now_ms() - int(idle_after * 1000)
+        for session, last_ms in reversed(hot.sessions()):
+            if last_ms >= quiet_since:
+                break
+            try:
+                done = archive_session(hot, cold, session, force=force)
+            except (Refused, NotFound) as err:
+                show_record(settings, {"session": session, "skipped": str(err)})
+                continue
+            show_record(settings, done.to_dict())
+    finally:
+        cold.close()

@@ -1,0 +1,149 @@
+"""A Redis store that reads archived sessions through their archive (spec 3.10).
+
+`connect("redis://...", archive="postgresql://...")` (or LEDGER_BUS_ARCHIVE) gives this store.
+Everything is Redis's, as in RedisStore, but for sessions moved to the archive
+(ledger_bus/archive.py): their reads are served by the archive, unchanged in content and cursors;
+an append to one is refused (SessionArchived), but a retry of an append the archive records
+returns its original result; a deletion deletes there too.
+
+Whether a session is archived is its tombstone's word, asked only when Redis has no events for
+it, and remembered for a few seconds: an archived session stays so until it is deleted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any, Final
+
+from ledger_bus.batch import PreparedAppend
+from ledger_bus.durability import Durability
+from ledger_bus.errors import IdempotencyConflict, SessionArchived
+from ledger_bus.ids import StreamId
+from ledger_bus.records import AppendRecord, AppendResult, Deletion, RecordedEvent, SessionInfo
+from ledger_bus.store.redis import RedisStore
+from ledger_bus.store.sql import SqlStore
+
+ARCHIVED_TTL: Final = 5.0  # seconds a session found archived is taken for archived
+
+
+class TieredStore(RedisStore):
+    """Redis for what lives there, `archive` for the sessions moved to it."""
+
+    def __init__(self, client: Any, *, archive: SqlStore, **options: Any):
+        super().__init__(client, **options)
+        self.archive = archive
+        self._archived: dict[str, float] = {}  # session -> until when it is taken as archived
+
+    def _in_archive(self, session_id: str) -> bool:
+        """Whether the session has moved to the archive (its move finished)."""
+        until = self._archived.get(session_id)
+        if until is not None and until > time.monotonic():
+            return True
+        _, moved = self.archive_state(session_id)
+        if moved:
+            self._archived[session_id] = time.monotonic() + ARCHIVED_TTL
+        else:
+            self._archived.pop(session_id, None)
+        return moved
+
+    # -- reads: Redis first, the archive when Redis has nothing and the session moved ----------
+
+    def _read_stream(self, stream: StreamId, after: int, count: int) -> list[RecordedEvent]:
+        found = super()._read_stream(stream, after, count)
+        if found or not self._in_archive(stream.session_id):
+            return found
+        return self.archive._read_stream(stream, after, count)
+
+    def _scan(self, session_id: str, after: str | None, count: int) -> list[RecordedEvent]:
+        found = super()._scan(session_id, after, count)
+        if found or not self._in_archive(session_id):
+            return found
+        return self.archive._scan(session_id, after, count)
+
+    def _tail(self, session_id: str, n: int, before: str | None) -> list[RecordedEvent]:
+        if self._archived.get(session_id, 0.0) > time.monotonic():
+            return self.archive._tail(session_id, n, before)
+        found = super()._tail(session_id, n, before)
+        if found or not self._in_archive(session_id):
+            return found
+        return self.archive._tail(session_id, n, before)
+
+    def _wait(
+        self, session_id: str, after: str | None, timeout_ms: int, count: int
+    ) -> list[RecordedEvent]:
+        if not self._in_archive(session_id):
+            return super()._wait(session_id, after, timeout_ms, count)
+        # An archived session takes no appends: what follows `after` is there already, or never.
+        found = self.archive._scan(session_id, after, count) if after is not None else []
+        if not found:
+            time.sleep(timeout_ms / 1000)
+        return found
+
+    def _stream_version(self, stream: StreamId) -> int:
+        version = super()._stream_version(stream)
+        if version or not self._in_archive(stream.session_id):
+            return version
+        return self.archive._stream_version(stream)
+
+    def _session_exists(self, session_id: str) -> bool:
+        if super()._session_exists(session_id):
+            return True
+        return self._in_archive(session_id) and self.archive._session_exists(session_id)
+
+    def _session_info(self, session_id: str) -> SessionInfo:
+        info = super()._session_info(session_id)
+        if info.events or not self._in_archive(session_id):
+            return info
+        return self.archive._session_info(session_id)
+
+    def _append_ids(self, session_id: str) -> Iterator[AppendRecord]:
+        if self._in_archive(session_id):
+            return self.archive._append_ids(session_id)
+        return super()._append_ids(session_id)
+
+    # -- writes ------------------------------------------------------------------------------------
+
+    def _append(
+        self,
+        stream: StreamId,
+        expected: int | None,
+        append_id: str,
+        prepared: PreparedAppend,
+        durability: Durability,
+    ) -> AppendResult:
+        try:
+            return super()._append(stream, expected, append_id, prepared, durability)
+        except SessionArchived:
+            # Rule 1 of spec 3.1 holds where the session's records went.
+            key = (stream.name, append_id)
+            record = self.archive_record(stream.session_id, key)
+            if record is None:
+                raise
+            if record.digest != prepared.digest:
+                raise IdempotencyConflict(str(stream), append_id) from None
+            return AppendResult(
+                stream,
+                record.first_version,
+                record.last_version,
+                record.cursor,
+                deduplicated=True,
+            )
+
+    def archive_record(self, session_id: str, key: tuple[str, str]) -> AppendRecord | None:
+        return self.archive.find_append_ids(session_id, [key]).get(key)
+
+    def _delete(self, session_id: str, stream: str | None) -> Deletion:
+        if not self._in_archive(session_id):
+            return super()._delete(session_id, stream)
+        done = self.archive._delete(session_id, stream)
+        if stream is None:
+            # Gone from the archive: the id is written again here, as its next generation.
+            self.end_archive(session_id, self.archive._append_ids(session_id))
+            self._archived.pop(session_id, None)
+            return Deletion(session_id, None, done.events, self.generation_of(session_id))
+        return done
+
+    def close(self) -> None:
+        super().close()
+        self.archive.close()
