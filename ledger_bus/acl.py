@@ -22,7 +22,8 @@ ROLES: Final = ("writer", "reconciler", "inspector", "operator")
 _CONNECT: Final = "+ping +hello +select +time +evalsha +script|load"
 # Reads of session data and the indexes.
 _READ: Final = (
-    "+xrange +xrevrange +xread +xlen +hget +hgetall +hlen +hexists +get +zrange +zrevrange"
+    "+xrange +xrevrange +xread +xlen +hget +hmget +hgetall +hscan +hlen +hexists +get +zrange"
+    " +zrevrange"
 )
 # The commands the append script runs, and the index refreshed around it.
 _APPEND: Final = "+xadd +hset +hdel +zadd"
@@ -58,10 +59,11 @@ def role_rules(role: str, prefix: str = "lb") -> str:
             f" (+xadd %W~{prefix}:{{*}}:dead:*)"
         )
     if role == "operator":
-        # Everything the others do, and what doctor and `sessions --rebuild` need.
+        # Everything the others do, what doctor and `sessions --rebuild` need, and archiving
+        # (HSETNX marks a session for its archive).
         return (
             f"{_CONNECT} {_CLUSTER} {_READ} {_APPEND} {_GROUPS} {_DELETE} {_OPERATE} {every}"
-            f" {leases} {forget}"
+            f" +hsetnx {leases} {forget}"
         )
     raise ValueError(f"unknown role {role!r}; the roles are {', '.join(ROLES)}")
 

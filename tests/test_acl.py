@@ -13,12 +13,14 @@ import redis
 
 import ledger_bus as lb
 from ledger_bus.acl import ROLES, acl_file
+from ledger_bus.archive import archive_session
 from ledger_bus.doctor import examine
 from ledger_bus.reconciler import Reconciler, ReconcilerConfig, resolve_attempt
 from ledger_bus.recorder import Recorder
 from ledger_bus.server import LocalServer
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.redis import RedisStore
+from ledger_bus.store.sql import SqlStore
 from ledger_bus.tailer import Tailer, TailerOptions
 from tests.support.events import call, msg, result
 
@@ -205,8 +207,8 @@ def test_an_inspector_reads_exports_and_follows_with_its_own_group_but_writes_no
     client.close()
 
 
-def test_an_operator_runs_doctor_rebuilds_the_index_and_resolves_but_cannot_wreck_the_server(
-    as_role: Callable[..., EventStore], acl_server: LocalServer, admin: redis.Redis
+def test_an_operator_runs_doctor_rebuilds_resolves_and_archives_but_cannot_wreck_the_server(
+    as_role: Callable[..., EventStore], acl_server: LocalServer, admin: redis.Redis, tmp_path: Path
 ) -> None:
     operator = as_role("operator")
     operator.append(lb.StreamId("ops", "main"), 0, "c1", [call("att-1")])
@@ -216,6 +218,10 @@ def test_an_operator_runs_doctor_rebuilds_the_index_and_resolves_but_cannot_wrec
     assert [s for s, _ in operator.sessions()] == ["ops"]
     resolve_attempt(operator, "ops", "att-1", "unknown")
     assert operator.open_attempts("ops") == []
+    with lb.connect(f"sqlite:///{tmp_path / 'archive.db'}") as cold:
+        assert isinstance(cold, SqlStore)
+        assert archive_session(operator, cold, "ops").events == 2
+        assert cold.session_info("ops").events == 2
 
     client = raw(acl_server, "operator")
     findings = examine(client, "strict", "lb")

@@ -39,12 +39,16 @@ def test_readers_paging_by_cursor_never_skip_an_event_that_commits_late(
     written = threading.Event()  # every writer has returned
     errors: list[BaseException] = []
 
+    hot_appends: dict[str, int] = {}  # writer -> appends so far, on the shared session
+
     def write(session: str, name: str) -> None:
         try:
             n = 0
             while not stop.is_set():
                 sql_store.append(lb.StreamId(session, name), lb.ANY, str(n), [msg(f"{name}-{n}")])
                 n += 1
+                if session == "hot":
+                    hot_appends[name] = n
         except BaseException as err:  # the assertion below names it
             errors.append(err)
 
@@ -77,7 +81,12 @@ def test_readers_paging_by_cursor_never_skip_an_event_that_commits_late(
     ]
     for thread in writers + readers:
         thread.start()
-    time.sleep(3)
+    # Three seconds of racing, longer on a loaded machine: until the writers have raced enough.
+    started = time.monotonic()
+    while time.monotonic() - started < 3 or (
+        sum(hot_appends.values()) < 100 and time.monotonic() - started < 60
+    ):
+        time.sleep(0.1)
     stop.set()
     for thread in writers:
         thread.join(timeout=60)

@@ -1,0 +1,113 @@
+"""Archiving, measured in one run: a large session archived from a private Redis to a private
+PostgreSQL against exporting the same session to a JSONL file; Redis `used_memory` before the
+session was written and after it was archived; and `tail -n 20` of the archived session (read
+through) against the same tail while it was on Redis. Never part of the tests: wall-clock
+numbers depend on the machine.
+
+    python scripts/bench_lifecycle.py            # a 1e6-event session (a few minutes)
+    python scripts/bench_lifecycle.py --quick    # 1e5 events, for a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+import ledger_bus as lb
+from ledger_bus.archive import archive_session
+from ledger_bus.conversation import export_session
+from ledger_bus.pgserver import LocalPostgres
+from ledger_bus.server import LocalServer
+from ledger_bus.store.tiered import TieredStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench import tool_call
+
+SESSION = "big"
+
+
+def used_memory(client: redis.Redis) -> int:
+    gc.collect()
+    info = client.info("memory")
+    return int(info["used_memory"])
+
+
+def median_tail(store: lb.EventStore, rounds: int = 300) -> float:
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        store.tail(SESSION, 20)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples) * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    events = 100_000 if args.quick else 1_000_000
+    with LocalServer(appendonly=False) as server, LocalPostgres(fsync=True) as pg:
+        client = redis.Redis(port=server.port)
+        before = used_memory(client)
+        store = lb.connect(server.url, prefix="life", archive=pg.url)
+        assert isinstance(store, TieredStore)
+        for k in range(events // 2000):  # each call requested, then closed: a finished session
+            ref = lb.StreamId(SESSION, f"run-{k % 8}")
+            calls = [tool_call(k * 1000 + j) for j in range(1000)]
+            results = [
+                {
+                    "type": "tool_result",
+                    "agent": "backend-dev",
+                    "tool": "code_search",
+                    "attempt_id": call["attempt_id"],
+                    "status": "ok",
+                    "result": {"hits": 3},
+                }
+                for call in calls
+            ]
+            store.append(ref, lb.ANY, f"c{k}", calls)
+            store.append(ref, lb.ANY, f"r{k}", results)
+        written = used_memory(client)
+        on_redis = median_tail(store)
+
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "big.jsonl"
+            start = time.perf_counter()
+            with path.open("w") as out:
+                exported = export_session(store, SESSION, out)
+            export_s = time.perf_counter() - start
+
+        start = time.perf_counter()
+        done = archive_session(store, store.archive, SESSION)
+        archive_s = time.perf_counter() - start
+        assert done.events == exported == events
+        after = used_memory(client)
+        archived = median_tail(store)
+
+        print(
+            f"archive {events:,} events to PostgreSQL vs export to JSONL: "
+            f"{events / archive_s:,.0f} vs {events / export_s:,.0f} events/s,"
+            f" ratio {export_s / archive_s:.2f}x  (target >= 0.5x)"
+        )
+        print(
+            f"redis used_memory: {before:,} before writing, {written:,} written,"
+            f" {after:,} archived: {100 * (after - before) / before:+.2f}% of before"
+            "  (target within 1%)"
+        )
+        print(
+            f"tail -n 20: archived {archived:,.0f} us vs on redis {on_redis:,.0f} us,"
+            f" ratio {archived / on_redis:.2f}x  (target <= 3x)"
+        )
+        store.close()
+        client.close()
+
+
+if __name__ == "__main__":
+    main()
