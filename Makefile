@@ -48,6 +48,7 @@ bench: install
 	$(PY) scripts/bench_durability.py
 	$(PY) scripts/bench_breakdown.py
 	$(PY) scripts/bench_sql.py
+	$(PY) scripts/bench_lifecycle.py
 
 demo: install
 	$(BIN)/ledger-bus demo

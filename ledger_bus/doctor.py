@@ -94,10 +94,19 @@ def _memory(info: dict[str, Any]) -> Finding | None:
         )
     share = used / limit
     detail = f"{used} of {limit} bytes used ({share:.0%})"
+    # What to do about it: see what takes the room, and move finished sessions out.
+    remedy = (
+        "`ledger-bus du` shows which sessions take it; `ledger-bus archive --idle-after 7d"
+        " --to postgresql://...` moves finished ones to SQL (docs/lifecycle.md)"
+    )
     if used >= limit:
-        return Finding("fail", "memory", f"Redis memory is full: {detail}; appends are refused")
-    if share >= 0.9:
-        return Finding("warn", "memory", f"{detail}: appends will be refused when it fills")
+        return Finding(
+            "fail", "memory", f"Redis memory is full: {detail}; appends are refused; {remedy}"
+        )
+    if share >= 0.8:
+        return Finding(
+            "warn", "memory", f"{detail}: appends will be refused when it fills; {remedy}"
+        )
     return Finding("ok", "memory", detail)
 
 

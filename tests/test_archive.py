@@ -248,3 +248,32 @@ def test_the_command_archives_named_or_idle_sessions_and_reads_them_through(
     gone = run("delete", S, "--yes", archive=cold_url)
     assert json.loads(gone.stdout)["deleted_events"] == 5
     assert run("tail", S, archive=cold_url).returncode == 6
+
+
+def test_du_shows_what_each_session_takes_by_kind_and_the_largest_first(
+    hot_url: str, prefix: str
+) -> None:
+    with lb.connect(hot_url, prefix=prefix) as store:
+        store.append(lb.StreamId("du-big", "main"), 0, "a", [msg("x" * 2000) for _ in range(50)])
+        store.append(lb.StreamId("du-big", "tools"), 0, "c", [call("att-1", "run-1")])
+        store.append(lb.StreamId("du-small", "main"), 0, "a", [msg("y")])
+        store.delete_stream(lb.StreamId("du-small", "main"))  # its append_ids stay
+        store.append(lb.StreamId("du-small", "side"), 0, "b", [msg("z")])
+        assert isinstance(store, RedisStore)
+        measured = store.memory_of(["du-big", "du-small"])
+
+    big, small = measured["du-big"], measured["du-small"]
+    assert big["log"] > 100_000 > small["log"] > 0
+    assert big["attempts"] > 0 == small["attempts"]
+    assert small["append_ids"] > 0  # the deleted stream's records are counted too
+    assert all(value > 0 for value in (big["streams"], big["append_ids"], big["other"]))
+
+    shown = ledger_cli(hot_url, prefix, "du")
+    assert shown.returncode == 0, shown.stderr
+    rows = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert [row["session"] for row in rows] == ["du-big", "du-small"]
+    assert rows[0]["bytes"] == sum(big.values())
+    one = ledger_cli(hot_url, prefix, "--output", "table", "du", "du-small")
+    assert "du-small" in one.stdout
+    assert "du-big" not in one.stdout
+    assert ledger_cli(hot_url, prefix, "du", "du-nobody").returncode == 6

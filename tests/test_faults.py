@@ -214,6 +214,6 @@ def test_a_reconciler_that_cannot_flag_for_a_full_memory_fails_its_pass_and_its_
     assert check.returncode == 1
     assert "could not read or flag 1 session" in check.stderr
     findings = [json.loads(line) for line in doctor.stdout.splitlines()]
-    assert {"level": "fail", "topic": "memory"}.items() <= next(
-        f for f in findings if f["topic"] == "memory"
-    ).items()
+    memory = next(f for f in findings if f["topic"] == "memory")
+    assert {"level": "fail", "topic": "memory"}.items() <= memory.items()
+    assert "ledger-bus du" in memory["detail"] and "ledger-bus archive" in memory["detail"]

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from ledger_bus.cli.app import BadInput, Settings, cli, pass_settings, say
-from ledger_bus.cli.output import show_record
+from ledger_bus.cli.output import show_record, show_rows
 from ledger_bus.errors import NotFound, Refused
 from ledger_bus.ids import StreamId
 from ledger_bus.store import ARCHIVE_ENV, connect
@@ -136,3 +136,45 @@ def archive(
             show_record(settings, done.to_dict())
     finally:
         cold.close()
+
+
+@cli.command()
+@click.argument("sessions", nargs=-1)
+@click.option(
+    "--top",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Without SESSION: the sessions taking the most, this many.",
+)
+@pass_settings
+def du(settings: Settings, sessions: tuple[str, ...], top: int) -> None:
+    """Memory each session takes in Redis, by kind of key (MEMORY USAGE, sampled).
+
+    Without SESSION, every session in the index is measured and the largest are shown; the
+    title says how full the server is. `log` is the events themselves; `streams` their indexes;
+    `append_ids` what idempotency keeps; `attempts` open attempts and tools declared safe.
+    """
+    from ledger_bus.store.redis import RedisStore
+
+    store = settings.store()
+    if not isinstance(store, RedisStore):
+        raise BadInput(f"du measures Redis memory; --url names {settings.url!r}")
+    for session in sessions:
+        settings.session(session)  # exit 6 for one that does not exist
+    names = list(sessions) or [s for s, _ in store.sessions()]
+    sizes: dict[str, dict[str, int]] = {}
+    for start in range(0, len(names), 200):  # two round trips per 200 sessions
+        sizes.update(store.memory_of(names[start : start + 200]))
+    ranked = sorted(sizes.items(), key=lambda item: -sum(item[1].values()))
+    if not sessions:
+        ranked = ranked[:top]
+    rows = [
+        {"session": session, "bytes": sum(kinds.values()), **kinds} for session, kinds in ranked
+    ]
+    memory = store.memory_info()
+    title = f"{len(names)} sessions"
+    if memory is not None:
+        used, limit = memory
+        title += f"; redis uses {used:,} bytes" + (f" of {limit:,}" if limit else " (no maxmemory)")
+    show_rows(settings, rows, title)

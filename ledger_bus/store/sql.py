@@ -30,6 +30,7 @@ from sqlalchemy import (
     Engine,
     Table,
     and_,
+    bindparam,
     create_engine,
     delete,
     event,
@@ -84,7 +85,7 @@ T = TypeVar("T")
 MIGRATIONS: Final = Path(__file__).with_name("migrations")
 SCHEMA_HEAD: Final = "0003"  # the newest migration; tests/test_sql.py holds the two together
 POLL_S: Final = 0.02  # how often a waiting read looks again
-RESTORE_BATCH: Final = 1000  # events restored per transaction
+RESTORE_BATCH: Final = 5000  # events restored per transaction
 # SQLSTATEs worth running the transaction again for: serialization failure, deadlock.
 _RETRY_STATES: Final = frozenset({"40001", "40P01"})
 _SQLITE_BUSY: Final = ("database is locked", "database is busy", "database table is locked")
@@ -95,6 +96,21 @@ def sql_url(url: str) -> str:
     if url.startswith(("postgresql://", "postgres://")):
         return "postgresql+psycopg://" + url.split("://", 1)[1]
     return url
+
+
+def _pg_options(timeout: float) -> dict[str, Any]:
+    return {
+        "connect_args": {
+            "connect_timeout": max(1, int(timeout)),
+            # A server that vanished without closing its sockets (a host gone, a network cut)
+            # is found out instead of waited on for ever.
+            "keepalives": 1,
+            "keepalives_idle": 5,
+            "keepalives_interval": 2,
+            "keepalives_count": 3,
+            "tcp_user_timeout": int(timeout * 1000),
+        }
+    }
 
 
 def open_engine(url: str, timeout: float) -> Engine:
@@ -122,20 +138,10 @@ def open_engine(url: str, timeout: float) -> Engine:
 
         return engine
     if target.get_backend_name() == "postgresql":
-        return create_engine(
-            target,
-            pool_pre_ping=True,
-            connect_args={
-                "connect_timeout": max(1, int(timeout)),
-                # A server that vanished without closing its sockets (a host gone, a network
-                # cut) is found out instead of waited on for ever.
-                "keepalives": 1,
-                "keepalives_idle": 5,
-                "keepalives_interval": 2,
-                "keepalives_count": 3,
-                "tcp_user_timeout": int(timeout * 1000),
-            },
-        )
+        # No pre-ping: it cost a round trip per call. A connection that died in the pool fails
+        # its first statement, before anything is written; SQLAlchemy then drops the pool's
+        # connections and the store's retry takes a new one.
+        return create_engine(target, **_pg_options(timeout))
     raise InvalidInput(f"not a SQL URL: {url!r} (sqlite:///PATH or postgresql://USER@HOST/DB)")
 
 
@@ -153,11 +159,26 @@ class SqlStore(EventStore):
     ):
         super().__init__(limits, durability)
         self.engine = engine
+        self.postgres = engine.dialect.name == "postgresql"
+        # Reads on PostgreSQL go without BEGIN and COMMIT, on connections of their own made so
+        # once (switching a pooled one costs a round trip each way): each statement sees what
+        # was committed when it began. A tail was three round trips; it is one.
+        self._reads = (
+            engine.execution_options(isolation_level="AUTOCOMMIT") if self.postgres else engine
+        )
         self.prefix = prefix
         self.timeout = timeout
         self._write_lock = threading.RLock()
         self.t: Tables = tables(prefix)
-        self.postgres = engine.dialect.name == "postgresql"
+        e = self.t.events
+        self._tail_query = self._events(
+            [e.c.session_id == bindparam("session")], e.c.cursor.desc(), bindparam("n")
+        )
+        self._tail_before_query = self._events(
+            [e.c.session_id == bindparam("session"), e.c.cursor < bindparam("before")],
+            e.c.cursor.desc(),
+            bindparam("n"),
+        )
         self._channel = f"{prefix}_appended"  # NOTIFY, with the session id as payload
         self._sql = sql_append.AppendSql.build(prefix, self.postgres)
         if check_schema:
@@ -253,7 +274,7 @@ class SqlStore(EventStore):
     def _connection(self, write: bool) -> Iterator[Connection]:
         with (
             self._writing() if write else contextlib.nullcontext(),
-            self.engine.connect() as opened,
+            (self.engine if write else self._reads).connect() as opened,
         ):
             conn = opened
             if write and not self.postgres:
@@ -370,14 +391,19 @@ class SqlStore(EventStore):
 
         return self._retry(attempt)
 
-    def restore(self, events: Iterable[RecordedEvent]) -> int:
+    def restore(
+        self,
+        events: Iterable[RecordedEvent],
+        seen: Callable[[RecordedEvent, bytes], object] | None = None,
+    ) -> int:
         """Write recorded events as they are, with their streams, versions, cursors and event ids:
         a session moved here from another store. Return how many were written.
 
         Events come in commit order; each must be above its session's newest cursor and the next
         version of its stream, so what an append writes afterwards sorts after them. An event
         already here (its cursor taken) is skipped: a move cut short can be run again. Open
-        attempts follow from the events, as they do for appends.
+        attempts follow from the events, as they do for appends. `seen` is told of every event
+        with the payload bytes it has here, written now or before.
         """
         written = 0
         batch: list[RecordedEvent] = []
@@ -385,7 +411,11 @@ class SqlStore(EventStore):
         def flush() -> None:
             nonlocal written
             if batch:
-                written += self._run(lambda conn: self._restore(conn, list(batch)))
+                payloads = [msgpack.packb(e.fields) for e in batch]
+                if seen is not None:
+                    for recorded, payload in zip(batch, payloads, strict=True):
+                        seen(recorded, payload)
+                written += self._run(lambda conn: self._restore(conn, list(batch), payloads))
                 batch.clear()
 
         for recorded in events:
@@ -397,13 +427,14 @@ class SqlStore(EventStore):
         flush()
         return written
 
-    def _restore(self, conn: Connection, events: list[RecordedEvent]) -> int:
+    def _restore(self, conn: Connection, events: list[RecordedEvent], payloads: list[bytes]) -> int:
         t = self.t
         session_id = events[0].session_id
         last, count = self._lock_session(conn, session_id)
         fresh = [e for e in events if e.cursor > last]
         if not fresh:
             return 0
+        payloads = payloads[len(events) - len(fresh) :]  # those skipped come first
         versions = {
             row.stream: int(row.version)
             for row in conn.execute(
@@ -425,19 +456,7 @@ class SqlStore(EventStore):
                 )
             versions[name] = recorded.version
             previous = recorded.cursor
-        conn.execute(
-            insert(t.events),
-            [
-                {
-                    "session_id": session_id,
-                    "cursor": e.cursor,
-                    "stream": e.stream.name,
-                    "version": e.version,
-                    "payload": msgpack.packb(e.fields),
-                }
-                for e in fresh
-            ],
-        )
+        self._insert_events(conn, session_id, fresh, payloads)
         for name, version in versions.items():
             if name not in known:
                 conn.execute(
@@ -454,9 +473,7 @@ class SqlStore(EventStore):
             note = attempt_note(recorded.fields)
             opened = opened or note.startswith("o")
             notes.append((recorded.stream.name, note, recorded.cursor))
-        driver_cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        sql_append.apply_notes(self._sql, driver_cursor, session_id, notes)
-        driver_cursor.close()
+        self._apply_notes(conn, session_id, notes)
         values: dict[str, Any] = {"last_cursor": fresh[-1].cursor, "events": count + len(fresh)}
         if opened:
             values["opened_ms"] = self._now(conn)
@@ -464,6 +481,76 @@ class SqlStore(EventStore):
             update(t.sessions).where(t.sessions.c.session_id == session_id).values(**values)
         )
         return len(fresh)
+
+    def _insert_events(
+        self, conn: Connection, session_id: str, events: list[RecordedEvent], payloads: list[bytes]
+    ) -> None:
+        if not self.postgres:  # sqlite3's executemany runs in C
+            conn.execute(
+                insert(self.t.events),
+                [
+                    {
+                        "session_id": session_id,
+                        "cursor": e.cursor,
+                        "stream": e.stream.name,
+                        "version": e.version,
+                        "payload": payload,
+                    }
+                    for e, payload in zip(events, payloads, strict=True)
+                ],
+            )
+            return
+        # psycopg's executemany sends a statement per row; COPY streams them, several times
+        # faster than that or than one statement from arrays.
+        columns = "session_id, cursor, stream, version, payload"
+        driver_cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        with driver_cursor.copy(f"COPY {self.t.events.name} ({columns}) FROM STDIN") as copy:
+            for e, payload in zip(events, payloads, strict=True):
+                copy.write_row((session_id, e.cursor, e.stream.name, e.version, payload))
+        driver_cursor.close()
+
+    def _apply_notes(
+        self, conn: Connection, session_id: str, notes: list[tuple[str, str, str]]
+    ) -> None:
+        """Keep open attempts for restored events as their appends did."""
+        net = sql_append.net_notes(notes) if self.postgres else None
+        if net is None:
+            driver_cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+            sql_append.apply_notes(self._sql, driver_cursor, session_id, notes)
+            driver_cursor.close()
+            return
+        opened, closed = net
+        table = self.t.open_attempts.name
+        gone = sorted(closed - opened.keys())
+        if gone:
+            conn.execute(
+                text(
+                    f"DELETE FROM {table} WHERE session_id = :session"
+                    " AND attempt_id = ANY(CAST(:ids AS text[]))"
+                ),
+                {"session": session_id, "ids": gone},
+            )
+        if opened:
+            conn.execute(
+                text(
+                    f"INSERT INTO {table} (session_id, attempt_id, run_id, tool, stream, cursor,"
+                    " flagged_cursor) SELECT :session, a, r, t, s, c, NULL FROM"
+                    " unnest(CAST(:attempts AS text[]), CAST(:runs AS text[]),"
+                    " CAST(:tools AS text[]), CAST(:streams AS text[]),"
+                    " CAST(:cursors AS text[])) AS n(a, r, t, s, c)"
+                    " ON CONFLICT (session_id, attempt_id) DO UPDATE SET"
+                    " run_id = excluded.run_id, tool = excluded.tool, stream = excluded.stream,"
+                    " cursor = excluded.cursor, flagged_cursor = NULL"
+                ),
+                {
+                    "session": session_id,
+                    "attempts": list(opened),
+                    "runs": [o[0] for o in opened.values()],
+                    "tools": [o[1] for o in opened.values()],
+                    "streams": [o[2] for o in opened.values()],
+                    "cursors": [o[3] for o in opened.values()],
+                },
+            )
 
     def tail_plan(self, session_id: str, n: int = 20) -> str:
         """How the database runs a tail of the session: its query plan, as text."""
@@ -489,7 +576,19 @@ class SqlStore(EventStore):
             fields=msgpack.unpackb(row.payload),
         )
 
-    def _events(self, where: Sequence[Any], order: Any, count: int) -> Any:
+    @staticmethod
+    def _records(session_id: str, rows: Iterable[Any]) -> list[RecordedEvent]:
+        """Rows as events; a StreamId is made (and its name checked) once per stream."""
+        refs: dict[str, StreamId] = {}
+        out = []
+        for stream, version, cursor, payload in rows:
+            ref = refs.get(stream)
+            if ref is None:
+                ref = refs[stream] = StreamId(session_id, stream)
+            out.append(RecordedEvent(ref, int(version), cursor, msgpack.unpackb(payload)))
+        return out
+
+    def _events(self, where: Sequence[Any], order: Any, count: Any) -> Any:
         e = self.t.events
         return (
             select(e.c.stream, e.c.version, e.c.cursor, e.c.payload)
@@ -510,7 +609,7 @@ class SqlStore(EventStore):
             count,
         )
         rows = self._run(lambda c: c.execute(query).all(), write=False)
-        return [self._record(stream.session_id, row) for row in rows]
+        return self._records(stream.session_id, rows)
 
     def _scan_rows(self, conn: Connection, session_id: str, after: str | None, count: int) -> Any:
         e = self.t.events
@@ -521,16 +620,14 @@ class SqlStore(EventStore):
 
     def _scan(self, session_id: str, after: str | None, count: int) -> list[RecordedEvent]:
         rows = self._run(lambda c: self._scan_rows(c, session_id, after, count), write=False)
-        return [self._record(session_id, row) for row in rows]
+        return self._records(session_id, rows)
 
     def _tail(self, session_id: str, n: int, before: str | None) -> list[RecordedEvent]:
-        e = self.t.events
-        where = [e.c.session_id == session_id]
-        if before is not None:
-            where.append(e.c.cursor < before)
-        query = self._events(where, e.c.cursor.desc(), n)
-        rows = self._run(lambda c: c.execute(query).all(), write=False)
-        return [self._record(session_id, row) for row in reversed(rows)]
+        # Statements built once: building and keying one per call cost more than the query.
+        query = self._tail_query if before is None else self._tail_before_query
+        values = {"session": session_id, "n": n, "before": before}
+        rows = self._run(lambda c: c.execute(query, values).all(), write=False)
+        return self._records(session_id, reversed(rows))
 
     def _last_cursor(self, conn: Connection, session_id: str) -> str:
         s = self.t.sessions
@@ -682,6 +779,25 @@ class SqlStore(EventStore):
             if len(rows) < PAGE:
                 return
             after = (rows[-1].stream, rows[-1].append_id)
+
+    def iter_rows(self, session_id: str) -> Iterator[tuple[str, str, int, bytes]]:
+        """(cursor, stream, version, payload bytes) of each event of a session, in commit order,
+        undecoded: what an archive is verified by."""
+        e = self.t.events
+        query = (
+            select(e.c.cursor, e.c.stream, e.c.version, e.c.payload)
+            .where(e.c.session_id == session_id, e.c.cursor > bindparam("after"))
+            .order_by(e.c.cursor)
+            .limit(PAGE * 5)
+        )
+        after = CURSOR_ZERO
+        while True:
+            rows = self._run(lambda c: c.execute(query, {"after": after}).all(), write=False)  # noqa: B023
+            for cursor, stream, version, payload in rows:
+                yield cursor, stream, int(version), bytes(payload)
+            if len(rows) < PAGE * 5:
+                return
+            after = rows[-1][0]
 
     def restore_append_ids(self, session_id: str, records: Iterable[AppendRecord]) -> int:
         """Record appends of a session moved here, as its events were (restore); one already
@@ -1273,6 +1389,7 @@ class SqlStore(EventStore):
 
     def close(self) -> None:
         self.engine.dispose()
+        self._reads.dispose()
 
 
 def _driver_error(err: BaseException) -> BaseException | None:

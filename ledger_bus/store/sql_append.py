@@ -169,6 +169,28 @@ def apply_notes(
         cursor.executemany(statement, run)
 
 
+def net_notes(
+    notes: list[tuple[str, str, str]],
+) -> tuple[dict[str, tuple[str, str, str, str]], set[str]] | None:
+    """What (stream, note, cursor) notes that only open and close attempts leave once applied
+    in order: the attempts open at the end (attempt -> run, tool, stream, cursor of the call)
+    and the attempts closed. None when a note flags or declares: those are applied in order."""
+    opened: dict[str, tuple[str, str, str, str]] = {}
+    closed: set[str] = set()
+    for stream, note, at in notes:
+        if not note:
+            continue
+        kind, *parts = note.split("\x1f")
+        if kind == "o":
+            opened[parts[0]] = (parts[1], parts[2], stream, at)
+        elif kind == "c":
+            opened.pop(parts[0], None)
+            closed.add(parts[0])
+        else:
+            return None
+    return opened, closed
+
+
 def _only_opens(notes: list[str]) -> bool:
     """Whether the append's notes open attempts and do nothing else, each attempt once: then
     they can be applied in one statement, in any order."""
