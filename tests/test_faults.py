@@ -216,4 +216,5 @@ def test_a_reconciler_that_cannot_flag_for_a_full_memory_fails_its_pass_and_its_
     findings = [json.loads(line) for line in doctor.stdout.splitlines()]
     memory = next(f for f in findings if f["topic"] == "memory")
     assert {"level": "fail", "topic": "memory"}.items() <= memory.items()
-    assert "ledger-bus du" in memory["detail"] and "ledger-bus archive" in memory["detail"]
+    assert "ledger-bus du" in memory["detail"]
+    assert "ledger-bus archive" in memory["detail"]
