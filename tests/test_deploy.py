@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from ledger_bus.acl import acl_file
+from ledger_bus.cli import cli
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 
@@ -83,3 +85,16 @@ def test_the_image_and_the_units_run_the_reconciler_with_a_health_check() -> Non
     assert "KillSignal=SIGTERM" in unit
     redis_unit = (DEPLOY / "systemd" / "ledger-bus-redis.service").read_text()
     assert "/etc/ledger-bus/redis.conf --dir /var/lib/ledger-bus" in redis_unit
+
+
+def test_the_archive_timer_runs_a_command_the_cli_takes() -> None:
+    unit = (DEPLOY / "systemd" / "ledger-bus-archive.service").read_text()
+    timer = (DEPLOY / "systemd" / "ledger-bus-archive.timer").read_text()
+    assert "OnUnitActiveSec=1h" in timer
+    line = next(x for x in unit.splitlines() if x.startswith("ExecStart="))
+    program, command, *args = shlex.split(line.removeprefix("ExecStart="))
+    assert (program, command) == ("/opt/ledger-bus/bin/ledger-bus", "archive")
+    archive = cli.commands["archive"]
+    parsed = archive.make_context("archive", list(args)).params
+    assert parsed["idle_after"] == 7 * 86400
+    assert "LEDGER_BUS_ARCHIVE=postgresql://" in unit
