@@ -18,7 +18,6 @@ nothing in Redis. What is archived is read through the archive (ledger_bus.store
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from ledger_bus.errors import NotFound, Refused
 from ledger_bus.records import RecordedEvent
 from ledger_bus.store.base import PAGE
 from ledger_bus.store.redis import RedisStore
-from ledger_bus.store.sql import SqlStore
+from ledger_bus.store.sql import DIGEST_PAGE, PageDigests, SqlStore
 
 STEPS: Final = ("check", "mark", "copy", "verify", "remove")
 
@@ -53,30 +52,21 @@ class Archived:
         }
 
 
-class _Fingerprint:
-    """A running digest of events: cursor, stream, version and the payload bytes the archive
-    keeps, computed as they are copied and again as the archive returns them."""
+class _Copied(PageDigests):
+    """The page digests of the events as they are copied, with the runs they name."""
 
     def __init__(self) -> None:
-        self._hash = hashlib.sha256()
+        super().__init__()
         self.events = 0
         self.run_ids: set[str] = set()
-
-    def add(self, cursor: str, stream: str, version: int, payload: bytes) -> None:
-        self._hash.update(f"{cursor}\x1f{stream}\x1f{version}\x1f".encode())
-        self._hash.update(payload)
-        self.events += 1
 
     def copied(self, event: RecordedEvent, payload: bytes) -> None:
         """An event of the session here, with the bytes the archive keeps of it."""
         self.add(event.cursor, event.stream.name, event.version, payload)
+        self.events += 1
         run_id = event.fields.get("run_id")
         if isinstance(run_id, str):
             self.run_ids.add(run_id)
-
-    @property
-    def digest(self) -> str:
-        return self._hash.hexdigest()
 
 
 def archive_session(
@@ -112,7 +102,7 @@ def archive_session(
         raise Refused(f"session {session_id!r} is being archived to {under_way}, not {where}")
 
     step("copy")
-    copied = _Fingerprint()
+    copied = _Copied()
     cold.restore(hot.iter_session(session_id), seen=copied.copied)
     records = cold.restore_append_ids(session_id, hot.iter_append_ids(session_id))
 
@@ -132,17 +122,18 @@ def _verify(
     hot: RedisStore,
     cold: SqlStore,
     session_id: str,
-    copied: _Fingerprint,
+    copied: _Copied,
     force: bool,
 ) -> None:
-    found = _Fingerprint()
-    for row in cold.iter_rows(session_id):
-        found.add(*row)
-    if (found.events, found.digest) != (copied.events, copied.digest):
+    pages, kept = copied.finish(), cold.page_digests(session_id)
+    if pages != kept:
+        held = sum(count for count, _ in kept)
+        pairs = zip(pages, kept, strict=False)
+        first = next((n for n, (a, b) in enumerate(pairs) if a != b), min(len(pages), len(kept)))
         raise Refused(
-            f"session {session_id!r}: the archive holds {found.events} events that differ from"
-            f" the {copied.events} here (sha256 {found.digest[:12]} against"
-            f" {copied.digest[:12]}); nothing was removed here"
+            f"session {session_id!r}: the archive holds {held} events where {copied.events} were"
+            f" copied, differing from event {first * DIGEST_PAGE + 1} on; nothing was removed"
+            " here"
         )
     # Every record here must be there, the same; the archive may hold more (of generations
     # deleted before), which a retry may still meet.

@@ -3,6 +3,7 @@ three-primary cluster, into SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import subprocess
@@ -277,3 +278,19 @@ def test_du_shows_what_each_session_takes_by_kind_and_the_largest_first(
     assert "du-small" in one.stdout
     assert "du-big" not in one.stdout
     assert ledger_cli(hot_url, prefix, "du", "du-nobody").returncode == 6
+
+
+def test_an_archive_that_differs_is_found_out_and_nothing_is_removed(tiered: TieredStore) -> None:
+    fill(tiered)
+    before = exported(tiered)
+    # The archive already holds the session's cursors, one event with other content.
+    events = tiered.scan_session(S)
+    altered = dataclasses.replace(events[2], fields={**events[2].fields, "body": "forged"})
+    tiered.archive.restore([*events[:2], altered, *events[3:]])
+
+    with pytest.raises(lb.Refused, match="differing from event 1 on"):
+        archive_session(tiered, tiered.archive, S)
+
+    assert tiered.archive_state(S) == (None, False), "the archive is given up"
+    assert exported(tiered) == before
+    assert tiered.append(MAIN, 4, "m3", [msg("still here")]).first_version == 5

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import itertools
 import json
 import threading
@@ -143,6 +144,37 @@ def open_engine(url: str, timeout: float) -> Engine:
         # connections and the store's retry takes a new one.
         return create_engine(target, **_pg_options(timeout))
     raise InvalidInput(f"not a SQL URL: {url!r} (sqlite:///PATH or postgresql://USER@HOST/DB)")
+
+
+DIGEST_PAGE: Final = 5000  # events a page digest covers
+
+
+class PageDigests:
+    """Digests of a session's events in commit order, a page of DIGEST_PAGE at a time: the
+    sha256 of each event's `<cursor>␟<stream>␟<version>␟` and payload bytes, run together.
+    What an archive is verified by (ledger_bus.archive), the same whoever computes it."""
+
+    def __init__(self) -> None:
+        self.pages: list[tuple[int, str]] = []
+        self._hash = hashlib.sha256()
+        self._count = 0
+
+    def add(self, cursor: str, stream: str, version: int, payload: bytes) -> None:
+        self._hash.update(f"{cursor}\x1f{stream}\x1f{version}\x1f".encode())
+        self._hash.update(payload)
+        self._count += 1
+        if self._count == DIGEST_PAGE:
+            self._close()
+
+    def _close(self) -> None:
+        self.pages.append((self._count, self._hash.hexdigest()))
+        self._hash = hashlib.sha256()
+        self._count = 0
+
+    def finish(self) -> list[tuple[int, str]]:
+        if self._count:
+            self._close()
+        return self.pages
 
 
 class SqlStore(EventStore):
@@ -780,24 +812,46 @@ class SqlStore(EventStore):
                 return
             after = (rows[-1].stream, rows[-1].append_id)
 
-    def iter_rows(self, session_id: str) -> Iterator[tuple[str, str, int, bytes]]:
-        """(cursor, stream, version, payload bytes) of each event of a session, in commit order,
-        undecoded: what an archive is verified by."""
-        e = self.t.events
-        query = (
-            select(e.c.cursor, e.c.stream, e.c.version, e.c.payload)
-            .where(e.c.session_id == session_id, e.c.cursor > bindparam("after"))
-            .order_by(e.c.cursor)
-            .limit(PAGE * 5)
+    def page_digests(self, session_id: str) -> list[tuple[int, str]]:
+        """The session's events as `PageDigests` gives them: on PostgreSQL computed by the
+        server, so that verifying an archive does not carry every payload back."""
+        if not self.postgres:
+            digests = PageDigests()
+            e = self.t.events
+            query = (
+                select(e.c.cursor, e.c.stream, e.c.version, e.c.payload)
+                .where(e.c.session_id == session_id, e.c.cursor > bindparam("after"))
+                .order_by(e.c.cursor)
+                .limit(DIGEST_PAGE)
+            )
+            after = CURSOR_ZERO
+            while rows := self._run(
+                lambda c: c.execute(query, {"after": after}).all(),  # noqa: B023
+                write=False,
+            ):
+                for cursor, stream, version, payload in rows:
+                    digests.add(cursor, stream, int(version), bytes(payload))
+                after = rows[-1][0]
+            return digests.finish()
+        page = text(
+            "SELECT count(*), max(cursor), encode(sha256(string_agg(convert_to(cursor"
+            " || chr(31) || stream || chr(31) || version::text || chr(31), 'UTF8') || payload,"
+            " ''::bytea ORDER BY cursor)), 'hex') FROM (SELECT cursor, stream, version, payload"
+            f" FROM {self.t.events.name} WHERE session_id = :session AND cursor > :after"
+            " ORDER BY cursor LIMIT :n) AS page"
         )
+        pages: list[tuple[int, str]] = []
         after = CURSOR_ZERO
         while True:
-            rows = self._run(lambda c: c.execute(query, {"after": after}).all(), write=False)  # noqa: B023
-            for cursor, stream, version, payload in rows:
-                yield cursor, stream, int(version), bytes(payload)
-            if len(rows) < PAGE * 5:
-                return
-            after = rows[-1][0]
+            values = {"session": session_id, "after": after, "n": DIGEST_PAGE}
+            count, last, digest = self._run(
+                lambda c: c.execute(page, values).one(),  # noqa: B023
+                write=False,
+            )
+            if not count:
+                return pages
+            pages.append((int(count), str(digest)))
+            after = last
 
     def restore_append_ids(self, session_id: str, records: Iterable[AppendRecord]) -> int:
         """Record appends of a session moved here, as its events were (restore); one already

@@ -13,8 +13,8 @@ it, and remembered for a few seconds: an archived session stays so until it is d
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from typing import Any, Final
+from collections.abc import Callable, Iterator
+from typing import Any, Final, TypeVar
 
 from ledger_bus.batch import PreparedAppend
 from ledger_bus.durability import Durability
@@ -25,6 +25,7 @@ from ledger_bus.store.redis import RedisStore
 from ledger_bus.store.sql import SqlStore
 
 ARCHIVED_TTL: Final = 5.0  # seconds a session found archived is taken for archived
+T = TypeVar("T")
 
 
 class TieredStore(RedisStore):
@@ -42,32 +43,43 @@ class TieredStore(RedisStore):
             return True
         _, moved = self.archive_state(session_id)
         if moved:
-            self._archived[session_id] = time.monotonic() + ARCHIVED_TTL
+            self._remember(self._archived, session_id, time.monotonic() + ARCHIVED_TTL)
         else:
             self._archived.pop(session_id, None)
         return moved
 
-    # -- reads: Redis first, the archive when Redis has nothing and the session moved ----------
+    def _through(self, session_id: str, here: Callable[[], T], there: Callable[[], T]) -> T:
+        """`there()` (the archive) for a session known to have moved; else `here()` (Redis),
+        unless it found nothing and the session has moved since."""
+        if self._archived.get(session_id, 0.0) > time.monotonic():
+            return there()
+        found = here()
+        if found or not self._in_archive(session_id):
+            return found
+        return there()
+
+    # -- reads: Redis first, the archive for the sessions moved to it --------------------------
 
     def _read_stream(self, stream: StreamId, after: int, count: int) -> list[RecordedEvent]:
-        found = super()._read_stream(stream, after, count)
-        if found or not self._in_archive(stream.session_id):
-            return found
-        return self.archive._read_stream(stream, after, count)
+        return self._through(
+            stream.session_id,
+            lambda: super(TieredStore, self)._read_stream(stream, after, count),
+            lambda: self.archive._read_stream(stream, after, count),
+        )
 
     def _scan(self, session_id: str, after: str | None, count: int) -> list[RecordedEvent]:
-        found = super()._scan(session_id, after, count)
-        if found or not self._in_archive(session_id):
-            return found
-        return self.archive._scan(session_id, after, count)
+        return self._through(
+            session_id,
+            lambda: super(TieredStore, self)._scan(session_id, after, count),
+            lambda: self.archive._scan(session_id, after, count),
+        )
 
     def _tail(self, session_id: str, n: int, before: str | None) -> list[RecordedEvent]:
-        if self._archived.get(session_id, 0.0) > time.monotonic():
-            return self.archive._tail(session_id, n, before)
-        found = super()._tail(session_id, n, before)
-        if found or not self._in_archive(session_id):
-            return found
-        return self.archive._tail(session_id, n, before)
+        return self._through(
+            session_id,
+            lambda: super(TieredStore, self)._tail(session_id, n, before),
+            lambda: self.archive._tail(session_id, n, before),
+        )
 
     def _wait(
         self, session_id: str, after: str | None, timeout_ms: int, count: int
@@ -81,15 +93,18 @@ class TieredStore(RedisStore):
         return found
 
     def _stream_version(self, stream: StreamId) -> int:
-        version = super()._stream_version(stream)
-        if version or not self._in_archive(stream.session_id):
-            return version
-        return self.archive._stream_version(stream)
+        return self._through(
+            stream.session_id,
+            lambda: super(TieredStore, self)._stream_version(stream),
+            lambda: self.archive._stream_version(stream),
+        )
 
     def _session_exists(self, session_id: str) -> bool:
-        if super()._session_exists(session_id):
-            return True
-        return self._in_archive(session_id) and self.archive._session_exists(session_id)
+        return self._through(
+            session_id,
+            lambda: super(TieredStore, self)._session_exists(session_id),
+            lambda: self.archive._session_exists(session_id),
+        )
 
     def _session_info(self, session_id: str) -> SessionInfo:
         info = super()._session_info(session_id)
