@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
@@ -36,6 +36,7 @@ from ledger_bus.records import AppendResult, OpenAttempt, RecordedEvent
 from ledger_bus.rewind import report_rewind
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.keys import INDEX_BUCKETS
+from ledger_bus.store.redis import RedisStore
 
 log = logging.getLogger("ledger_bus.reconciler")
 
@@ -353,13 +354,52 @@ def _not_open(store: EventStore, session_id: str, attempt_id: str) -> LedgerErro
     return NotFound(f"no attempt {attempt_id!r} was requested in session {session_id!r}")
 
 
-class ReconcilerMetrics:
-    """Prometheus metrics of a reconciler, served on a port of their own."""
+class StoreGauges:
+    """Gauges read from the store when Prometheus scrapes: sessions by tier (`redis`, `archive`
+    for the sessions archived to SQL, `sql` or `memory` for those stores) and Redis's
+    used_memory and maxmemory, so an alert can fire before appends are refused."""
 
-    def __init__(self, port: int, address: str = "127.0.0.1"):
+    def __init__(self, store: EventStore):
+        self.store = store
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        store = self.store
+        try:
+            sessions = GaugeMetricFamily(
+                "ledger_sessions", "Sessions holding events, by tier", labels=["tier"]
+            )
+            tier = "redis" if isinstance(store, RedisStore) else type(store).__name__[:-5].lower()
+            sessions.add_metric([tier], store.session_count())
+            archive = getattr(store, "archive", None)
+            if isinstance(archive, EventStore):
+                sessions.add_metric(["archive"], archive.session_count())
+            memory = store.memory_info() if isinstance(store, RedisStore) else None
+        except LedgerError as err:  # a scrape while the store is down shows no gauge, not a 500
+            log.warning("store gauges skipped: %s", err)
+            return
+        yield sessions
+        if memory is not None:
+            used, limit = memory
+            yield GaugeMetricFamily(
+                "ledger_redis_used_memory_bytes", "Redis used_memory", value=used
+            )
+            yield GaugeMetricFamily(
+                "ledger_redis_maxmemory_bytes", "Redis maxmemory (0: none set)", value=limit
+            )
+
+
+class ReconcilerMetrics:
+    """Prometheus metrics of a reconciler, served on a port of their own; with a store, its
+    gauges too (StoreGauges)."""
+
+    def __init__(self, port: int, address: str = "127.0.0.1", store: EventStore | None = None):
         from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
         self.registry = CollectorRegistry()
+        if store is not None:
+            self.registry.register(StoreGauges(store))
         self.open = Gauge(
             "ledger_reconciler_open_attempts",
             "Open attempts seen in the last pass",

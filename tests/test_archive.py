@@ -294,3 +294,21 @@ def test_an_archive_that_differs_is_found_out_and_nothing_is_removed(tiered: Tie
     assert tiered.archive_state(S) == (None, False), "the archive is given up"
     assert exported(tiered) == before
     assert tiered.append(MAIN, 4, "m3", [msg("still here")]).first_version == 5
+
+
+def test_the_gauges_count_sessions_by_tier_and_show_redis_memory(tiered: TieredStore) -> None:
+    from ledger_bus.reconciler import StoreGauges
+
+    fill(tiered)
+    tiered.append(lb.StreamId("arch-other", "main"), 0, "o1", [msg("stays")])
+    archive_session(tiered, tiered.archive, S)
+
+    found = {
+        (sample.name, tuple(sample.labels.items())): sample.value
+        for family in StoreGauges(tiered).collect()
+        for sample in family.samples
+    }
+    assert found[("ledger_sessions", (("tier", "redis"),))] == 1
+    assert found[("ledger_sessions", (("tier", "archive"),))] == 1
+    if tiered.memory_info() is not None:  # a cluster has one per node
+        assert found[("ledger_redis_used_memory_bytes", ())] > 0

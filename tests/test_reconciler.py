@@ -366,6 +366,9 @@ def test_metrics_are_served_for_prometheus(
             time.sleep(0.1)
         assert b"ledger_reconciler_open_attempts 2.0" in page
         assert b"ledger_reconciler_pass_seconds" in page
+        assert b'ledger_sessions{tier="redis"} 1.0' in page
+        assert b"ledger_redis_used_memory_bytes" in page
+        assert b"ledger_redis_maxmemory_bytes" in page
     finally:
         worker.terminate()
         worker.communicate(timeout=30)

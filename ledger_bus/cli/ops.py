@@ -162,7 +162,7 @@ def reconcile(
     metrics = None
     if metrics_port is not None:
         try:
-            metrics = ReconcilerMetrics(metrics_port, metrics_address)
+            metrics = ReconcilerMetrics(metrics_port, metrics_address, settings.store())
         except OSError as err:
             raise BadInput(
                 f"cannot serve metrics on {metrics_address}:{metrics_port}: {err}"

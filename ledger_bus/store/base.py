@@ -237,6 +237,10 @@ class EventStore(abc.ABC):
             raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
         return self._delete(stream.session_id, stream.name)
 
+    def session_count(self) -> int:
+        """How many sessions hold events (those `sessions()` lists)."""
+        return len(self.sessions())
+
     def sessions(self, limit: int | None = None) -> list[tuple[str, int]]:
         """Return (session id, last activity in ms) pairs, most recently active first."""
         return self._sessions(_check_limit(limit))

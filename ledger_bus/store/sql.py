@@ -927,6 +927,11 @@ class SqlStore(EventStore):
 
         return self._run(read, write=False)
 
+    def session_count(self) -> int:
+        s = self.t.sessions
+        query = select(func.count()).select_from(s).where(s.c.events > 0)
+        return int(self._run(lambda c: c.execute(query).scalar_one(), write=False))
+
     def _sessions(self, limit: int | None) -> list[tuple[str, int]]:
         s = self.t.sessions
         query = (
