@@ -749,16 +749,18 @@ class SqlStore(EventStore):
         write after it is the next generation."""
         t = self.t
         s = t.sessions
-        _, events = self._lock_session(conn, session_id)
+        head = conn.execute(
+            select(s.c.events, s.c.generation).where(s.c.session_id == session_id).with_for_update()
+        ).first()
+        if head is None:  # never written: nothing to lock, nothing to delete
+            return Deletion(session_id, stream, 0, 0)
+        events, generation = head
         where = [t.events.c.session_id == session_id]
         if stream is not None:
             where.append(t.events.c.stream == stream)
             events = conn.execute(
                 select(func.count()).select_from(t.events).where(*where)
             ).scalar_one()
-        generation = conn.execute(
-            select(s.c.generation).where(s.c.session_id == session_id)
-        ).scalar_one()
         if not events:
             return Deletion(session_id, stream, 0, int(generation))
         if stream is None:  # groups go with the log they follow, as on Redis
