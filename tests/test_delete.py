@@ -122,6 +122,7 @@ def test_a_group_on_a_session_whose_stream_was_deleted_delivers_only_what_is_lef
 
     store.delete_stream(MAIN)
 
+    assert store.group_stats(S, "g").pending == 1
     pending = store.group_pending(S, "g", "c1", 10)
     assert [d.event["body"] for d in pending] == ["side two"]
     assert store.group_stats(S, "g").pending == 1
@@ -221,3 +222,39 @@ def test_the_command_says_what_would_go_and_deletes_only_when_told(
         stdin=line,
     )
     assert json.loads(again.stdout)["first_version"] == 1, again.stderr
+
+
+def test_a_consumer_of_a_deleted_session_is_told_its_group_is_gone(store: EventStore) -> None:
+    fill(store)
+    store.group_create(S, "g", None)
+    store.delete_session(S)
+    with pytest.raises(lb.NotFound):
+        store.group_read(S, "g", "c1", 10, None)
+
+
+def test_a_stream_deletion_cut_short_is_finished_by_deleting_again(
+    redis_url: str, prefix: str
+) -> None:
+    with lb.connect(redis_url, prefix=prefix) as store:
+        assert isinstance(store, RedisStore)
+        for k in range(30):
+            store.append(MAIN, lb.ANY, f"b{k}", [msg(f"{k}-{j}") for j in range(3)])
+        store.append(SIDE, 0, "s1", [msg("side")])
+        keys = [
+            store.keys.log(S),
+            store.keys.meta(S),
+            store.keys.stream(S, "main"),
+            store.keys.open_attempts(S),
+            store.keys.tombstone(S),
+        ]
+        # One step of the deletion, as a process killed after it would leave the stream.
+        step = store._delete_stream_script(keys=keys, args=["main", 4, 0])
+        assert (step[0], step[1]) == (b"more", 12)
+        assert [e.version for e in store.read_stream(MAIN)][:1] == [13]
+        assert store.stream_version(MAIN) == 90, "the stream keeps its version meanwhile"
+
+        done = store.delete_stream(MAIN)
+
+        assert (done.events, done.generation) == (78, 1)
+        assert [e.stream.name for e in store.scan_session(S)] == ["side"]
+        assert store.append(MAIN, 0, "again", [msg("new")]).first_version == 1

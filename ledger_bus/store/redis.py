@@ -462,8 +462,8 @@ class RedisStore(EventStore):
 
     def _delete_whole(self, session_id: str) -> tuple[int, int]:
         def attempt() -> list[Any]:
-            streams, groups, keys = self._session_keys(session_id)
-            args = [self.now_ms(), len(streams), *streams, *groups]
+            streams, _, keys = self._session_keys(session_id)
+            args = [self.now_ms(), len(streams), *streams]
             return list(self._evalsha(self._delete_session_script, keys, args))
 
         reply = self._until_settled(session_id, attempt)
@@ -1117,17 +1117,8 @@ class RedisStore(EventStore):
             name = _text(key)
             by_session.setdefault(name[name.index("{") + 1 : name.index("}")], []).append(name)
         for session_id, names in by_session.items():
-
-            def purge(session_id: str = session_id, names: list[str] = names) -> None:
-                pipe = self.client.pipeline(transaction=False)
-                for name in names:
-                    pipe.unlink(name)
-                pipe.zrem(self.keys.index_of(session_id), session_id)
-                pipe.zrem(self.keys.open_index_of(session_id), session_id)
-                pipe.execute()
-
-            self._run(purge)
-            self._indexed.pop(session_id, None)
+            self._run(lambda: self.client.unlink(*names))  # noqa: B023  (called at once)
+            self._forget_session(session_id)
         return sorted(by_session)
 
     def close(self) -> None:

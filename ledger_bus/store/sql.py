@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import itertools
 import json
 import threading
 import time
@@ -859,18 +858,22 @@ class SqlStore(EventStore):
         """Record appends of a session moved here, as its events were (restore); one already
         recorded is left as it is, so a move cut short can be run again. Return how many
         records were given."""
-        i = self.t.idempotency
-        statement = self._insert_new(i)
+        statement = self._insert_new(self.t.idempotency)
         given = 0
         batch: list[dict[str, Any]] = []
-        for record in itertools.chain(records, [None]):
-            if record is not None:
-                given += 1
-                batch.append({"session_id": session_id, **dataclasses.asdict(record)})
-            if batch and (record is None or len(batch) >= RESTORE_BATCH):
-                rows = list(batch)
-                self._run(lambda c: c.execute(statement, rows))  # noqa: B023
-                batch.clear()
+
+        def flush() -> None:
+            rows = list(batch)
+            self._run(lambda c: c.execute(statement, rows))
+            batch.clear()
+
+        for record in records:
+            given += 1
+            batch.append({"session_id": session_id, **dataclasses.asdict(record)})
+            if len(batch) >= RESTORE_BATCH:
+                flush()
+        if batch:
+            flush()
         return given
 
     def find_append_ids(

@@ -8,7 +8,6 @@
 -- KEYS[6+m ..]            lb:{S}:dead:<group>, one per consumer group the caller found
 -- ARGV[1]  now (ms)       ARGV[2]  m, the number of streams
 -- ARGV[3 .. 2+m]          the stream names, in the order of their keys
--- ARGV[3+m ..]            the group names, in the order of their keys
 --
 -- Returns {"ok", events deleted, generation}, {"none", generation} when the session holds no
 -- event, or {"changed"} when a stream or group appeared since the caller looked: look again.

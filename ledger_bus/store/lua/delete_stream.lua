@@ -15,6 +15,16 @@ if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then
   return {'none', tonumber(redis.call('HGET', KEYS[5], 'generation') or '0')}
 end
 local deleted = 0
+-- What a consumer group holds of the deleted events is acknowledged with them, so that no group
+-- counts as pending an event that is gone.
+local groups = {}
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  for _, group in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+    for i = 1, #group, 2 do
+      if group[i] == 'name' then groups[#groups + 1] = group[i + 1] end
+    end
+  end
+end
 for _, append in ipairs(redis.call('XRANGE', KEYS[3], '-', '+', 'COUNT', tonumber(ARGV[2]))) do
   local fields = {}
   for i = 1, #append[2], 2 do fields[append[2][i]] = append[2][i + 1] end
@@ -23,7 +33,10 @@ for _, append in ipairs(redis.call('XRANGE', KEYS[3], '-', '+', 'COUNT', tonumbe
   for _, entry in ipairs(redis.call('XRANGE', KEYS[1], fields['c'], '+', 'COUNT', fields['n'])) do
     ids[#ids + 1] = entry[1]
   end
-  if #ids > 0 then deleted = deleted + redis.call('XDEL', KEYS[1], unpack(ids)) end
+  if #ids > 0 then
+    for _, group in ipairs(groups) do redis.call('XACK', KEYS[1], group, unpack(ids)) end
+    deleted = deleted + redis.call('XDEL', KEYS[1], unpack(ids))
+  end
   redis.call('XDEL', KEYS[3], append[1])
 end
 if redis.call('XLEN', KEYS[3]) > 0 then return {'more', deleted} end
