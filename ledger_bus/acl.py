@@ -20,10 +20,10 @@ ROLES: Final = ("writer", "reconciler", "inspector", "operator")
 # What every client of the ledger runs: connection set-up, the server clock, scripts by sha
 # (loaded again after a restart or SCRIPT FLUSH).
 _CONNECT: Final = "+ping +hello +select +time +evalsha +script|load"
-# Reads of session data and the indexes.
+# Reads of session data and the indexes, artifacts included.
 _READ: Final = (
     "+xrange +xrevrange +xread +xlen +hget +hmget +hgetall +hscan +hlen +hexists +get +zrange"
-    " +zrevrange"
+    " +zrevrange +strlen +getrange"
 )
 # The commands the append script runs, and the index refreshed around it.
 _APPEND: Final = "+xadd +hset +hdel +zadd"
@@ -43,14 +43,23 @@ def role_rules(role: str, prefix: str = "lb") -> str:
     """The ACL rules (without user name and password) of one role under one key prefix."""
     every = f"~{prefix}:*"
     leases = f"(+set +pexpire +del ~{prefix}:{{*}}:lease:*)"
+    # Writing artifacts a chunk at a time (RedisStore._put_artifacts, artifact_put.lua); the
+    # append script makes them persist and counts their references.
+    artifacts = (
+        f"(+exists +set +append +strlen +rename +unlink +persist +hincrby"
+        f" ~{prefix}:{{*}}:art:* ~{prefix}:{{*}}:arts)"
+    )
     forget = f"(+zscore +zrem ~{prefix}:open-sessions:*)"
     if role == "writer":
         # An agent: appends, reads, its runs' leases, following a session through a group, and
         # deleting (frameworks delete their threads).
-        return f"{_CONNECT} {_CLUSTER} {_READ} {_APPEND} {_GROUPS} {_DELETE} {every} {leases}"
+        return (
+            f"{_CONNECT} {_CLUSTER} {_READ} {_APPEND} {_GROUPS} {_DELETE} {every} {leases}"
+            f" {artifacts}"
+        )
     if role == "reconciler":
         # Reads open attempts and leases, appends flags, forgets idle sessions from the index.
-        return f"{_CONNECT} {_CLUSTER} {_READ} {_APPEND} {every} {forget}"
+        return f"{_CONNECT} {_CLUSTER} {_READ} {_APPEND} {every} {forget} {artifacts}"
     if role == "inspector":
         # Reads everything of the prefix; writes only what following with its own group needs:
         # the group's place on a session log, and its dead letters. No XADD to a session log.
@@ -63,7 +72,7 @@ def role_rules(role: str, prefix: str = "lb") -> str:
         # (HSETNX marks a session for its archive).
         return (
             f"{_CONNECT} {_CLUSTER} {_READ} {_APPEND} {_GROUPS} {_DELETE} {_OPERATE} {every}"
-            f" +hsetnx {leases} {forget}"
+            f" +hsetnx {leases} {forget} {artifacts}"
         )
     raise ValueError(f"unknown role {role!r}; the roles are {', '.join(ROLES)}")
 

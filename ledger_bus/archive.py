@@ -5,10 +5,12 @@ A session is archived in steps, each of which a crash may interrupt and the next
 1. check: the session exists, and (unless forced) has no open attempt;
 2. mark: the session's tombstone names the archive; from then on Redis refuses appends to it
    (SessionArchived), so what is copied is the whole session;
-3. copy: its events, with their streams, versions, cursors and event ids, and its append_id
-   records, into the archive (SqlStore.restore skips what an earlier run copied);
-4. verify: the archive holds the same events, in the same order, with the same content, and
-   every append_id record; and (unless forced) no run of the session holds a live lease;
+3. copy: its events, with their streams, versions, cursors and event ids, its append_id
+   records, its artifacts and its streams' bounds, into the archive (SqlStore.restore skips
+   what an earlier run copied);
+4. verify: the archive holds the same events, in the same order, with the same content, every
+   append_id record, and every artifact, whole; and (unless forced) no run of the session holds
+   a live lease;
 5. remove: everything of the session in Redis but the tombstone goes, in one script that checks
    nothing changed since the verification.
 
@@ -18,6 +20,7 @@ nothing in Redis. What is archived is read through the archive (ledger_bus.store
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +44,7 @@ class Archived:
     events: int
     append_ids: int
     moved_before: bool  # an earlier run had finished it; nothing was done now
+    artifacts: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -48,6 +52,7 @@ class Archived:
             "archive": self.archive,
             "events": self.events,
             "append_ids": self.append_ids,
+            "artifacts": self.artifacts,
             "archived_before": self.moved_before,
         }
 
@@ -103,19 +108,26 @@ def archive_session(
 
     step("copy")
     copied = _Copied()
-    cold.restore(hot.iter_session(session_id), seen=copied.copied)
+    # The events as they are kept, references and all: the artifacts follow on their own.
+    cold.restore(hot.iter_session(session_id, resolve_artifacts=False), seen=copied.copied)
     records = cold.restore_append_ids(session_id, hot.iter_append_ids(session_id))
+    artifacts = hot.artifact_uses(session_id)
+    for sha, uses in artifacts.items():
+        cold.restore_artifact(session_id, sha, hot.artifact(session_id, sha), uses)
 
     step("verify")
     try:
         _verify(hot, cold, session_id, copied, force)
+        _verify_artifacts(cold, session_id, artifacts)
     except Refused:
         hot.abandon_archive(session_id, where)
         raise
 
     step("remove")
     hot.finish_archive(session_id, where, copied.events)
-    return Archived(session_id, where, copied.events, records, moved_before=False)
+    return Archived(
+        session_id, where, copied.events, records, moved_before=False, artifacts=len(artifacts)
+    )
 
 
 def _verify(
@@ -154,3 +166,19 @@ def _verify(
                 f"session {session_id!r} has runs with a live lease ({', '.join(live[:5])}):"
                 " archive it once they end, or with --force"
             )
+
+
+def _verify_artifacts(cold: SqlStore, session_id: str, artifacts: dict[str, int]) -> None:
+    """The archive holds each artifact whole (its bytes give its name), as often referenced."""
+    kept = cold.artifact_uses(session_id)
+    differ = sorted(
+        sha
+        for sha, uses in artifacts.items()
+        if kept.get(sha) != uses
+        or hashlib.sha256(cold.artifact(session_id, sha)).hexdigest() != sha
+    )
+    if differ:
+        raise Refused(
+            f"session {session_id!r}: {len(differ)} artifact(s) differ in the archive"
+            f" (sha256:{differ[0]}...); nothing was removed here"
+        )

@@ -10,6 +10,16 @@ from typing import Any, Final
 import msgpack
 from pydantic import BaseModel, ValidationError
 
+from ledger_bus.artifacts import (
+    DEFAULT_MAX_ARTIFACT_BYTES,
+    DEFAULT_THRESHOLD,
+    REF_BYTES,
+    Artifact,
+    artifact_of,
+    movable,
+    pack,
+    with_refs,
+)
 from ledger_bus.canonical import JsonValueError, canonical_bytes, digest_of_parts
 from ledger_bus.errors import InvalidEvent, InvalidInput
 from ledger_bus.events import (
@@ -34,11 +44,18 @@ _validate_event = event_adapter.validator.validate_python
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Bounds on what one append may carry."""
+    """Bounds on what one append may carry.
+
+    An event whose canonical size passes `artifact_threshold` (None: never) keeps its largest
+    fields as artifacts (ledger_bus.artifacts), each up to `max_artifact_bytes`; the byte limits
+    on events and appends count what stays in the events.
+    """
 
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
     max_events_per_append: int = DEFAULT_MAX_EVENTS_PER_APPEND
     max_append_bytes: int = DEFAULT_MAX_APPEND_BYTES
+    artifact_threshold: int | None = DEFAULT_THRESHOLD
+    max_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +65,10 @@ class PreparedAppend:
     digest: str
     payloads: list[bytes]  # msgpack of each event's fields, event_id filled in
     notes: list[str]  # per event, what it means for open attempts (events.attempt_note)
+    # The fields moved out of the events, each artifact once, and how often the payloads
+    # reference each one (by sha256).
+    artifacts: tuple[Artifact, ...] = ()
+    uses: tuple[tuple[str, int], ...] = ()
 
     @property
     def opens_attempts(self) -> bool:
@@ -124,52 +145,121 @@ def prepare_append(
         try:
             fields.append(_given_fields(index, raw))
         except InvalidEvent:
-            _canonical_parts(fields, limits)  # a fault in an earlier event is the first fault
+            _checked(fields, limits)  # a fault in an earlier event is the first fault
             raise
-    digest = _digest(fields, limits)
+    digest, moved = _digest(fields, limits)
     derive = event_id_deriver(session_id, stream, append_id)
     for index, data in enumerate(fields):
         if "event_id" not in data:
             data["event_id"] = derive(index)
-    pack = msgpack.Packer(use_bin_type=True).pack
-    payloads = [pack(data) for data in fields]
-    return PreparedAppend(digest, payloads, [attempt_note(data) for data in fields])
+    notes = [attempt_note(data) for data in fields]
+    if not moved:
+        packer = msgpack.Packer(use_bin_type=True).pack
+        return PreparedAppend(digest, [packer(data) for data in fields], notes)
+    payloads: list[bytes] = []
+    artifacts: dict[str, Artifact] = {}
+    uses: dict[str, int] = {}
+    for index, data in enumerate(fields):
+        out = moved.get(index)
+        if out is None:
+            payloads.append(pack(data))
+            continue
+        payloads.append(pack(with_refs(data, {name: a.ref for name, a in out.items()})))
+        for artifact in out.values():
+            artifacts.setdefault(artifact.ref.sha256, artifact)
+            uses[artifact.ref.sha256] = uses.get(artifact.ref.sha256, 0) + 1
+    return PreparedAppend(digest, payloads, notes, tuple(artifacts.values()), tuple(uses.items()))
 
 
-def _digest(fields: list[dict[str, Any]], limits: Limits) -> str:
-    """The sha256 of the RFC 8785 array of the events, once every size limit is checked.
+Moved = dict[int, dict[str, Artifact]]
+
+
+def _digest(fields: list[dict[str, Any]], limits: Limits) -> tuple[str, Moved]:
+    """The sha256 of the RFC 8785 array of the events as given, once every size limit is
+    checked, and the fields moved out to artifacts (by event index, then field name).
 
     The array is canonicalised in one call, which gives the same bytes as joining its elements'
     canonical forms; each event is done alone only to name one at fault, or when some event may
-    exceed its own limit.
+    exceed its own limit or the artifact threshold.
     """
+    small = limits.max_event_bytes
+    if limits.artifact_threshold is not None:
+        small = min(small, limits.artifact_threshold)
     try:
         whole = canonical_bytes(fields)
     except JsonValueError:
         whole = None
-    if whole is None or len(whole) > limits.max_event_bytes:
-        return digest_of_parts(_canonical_parts(fields, limits))
+    if whole is None or len(whole) > small:
+        # One event's canonical form is the array's less its brackets: not made again.
+        known = [whole[1:-1]] if whole is not None and len(fields) == 1 else None
+        parts, moved = _checked(fields, limits, known)
+        return digest_of_parts(parts), moved
     if len(whole) - len(fields) - 1 > limits.max_append_bytes:  # less brackets and commas
         raise InvalidEvent(f"the append exceeds {limits.max_append_bytes} bytes in all")
-    return hashlib.sha256(whole).hexdigest()
+    return hashlib.sha256(whole).hexdigest(), {}
 
 
-def _canonical_parts(fields: list[dict[str, Any]], limits: Limits) -> list[bytes]:
-    """Each event's canonical bytes, or InvalidEvent naming the first event at fault."""
+def _checked(
+    fields: list[dict[str, Any]], limits: Limits, known: list[bytes] | None = None
+) -> tuple[list[bytes], Moved]:
+    """Each event's canonical bytes, checked against the limits, and the fields moved out: the
+    largest fields of each event above the artifact threshold, until it is below it.
+    InvalidEvent names the first event at fault."""
     parts: list[bytes] = []
+    moved: Moved = {}
     total = 0
+    threshold = limits.artifact_threshold
     for index, data in enumerate(fields):
         try:
-            part = canonical_bytes(data)
+            part = known[index] if known is not None else canonical_bytes(data)
         except JsonValueError as err:
             raise InvalidEvent(err.message, index=index, field=err.where or None) from None
-        if len(part) > limits.max_event_bytes:
+        parts.append(part)
+        size = len(part)
+        if threshold is not None and size > threshold:
+            out, size = _move_out(index, data, size, threshold, limits)
+            if out:
+                moved[index] = out
+        if size > limits.max_event_bytes:
+            kept = " outside its artifacts" if index in moved else ""
             raise InvalidEvent(
-                f"{len(part)} bytes of canonical JSON; the limit is {limits.max_event_bytes}",
+                f"{size} bytes of canonical JSON{kept}; the limit is {limits.max_event_bytes}",
                 index=index,
             )
-        total += len(part)
+        total += size
         if total > limits.max_append_bytes:
             raise InvalidEvent(f"the append exceeds {limits.max_append_bytes} bytes in all")
-        parts.append(part)
-    return parts
+    return parts, moved
+
+
+def _move_out(
+    index: int, data: dict[str, Any], size: int, threshold: int, limits: Limits
+) -> tuple[dict[str, Artifact], int]:
+    """The artifacts of an event's largest fields, taken until the event is below `threshold`,
+    and the event's canonical size (about) once they are out."""
+    sized: list[tuple[int, str, Any, bytes | None]] = []
+    for name in movable(data):
+        value = data[name]
+        # A string's artifact is its UTF-8 text, about its canonical size: not canonicalised.
+        canonical = None if isinstance(value, str) else canonical_bytes(value)
+        if canonical is not None:
+            length = len(canonical)
+        else:  # isascii() reads a flag; encode() would copy the text
+            length = (len(value) if value.isascii() else len(value.encode())) + 2
+        sized.append((length + len(name), name, value, canonical))
+    sized.sort(key=lambda item: item[0], reverse=True)
+    out: dict[str, Artifact] = {}
+    for field_size, name, value, canonical in sized:
+        if size <= threshold or field_size <= REF_BYTES:
+            break
+        artifact = artifact_of(value, canonical)
+        if artifact.ref.size > limits.max_artifact_bytes:
+            raise InvalidEvent(
+                f"{artifact.ref.size} bytes; the limit of an artifact is"
+                f" {limits.max_artifact_bytes}",
+                index=index,
+                field=name,
+            )
+        out[name] = artifact
+        size -= field_size - REF_BYTES
+    return out, size

@@ -4,7 +4,9 @@ three-primary cluster, into SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -149,6 +151,36 @@ def test_deleting_an_archived_session_deletes_it_everywhere_and_a_retry_stays_de
     assert [e["body"] for e in tiered.scan_session(S)] == ["again"]
 
 
+def test_a_10_mib_tool_result_is_read_archived_read_again_and_deleted(
+    tiered: TieredStore,
+) -> None:
+    big = os.urandom(5 * 1024 * 1024).hex()
+    digest = hashlib.sha256(big.encode()).hexdigest()
+    tiered.append(MAIN, 0, "c1", [call("att-1", "run-1")])
+    written = tiered.append(MAIN, 1, "r1", [result("att-1", value=big)])
+    assert tiered.read_stream(MAIN, 1)[0]["result"] == big
+    refs = [e.to_dict() for e in tiered.read_stream(MAIN, resolve_artifacts=False)]
+
+    done = archive_session(tiered, tiered.archive, S)
+
+    assert (done.events, done.artifacts) == (2, 1)
+    assert redis_keys(tiered) == [tiered.keys.tombstone(S)]
+    assert tiered.read_stream(MAIN, 1)[0]["result"] == big
+    assert tiered.tail(S, 1)[0]["result"] == big
+    assert [e.to_dict() for e in tiered.read_stream(MAIN, resolve_artifacts=False)] == refs
+    assert tiered.artifact(S, digest) == big.encode()
+    assert tiered.append(MAIN, 1, "r1", [result("att-1", value=big)]).cursor == written.cursor
+
+    tiered.delete_session(S)
+
+    assert tiered.archive.artifact_uses(S) == {}
+    with pytest.raises(lb.NotFound):
+        tiered.artifact(S, digest)
+    assert tiered.append(MAIN, 1, "r1", [result("att-1", value=big)]).deduplicated
+    assert tiered.scan_session(S) == []
+    assert tiered.artifact_uses(S) == {}
+
+
 def test_a_session_with_an_open_attempt_is_archived_only_when_forced(tiered: TieredStore) -> None:
     tiered.append(MAIN, 0, "m1", [call("att-open", "run-1")])
     with pytest.raises(lb.Refused, match="open attempt"):
@@ -174,7 +206,8 @@ def test_a_sigkill_at_any_step_loses_nothing_duplicates_nothing_and_the_next_run
 ) -> None:
     for k in range(12):  # more events than one batch of the copy
         tiered.append(MAIN, lb.ANY, f"b{k}", [msg(f"{k}-{j}") for j in range(100)])
-    fill_side = tiered.append(SIDE, 0, "s1", [msg("side one")])
+    # An artifact goes over with the events (spec 3.11).
+    fill_side = tiered.append(SIDE, 0, "s1", [msg("side one"), msg("w" * 100_000)])
     before = exported(tiered)
 
     killed = subprocess.run(
@@ -199,11 +232,12 @@ def test_a_sigkill_at_any_step_loses_nothing_duplicates_nothing_and_the_next_run
     # Whatever the step, what is there reads the same, whole, and nothing is twice.
     assert exported(tiered) == before
     done = archive_session(tiered, tiered.archive, S)
-    assert done.events == 1201
+    assert (done.events, done.artifacts) == (1202, 1)
     assert redis_keys(tiered) == [tiered.keys.tombstone(S)]
     assert exported(tiered) == before
     assert exported(tiered.archive) == before
-    assert tiered.append(SIDE, 0, "s1", [msg("side one")]).cursor == fill_side.cursor
+    again = tiered.append(SIDE, 0, "s1", [msg("side one"), msg("w" * 100_000)])
+    assert again.cursor == fill_side.cursor
 
 
 def test_the_command_archives_named_or_idle_sessions_and_reads_them_through(

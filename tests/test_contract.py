@@ -276,7 +276,10 @@ BAD_BATCHES: dict[str, list[object]] = {
     "integer JSON cannot carry": [{"type": "mutation", "agent": "a", "kind": "k", "n": 2**53}],
     "reserved mutation field": [{"type": "mutation", "agent": "a", "kind": "k", "version": 3}],
     "not an object": ["message"],
-    "oversized event": [{"type": "message", "agent": "a", "body": "x" * (1024 * 1024)}],
+    # What no artifact can take: the fields that frame an event stay in it (spec 3.11).
+    "oversized event": [
+        {"type": "message", "agent": "a", "body": "x", "parents": [f"{n:040d}" for n in range(30_000)]}
+    ],
     "empty batch": [],
     "one bad event among good ones": [
         {"type": "message", "agent": "a", "body": "fine"},

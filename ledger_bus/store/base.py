@@ -7,6 +7,7 @@ import time
 from collections.abc import Collection, Iterator, Sequence
 from typing import Final
 
+from ledger_bus.artifacts import ArtifactRef, check_sha, refs_in, resolved
 from ledger_bus.batch import Limits, PreparedAppend, prepare_append
 from ledger_bus.durability import LOCAL, Durability, parse_durability
 from ledger_bus.errors import InvalidInput, NotFound
@@ -84,6 +85,8 @@ class EventStore(abc.ABC):
     def __init__(self, limits: Limits | None = None, durability: Durability = LOCAL):
         self.limits = limits or Limits()
         self.durability = durability  # what an append waits for unless it says otherwise
+        # Whether reads put artifacts back into their events (spec 3.11), unless a read says.
+        self.resolve_artifacts = True
 
     # -- the contract ---------------------------------------------------------------------------
 
@@ -129,9 +132,15 @@ class EventStore(abc.ABC):
         return self._append(stream, expected, append_id, prepared, wanted)
 
     def read_stream(
-        self, stream: StreamId, after_version: int = 0, limit: int | None = None
+        self,
+        stream: StreamId,
+        after_version: int = 0,
+        limit: int | None = None,
+        *,
+        resolve_artifacts: bool | None = None,
     ) -> list[RecordedEvent]:
-        """Return a stream's events with versions above `after_version`, ascending."""
+        """Return a stream's events with versions above `after_version`, ascending; fields kept
+        as artifacts are put back, or left as ArtifactRef values with resolve_artifacts=False."""
         if not isinstance(stream, StreamId):
             raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
         after = check_expected_version(after_version)
@@ -146,22 +155,34 @@ class EventStore(abc.ABC):
             if len(page) < count:
                 break
             after = page[-1].version
-        return out
+        return self._whole(stream.session_id, out, resolve_artifacts)
 
     def scan_session(
-        self, session_id: str, after_cursor: str | None = None, limit: int | None = None
+        self,
+        session_id: str,
+        after_cursor: str | None = None,
+        limit: int | None = None,
+        *,
+        resolve_artifacts: bool | None = None,
     ) -> list[RecordedEvent]:
         """Return a session's events after `after_cursor`, in commit order."""
         wanted = _check_limit(limit)
         out: list[RecordedEvent] = []
-        for event in self.iter_session(session_id, after_cursor):
+        for event in self.iter_session(
+            session_id, after_cursor, resolve_artifacts=resolve_artifacts
+        ):
             if wanted is not None and len(out) >= wanted:
                 break
             out.append(event)
         return out
 
     def iter_session(
-        self, session_id: str, after_cursor: str | None = None, page: int = PAGE
+        self,
+        session_id: str,
+        after_cursor: str | None = None,
+        page: int = PAGE,
+        *,
+        resolve_artifacts: bool | None = None,
     ) -> Iterator[RecordedEvent]:
         """Yield a session's events after `after_cursor` in commit order, a page at a time."""
         check_name(session_id, "session id")
@@ -170,12 +191,19 @@ class EventStore(abc.ABC):
             parse_cursor(cursor)
         while True:
             batch = self._scan(session_id, cursor, page)
-            yield from batch
+            yield from self._whole(session_id, batch, resolve_artifacts)
             if len(batch) < page:
                 return
             cursor = batch[-1].cursor
 
-    def tail(self, session_id: str, n: int = 20, before: str | None = None) -> list[RecordedEvent]:
+    def tail(
+        self,
+        session_id: str,
+        n: int = 20,
+        before: str | None = None,
+        *,
+        resolve_artifacts: bool | None = None,
+    ) -> list[RecordedEvent]:
         """Return the session's last `n` events (before the cursor `before`, when given), oldest
         first, at a cost of O(n) whatever the session's length."""
         check_name(session_id, "session id")
@@ -183,7 +211,9 @@ class EventStore(abc.ABC):
             raise InvalidInput("n must be an int >= 0")
         if before is not None:
             parse_cursor(before)
-        return self._tail(session_id, n, before) if n else []
+        if not n:
+            return []
+        return self._whole(session_id, self._tail(session_id, n, before), resolve_artifacts)
 
     def wait_session(
         self, session_id: str, after_cursor: str | None, timeout_ms: int, limit: int = PAGE
@@ -195,7 +225,56 @@ class EventStore(abc.ABC):
         check_name(session_id, "session id")
         if after_cursor is not None:
             parse_cursor(after_cursor)
-        return self._wait(session_id, after_cursor, max(0, timeout_ms), limit)
+        found = self._wait(session_id, after_cursor, max(0, timeout_ms), limit)
+        return self._whole(session_id, found, None)
+
+    # -- artifacts (spec 3.11) ------------------------------------------------------------------
+
+    def artifact(self, session_id: str, sha256: str) -> bytes:
+        """The bytes of one of the session's artifacts, by its sha256. NotFound: none such."""
+        check_name(session_id, "session id")
+        data = self._artifact(session_id, check_sha(sha256))
+        if data is None:
+            raise NotFound(f"no artifact sha256:{sha256} in session {session_id!r}")
+        return data
+
+    def artifact_uses(self, session_id: str) -> dict[str, int]:
+        """The session's artifacts (sha256) with how many event fields reference each."""
+        check_name(session_id, "session id")
+        return self._artifact_uses(session_id)
+
+    def resolve(self, event: RecordedEvent) -> RecordedEvent:
+        """The event with the values of its artifacts in place of their references."""
+        return self._whole(event.session_id, [event], True)[0]
+
+    def _whole(
+        self, session_id: str, events: list[RecordedEvent], resolve: bool | None
+    ) -> list[RecordedEvent]:
+        """`events`, their references replaced by the artifacts' values when asked to."""
+        if not (self.resolve_artifacts if resolve is None else resolve):
+            return events
+
+        fetched: dict[str, bytes] = {}  # an artifact many events reference is read once
+
+        def fetch(ref: ArtifactRef) -> bytes:
+            data = fetched.get(ref.sha256)
+            if data is None:
+                data = fetched[ref.sha256] = self.artifact(session_id, ref.sha256)
+            return data
+
+        return [
+            RecordedEvent(e.stream, e.version, e.cursor, resolved(e.fields, fetch))
+            if refs_in(e.fields)
+            else e
+            for e in events
+        ]
+
+    def _whole_deliveries(self, session_id: str, found: list[Delivery]) -> list[Delivery]:
+        events = self._whole(session_id, [d.event for d in found], None)
+        return [
+            d if d.event is e else Delivery(e, d.entry_id, d.deliveries)
+            for d, e in zip(found, events, strict=True)
+        ]
 
     def iter_append_ids(self, session_id: str) -> Iterator[AppendRecord]:
         """Yield what the store keeps of each append of a session for idempotency, in no
@@ -319,7 +398,8 @@ class EventStore(abc.ABC):
         the first (None: no wait). A read whose reply was lost is retried by first re-reading
         the consumer's own pending events, so none is stranded. NotFound: no such group."""
         self._check_group(session_id, group, consumer)
-        return self._group_read(session_id, group, consumer, max(1, count), block_ms)
+        found = self._group_read(session_id, group, consumer, max(1, count), block_ms)
+        return self._whole_deliveries(session_id, found)
 
     def group_pending(
         self, session_id: str, group: str, consumer: str, count: int
@@ -327,14 +407,16 @@ class EventStore(abc.ABC):
         """`consumer`'s own pending events again (after a restart), oldest first; each is handed
         out once more and its delivery count says so."""
         self._check_group(session_id, group, consumer)
-        return self._group_pending(session_id, group, consumer, max(1, count))
+        found = self._group_pending(session_id, group, consumer, max(1, count))
+        return self._whole_deliveries(session_id, found)
 
     def group_claim(
         self, session_id: str, group: str, consumer: str, min_idle_ms: int, count: int
     ) -> list[Delivery]:
         """Take over events pending at least `min_idle_ms` with any consumer."""
         self._check_group(session_id, group, consumer)
-        return self._group_claim(session_id, group, consumer, max(0, min_idle_ms), max(1, count))
+        found = self._group_claim(session_id, group, consumer, max(0, min_idle_ms), max(1, count))
+        return self._whole_deliveries(session_id, found)
 
     def group_keep(self, session_id: str, group: str, consumer: str, entry_ids: list[str]) -> None:
         """Reset the idle time of events `consumer` still works on, so none is claimed from it;
@@ -467,6 +549,12 @@ class EventStore(abc.ABC):
 
     @abc.abstractmethod
     def _append_ids(self, session_id: str) -> Iterator[AppendRecord]: ...
+
+    @abc.abstractmethod
+    def _artifact(self, session_id: str, sha256: str) -> bytes | None: ...
+
+    @abc.abstractmethod
+    def _artifact_uses(self, session_id: str) -> dict[str, int]: ...
 
     @abc.abstractmethod
     def _session_info(self, session_id: str) -> SessionInfo: ...

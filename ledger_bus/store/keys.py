@@ -54,6 +54,18 @@ class Keys:
         far), `deleted_ms`."""
         return f"{self.prefix}:{{{session_id}}}:tomb"
 
+    def artifact(self, session_id: str, sha256: str) -> str:
+        """String: the bytes of an artifact (spec 3.11); volatile until an append references it."""
+        return f"{self.prefix}:{{{session_id}}}:art:{sha256}"
+
+    def artifact_upload(self, session_id: str, sha256: str, token: str) -> str:
+        """String: an artifact being written, a chunk at a time, with a TTL."""
+        return f"{self.prefix}:{{{session_id}}}:art:{sha256}:{token}"
+
+    def artifact_uses(self, session_id: str) -> str:
+        """Hash: sha256 -> how many event fields in the log reference the artifact."""
+        return f"{self.prefix}:{{{session_id}}}:arts"
+
     def open_index(self, bucket: int) -> str:
         """Sorted set of sessions that may have open attempts, by when one last opened (ms)."""
         return f"{self.prefix}:open-sessions:{{{self.prefix}-{bucket:02d}}}"

@@ -8,8 +8,7 @@ import time
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 
-import msgpack
-
+from ledger_bus.artifacts import unpack, uses_of
 from ledger_bus.batch import Limits, PreparedAppend
 from ledger_bus.durability import Durability
 from ledger_bus.errors import IdempotencyConflict, InvalidInput, NotFound, VersionConflict
@@ -67,6 +66,18 @@ class _Session:
     groups: dict[str, _Group] = field(default_factory=dict)
     generation: int = 0  # deletions so far (spec 3.9)
     floor: str = CURSOR_ZERO  # new cursors sort after this one, though the log be emptied
+    artifacts: dict[str, bytes] = field(default_factory=dict)  # sha256 -> bytes
+    uses: dict[str, int] = field(default_factory=dict)  # sha256 -> references in the log
+
+    def drop_uses(self, payloads: list[bytes]) -> None:
+        """Forget the references the events of `payloads` held; an artifact none holds goes."""
+        for sha, count in uses_of(unpack(p) for p in payloads).items():
+            left = self.uses.get(sha, 0) - count
+            if left > 0:
+                self.uses[sha] = left
+            else:
+                self.uses.pop(sha, None)
+                self.artifacts.pop(sha, None)
 
     def newest(self) -> str:
         return self.cursors[-1] if self.cursors else self.floor
@@ -123,7 +134,7 @@ class MemoryStore(EventStore):
             stream=StreamId(session_id, stream),
             version=version,
             cursor=state.cursors[position],
-            fields=msgpack.unpackb(payload),
+            fields=unpack(payload),
         )
 
     def _append(
@@ -163,6 +174,10 @@ class MemoryStore(EventStore):
                 state.entries.append((stream.name, version, payload))
                 _note(state, note, stream.name, cursor)
             state.streams[stream.name] = positions
+            for artifact in prepared.artifacts:
+                state.artifacts.setdefault(artifact.ref.sha256, artifact.data)
+            for sha, count in prepared.uses:
+                state.uses[sha] = state.uses.get(sha, 0) + count
             first = version - len(prepared.payloads) + 1
             result = AppendResult(stream, first, version, state.cursors[-1])
             state.idempotency[(stream.name, append_id)] = (
@@ -245,6 +260,7 @@ class MemoryStore(EventStore):
                 self._open_index.pop(session_id, None)
             else:
                 dropped = set(state.streams[stream])
+                state.drop_uses([state.entries[p][2] for p in sorted(dropped)])
                 state.keep_only([p for p in range(len(state.cursors)) if p not in dropped])
                 state.open = {
                     attempt: value
@@ -253,6 +269,16 @@ class MemoryStore(EventStore):
                 }
             self._changed.notify_all()
             return Deletion(session_id, stream, gone, state.generation)
+
+    def _artifact(self, session_id: str, sha256: str) -> bytes | None:
+        with self._changed:
+            state = self._sessions_by_id.get(session_id)
+            return None if state is None else state.artifacts.get(sha256)
+
+    def _artifact_uses(self, session_id: str) -> dict[str, int]:
+        with self._changed:
+            state = self._sessions_by_id.get(session_id)
+            return {} if state is None else dict(state.uses)
 
     def _append_ids(self, session_id: str) -> Iterator[AppendRecord]:
         with self._changed:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import secrets
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
@@ -12,10 +13,10 @@ from typing import Any, Final, TypeVar, cast
 
 import redis
 import redis.exceptions as rx
-from msgpack import unpackb
 from redis.cluster import RedisCluster
 from redis.commands.core import Script
 
+from ledger_bus.artifacts import Artifact, unpack
 from ledger_bus.batch import Limits, PreparedAppend
 from ledger_bus.durability import LOCAL, Durability
 from ledger_bus.errors import (
@@ -75,6 +76,11 @@ OPEN_INDEX_REFRESH_MS: Final = 60_000
 # Appends one call of delete_stream.lua deletes, at most: up to 1,000 events each (the append
 # limit), it holds the server for a few milliseconds, not for the whole stream.
 DELETE_CHUNK: Final = 20
+# Artifacts are written and read this much per command, so that none holds the server for long.
+ARTIFACT_CHUNK: Final = 1024 * 1024
+# How long an artifact written for an append that never commits is kept (an append that commits
+# makes it persist).
+ARTIFACT_UPLOAD_TTL_MS: Final = 3_600_000
 _REMEMBERED: Final = 10_000  # sessions (or streams) one store keeps refresh times (or keys) of
 
 
@@ -154,6 +160,7 @@ class RedisStore(EventStore):
         self._delete_stream_script = client.register_script(_script("delete_stream"))
         self._archive_finish_script = client.register_script(_script("archive_finish"))
         self._archive_abandon_script = client.register_script(_script("archive_abandon"))
+        self._artifact_put_script = client.register_script(_script("artifact_put"))
         self._indexed: dict[str, int] = {}
         self._open_indexed: dict[str, int] = {}
 
@@ -188,7 +195,7 @@ class RedisStore(EventStore):
                     ref = refs[name] = StreamId(session_id, name.decode())
                 ms, _, seq = entry_id.partition(b"-")  # _ledger_cursor, inlined on the hot path
                 cursor = (ms.zfill(13) + b"-" + seq.zfill(6)).decode()
-                out.append(RecordedEvent(ref, int(fields[b"v"]), cursor, unpackb(fields[b"p"])))
+                out.append(RecordedEvent(ref, int(fields[b"v"]), cursor, unpack(fields[b"p"])))
         finally:
             if paused:
                 gc.enable()
@@ -218,12 +225,20 @@ class RedisStore(EventStore):
         )
         if prepared.opens_attempts:
             self._refresh_open_index(session)
+        if prepared.artifacts:
+            keys = [*keys, *self._artifact_keys(session, prepared.artifacts)]
+            self._put_artifacts(session, prepared.artifacts, again=False)
         acks = None
-        if confirmer is None:
-            reply = self._run(lambda: self._evalsha(self._append_script, keys, args))
-        else:
-            script = self._append_script
-            reply, acks = self._run(lambda: confirmer.send(script, keys, args))
+        script = self._append_script
+        for _ in range(3):
+            if confirmer is None:
+                reply = self._run(lambda: self._evalsha(script, keys, args))
+            else:
+                reply, acks = self._run(lambda: confirmer.send(script, keys, args))
+            if reply[0] != b"noartifact":
+                break
+            # Gone since it was written (a deletion of the session, its TTL): write it again.
+            self._put_artifacts(session, prepared.artifacts, again=True)
         status = _text(reply[0])
         if status == "rewound":
             raise HistoryRewound(str(stream), known, int(reply[1]))
@@ -233,6 +248,10 @@ class RedisStore(EventStore):
             raise IdempotencyConflict(str(stream), append_id)
         if status == "archived":
             raise SessionArchived(session, _text(reply[1]))
+        if status == "noartifact":
+            raise BackendUnavailable(
+                f"an artifact of the append kept going before the append: {_text(reply[1])}"
+            )
         if status == "noperm":
             raise BackendRefused(
                 f"redis refused the permission (ACL): this user may not {_text(reply[1])}"
@@ -286,7 +305,68 @@ class RedisStore(EventStore):
             generation,
             *prepared.payloads,
             *prepared.notes,
+            *(part for use in prepared.uses for part in use),
         ]
+
+    def _artifact_keys(self, session: str, artifacts: tuple[Artifact, ...]) -> list[str]:
+        """The KEYS an append with artifacts adds, in the order append.lua names them."""
+        keys = self.keys
+        return [
+            keys.artifact_uses(session),
+            *(keys.artifact(session, a.ref.sha256) for a in artifacts),
+        ]
+
+    def _put_artifacts(self, session: str, artifacts: tuple[Artifact, ...], again: bool) -> None:
+        """Write the artifacts the session does not hold (all of them `again`), a chunk per
+        command, each under a name of its own until artifact_put.lua names it."""
+        keys = self.keys
+        todo = list(artifacts)
+        if not again:
+
+            def present() -> list[Any]:
+                pipe = self.client.pipeline(transaction=False)
+                for a in artifacts:
+                    pipe.exists(keys.artifact(session, a.ref.sha256))
+                return list(pipe.execute())
+
+            todo = [a for a, there in zip(artifacts, self._run(present), strict=True) if not there]
+        for artifact in todo:
+            sha, data = artifact.ref.sha256, memoryview(artifact.data)
+            upload = keys.artifact_upload(session, sha, secrets.token_hex(6))
+            names = [upload, keys.artifact(session, sha)]
+
+            def send() -> Any:
+                pipe = self.client.pipeline(transaction=False)
+                pipe.set(upload, data[:ARTIFACT_CHUNK], px=ARTIFACT_UPLOAD_TTL_MS)  # noqa: B023
+                for start in range(ARTIFACT_CHUNK, len(data), ARTIFACT_CHUNK):  # noqa: B023
+                    pipe.append(upload, data[start : start + ARTIFACT_CHUNK])  # noqa: B023
+                pipe.execute()
+                return self._evalsha(self._artifact_put_script, names, [len(data)])  # noqa: B023
+
+            if not any(self._run(send) for _ in range(3)):
+                raise BackendUnavailable(f"artifact sha256:{sha} could not be written whole")
+
+    def _artifact(self, session_id: str, sha256: str) -> bytes | None:
+        key, uses = self.keys.artifact(session_id, sha256), self.keys.artifact_uses(session_id)
+
+        def read() -> bytes | None:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hexists(uses, sha256)  # one written for an append yet to commit is not yet one
+            pipe.strlen(key)
+            referenced, size = pipe.execute()
+            if not referenced or not size:
+                return None
+            pipe = self.client.pipeline(transaction=False)
+            for start in range(0, size, ARTIFACT_CHUNK):
+                pipe.getrange(key, start, start + ARTIFACT_CHUNK - 1)
+            data = b"".join(pipe.execute())
+            return data if len(data) == size else None  # deleted while read
+
+        return self._run(read)
+
+    def _artifact_uses(self, session_id: str) -> dict[str, int]:
+        found = self._run(lambda: self.client.hgetall(self.keys.artifact_uses(session_id)))
+        return {_text(sha): int(count) for sha, count in found.items()}
 
     def _evalsha(self, script: Script, keys: list[str], args: list[Any]) -> Any:
         """Run a registered script by its sha; redis-py's Script loads it when the server lacks
@@ -509,17 +589,23 @@ class RedisStore(EventStore):
 
     def memory_of(self, session_ids: list[str]) -> dict[str, dict[str, int]]:
         """Bytes each session takes in Redis, by kind of key: `log` (the events), `streams`
-        (their indexes), `append_ids`, `attempts` (open attempts and safe tools) and `other`
-        (versions, tombstone, dead letters). MEMORY USAGE with its default sampling, two round
-        trips for any number of sessions."""
+        (their indexes), `append_ids`, `attempts` (open attempts and safe tools), `artifacts`
+        and `other` (versions, tombstone, dead letters). MEMORY USAGE with its default
+        sampling, two round trips for any number of sessions."""
         keys = self.keys
 
-        def kinds_of(session_id: str, streams: set[str], groups: list[str]) -> dict[str, list[str]]:
+        def kinds_of(
+            session_id: str, streams: set[str], groups: list[str], shas: list[str]
+        ) -> dict[str, list[str]]:
             return {
                 "log": [keys.log(session_id)],
                 "streams": [keys.stream(session_id, name) for name in sorted(streams)],
                 "append_ids": [keys.idempotency(session_id, name) for name in sorted(streams)],
                 "attempts": [keys.open_attempts(session_id), keys.safe_tools(session_id)],
+                "artifacts": [
+                    keys.artifact_uses(session_id),
+                    *(keys.artifact(session_id, sha) for sha in sorted(shas)),
+                ],
                 "other": [
                     keys.meta(session_id),
                     keys.tombstone(session_id),
@@ -533,14 +619,18 @@ class RedisStore(EventStore):
                 pipe.hkeys(keys.meta(session_id))
                 pipe.hkeys(keys.tombstone(session_id))
                 pipe.xinfo_groups(keys.log(session_id))
+                pipe.hkeys(keys.artifact_uses(session_id))
             found = pipe.execute(raise_on_error=False)
             layout = {}
             for n, session_id in enumerate(session_ids):
-                live, tomb, groups = found[3 * n : 3 * n + 3]
+                live, tomb, groups, shas = found[4 * n : 4 * n + 4]
                 deleted = {_text(f)[7:] for f in tomb if _text(f).startswith("stream:")}
                 names = [] if isinstance(groups, Exception) else [_text(g["name"]) for g in groups]
                 layout[session_id] = kinds_of(
-                    session_id, {_text(name) for name in live} | deleted, names
+                    session_id,
+                    {_text(name) for name in live} | deleted,
+                    names,
+                    [_text(sha) for sha in shas],
                 )
             pipe = self.client.pipeline(transaction=False)
             for kinds in layout.values():

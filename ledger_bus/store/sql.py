@@ -24,7 +24,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-import msgpack
 from sqlalchemy import (
     Connection,
     Engine,
@@ -45,6 +44,7 @@ from sqlalchemy import (
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 
+from ledger_bus.artifacts import pack, unpack, uses_of
 from ledger_bus.batch import Limits, PreparedAppend
 from ledger_bus.durability import LOCAL, Durability
 from ledger_bus.errors import (
@@ -83,7 +83,7 @@ from ledger_bus.store.sql_schema import Tables, tables
 T = TypeVar("T")
 
 MIGRATIONS: Final = Path(__file__).with_name("migrations")
-SCHEMA_HEAD: Final = "0003"  # the newest migration; tests/test_sql.py holds the two together
+SCHEMA_HEAD: Final = "0004"  # the newest migration; tests/test_sql.py holds the two together
 POLL_S: Final = 0.02  # how often a waiting read looks again
 RESTORE_BATCH: Final = 5000  # events restored per transaction
 # SQLSTATEs worth running the transaction again for: serialization failure, deadlock.
@@ -442,7 +442,7 @@ class SqlStore(EventStore):
         def flush() -> None:
             nonlocal written
             if batch:
-                payloads = [msgpack.packb(e.fields) for e in batch]
+                payloads = [pack(e.fields) for e in batch]
                 if seen is not None:
                     for recorded, payload in zip(batch, payloads, strict=True):
                         seen(recorded, payload)
@@ -604,7 +604,7 @@ class SqlStore(EventStore):
             stream=StreamId(session_id, row.stream),
             version=int(row.version),
             cursor=row.cursor,
-            fields=msgpack.unpackb(row.payload),
+            fields=unpack(row.payload),
         )
 
     @staticmethod
@@ -616,7 +616,7 @@ class SqlStore(EventStore):
             ref = refs.get(stream)
             if ref is None:
                 ref = refs[stream] = StreamId(session_id, stream)
-            out.append(RecordedEvent(ref, int(version), cursor, msgpack.unpackb(payload)))
+            out.append(RecordedEvent(ref, int(version), cursor, unpack(payload)))
         return out
 
     def _events(self, where: Sequence[Any], order: Any, count: Any) -> Any:
@@ -763,12 +763,25 @@ class SqlStore(EventStore):
         if not events:
             return Deletion(session_id, stream, 0, int(generation))
         if stream is None:  # groups go with the log they follow, as on Redis
-            for table in (t.pending, t.consumers, t.groups, t.dead_letters, t.safe_tools):
+            for table in (
+                t.pending,
+                t.consumers,
+                t.groups,
+                t.dead_letters,
+                t.safe_tools,
+                t.artifacts,
+                t.bounds,
+            ):
                 conn.execute(delete(table).where(table.c.session_id == session_id))
         else:  # the stream's events are no longer pending with anyone
             held = select(t.events.c.cursor).where(*where)
             p = t.pending
             conn.execute(delete(p).where(p.c.session_id == session_id, p.c.cursor.in_(held)))
+            b = t.bounds
+            conn.execute(delete(b).where(b.c.session_id == session_id, b.c.stream == stream))
+            self._drop_uses(
+                conn, session_id, conn.execute(select(t.events.c.payload).where(*where)).scalars()
+            )
         for table in (t.events, t.streams, t.open_attempts):
             condition = [table.c.session_id == session_id]
             if stream is not None:
@@ -875,6 +888,42 @@ class SqlStore(EventStore):
         if batch:
             flush()
         return given
+
+    def restore_artifact(self, session_id: str, sha256: str, data: bytes, uses: int) -> None:
+        """Keep an artifact of a session moved here, with the references its events hold; one
+        kept before takes the count given (a move cut short can be run again)."""
+        a = self.t.artifacts
+        if self.postgres:
+            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert as dialect_insert  # type: ignore[assignment]
+        statement = dialect_insert(a).values(
+            session_id=session_id, sha256=sha256, uses=uses, data=data
+        )
+        statement = statement.on_conflict_do_update(
+            index_elements=[a.c.session_id, a.c.sha256], set_={"uses": statement.excluded.uses}
+        )
+        self._run(lambda c: c.execute(statement))
+
+    def _artifact(self, session_id: str, sha256: str) -> bytes | None:
+        a = self.t.artifacts
+        query = select(a.c.data).where(a.c.session_id == session_id, a.c.sha256 == sha256)
+        found = self._run(lambda c: c.execute(query).scalar(), write=False)
+        return None if found is None else bytes(found)
+
+    def _artifact_uses(self, session_id: str) -> dict[str, int]:
+        a = self.t.artifacts
+        query = select(a.c.sha256, a.c.uses).where(a.c.session_id == session_id)
+        rows = self._run(lambda c: c.execute(query).all(), write=False)
+        return {row.sha256: int(row.uses) for row in rows}
+
+    def _drop_uses(self, conn: Connection, session_id: str, payloads: Iterable[bytes]) -> None:
+        """Forget the references events being removed held; an artifact none holds goes."""
+        a = self.t.artifacts
+        for sha, count in uses_of(unpack(p) for p in payloads).items():
+            key = (a.c.session_id == session_id, a.c.sha256 == sha)
+            conn.execute(update(a).where(*key).values(uses=a.c.uses - count))
+            conn.execute(delete(a).where(*key, a.c.uses <= 0))
 
     def find_append_ids(
         self, session_id: str, keys: list[tuple[str, str]]

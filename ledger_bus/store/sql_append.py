@@ -46,6 +46,7 @@ class AppendSql:
     session_set: str
     session_set_opened: str
     call: str
+    artifact_add: str
 
     @classmethod
     def build(cls, prefix: str, postgres: bool) -> AppendSql:
@@ -108,6 +109,11 @@ class AppendSql:
             "session_set_opened": (
                 f"UPDATE {p}sessions SET last_cursor = :cursor, events = :events,"
                 " opened_ms = :now WHERE session_id = :session"
+            ),
+            "artifact_add": (
+                f"INSERT INTO {p}artifacts (session_id, sha256, uses, data)"
+                " VALUES (:session, :sha, :uses, :data) ON CONFLICT (session_id, sha256)"
+                f" DO UPDATE SET uses = {p}artifacts.uses + excluded.uses"
             ),
             "call": (
                 f"SELECT o_outcome, o_first, o_last, o_cursor FROM {p}append(:session, :stream,"
@@ -243,12 +249,23 @@ def _call(
     }
     if driver.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         driver.rollback()  # a connection handed back mid-transaction cannot change mode
-    driver.autocommit = True  # the call is its own transaction: no BEGIN, no COMMIT to wait for
+    # Alone, the call is its own transaction: no BEGIN, no COMMIT to wait for. With artifacts,
+    # they are written first in the same transaction, kept only if the append commits.
+    driver.autocommit = not prepared.artifacts
     try:
         with driver.cursor() as cursor:
+            if prepared.artifacts:
+                cursor.executemany(sql.artifact_add, artifact_rows(stream.session_id, prepared))
             cursor.execute(sql.call, params, prepare=True)
             outcome, first, last, newest = cursor.fetchone()
+        if prepared.artifacts:
+            if outcome == "dedup":
+                driver.rollback()
+            else:
+                driver.commit()
     except psycopg.Error as err:
+        if not driver.closed and not driver.autocommit:
+            driver.rollback()
         state = getattr(err, "sqlstate", None)
         if state == "LBI01":
             raise IdempotencyConflict(str(stream), append_id) from None
@@ -320,6 +337,8 @@ def _write(
     session_id, stream = key["session"], key["stream"]
     last = rows[-1]
     cursor.executemany(sql.events, rows)
+    if prepared.artifacts:
+        cursor.executemany(sql.artifact_add, artifact_rows(session_id, prepared))
     cursor.execute(
         sql.stream_new if first == 1 else sql.stream_set, {**key, "version": last["version"]}
     )
@@ -343,6 +362,20 @@ def _write(
         cursor.execute(sql.session_set_opened, {**values, "now": now})
     else:
         cursor.execute(sql.session_set, values)
+
+
+def artifact_rows(session_id: str, prepared: PreparedAppend) -> list[dict[str, Any]]:
+    """The artifacts of an append as rows of artifact_add, with the references it adds."""
+    uses = dict(prepared.uses)
+    return [
+        {
+            "session": session_id,
+            "sha": a.ref.sha256,
+            "uses": uses[a.ref.sha256],
+            "data": a.data,
+        }
+        for a in prepared.artifacts
+    ]
 
 
 def _rollback(cursor: Any) -> None:

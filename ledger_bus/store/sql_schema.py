@@ -45,6 +45,8 @@ class Tables:
     consumers: Table
     pending: Table
     dead_letters: Table
+    artifacts: Table
+    bounds: Table
 
 
 def tables(prefix: str = "lb") -> Tables:
@@ -157,6 +159,23 @@ def tables(prefix: str = "lb") -> Tables:
         Column("fields", Text, nullable=False),
     )
     Index(f"{p}dead_letters_by_group", dead_letters.c.session_id, dead_letters.c.grp)
+    artifacts = Table(
+        f"{p}artifacts",
+        metadata,
+        Column("session_id", NAME, primary_key=True),
+        Column("sha256", String(64), primary_key=True),
+        # How many event fields in the log reference it: it goes with the last (spec 3.11).
+        Column("uses", BigInteger, nullable=False),
+        Column("data", LargeBinary, nullable=False),
+    )
+    bounds = Table(
+        f"{p}bounds",
+        metadata,
+        Column("session_id", NAME, primary_key=True),
+        Column("stream", NAME, primary_key=True),
+        Column("keep", BigInteger, nullable=False),  # events kept, at least (spec 3.12)
+        Column("dedup_ms", BigInteger, nullable=False),  # how long trimmed append_ids are kept
+    )
     return Tables(
         metadata,
         sessions,
@@ -170,4 +189,6 @@ def tables(prefix: str = "lb") -> Tables:
         consumers,
         pending,
         dead_letters,
+        artifacts,
+        bounds,
     )

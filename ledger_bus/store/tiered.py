@@ -112,6 +112,18 @@ class TieredStore(RedisStore):
             return info
         return self.archive._session_info(session_id)
 
+    def _artifact(self, session_id: str, sha256: str) -> bytes | None:
+        return self._through(
+            session_id,
+            lambda: super(TieredStore, self)._artifact(session_id, sha256),
+            lambda: self.archive._artifact(session_id, sha256),
+        )
+
+    def _artifact_uses(self, session_id: str) -> dict[str, int]:
+        if self._in_archive(session_id):
+            return self.archive._artifact_uses(session_id)
+        return super()._artifact_uses(session_id)
+
     def _append_ids(self, session_id: str) -> Iterator[AppendRecord]:
         if self._in_archive(session_id):
             return self.archive._append_ids(session_id)

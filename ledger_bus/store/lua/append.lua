@@ -9,6 +9,9 @@
 -- KEYS[6]  lb:{S}:safe          hash: "<run>\31<tool>" -> 1 for tools declared safe to replay
 -- KEYS[7]  lb:{S}:tomb          hash: generation (deletions so far), deleted_ms, and archive
 --                               (where the session went, once an archive began: archive.py)
+-- and only for an append whose events keep fields as artifacts (spec 3.11):
+-- KEYS[8]  lb:{S}:arts          hash: sha256 -> references to the artifact in the log
+-- KEYS[9 ..]                    lb:{S}:art:<sha256>, one per artifact, written before the call
 -- ARGV[1]  stream name
 -- ARGV[2]  expected version, or -1 for any
 -- ARGV[3]  append_id
@@ -23,12 +26,25 @@
 --                    "c\31<attempt>"                    a tool_result closes it
 --                    "f\31<attempt>\31<call cursor>"    a reconcile.unresolved flags it
 --                    "s\31<run>\31<tool>"               a tool.declared safe to replay
+-- ARGV[9+2n ..]      per artifact of KEYS[9 ..], its sha256 and how many fields reference it
 --
 -- Returns {"ok", first, last, cursor, opened, generation}, {"dup", first, last, cursor,
 -- generation of the original}, {"idem"}, {"archived", where},
--- {"conflict", actual version}, {"rewound", actual version} or {"noperm", command, key}. Nothing is written unless the reply is "ok". An append's events
+-- {"conflict", actual version}, {"rewound", actual version}, {"noartifact", key} (an artifact
+-- is gone: write it again) or {"noperm", command, key}. Nothing is written unless the reply is "ok". An append's events
 -- are consecutive in the session log (this script runs alone), which is what lets the stream
 -- index hold one entry per append.
+
+-- An append that writes nothing drops the artifacts written for it that nothing references: a
+-- retry of an append recorded before, or refused, leaves nothing behind. (One written for an
+-- append of another writer that is yet to run is written again: "noartifact" below.)
+local function reply(...)
+  for j = 9, #KEYS do
+    local sha = ARGV[8 + 2 * tonumber(ARGV[5]) + 2 * (j - 9) + 1]
+    if redis.call('HEXISTS', KEYS[8], sha) == 0 then redis.call('UNLINK', KEYS[j]) end
+  end
+  return {...}
+end
 
 local prior = redis.call('HGET', KEYS[4], ARGV[3])
 if prior then
@@ -42,15 +58,15 @@ if prior then
       -- after the original append.
       redis.call('HSET', KEYS[2], ARGV[1], redis.call('HGET', KEYS[2], ARGV[1]))
     end
-    return {'dup', tonumber(first), tonumber(last), cursor, tonumber(written_in) or 0}
+    return reply('dup', tonumber(first), tonumber(last), cursor, tonumber(written_in) or 0)
   end
-  return {'idem'}
+  return reply('idem')
 end
 
 local tomb = redis.call('HMGET', KEYS[7], 'generation', 'archive')
 if tomb[2] then
   -- The session is moving to (or has moved to) the archive, which answers for it from now on.
-  return {'archived', tomb[2]}
+  return reply('archived', tomb[2])
 end
 local generation = tomb[1] or '0'
 local version = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
@@ -58,14 +74,18 @@ if version < tonumber(ARGV[6]) and generation == ARGV[8] then
   -- This writer was told of a longer stream: a failover has lost acknowledged events. Writing
   -- now would give new events the versions those held. (Told of it in an earlier generation,
   -- the stream was deleted since: that is no loss.)
-  return {'rewound', version}
+  return reply('rewound', version)
 end
 local expected = tonumber(ARGV[2])
 if expected >= 0 and expected ~= version then
-  return {'conflict', version}
+  return reply('conflict', version)
 end
 
 local n = tonumber(ARGV[5])
+-- An artifact written before the call may have expired, or gone with a deletion since.
+for j = 9, #KEYS do
+  if redis.call('EXISTS', KEYS[j]) == 0 then return {'noartifact', KEYS[j]} end
+end
 
 -- Redis never rolls a script back: a write refused halfway (an ACL that lacks one command or
 -- one key) would leave the events written before it. So every write this append will make is
@@ -86,6 +106,7 @@ if redis.acl_check_cmd then  -- Redis 7 and Valkey; absent from test doubles
       or (kinds['f'] and refused('HGET', KEYS[5], 'f'))
       or (kinds['c'] and refused('HDEL', KEYS[5], 'f'))
       or (kinds['s'] and refused('HSET', KEYS[6], 'f', 'v'))
+      or (KEYS[9] and (refused('PERSIST', KEYS[9]) or refused('HINCRBY', KEYS[8], 'f', '1')))
   if no then return no end
 end
 
@@ -120,7 +141,19 @@ for i = 1, n do
     end
   end
 end
-redis.call('XADD', KEYS[3], first .. '-0', 'c', first_cursor, 'n', n)
+if KEYS[9] then
+  -- Referenced, the artifacts stay; the stream index says which, for a stream's deletion.
+  local uses = {}
+  for j = 9, #KEYS do
+    local sha, count = ARGV[8 + 2 * n + 2 * (j - 9) + 1], ARGV[8 + 2 * n + 2 * (j - 9) + 2]
+    redis.call('PERSIST', KEYS[j])
+    redis.call('HINCRBY', KEYS[8], sha, count)
+    uses[#uses + 1] = sha .. ':' .. count
+  end
+  redis.call('XADD', KEYS[3], first .. '-0', 'c', first_cursor, 'n', n, 'a', table.concat(uses, ' '))
+else
+  redis.call('XADD', KEYS[3], first .. '-0', 'c', first_cursor, 'n', n)
+end
 redis.call('HSET', KEYS[2], ARGV[1], version)
 redis.call('HSET', KEYS[4], ARGV[3],
            ARGV[4] .. ' ' .. first .. ' ' .. version .. ' ' .. cursor .. ' ' .. generation)

@@ -34,6 +34,12 @@ if groups ~= tonumber(ARGV[5]) then return {'changed'} end
 for i = 1, #KEYS do
   if i ~= 5 then redis.call('UNLINK', KEYS[i]) end
 end
+-- The artifacts (spec 3.11), which lb:{S}:arts lists, in the session's slot.
+local arts = string.sub(KEYS[5], 1, -5) .. 'art'  -- lb:{S}:tomb -> lb:{S}:art
+for _, sha in ipairs(redis.call('HKEYS', arts .. 's')) do
+  redis.call('UNLINK', arts .. ':' .. sha)
+end
+redis.call('UNLINK', arts .. 's')
 local fields = redis.call('HKEYS', KEYS[5])
 for _, field in ipairs(fields) do
   if string.sub(field, 1, 7) == 'stream:' then redis.call('HDEL', KEYS[5], field) end

@@ -36,6 +36,12 @@ end
 for i = 1, #KEYS do
   if i ~= 5 then redis.call('UNLINK', KEYS[i]) end
 end
+-- The artifacts (spec 3.11), which lb:{S}:arts lists, in the session's slot.
+local arts = string.sub(KEYS[5], 1, -5) .. 'art'  -- lb:{S}:tomb -> lb:{S}:art
+for _, sha in ipairs(redis.call('HKEYS', arts .. 's')) do
+  redis.call('UNLINK', arts .. ':' .. sha)
+end
+redis.call('UNLINK', arts .. 's')
 if last then
   -- An empty log that remembers its last id: what is written next takes later cursors, so a
   -- mirror or a link that holds an old cursor never meets a new event below it.

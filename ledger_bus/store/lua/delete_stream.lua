@@ -4,6 +4,8 @@
 -- KEYS[4]  lb:{S}:open    KEYS[5]  lb:{S}:tomb
 -- ARGV[1]  stream name    ARGV[2]  how many appends to delete in this call, at most
 -- ARGV[3]  now (ms)
+-- The artifacts the deleted events referenced (the stream index lists them) lose those
+-- references, and go with the last: lb:{S}:arts and lb:{S}:art:<sha256>, in the session's slot.
 --
 -- Returns {"more", events deleted} while the stream index still lists appends (call again),
 -- {"done", events deleted, generation} once the stream is gone, or {"none", generation} when it
@@ -15,6 +17,7 @@ if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then
   return {'none', tonumber(redis.call('HGET', KEYS[5], 'generation') or '0')}
 end
 local deleted = 0
+local arts = string.sub(KEYS[5], 1, -5) .. 'art'  -- lb:{S}:tomb -> lb:{S}:art
 -- What a consumer group holds of the deleted events is acknowledged with them, so that no group
 -- counts as pending an event that is gone.
 local groups = {}
@@ -36,6 +39,14 @@ for _, append in ipairs(redis.call('XRANGE', KEYS[3], '-', '+', 'COUNT', tonumbe
   if #ids > 0 then
     for _, group in ipairs(groups) do redis.call('XACK', KEYS[1], group, unpack(ids)) end
     deleted = deleted + redis.call('XDEL', KEYS[1], unpack(ids))
+  end
+  if fields['a'] then
+    for sha, count in string.gmatch(fields['a'], '(%x+):(%d+)') do
+      if redis.call('HINCRBY', arts .. 's', sha, -tonumber(count)) <= 0 then
+        redis.call('HDEL', arts .. 's', sha)
+        redis.call('UNLINK', arts .. ':' .. sha)
+      end
+    end
   end
   redis.call('XDEL', KEYS[3], append[1])
 end
