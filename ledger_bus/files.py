@@ -7,15 +7,15 @@ import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import IO
+from typing import IO, Any
 
 from ledger_bus.errors import InvalidInput
 
 
 @contextmanager
-def replace_whole(path: str) -> Iterator[IO[str]]:
-    """A text file to write that takes the place of `path` when the block ends, or, when the
-    block raises, is removed and leaves `path` as it was.
+def replace_whole(path: str, binary: bool = False) -> Iterator[IO[Any]]:
+    """A text file (or with `binary`, a file of bytes) to write that takes the place of `path`
+    when the block ends, or, when the block raises, is removed and leaves `path` as it was.
 
     It is written beside `path` and renamed over it, which is atomic within one file system.
     Its mode is what `>` would leave: the mode of the file it replaces, or for a new file
@@ -28,7 +28,7 @@ def replace_whole(path: str) -> Iterator[IO[str]]:
         raise InvalidInput(f"cannot write {path!r}: {getattr(err, 'strerror', err)}") from None
     try:
         os.fchmod(handle, _mode_for(path))
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
+        with os.fdopen(handle, "wb") if binary else os.fdopen(handle, "w", encoding="utf-8") as out:
             yield out
         try:
             os.replace(temp, path)

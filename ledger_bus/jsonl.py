@@ -25,9 +25,19 @@ def format_time(ms: int) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
+def _default(value: Any) -> Any:
+    """An artifact's reference (ledger_bus.artifacts) as JSON shows it; nothing else."""
+    to_dict = getattr(value, "to_dict", None)
+    if to_dict is None:
+        raise TypeError(f"{type(value).__name__} is not JSON")
+    return to_dict()
+
+
 def dumps(obj: Any) -> str:
     """One JSON object on one line: JSON escapes every line break inside strings."""
-    return orjson.dumps(obj).decode("utf-8")
+    return orjson.dumps(obj, default=_default, option=orjson.OPT_PASSTHROUGH_DATACLASS).decode(
+        "utf-8"
+    )
 
 
 def event_dict(event: RecordedEvent) -> dict[str, Any]:

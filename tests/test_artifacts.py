@@ -4,7 +4,10 @@ whole, stored once per session, deduplicated on retry, deleted with what referen
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +17,7 @@ from ledger_bus.batch import Limits, prepare_append
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.redis import ARTIFACT_CHUNK, RedisStore
 from tests.support.events import call, msg, result
+from tests.support.helpers import ledger_cli
 
 S = "art-1"
 MAIN, SIDE = lb.StreamId(S, "main"), lb.StreamId(S, "side")
@@ -59,8 +63,9 @@ def test_a_10_mib_tool_result_is_written_and_read_whole_and_kept_once(store: Eve
 
 
 def test_json_fields_come_back_equal_and_small_events_are_left_alone(store: EventStore) -> None:
-    args = {"rows": [{"n": n, "name": f"row {n}", "ok": n % 2 == 0} for n in range(5000)]}
-    store.append(MAIN, 0, "c1", [call("att-1", "run-1", **args), msg("small")])
+    rows = [{"n": n, "name": f"row {n}", "ok": n % 2 == 0} for n in range(5000)]
+    args = {"rows": rows}
+    store.append(MAIN, 0, "c1", [call("att-1", "run-1", rows=rows), msg("small")])
 
     big, small = store.read_stream(MAIN)
     assert big["args"] == args
@@ -127,7 +132,7 @@ def test_artifacts_move_in_chunks_and_an_unreferenced_upload_expires(
     assert not store.client.exists(store.keys.artifact(S, sha(lost)))
     prepared = prepare_append(S, "main", "m3", [msg(lost)], store.limits)
     store._put_artifacts(S, prepared.artifacts, again=False)
-    assert 0 < store.client.pttl(store.keys.artifact(S, sha(lost)))
+    assert store.client.pttl(store.keys.artifact(S, sha(lost))) > 0
     with pytest.raises(lb.NotFound):
         store.artifact(S, sha(lost))
     assert sha(lost) not in store.artifact_uses(S)
@@ -151,3 +156,32 @@ def test_an_artifact_gone_before_the_script_runs_is_written_again(
 
     assert calls == [False, True]
     assert store.read_stream(MAIN)[0]["body"] == BIG
+
+
+def test_the_command_line_shows_values_or_references_and_writes_an_artifact_out(
+    cli_url: str, prefix: str, tmp_path: Path
+) -> None:
+    body = "report line\n" * 10_000
+    with lb.connect(cli_url, prefix=prefix) as store:
+        store.append(MAIN, 0, "m1", [msg(body), msg("small")])
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        done = ledger_cli(cli_url, prefix, *args)
+        assert done.returncode == 0, done.stderr
+        return done
+
+    whole = [json.loads(line) for line in run("tail", S).stdout.splitlines()]
+    assert [e["body"] for e in whole] == [body, "small"]
+    ref = {"artifact": f"sha256:{sha(body)}", "size": len(body), "media_type": TEXT}
+    for command in (["tail", S], ["scan", S], ["read", S, "main"], ["export", S]):
+        shown = [json.loads(line) for line in run(*command, "--refs").stdout.splitlines()]
+        assert [e["body"] for e in shown] == [ref, "small"], command
+    assert "sha256:" in run("--output", "table", "tail", S, "--refs").stdout
+
+    out = tmp_path / "body.txt"
+    run("artifact", S, f"sha256:{sha(body)}", str(out))
+    assert out.read_bytes() == body.encode()
+    assert run("artifact", S, sha(body)).stdout == body
+    missing = ledger_cli(cli_url, prefix, "artifact", S, "0" * 64)
+    assert missing.returncode == 6
+    assert ledger_cli(cli_url, prefix, "artifact", S, "not-a-sha").returncode == 2

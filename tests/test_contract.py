@@ -278,7 +278,12 @@ BAD_BATCHES: dict[str, list[object]] = {
     "not an object": ["message"],
     # What no artifact can take: the fields that frame an event stay in it (spec 3.11).
     "oversized event": [
-        {"type": "message", "agent": "a", "body": "x", "parents": [f"{n:040d}" for n in range(30_000)]}
+        {
+            "type": "message",
+            "agent": "a",
+            "body": "x",
+            "parents": [f"{n:040d}" for n in range(30_000)],
+        }
     ],
     "empty batch": [],
     "one bad event among good ones": [

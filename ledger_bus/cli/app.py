@@ -6,6 +6,7 @@ import difflib
 import os
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any, Final, NoReturn
 
@@ -88,6 +89,24 @@ class BadInput(Failure):
         super().__init__(message, EXIT_USAGE)
 
 
+def refs_option(command: Callable[..., None]) -> Callable[..., None]:
+    """--refs: print the fields kept as artifacts as their references (sha256, size, media
+    type) instead of reading their values."""
+
+    def remember(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+        settings = ctx.find_object(Settings)
+        if value and settings is not None:
+            settings.refs = True
+
+    return click.option(
+        "--refs",
+        is_flag=True,
+        expose_value=False,
+        callback=remember,
+        help="Fields kept as artifacts as their references, not their values.",
+    )(command)
+
+
 class LedgerGroup(click.Group):
     """Translates library errors into one line on stderr and the documented exit code."""
 
@@ -111,6 +130,7 @@ class Settings:
     output: str
     durability: str | None = None
     archive: str | None = None
+    refs: bool = False  # show artifacts as their references (spec 3.11), not their values
     _store: EventStore | None = None
 
     def store(self) -> EventStore:
@@ -129,6 +149,7 @@ class Settings:
                 durability=self.durability,
                 archive=self.archive,
             )
+            self._store.resolve_artifacts = not self.refs
         return self._store
 
     def session(self, session_id: str) -> EventStore:

@@ -15,6 +15,7 @@ from ledger_bus.cli.app import (
     Settings,
     cli,
     pass_settings,
+    refs_option,
     say,
     stop_on_sigterm,
 )
@@ -81,6 +82,7 @@ def append(
 @click.argument("stream")
 @click.option("--after", type=click.IntRange(min=0), default=0, help="Versions above this one.")
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="At most this many.")
+@refs_option
 @pass_settings
 def read(settings: Settings, session: str, stream: str, after: int, limit: int | None) -> None:
     """A stream's events, ascending by version."""
@@ -103,7 +105,7 @@ def filter_options(command: Callable[..., None]) -> Callable[..., None]:
         )(command)
     command = click.option(
         "--until", default=None, help="Up to this time (ISO 8601, or a date) or cursor."
-    )(command)
+    )(refs_option(command))
     return click.option(
         "--since", default=None, help="From this time (ISO 8601, or a date) or cursor."
     )(command)

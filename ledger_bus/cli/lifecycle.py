@@ -1,10 +1,11 @@
-"""Commands over a session's life: delete, archive."""
+"""Commands over a session's life: delete, archive, artifacts."""
 
 from __future__ import annotations
 
 import difflib
 import os
 import re
+import sys
 from typing import Any
 
 import click
@@ -12,6 +13,7 @@ import click
 from ledger_bus.cli.app import BadInput, Settings, cli, pass_settings, say
 from ledger_bus.cli.output import show_record, show_rows
 from ledger_bus.errors import NotFound, Refused
+from ledger_bus.files import replace_whole
 from ledger_bus.ids import StreamId
 from ledger_bus.store import ARCHIVE_ENV, connect
 
@@ -178,3 +180,24 @@ def du(settings: Settings, sessions: tuple[str, ...], top: int) -> None:
         used, limit = memory
         title += f"; redis uses {used:,} bytes" + (f" of {limit:,}" if limit else " (no maxmemory)")
     show_rows(settings, rows, title)
+
+
+@cli.command()
+@click.argument("session")
+@click.argument("sha256")
+@click.argument("file", required=False, type=click.Path(dir_okay=False, allow_dash=True))
+@pass_settings
+def artifact(settings: Settings, session: str, sha256: str, file: str | None) -> None:
+    """The bytes of one of a session's artifacts (spec 3.11), by its sha256, to FILE or stdout.
+
+    `read`, `scan`, `tail` and `export` with --refs show which fields are artifacts.
+    """
+    data = settings.session(session).artifact(session, sha256)
+    if file in (None, "-"):
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return
+    assert file is not None
+    with replace_whole(file, binary=True) as out:
+        out.write(data)
+    click.echo(f"wrote {len(data)} bytes to {file}", err=True)
