@@ -1,5 +1,6 @@
 """ledger-bus: a durable, append-only event log for multi-agent systems, on Redis Streams."""
 
+from ledger_bus.artifacts import ArtifactRef
 from ledger_bus.batch import Limits
 from ledger_bus.durability import Durability
 from ledger_bus.errors import (
@@ -18,7 +19,7 @@ from ledger_bus.errors import (
 )
 from ledger_bus.events import Event, Message, Mutation, ToolCall, ToolResult
 from ledger_bus.ids import ANY, StreamId
-from ledger_bus.records import Deletion
+from ledger_bus.records import Bound, Deletion
 from ledger_bus.store import AppendResult, EventStore, RecordedEvent, connect
 
 __version__ = "0.1.0"
@@ -26,8 +27,10 @@ __version__ = "0.1.0"
 __all__ = [
     "ANY",
     "AppendResult",
+    "ArtifactRef",
     "BackendRefused",
     "BackendUnavailable",
+    "Bound",
     "Deletion",
     "Durability",
     "DurabilityNotConfirmed",

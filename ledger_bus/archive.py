@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ledger_bus.errors import NotFound, Refused
+from ledger_bus.ids import StreamId
 from ledger_bus.records import RecordedEvent
 from ledger_bus.store.base import PAGE
 from ledger_bus.store.redis import RedisStore
@@ -111,6 +112,11 @@ def archive_session(
     # The events as they are kept, references and all: the artifacts follow on their own.
     cold.restore(hot.iter_session(session_id, resolve_artifacts=False), seen=copied.copied)
     records = cold.restore_append_ids(session_id, hot.iter_append_ids(session_id))
+    for info in hot.session_info(session_id).streams:
+        ref = StreamId(session_id, info.name)
+        bound = hot.stream_bound(ref)
+        if bound is not None:
+            cold.bound_stream(ref, bound.keep, bound.dedup_window_ms)
     artifacts = hot.artifact_uses(session_id)
     for sha, uses in artifacts.items():
         cold.restore_artifact(session_id, sha, hot.artifact(session_id, sha), uses)

@@ -183,6 +183,19 @@ class AppendRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class Bound:
+    """What a bounded stream keeps (spec 3.12): at least its newest `keep` events, older ones
+    trimmed a whole append at a time; and each trimmed append's append_id for `dedup_window_ms`
+    after it committed, so a retry within that window still deduplicates."""
+
+    keep: int
+    dedup_window_ms: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"keep": self.keep, "dedup_window_ms": self.dedup_window_ms}
+
+
+@dataclass(frozen=True, slots=True)
 class Deletion:
     """What `delete_session` or `delete_stream` removed.
 

@@ -23,6 +23,7 @@ from ledger_bus.ids import (
 from ledger_bus.records import (
     AppendRecord,
     AppendResult,
+    Bound,
     Deletion,
     Delivery,
     GroupStats,
@@ -34,6 +35,8 @@ from ledger_bus.records import (
 from ledger_bus.store.keys import INDEX_BUCKETS
 
 PAGE: Final = 1000
+# How long a bounded stream keeps the append_id of an append it trimmed, unless declared otherwise.
+DEFAULT_DEDUP_WINDOW_MS: Final = 86_400_000
 # Who holds a replayed dead letter until a consumer takes it over, and how idle it then looks.
 REPLAY_CONSUMER: Final = "replayed"
 REPLAY_IDLE_MS: Final = 365 * 86_400_000
@@ -316,6 +319,37 @@ class EventStore(abc.ABC):
             raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
         return self._delete(stream.session_id, stream.name)
 
+    def bound_stream(
+        self,
+        stream: StreamId,
+        keep: int | None,
+        dedup_window_ms: int = DEFAULT_DEDUP_WINDOW_MS,
+    ) -> None:
+        """Declare `stream` bounded (spec 3.12): from its next append on, it keeps at least its
+        newest `keep` events, trimming older ones a whole append at a time (with the references
+        they held to artifacts); the append_id of a trimmed append is kept `dedup_window_ms`
+        after it committed, so a retry within that window still deduplicates, and one after it
+        appends anew. `keep=None`: unbounded again (what was trimmed stays trimmed). For streams
+        whose newest events alone matter, such as a framework's checkpoints: a stream that
+        carries tool calls must keep them for the reconciler."""
+        if not isinstance(stream, StreamId):
+            raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
+        if keep is not None and (not isinstance(keep, int) or isinstance(keep, bool) or keep < 1):
+            raise InvalidInput(f"keep must be an int >= 1 or None, got {keep!r}")
+        if (
+            not isinstance(dedup_window_ms, int)
+            or isinstance(dedup_window_ms, bool)
+            or dedup_window_ms < 0
+        ):
+            raise InvalidInput(f"dedup_window_ms must be an int >= 0, got {dedup_window_ms!r}")
+        self._set_bound(stream, None if keep is None else Bound(keep, dedup_window_ms))
+
+    def stream_bound(self, stream: StreamId) -> Bound | None:
+        """What `stream` keeps, if it was declared bounded."""
+        if not isinstance(stream, StreamId):
+            raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
+        return self._bound(stream)
+
     def session_count(self) -> int:
         """How many sessions hold events (those `sessions()` lists)."""
         return len(self.sessions())
@@ -552,6 +586,12 @@ class EventStore(abc.ABC):
 
     @abc.abstractmethod
     def _artifact(self, session_id: str, sha256: str) -> bytes | None: ...
+
+    @abc.abstractmethod
+    def _set_bound(self, stream: StreamId, bound: Bound | None) -> None: ...
+
+    @abc.abstractmethod
+    def _bound(self, stream: StreamId) -> Bound | None: ...
 
     @abc.abstractmethod
     def _artifact_uses(self, session_id: str) -> dict[str, int]: ...

@@ -66,6 +66,15 @@ class Keys:
         """Hash: sha256 -> how many event fields in the log reference the artifact."""
         return f"{self.prefix}:{{{session_id}}}:arts"
 
+    def bounds(self, session_id: str) -> str:
+        """Hash: stream name -> "<keep> <dedup window ms>" for bounded streams (spec 3.12)."""
+        return f"{self.prefix}:{{{session_id}}}:bounds"
+
+    def trimmed(self, session_id: str, stream: str) -> str:
+        """Stream: the appends a bounded stream trimmed whose append_ids are still kept, entry
+        `<first version>-0` with fields i (append_id) and c (cursor of its first event)."""
+        return f"{self.prefix}:{{{session_id}}}:t:{stream}"
+
     def open_index(self, bucket: int) -> str:
         """Sorted set of sessions that may have open attempts, by when one last opened (ms)."""
         return f"{self.prefix}:open-sessions:{{{self.prefix}-{bucket:02d}}}"

@@ -16,6 +16,7 @@ from ledger_bus.ids import CURSOR_ZERO, StreamId, cursor_ms, cursors_after, pars
 from ledger_bus.records import (
     AppendRecord,
     AppendResult,
+    Bound,
     Deletion,
     Delivery,
     GroupStats,
@@ -66,8 +67,39 @@ class _Session:
     groups: dict[str, _Group] = field(default_factory=dict)
     generation: int = 0  # deletions so far (spec 3.9)
     floor: str = CURSOR_ZERO  # new cursors sort after this one, though the log be emptied
+    versions: dict[str, int] = field(default_factory=dict)  # stream -> version
+    bounds: dict[str, Bound] = field(default_factory=dict)
+    # Per stream, its appends in the log, (first version, last version, cursor, append_id), and
+    # those a bound trimmed whose append_ids are still kept, (cursor, append_id).
+    appends: dict[str, list[tuple[int, int, str, str]]] = field(default_factory=dict)
+    trimmed: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     artifacts: dict[str, bytes] = field(default_factory=dict)  # sha256 -> bytes
     uses: dict[str, int] = field(default_factory=dict)  # sha256 -> references in the log
+
+    def trim(self, stream: str, bound: Bound, now: int) -> None:
+        """What a bounded stream does after an append (store/lua/append.lua's trim)."""
+        upto = self.versions[stream] - bound.keep
+        appends = self.appends[stream]
+        going = 0
+        while going < len(appends) and appends[going][1] <= upto:
+            going += 1
+        if going:
+            last_gone = appends[going - 1][1]
+            dropped = {p for p in self.streams[stream] if self.entries[p][1] <= last_gone}
+            self.drop_uses([self.entries[p][2] for p in sorted(dropped)])
+            self.keep_only([p for p in range(len(self.cursors)) if p not in dropped])
+            trimmed = self.trimmed.setdefault(stream, [])
+            trimmed.extend((cursor, append_id) for _, _, cursor, append_id in appends[:going])
+            del appends[:going]
+        trimmed = self.trimmed.get(stream, [])
+        forgotten = 0
+        while (
+            forgotten < len(trimmed)
+            and cursor_ms(trimmed[forgotten][0]) + bound.dedup_window_ms <= now
+        ):
+            self.idempotency.pop((stream, trimmed[forgotten][1]), None)
+            forgotten += 1
+        del trimmed[:forgotten]
 
     def drop_uses(self, payloads: list[bytes]) -> None:
         """Forget the references the events of `payloads` held; an artifact none holds goes."""
@@ -84,8 +116,9 @@ class _Session:
 
     def keep_only(self, positions: list[int]) -> None:
         """Keep the log entries at `positions` (ascending), and what refers to them."""
-        self.floor = self.newest()
+        newest = self.newest()
         self.cursors = [self.cursors[p] for p in positions]
+        self.floor = max(self.floor, newest)
         self.entries = [self.entries[p] for p in positions]
         self.streams = {}
         for position, (stream, _, _) in enumerate(self.entries):
@@ -158,7 +191,7 @@ class MemoryStore(EventStore):
                     raise IdempotencyConflict(str(stream), append_id)
                 return AppendResult(stream, first, last, cursor, deduplicated=True)
             positions = state.streams.get(stream.name, [])
-            version = len(positions)
+            version = state.versions.get(stream.name, 0)
             if expected is not None and expected != version:
                 raise VersionConflict(str(stream), expected, version)
             now = time.time_ns() // 1_000_000
@@ -174,6 +207,7 @@ class MemoryStore(EventStore):
                 state.entries.append((stream.name, version, payload))
                 _note(state, note, stream.name, cursor)
             state.streams[stream.name] = positions
+            state.versions[stream.name] = version
             for artifact in prepared.artifacts:
                 state.artifacts.setdefault(artifact.ref.sha256, artifact.data)
             for sha, count in prepared.uses:
@@ -186,6 +220,12 @@ class MemoryStore(EventStore):
                 version,
                 result.cursor,
             )
+            state.appends.setdefault(stream.name, []).append(
+                (first, version, cursors[0], append_id)
+            )
+            bound = state.bounds.get(stream.name)
+            if bound is not None:
+                state.trim(stream.name, bound, now)
             self._changed.notify_all()
             return result
 
@@ -194,7 +234,9 @@ class MemoryStore(EventStore):
             state = self._sessions_by_id.get(stream.session_id)
             if state is None:
                 return []
-            positions = state.streams.get(stream.name, [])[after : after + count]
+            positions = state.streams.get(stream.name, [])
+            start = bisect.bisect_right(positions, after, key=lambda p: state.entries[p][1])
+            positions = positions[start : start + count]
             return [self._record(stream.session_id, state, p) for p in positions]
 
     def _scan(self, session_id: str, after: str | None, count: int) -> list[RecordedEvent]:
@@ -234,7 +276,7 @@ class MemoryStore(EventStore):
     def _stream_version(self, stream: StreamId) -> int:
         with self._changed:
             state = self._sessions_by_id.get(stream.session_id)
-            return len(state.streams.get(stream.name, ())) if state else 0
+            return state.versions.get(stream.name, 0) if state else 0
 
     def _session_exists(self, session_id: str) -> bool:
         with self._changed:
@@ -259,6 +301,8 @@ class MemoryStore(EventStore):
                 )
                 self._open_index.pop(session_id, None)
             else:
+                for table in (state.versions, state.bounds, state.appends, state.trimmed):
+                    table.pop(stream, None)
                 dropped = set(state.streams[stream])
                 state.drop_uses([state.entries[p][2] for p in sorted(dropped)])
                 state.keep_only([p for p in range(len(state.cursors)) if p not in dropped])
@@ -269,6 +313,19 @@ class MemoryStore(EventStore):
                 }
             self._changed.notify_all()
             return Deletion(session_id, stream, gone, state.generation)
+
+    def _set_bound(self, stream: StreamId, bound: Bound | None) -> None:
+        with self._changed:
+            bounds = self._session(stream.session_id).bounds
+            if bound is None:
+                bounds.pop(stream.name, None)
+            else:
+                bounds[stream.name] = bound
+
+    def _bound(self, stream: StreamId) -> Bound | None:
+        with self._changed:
+            state = self._sessions_by_id.get(stream.session_id)
+            return None if state is None else state.bounds.get(stream.name)
 
     def _artifact(self, session_id: str, sha256: str) -> bytes | None:
         with self._changed:
@@ -293,7 +350,7 @@ class MemoryStore(EventStore):
             return SessionInfo(
                 session_id=session_id,
                 events=len(state.cursors),
-                streams=[StreamInfo(n, len(p)) for n, p in sorted(state.streams.items())],
+                streams=[StreamInfo(n, state.versions[n]) for n in sorted(state.streams)],
                 first_cursor=state.cursors[0] if state.cursors else None,
                 last_cursor=state.cursors[-1] if state.cursors else None,
                 append_ids=len(state.idempotency),

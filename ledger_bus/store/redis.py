@@ -34,6 +34,7 @@ from ledger_bus.ids import StreamId, cursor_ms
 from ledger_bus.records import (
     AppendRecord,
     AppendResult,
+    Bound,
     Deletion,
     Delivery,
     GroupStats,
@@ -363,6 +364,22 @@ class RedisStore(EventStore):
             return data if len(data) == size else None  # deleted while read
 
         return self._run(read)
+
+    def _set_bound(self, stream: StreamId, bound: Bound | None) -> None:
+        key = self.keys.bounds(stream.session_id)
+        if bound is None:
+            self._run(lambda: self.client.hdel(key, stream.name))
+        else:
+            value = f"{bound.keep} {bound.dedup_window_ms}"
+            self._run(lambda: self.client.hset(key, stream.name, value))
+
+    def _bound(self, stream: StreamId) -> Bound | None:
+        key = self.keys.bounds(stream.session_id)
+        found = self._run(lambda: self.client.hget(key, stream.name))
+        if found is None:
+            return None
+        keep, window = _text(found).split()
+        return Bound(int(keep), int(window))
 
     def _artifact_uses(self, session_id: str) -> dict[str, int]:
         found = self._run(lambda: self.client.hgetall(self.keys.artifact_uses(session_id)))

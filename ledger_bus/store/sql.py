@@ -55,10 +55,11 @@ from ledger_bus.errors import (
     VersionConflict,
 )
 from ledger_bus.events import attempt_note
-from ledger_bus.ids import CURSOR_ZERO, StreamId, cursor_ms
+from ledger_bus.ids import CURSOR_ZERO, StreamId, cursor_ms, format_cursor
 from ledger_bus.records import (
     AppendRecord,
     AppendResult,
+    Bound,
     Deletion,
     Delivery,
     GroupStats,
@@ -84,6 +85,7 @@ T = TypeVar("T")
 
 MIGRATIONS: Final = Path(__file__).with_name("migrations")
 SCHEMA_HEAD: Final = "0004"  # the newest migration; tests/test_sql.py holds the two together
+BOUND_TTL: Final = 5.0  # seconds a stream's bound, as read, is taken for its bound
 POLL_S: Final = 0.02  # how often a waiting read looks again
 RESTORE_BATCH: Final = 5000  # events restored per transaction
 # SQLSTATEs worth running the transaction again for: serialization failure, deadlock.
@@ -210,6 +212,10 @@ class SqlStore(EventStore):
             e.c.cursor.desc(),
             bindparam("n"),
         )
+        # The bounds of the streams this store appends to (spec 3.12), as last read, and until
+        # when (monotonic) they are taken for so: a bound declared elsewhere applies within
+        # BOUND_TTL seconds.
+        self._bounds: dict[StreamId, tuple[float, Bound | None]] = {}
         self._channel = f"{prefix}_appended"  # NOTIFY, with the session id as payload
         self._sql = sql_append.AppendSql.build(prefix, self.postgres)
         if check_schema:
@@ -420,7 +426,97 @@ class SqlStore(EventStore):
             finally:
                 raw.close()
 
-        return self._retry(attempt)
+        result = self._retry(attempt)
+        if not result.deduplicated:
+            bound = self._bound_of(stream)
+            if bound is not None:
+                self._run(lambda conn: self._trim(conn, stream, bound))
+        return result
+
+    def _bound_of(self, stream: StreamId) -> Bound | None:
+        now = time.monotonic()
+        known = self._bounds.get(stream)
+        if known is not None and known[0] > now:
+            return known[1]
+        bound = self._bound(stream)
+        if len(self._bounds) >= 10_000:
+            self._bounds.clear()
+        self._bounds[stream] = (now + BOUND_TTL, bound)
+        return bound
+
+    def _trim(self, conn: Connection, stream: StreamId, bound: Bound) -> None:
+        """What a bounded stream does after an append, as store/lua/append.lua's trim does:
+        the appends older than the newest `keep` events go, whole; their append_ids stay for
+        the dedup window. Under the session's row lock, in a transaction of its own."""
+        t = self.t
+        session_id, name = stream.session_id, stream.name
+        head = conn.execute(
+            select(t.sessions.c.deleted_ms, t.streams.c.version)
+            .join(
+                t.streams,
+                (t.streams.c.session_id == t.sessions.c.session_id) & (t.streams.c.stream == name),
+            )
+            .where(t.sessions.c.session_id == session_id)
+            .with_for_update()
+        ).first()
+        if head is None:
+            return
+        # Records of appends before the last deletion are of an earlier generation: they stay.
+        since = "" if head.deleted_ms is None else format_cursor(int(head.deleted_ms), 999_999)
+        i, e = t.idempotency, t.events
+        records = (i.c.session_id == session_id, i.c.stream == name, i.c.cursor > since)
+        upto = conn.execute(
+            select(func.max(i.c.last_version)).where(
+                *records, i.c.last_version <= int(head.version) - bound.keep
+            )
+        ).scalar()
+        in_stream = (e.c.session_id == session_id, e.c.stream == name)
+        if upto is not None:
+            going = (*in_stream, e.c.version <= upto)
+            gone = conn.execute(select(e.c.cursor, e.c.payload).where(*going)).all()
+            if gone:
+                self._drop_uses(conn, session_id, (row.payload for row in gone))
+                p = t.pending
+                held = select(e.c.cursor).where(*going)
+                conn.execute(delete(p).where(p.c.session_id == session_id, p.c.cursor.in_(held)))
+                conn.execute(delete(e).where(*going))
+                conn.execute(
+                    update(t.sessions)
+                    .where(t.sessions.c.session_id == session_id)
+                    .values(events=t.sessions.c.events - len(gone))
+                )
+        oldest = conn.execute(select(func.min(e.c.version)).where(*in_stream)).scalar()
+        if oldest is None:
+            return
+        cutoff = format_cursor(max(0, self._now(conn) - bound.dedup_window_ms), 0)
+        conn.execute(delete(i).where(*records, i.c.last_version < oldest, i.c.cursor < cutoff))
+
+    def _set_bound(self, stream: StreamId, bound: Bound | None) -> None:
+        b = self.t.bounds
+        key = (b.c.session_id == stream.session_id, b.c.stream == stream.name)
+
+        def write(conn: Connection) -> None:
+            conn.execute(delete(b).where(*key))
+            if bound is not None:
+                conn.execute(
+                    insert(b).values(
+                        session_id=stream.session_id,
+                        stream=stream.name,
+                        keep=bound.keep,
+                        dedup_ms=bound.dedup_window_ms,
+                    )
+                )
+
+        self._run(write)
+        self._bounds[stream] = (time.monotonic() + BOUND_TTL, bound)
+
+    def _bound(self, stream: StreamId) -> Bound | None:
+        b = self.t.bounds
+        query = select(b.c.keep, b.c.dedup_ms).where(
+            b.c.session_id == stream.session_id, b.c.stream == stream.name
+        )
+        row = self._run(lambda c: c.execute(query).first(), write=False)
+        return None if row is None else Bound(int(row.keep), int(row.dedup_ms))
 
     def restore(
         self,
@@ -481,10 +577,10 @@ class SqlStore(EventStore):
             name = recorded.stream.name
             if recorded.cursor <= previous:
                 raise InvalidInput(f"{recorded!r}: events to restore must come in commit order")
-            if recorded.version != versions.get(name, 0) + 1:
-                raise VersionConflict(
-                    str(recorded.stream), versions.get(name, 0), recorded.version - 1
-                )
+            # A stream's first event here may come after others a bound trimmed (spec 3.12);
+            # from then on its versions follow one another.
+            if name in versions and recorded.version != versions[name] + 1:
+                raise VersionConflict(str(recorded.stream), versions[name], recorded.version - 1)
             versions[name] = recorded.version
             previous = recorded.cursor
         self._insert_events(conn, session_id, fresh, payloads)

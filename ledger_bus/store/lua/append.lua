@@ -28,6 +28,10 @@
 --                    "s\31<run>\31<tool>"               a tool.declared safe to replay
 -- ARGV[9+2n ..]      per artifact of KEYS[9 ..], its sha256 and how many fields reference it
 --
+-- A stream named in lb:{S}:bounds (spec 3.12) is trimmed after the append: see trim() below.
+-- lb:{S}:bounds, lb:{S}:t:<stream>, lb:{S}:arts and lb:{S}:art:<sha256> are named from KEYS[7]'s
+-- prefix; they are in the session's slot.
+--
 -- Returns {"ok", first, last, cursor, opened, generation}, {"dup", first, last, cursor,
 -- generation of the original}, {"idem"}, {"archived", where},
 -- {"conflict", actual version}, {"rewound", actual version}, {"noartifact", key} (an artifact
@@ -82,6 +86,8 @@ if expected >= 0 and expected ~= version then
 end
 
 local n = tonumber(ARGV[5])
+local prefix = string.sub(KEYS[7], 1, -5)  -- lb:{S}:tomb -> lb:{S}:
+local bound = redis.call('HGET', prefix .. 'bounds', ARGV[1])
 -- An artifact written before the call may have expired, or gone with a deletion since.
 for j = 9, #KEYS do
   if redis.call('EXISTS', KEYS[j]) == 0 then return {'noartifact', KEYS[j]} end
@@ -107,6 +113,12 @@ if redis.acl_check_cmd then  -- Redis 7 and Valkey; absent from test doubles
       or (kinds['c'] and refused('HDEL', KEYS[5], 'f'))
       or (kinds['s'] and refused('HSET', KEYS[6], 'f', 'v'))
       or (KEYS[9] and (refused('PERSIST', KEYS[9]) or refused('HINCRBY', KEYS[8], 'f', '1')))
+      or (bound and (refused('XDEL', KEYS[1], '0-1') or refused('XDEL', KEYS[3], '0-1')
+          or refused('XACK', KEYS[1], 'g', '0-1')
+          or (not redis.acl_check_cmd('XINFO', 'GROUPS', KEYS[1]) and {'noperm', 'XINFO', KEYS[1]})
+          or refused('XADD', prefix .. 't:' .. ARGV[1], '*', 'f', 'v')
+          or refused('HDEL', KEYS[4], 'f') or refused('HINCRBY', prefix .. 'arts', 'f', '1')
+          or refused('HDEL', prefix .. 'arts', 'f') or refused('UNLINK', prefix .. 'art:0')))
   if no then return no end
 end
 
@@ -150,11 +162,72 @@ if KEYS[9] then
     redis.call('HINCRBY', KEYS[8], sha, count)
     uses[#uses + 1] = sha .. ':' .. count
   end
-  redis.call('XADD', KEYS[3], first .. '-0', 'c', first_cursor, 'n', n, 'a', table.concat(uses, ' '))
+  if bound then
+    redis.call('XADD', KEYS[3], first .. '-0', 'c', first_cursor, 'n', n,
+               'a', table.concat(uses, ' '), 'i', ARGV[3])
+  else
+    redis.call('XADD', KEYS[3], first .. '-0', 'c', first_cursor, 'n', n,
+               'a', table.concat(uses, ' '))
+  end
+elseif bound then
+  redis.call('XADD', KEYS[3], first .. '-0', 'c', first_cursor, 'n', n, 'i', ARGV[3])
 else
   redis.call('XADD', KEYS[3], first .. '-0', 'c', first_cursor, 'n', n)
 end
 redis.call('HSET', KEYS[2], ARGV[1], version)
 redis.call('HSET', KEYS[4], ARGV[3],
            ARGV[4] .. ' ' .. first .. ' ' .. version .. ' ' .. cursor .. ' ' .. generation)
+
+-- A bounded stream keeps at least its newest `keep` events: the appends wholly older go from
+-- the log (acknowledged in every group, their artifacts' references dropped) and from the stream
+-- index, into lb:{S}:t:<stream>, which keeps their append_ids for the dedup window after they
+-- committed. A hundred appends at most of each per call, so declaring a bound on a long stream
+-- trims it over the appends that follow, never holding the server long.
+local function trim(upto, window_ms, now_ms)
+  local trimmed = prefix .. 't:' .. ARGV[1]
+  local groups
+  for _, append in ipairs(redis.call('XRANGE', KEYS[3], '-', '+', 'COUNT', 100)) do
+    local f = {}
+    for i = 1, #append[2], 2 do f[append[2][i]] = append[2][i + 1] end
+    if tonumber(string.match(append[1], '^(%d+)')) + tonumber(f['n']) - 1 > upto then break end
+    local ids = {}
+    for _, entry in ipairs(redis.call('XRANGE', KEYS[1], f['c'], '+', 'COUNT', f['n'])) do
+      ids[#ids + 1] = entry[1]
+    end
+    if #ids > 0 then
+      if not groups then
+        groups = {}
+        for _, group in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+          for i = 1, #group, 2 do
+            if group[i] == 'name' then groups[#groups + 1] = group[i + 1] end
+          end
+        end
+      end
+      for _, group in ipairs(groups) do redis.call('XACK', KEYS[1], group, unpack(ids)) end
+      redis.call('XDEL', KEYS[1], unpack(ids))
+    end
+    if f['a'] then
+      for sha, count in string.gmatch(f['a'], '(%x+):(%d+)') do
+        if redis.call('HINCRBY', prefix .. 'arts', sha, -tonumber(count)) <= 0 then
+          redis.call('HDEL', prefix .. 'arts', sha)
+          redis.call('UNLINK', prefix .. 'art:' .. sha)
+        end
+      end
+    end
+    redis.call('XDEL', KEYS[3], append[1])
+    if f['i'] then redis.call('XADD', trimmed, append[1], 'i', f['i'], 'c', f['c']) end
+  end
+  for _, gone in ipairs(redis.call('XRANGE', trimmed, '-', '+', 'COUNT', 100)) do
+    local f = {}
+    for i = 1, #gone[2], 2 do f[gone[2][i]] = gone[2][i + 1] end
+    if tonumber(string.match(f['c'], '^(%d+)')) + window_ms > now_ms then break end
+    redis.call('HDEL', KEYS[4], f['i'])
+    redis.call('XDEL', trimmed, gone[1])
+  end
+end
+
+if bound then
+  local keep, window_ms = string.match(bound, '^(%d+) (%d+)$')
+  trim(version - tonumber(keep), tonumber(window_ms), tonumber(string.match(cursor, '^(%d+)')))
+end
 return {'ok', first, version, cursor, opened, tonumber(generation)}

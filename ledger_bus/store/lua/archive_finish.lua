@@ -40,6 +40,11 @@ for _, sha in ipairs(redis.call('HKEYS', arts .. 's')) do
   redis.call('UNLINK', arts .. ':' .. sha)
 end
 redis.call('UNLINK', arts .. 's')
+-- Bounded streams (spec 3.12): their bounds, and what they keep of trimmed appends.
+redis.call('UNLINK', string.sub(arts, 1, -4) .. 'bounds')
+for i = 1, m do
+  redis.call('UNLINK', string.sub(arts, 1, -4) .. 't:' .. ARGV[5 + i])
+end
 local fields = redis.call('HKEYS', KEYS[5])
 for _, field in ipairs(fields) do
   if string.sub(field, 1, 7) == 'stream:' then redis.call('HDEL', KEYS[5], field) end

@@ -42,6 +42,11 @@ for _, sha in ipairs(redis.call('HKEYS', arts .. 's')) do
   redis.call('UNLINK', arts .. ':' .. sha)
 end
 redis.call('UNLINK', arts .. 's')
+-- Bounded streams (spec 3.12): their bounds, and what they keep of trimmed appends.
+redis.call('UNLINK', string.sub(arts, 1, -4) .. 'bounds')
+for i = 1, m do
+  redis.call('UNLINK', string.sub(arts, 1, -4) .. 't:' .. ARGV[2 + i])
+end
 if last then
   -- An empty log that remembers its last id: what is written next takes later cursors, so a
   -- mirror or a link that holds an old cursor never meets a new event below it.

@@ -54,6 +54,10 @@ if redis.call('XLEN', KEYS[3]) > 0 then return {'more', deleted} end
 
 redis.call('UNLINK', KEYS[3])
 redis.call('HDEL', KEYS[2], ARGV[1])
+-- A bound goes with its stream, and what it kept of trimmed appends to the append_ids, which
+-- stay as every deleted append's do (spec 3.12).
+redis.call('HDEL', string.sub(arts, 1, -4) .. 'bounds', ARGV[1])
+redis.call('UNLINK', string.sub(arts, 1, -4) .. 't:' .. ARGV[1])
 local open = redis.call('HGETALL', KEYS[4])
 for i = 1, #open, 2 do
   -- <run>\31<tool>\31<stream>\31<cursor>\31<flag>

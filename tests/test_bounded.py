@@ -1,0 +1,129 @@
+"""Bounded streams (spec 3.12), on every store: the newest K events kept, older appends trimmed
+whole, and a retry of a trimmed append deduplicated inside the window."""
+
+from __future__ import annotations
+
+import pytest
+
+import ledger_bus as lb
+from ledger_bus.store.base import DEFAULT_DEDUP_WINDOW_MS, EventStore
+from ledger_bus.store.redis import RedisStore
+from tests.support.events import msg
+
+S = "bound-1"
+CHECKPOINTS, MAIN = lb.StreamId(S, "checkpoints"), lb.StreamId(S, "main")
+
+
+def bodies(events: list[lb.RecordedEvent]) -> list[str]:
+    return [e["body"] for e in events]
+
+
+def test_a_bounded_stream_keeps_its_newest_events_and_its_versions(store: EventStore) -> None:
+    store.append(MAIN, 0, "m1", [msg("main stays")])
+    store.bound_stream(CHECKPOINTS, keep=3)
+    assert store.stream_bound(CHECKPOINTS) == lb.Bound(3, DEFAULT_DEDUP_WINDOW_MS)
+    for n in range(1, 11):
+        store.append(CHECKPOINTS, n - 1, f"c{n}", [msg(f"checkpoint {n}")])
+
+    kept = store.read_stream(CHECKPOINTS)
+    assert [e.version for e in kept] == [8, 9, 10]
+    assert bodies(kept) == ["checkpoint 8", "checkpoint 9", "checkpoint 10"]
+    assert [e.version for e in store.read_stream(CHECKPOINTS, after_version=2, limit=2)] == [8, 9]
+    assert store.stream_version(CHECKPOINTS) == 10
+    assert bodies(store.scan_session(S)) == ["main stays", *bodies(kept)]
+    assert store.session_info(S).events == 4
+    # Appends go on from the version the stream has, trimmed events or not.
+    with pytest.raises(lb.VersionConflict):
+        store.append(CHECKPOINTS, 3, "c-late", [msg("stale")])
+    assert store.append(CHECKPOINTS, 10, "c11", [msg("checkpoint 11")]).first_version == 11
+
+
+def test_older_appends_are_trimmed_whole(store: EventStore) -> None:
+    store.bound_stream(CHECKPOINTS, keep=3)
+    for n in range(4):
+        store.append(CHECKPOINTS, lb.ANY, f"c{n}", [msg(f"{n}a"), msg(f"{n}b")])
+
+    # Versions 1..8; the newest 3 are 6..8, and 5 belongs to the append of 5 and 6.
+    assert [e.version for e in store.read_stream(CHECKPOINTS)] == [5, 6, 7, 8]
+
+
+def test_a_retry_of_a_trimmed_append_deduplicates_inside_the_window(store: EventStore) -> None:
+    store.bound_stream(CHECKPOINTS, keep=1)
+    first = store.append(CHECKPOINTS, 0, "c1", [msg("one")])
+    store.append(CHECKPOINTS, 1, "c2", [msg("two")])
+    assert bodies(store.read_stream(CHECKPOINTS)) == ["two"]
+
+    again = store.append(CHECKPOINTS, 0, "c1", [msg("one")])
+
+    assert again.deduplicated
+    assert (again.first_version, again.last_version, again.cursor) == (1, 1, first.cursor)
+    assert bodies(store.read_stream(CHECKPOINTS)) == ["two"], "nothing written again"
+    with pytest.raises(lb.IdempotencyConflict):
+        store.append(CHECKPOINTS, lb.ANY, "c1", [msg("other")])
+
+
+def test_after_the_window_a_trimmed_append_id_is_forgotten(store: EventStore) -> None:
+    store.bound_stream(CHECKPOINTS, keep=1, dedup_window_ms=0)
+    store.append(CHECKPOINTS, 0, "c1", [msg("one")])
+    store.append(CHECKPOINTS, 1, "c2", [msg("two")])  # trims c1, past its window at once
+
+    again = store.append(CHECKPOINTS, lb.ANY, "c1", [msg("one")])
+
+    assert not again.deduplicated
+    assert again.first_version == 3
+    assert bodies(store.read_stream(CHECKPOINTS)) == ["one"]
+    # The record of the append just made is kept: its events are not trimmed.
+    assert store.append(CHECKPOINTS, lb.ANY, "c1", [msg("one")]).deduplicated
+
+
+def test_trimming_drops_artifact_references_and_pending_deliveries(store: EventStore) -> None:
+    store.bound_stream(CHECKPOINTS, keep=1)
+    store.group_create(S, "g", None)
+    old, new = "o" * 100_000, "n" * 100_000
+    store.append(CHECKPOINTS, 0, "c1", [msg(old)])
+    [delivery] = store.group_read(S, "g", "worker", 10, None)
+    assert delivery.event["body"] == old
+    store.append(CHECKPOINTS, 1, "c2", [msg(new)])
+
+    assert list(store.artifact_uses(S).values()) == [1]
+    assert bodies(store.read_stream(CHECKPOINTS)) == [new]
+    assert store.group_stats(S, "g").pending == 0, "the trimmed event is pending with no one"
+    assert bodies([d.event for d in store.group_read(S, "g", "worker", 10, None)]) == [new]
+
+
+def test_a_bound_is_declared_changed_and_lifted(store: EventStore) -> None:
+    with pytest.raises(lb.InvalidInput):
+        store.bound_stream(CHECKPOINTS, keep=0)
+    with pytest.raises(lb.InvalidInput):
+        store.bound_stream(CHECKPOINTS, keep=2, dedup_window_ms=-1)
+    assert store.stream_bound(CHECKPOINTS) is None
+    for n in range(4):
+        store.append(CHECKPOINTS, lb.ANY, f"c{n}", [msg(str(n))])
+    store.bound_stream(CHECKPOINTS, keep=2, dedup_window_ms=5000)
+    assert store.stream_bound(CHECKPOINTS) == lb.Bound(2, 5000)
+    store.append(CHECKPOINTS, lb.ANY, "c4", [msg("4")])
+    assert bodies(store.read_stream(CHECKPOINTS)) == ["3", "4"]
+
+    store.bound_stream(CHECKPOINTS, None)
+    store.append(CHECKPOINTS, lb.ANY, "c5", [msg("5")])
+    assert bodies(store.read_stream(CHECKPOINTS)) == ["3", "4", "5"]
+
+    store.bound_stream(CHECKPOINTS, keep=1)
+    store.delete_stream(CHECKPOINTS)
+    assert store.stream_bound(CHECKPOINTS) is None, "a bound goes with its stream"
+
+
+def test_a_bound_declared_on_a_long_stream_trims_it_a_little_per_append(
+    redis_store: RedisStore,
+) -> None:
+    store = redis_store
+    for n in range(250):
+        store.append(CHECKPOINTS, lb.ANY, f"c{n}", [msg(str(n))])
+    store.bound_stream(CHECKPOINTS, keep=1)
+
+    store.append(CHECKPOINTS, lb.ANY, "c250", [msg("250")])
+    assert len(store.read_stream(CHECKPOINTS)) == 151  # a hundred appends trimmed per call
+    store.append(CHECKPOINTS, lb.ANY, "c251", [msg("251")])
+    store.append(CHECKPOINTS, lb.ANY, "c252", [msg("252")])
+    assert bodies(store.read_stream(CHECKPOINTS)) == ["252"]
+    assert store.append(CHECKPOINTS, lb.ANY, "c0", [msg("0")]).deduplicated
