@@ -125,8 +125,19 @@ def test_a_writer_records_runs_reads_and_follows_through_a_group(
     assert store.append(lb.StreamId("s", "feed"), lb.ANY, "f2", [msg("after flush")])
     assert store.acquire_lease("s", "run-r9", "me", 1000)
 
+    # Large results as artifacts, checkpoints on a bounded stream (spec 3.11, 3.12).
+    big = "r" * 200_000
+    store.append(lb.StreamId("s", "feed"), lb.ANY, "f-big", [msg(big)])
+    assert store.read_stream(lb.StreamId("s", "feed"))[-1]["body"] == big
+    checkpoints = lb.StreamId("s", "checkpoints")
+    store.bound_stream(checkpoints, keep=1)
+    for n in range(3):
+        store.append(checkpoints, lb.ANY, f"cp{n}", [msg(big + str(n))])
+    assert [e["body"] for e in store.read_stream(checkpoints)] == [big + "2"]
+    assert len(store.artifact_uses("s")) == 2
+
     # Frameworks delete their threads: a writer deletes a stream, then a session.
-    assert store.delete_stream(lb.StreamId("s", "feed")).events == 3
+    assert store.delete_stream(lb.StreamId("s", "feed")).events == 4
     assert store.delete_session("s").events > 0
     assert store.scan_session("s") == []
     assert store.append(lb.StreamId("s", "feed"), 0, "f3", [msg("again")]).first_version == 1

@@ -31,6 +31,7 @@ def refusal(err: Exception) -> LedgerError:
         isinstance(err, rx.NoPermissionError)
         or text.startswith("NOPERM")
         or "can't run this command" in text  # a script's own command, refused by the ACL
+        or "can't access at least one of the keys" in text  # or the keys it names
     ):
         return BackendRefused(f"redis refused the permission (ACL): {text}")
     if isinstance(err, rx.OutOfMemoryError) or "used memory > 'maxmemory'" in text:
