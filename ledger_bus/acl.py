@@ -46,7 +46,7 @@ def role_rules(role: str, prefix: str = "lb") -> str:
     # Writing artifacts a chunk at a time (RedisStore._put_artifacts, artifact_put.lua); the
     # append script makes them persist and counts their references.
     artifacts = (
-        f"(+exists +set +append +strlen +rename +unlink +persist +hincrby"
+        f"(+exists +set +setrange +strlen +rename +unlink +persist +hincrby"
         f" ~{prefix}:{{*}}:art:* ~{prefix}:{{*}}:arts)"
     )
     forget = f"(+zscore +zrem ~{prefix}:open-sessions:*)"

@@ -189,10 +189,13 @@ def _digest(fields: list[dict[str, Any]], limits: Limits) -> tuple[str, Moved]:
         whole = canonical_bytes(fields)
     except JsonValueError:
         whole = None
+    if whole is not None and len(fields) == 1 and len(whole) > small:
+        # One event: the array's digest is at hand, and the event's size is the array's less
+        # its brackets. Large results come one to an append; neither is made twice.
+        _, moved = _checked(fields, limits, [len(whole) - 2])
+        return hashlib.sha256(whole).hexdigest(), moved
     if whole is None or len(whole) > small:
-        # One event's canonical form is the array's less its brackets: not made again.
-        known = [whole[1:-1]] if whole is not None and len(fields) == 1 else None
-        parts, moved = _checked(fields, limits, known)
+        parts, moved = _checked(fields, limits)
         return digest_of_parts(parts), moved
     if len(whole) - len(fields) - 1 > limits.max_append_bytes:  # less brackets and commas
         raise InvalidEvent(f"the append exceeds {limits.max_append_bytes} bytes in all")
@@ -200,22 +203,26 @@ def _digest(fields: list[dict[str, Any]], limits: Limits) -> tuple[str, Moved]:
 
 
 def _checked(
-    fields: list[dict[str, Any]], limits: Limits, known: list[bytes] | None = None
+    fields: list[dict[str, Any]], limits: Limits, sizes: list[int] | None = None
 ) -> tuple[list[bytes], Moved]:
     """Each event's canonical bytes, checked against the limits, and the fields moved out: the
     largest fields of each event above the artifact threshold, until it is below it.
-    InvalidEvent names the first event at fault."""
+    InvalidEvent names the first event at fault. With `sizes` (the events' canonical sizes,
+    known already) no bytes are made, and none returned."""
     parts: list[bytes] = []
     moved: Moved = {}
     total = 0
     threshold = limits.artifact_threshold
     for index, data in enumerate(fields):
-        try:
-            part = known[index] if known is not None else canonical_bytes(data)
-        except JsonValueError as err:
-            raise InvalidEvent(err.message, index=index, field=err.where or None) from None
-        parts.append(part)
-        size = len(part)
+        if sizes is not None:
+            size = sizes[index]
+        else:
+            try:
+                part = canonical_bytes(data)
+            except JsonValueError as err:
+                raise InvalidEvent(err.message, index=index, field=err.where or None) from None
+            parts.append(part)
+            size = len(part)
         if threshold is not None and size > threshold:
             out, size = _move_out(index, data, size, threshold, limits)
             if out:

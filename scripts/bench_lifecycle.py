@@ -1,7 +1,8 @@
 """Archiving, measured in one run: a large session archived from a private Redis to a private
 PostgreSQL against exporting the same session to a JSONL file; Redis `used_memory` before the
 session was written and after it was archived; `tail -n 20` of the archived session (read
-through) against the same tail while it was on Redis; and `du` over thousands of sessions.
+through) against the same tail while it was on Redis; `du` over thousands of sessions; and a
+10 MiB tool result appended (its result kept as an artifact) against one SET of the same bytes.
 Never part of the tests: wall-clock numbers depend on the machine.
 
     python scripts/bench_lifecycle.py            # a 1e6-event session (a few minutes)
@@ -11,6 +12,7 @@ Never part of the tests: wall-clock numbers depend on the machine.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -126,8 +128,44 @@ def main() -> None:
             f"du over {len(names):,} sessions (as `ledger-bus du` measures them):"
             f" {time.perf_counter() - start:.2f} s"
         )
+        artifact_vs_set(store, client)
         store.close()
         client.close()
+
+
+def artifact_vs_set(store: lb.EventStore, client: redis.Redis, rounds: int = 15) -> None:
+    """A tool result of 10 MiB appended (validated, digested, its result written as an artifact
+    a MiB per command, then the append script) against redis-py's SET of the same bytes; each
+    round new bytes, so no artifact is found stored already. Medians."""
+    size = 10 * 1024 * 1024
+    appends, sets, reads = [], [], []
+    for n in range(rounds):
+        text = os.urandom(size // 2).hex()
+        event = {
+            "type": "tool_result",
+            "agent": "backend-dev",
+            "tool": "fetch",
+            "attempt_id": f"big-{n}",
+            "status": "ok",
+            "result": text,
+        }
+        start = time.perf_counter()
+        client.set(f"raw-{n % 2}", text.encode())
+        sets.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        store.append(lb.StreamId("artifacts", "main"), lb.ANY, f"a{n}", [event])
+        appends.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        [read] = store.tail("artifacts", 1)
+        reads.append(time.perf_counter() - start)
+        assert read["result"] == text
+    client.delete("raw-0", "raw-1")
+    append_ms, set_ms = statistics.median(appends) * 1e3, statistics.median(sets) * 1e3
+    print(
+        f"10 MiB tool result: append {append_ms:.1f} ms vs SET {set_ms:.1f} ms,"
+        f" ratio {append_ms / set_ms:.2f}x  (target <= 2x);"
+        f" read back whole {statistics.median(reads) * 1e3:.1f} ms"
+    )
 
 
 if __name__ == "__main__":

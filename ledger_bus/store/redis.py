@@ -319,7 +319,8 @@ class RedisStore(EventStore):
 
     def _put_artifacts(self, session: str, artifacts: tuple[Artifact, ...], again: bool) -> None:
         """Write the artifacts the session does not hold (all of them `again`), a chunk per
-        command, each under a name of its own until artifact_put.lua names it."""
+        command, each under a name of its own until artifact_put.lua names it. Pipelined, the
+        chunks of 10 MiB go faster than one SET of it (docs/performance.md)."""
         keys = self.keys
         todo = list(artifacts)
         if not again:
@@ -339,8 +340,12 @@ class RedisStore(EventStore):
             def send() -> Any:
                 pipe = self.client.pipeline(transaction=False)
                 pipe.set(upload, data[:ARTIFACT_CHUNK], px=ARTIFACT_UPLOAD_TTL_MS)  # noqa: B023
+                if len(data) > ARTIFACT_CHUNK:  # noqa: B023
+                    # Grown to its size once, then written in place: APPEND would grow it (and
+                    # copy it) a chunk at a time.
+                    pipe.setrange(upload, len(data) - 1, data[-1:])  # noqa: B023
                 for start in range(ARTIFACT_CHUNK, len(data), ARTIFACT_CHUNK):  # noqa: B023
-                    pipe.append(upload, data[start : start + ARTIFACT_CHUNK])  # noqa: B023
+                    pipe.setrange(upload, start, data[start : start + ARTIFACT_CHUNK])  # noqa: B023
                 pipe.execute()
                 return self._evalsha(self._artifact_put_script, names, [len(data)])  # noqa: B023
 
