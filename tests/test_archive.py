@@ -280,6 +280,14 @@ def test_the_command_archives_named_or_idle_sessions_and_reads_them_through(
     assert "open attempt" in lines[0]["skipped"]
     assert run("archive", "--idle-after", "7x", "--to", cold_url).returncode == 2
 
+    listed = run("sessions", "--archived", archive=cold_url)
+    assert [json.loads(line)["session"] for line in listed.stdout.splitlines()] == [S]
+    assert json.loads(listed.stdout)["events"] == 5
+    assert [json.loads(line)["session"] for line in run("sessions").stdout.splitlines()] == [
+        "arch-busy"
+    ]
+    assert run("sessions", "--archived").returncode == 2
+
     gone = run("delete", S, "--yes", archive=cold_url)
     assert json.loads(gone.stdout)["deleted_events"] == 5
     assert run("tail", S, archive=cold_url).returncode == 6

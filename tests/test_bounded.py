@@ -3,12 +3,15 @@ whole, and a retry of a trimmed append deduplicated inside the window."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import ledger_bus as lb
 from ledger_bus.store.base import DEFAULT_DEDUP_WINDOW_MS, EventStore
 from ledger_bus.store.redis import RedisStore
 from tests.support.events import msg
+from tests.support.helpers import ledger_cli
 
 S = "bound-1"
 CHECKPOINTS, MAIN = lb.StreamId(S, "checkpoints"), lb.StreamId(S, "main")
@@ -127,3 +130,23 @@ def test_a_bound_declared_on_a_long_stream_trims_it_a_little_per_append(
     store.append(CHECKPOINTS, lb.ANY, "c252", [msg("252")])
     assert bodies(store.read_stream(CHECKPOINTS)) == ["252"]
     assert store.append(CHECKPOINTS, lb.ANY, "c0", [msg("0")]).deduplicated
+
+
+def test_the_command_declares_shows_and_lifts_a_bound(cli_url: str, prefix: str) -> None:
+    def run(*args: str) -> dict[str, object]:
+        done = ledger_cli(cli_url, prefix, *args)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+    assert run("bound", S, "checkpoints")["keep"] is None
+    declared = run("bound", S, "checkpoints", "--keep", "2", "--dedup-window", "1h")
+    assert (declared["keep"], declared["dedup_window_ms"]) == (2, 3_600_000)
+    with lb.connect(cli_url, prefix=prefix) as store:
+        for n in range(4):
+            store.append(CHECKPOINTS, lb.ANY, f"c{n}", [msg(str(n))])
+        assert bodies(store.read_stream(CHECKPOINTS)) == ["2", "3"]
+    assert run("bound", S, "checkpoints", "--off")["keep"] is None
+    assert ledger_cli(cli_url, prefix, "bound", S, "checkpoints", "--keep", "0").returncode == 2
+    both = ledger_cli(cli_url, prefix, "bound", S, "checkpoints", "--keep", "2", "--off")
+    assert both.returncode == 2
+    assert "--off" in both.stderr

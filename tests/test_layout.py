@@ -11,6 +11,7 @@ from typing import Final
 PACKAGE: Final = Path(__file__).resolve().parent.parent / "ledger_bus"
 MODEL: Final = {
     "acl",
+    "artifacts",
     "batch",
     "canonical",
     "durability",

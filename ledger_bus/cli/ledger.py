@@ -12,6 +12,7 @@ from typing import Any, Final
 import click
 
 from ledger_bus.cli.app import (
+    BadInput,
     Settings,
     cli,
     pass_settings,
@@ -35,6 +36,7 @@ from ledger_bus.ids import (
 from ledger_bus.jsonl import format_time
 from ledger_bus.jsontext import parse_json_values
 from ledger_bus.records import AppendResult
+from ledger_bus.store import ARCHIVE_ENV
 from ledger_bus.tailer import watch
 
 
@@ -204,6 +206,9 @@ def tail(settings: Settings, /, session: str, count: int, follow: bool, **filter
 )
 @click.option("--open", "open_only", is_flag=True, help="Only sessions with open attempts.")
 @click.option("--rebuild", is_flag=True, help="Rebuild the index from the sessions first.")
+@click.option(
+    "--archived", is_flag=True, help="The sessions moved to the archive (with --archive)."
+)
 @pass_settings
 def sessions(
     settings: Settings,
@@ -212,15 +217,25 @@ def sessions(
     active: float | None,
     open_only: bool,
     rebuild: bool,
+    archived: bool,
 ) -> None:
-    """Sessions by last activity, most recent first: events, streams, open attempts."""
-    store = settings.store()
-    if rebuild:
-        from ledger_bus.store.redis import RedisStore
+    """Sessions by last activity, most recent first: events, streams, open attempts.
 
-        if isinstance(store, RedisStore):
-            store.rebuild_index()
-    found = store.sessions()
+    Those on Redis; with --archived, those moved to the archive (spec 3.10).
+    """
+    from ledger_bus.store.redis import RedisStore
+    from ledger_bus.store.tiered import TieredStore
+
+    store = settings.store()
+    if rebuild and isinstance(store, RedisStore):
+        store.rebuild_index()
+    if archived and not isinstance(store, TieredStore):
+        raise BadInput(f"--archived lists an archive: name it with --archive (or {ARCHIVE_ENV})")
+    found = (
+        store.archive.sessions()
+        if isinstance(store, TieredStore) and archived
+        else store.sessions()
+    )
     if active is not None:
         since = store.now_ms() - int(active * 1000)
         found = [(s, ms) for s, ms in found if ms >= since]

@@ -1,4 +1,4 @@
-"""Commands over a session's life: delete, archive, artifacts."""
+"""Commands over a session's life: delete, archive, du, artifacts, bounded streams."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from ledger_bus.errors import NotFound, Refused
 from ledger_bus.files import replace_whole
 from ledger_bus.ids import StreamId
 from ledger_bus.store import ARCHIVE_ENV, connect
+from ledger_bus.store.base import DEFAULT_DEDUP_WINDOW_MS
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -155,7 +156,8 @@ def du(settings: Settings, sessions: tuple[str, ...], top: int) -> None:
 
     Without SESSION, every session in the index is measured and the largest are shown; the
     title says how full the server is. `log` is the events themselves; `streams` their indexes;
-    `append_ids` what idempotency keeps; `attempts` open attempts and tools declared safe.
+    `append_ids` what idempotency keeps; `attempts` open attempts and tools declared safe;
+    `artifacts` the large fields kept apart (spec 3.11).
     """
     from ledger_bus.store.redis import RedisStore
 
@@ -201,3 +203,53 @@ def artifact(settings: Settings, session: str, sha256: str, file: str | None) ->
     with replace_whole(file, binary=True) as out:
         out.write(data)
     click.echo(f"wrote {len(data)} bytes to {file}", err=True)
+
+
+@cli.command()
+@click.argument("session")
+@click.argument("stream")
+@click.option(
+    "--keep", type=click.IntRange(min=1), default=None, help="Keep at least the newest N events."
+)
+@click.option(
+    "--dedup-window",
+    type=Duration(),
+    default=None,
+    help="How long a trimmed append's append_id still deduplicates a retry (default 1d).",
+)
+@click.option("--off", is_flag=True, help="Unbounded again (what was trimmed stays trimmed).")
+@pass_settings
+def bound(
+    settings: Settings,
+    session: str,
+    stream: str,
+    keep: int | None,
+    dedup_window: float | None,
+    off: bool,
+) -> None:
+    """Declare a stream bounded (spec 3.12), or say what it keeps (neither --keep nor --off).
+
+    From its next append on, a bounded stream keeps its newest N events, trimming older appends
+    whole: for checkpoints, of which the newest alone matters. The stream need not exist yet.
+    """
+    ref = StreamId(session, stream)
+    store = settings.store()
+    if off and (keep is not None or dedup_window is not None):
+        raise BadInput("--off lifts the bound: give it alone")
+    if keep is None and dedup_window is not None:
+        raise BadInput("--dedup-window goes with --keep")
+    if off:
+        store.bound_stream(ref, None)
+    elif keep is not None:
+        window = DEFAULT_DEDUP_WINDOW_MS if dedup_window is None else int(dedup_window * 1000)
+        store.bound_stream(ref, keep, window)
+    found = store.stream_bound(ref)
+    show_record(
+        settings,
+        {
+            "session": session,
+            "stream": stream,
+            "keep": None if found is None else found.keep,
+            "dedup_window_ms": None if found is None else found.dedup_window_ms,
+        },
+    )
