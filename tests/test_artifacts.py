@@ -185,3 +185,12 @@ def test_the_command_line_shows_values_or_references_and_writes_an_artifact_out(
     missing = ledger_cli(cli_url, prefix, "artifact", S, "0" * 64)
     assert missing.returncode == 6
     assert ledger_cli(cli_url, prefix, "artifact", S, "not-a-sha").returncode == 2
+
+
+def test_a_store_opened_for_references_reads_references_unless_a_read_says(
+    redis_url: str, prefix: str
+) -> None:
+    with lb.connect(redis_url, prefix=prefix, resolve_artifacts=False) as store:
+        store.append(MAIN, 0, "m1", [msg(BIG)])
+        assert store.tail(S, 1)[0]["body"] == ArtifactRef(sha(BIG), len(BIG), TEXT)
+        assert store.tail(S, 1, resolve_artifacts=True)[0]["body"] == BIG

@@ -42,6 +42,7 @@ def connect(
     limits: Limits | None = None,
     durability: str | Durability | None = None,
     archive: str | None = None,
+    resolve_artifacts: bool = True,
 ) -> EventStore:
     """Open a store.
 
@@ -55,12 +56,28 @@ def connect(
         timeout: seconds, retries included, before a call gives up with BackendUnavailable.
         prefix: the first part of every Redis key (or SQL table name), to share one database
             between ledgers.
-        limits: bounds on event size and events per append.
+        limits: bounds on event size and events per append, and the size from which an
+            event keeps its large fields as artifacts (spec 3.11).
         durability: what an append waits for: "local" (the default), "replicas:N", "aof" or
             "aof+replicas:N" (ledger_bus.durability); overrides the URL's.
         archive: the SQL store ("sqlite:///PATH", "postgresql://...") that sessions archived
             from this Redis live in, read through (spec 3.10); None reads LEDGER_BUS_ARCHIVE.
+        resolve_artifacts: whether reads put artifacts back into their events (spec 3.11), or
+            leave ArtifactRef values, unless a read says.
     """
+    store = _open(url, timeout, prefix, limits, durability, archive)
+    store.resolve_artifacts = resolve_artifacts
+    return store
+
+
+def _open(
+    url: str | None,
+    timeout: float,
+    prefix: str,
+    limits: Limits | None,
+    durability: str | Durability | None,
+    archive: str | None,
+) -> EventStore:
     url = url or os.environ.get(URL_ENV) or DEFAULT_URL
     url, level = split_durability(url, durability)
     scheme = urlsplit(url).scheme

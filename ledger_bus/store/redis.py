@@ -612,7 +612,7 @@ class RedisStore(EventStore):
     def memory_of(self, session_ids: list[str]) -> dict[str, dict[str, int]]:
         """Bytes each session takes in Redis, by kind of key: `log` (the events), `streams`
         (their indexes), `append_ids`, `attempts` (open attempts and safe tools), `artifacts`
-        and `other` (versions, tombstone, dead letters). MEMORY USAGE with its default
+        and `other` (versions, tombstone, bounds, dead letters). MEMORY USAGE with its default
         sampling, two round trips for any number of sessions."""
         keys = self.keys
 
@@ -622,7 +622,10 @@ class RedisStore(EventStore):
             return {
                 "log": [keys.log(session_id)],
                 "streams": [keys.stream(session_id, name) for name in sorted(streams)],
-                "append_ids": [keys.idempotency(session_id, name) for name in sorted(streams)],
+                "append_ids": [
+                    *(keys.idempotency(session_id, name) for name in sorted(streams)),
+                    *(keys.trimmed(session_id, name) for name in sorted(streams)),
+                ],
                 "attempts": [keys.open_attempts(session_id), keys.safe_tools(session_id)],
                 "artifacts": [
                     keys.artifact_uses(session_id),
@@ -631,6 +634,7 @@ class RedisStore(EventStore):
                 "other": [
                     keys.meta(session_id),
                     keys.tombstone(session_id),
+                    keys.bounds(session_id),
                     *(keys.group_dead_letters(session_id, g) for g in groups),
                 ],
             }
