@@ -1,4 +1,5 @@
-"""The SQL store's append, on the driver's own connection: it is the one hot path.
+"""The SQL store's hot paths on the driver's own connection: the append, and on PostgreSQL the
+tail (`read`).
 
 On PostgreSQL an append is one call of the server-side function that migration 0002 creates,
 in a transaction of its own: one round trip. On SQLite the store sends the statements itself:
@@ -47,6 +48,8 @@ class AppendSql:
     session_set_opened: str
     call: str
     artifact_add: str
+    tail: str
+    tail_before: str
 
     @classmethod
     def build(cls, prefix: str, postgres: bool) -> AppendSql:
@@ -114,6 +117,14 @@ class AppendSql:
                 f"INSERT INTO {p}artifacts (session_id, sha256, uses, data)"
                 " VALUES (:session, :sha, :uses, :data) ON CONFLICT (session_id, sha256)"
                 f" DO UPDATE SET uses = {p}artifacts.uses + excluded.uses"
+            ),
+            "tail": (
+                f"SELECT stream, version, cursor, payload FROM {p}events"
+                " WHERE session_id = :session ORDER BY cursor DESC LIMIT :n"
+            ),
+            "tail_before": (
+                f"SELECT stream, version, cursor, payload FROM {p}events"
+                " WHERE session_id = :session AND cursor < :before ORDER BY cursor DESC LIMIT :n"
             ),
             "call": (
                 f"SELECT o_outcome, o_first, o_last, o_cursor FROM {p}append(:session, :stream,"
@@ -206,6 +217,31 @@ def _only_opens(notes: list[str]) -> bool:
         and all(note.startswith("o") for note in notes if note)
         and len(set(opened)) == len(opened)
     )
+
+
+def read(engine: Any, statement: str, params: dict[str, Any]) -> list[Any]:
+    """The rows of one read on a pooled connection of the driver's own (PostgreSQL), without
+    BEGIN or COMMIT: the statement sees what was committed when it began."""
+    import psycopg
+
+    raw = engine.raw_connection()
+    try:
+        driver = raw.driver_connection
+        if driver.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            driver.rollback()
+        driver.autocommit = True
+        try:
+            with driver.cursor() as cursor:
+                cursor.execute(statement, params, prepare=True)
+                return list(cursor.fetchall())
+        finally:
+            if not driver.closed:
+                driver.autocommit = False  # the pool's next user expects transactions
+    except psycopg.OperationalError:
+        raw.invalidate()  # the connection may be gone: never hand it out again
+        raise
+    finally:
+        raw.close()
 
 
 def append(
