@@ -994,11 +994,7 @@ class SqlStore(EventStore):
         """Keep an artifact of a session moved here, with the references its events hold; one
         kept before takes the count given (a move cut short can be run again)."""
         a = self.t.artifacts
-        if self.postgres:
-            from sqlalchemy.dialects.postgresql import insert as dialect_insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert as dialect_insert  # type: ignore[assignment]
-        statement = dialect_insert(a).values(
+        statement = self._upsert(a).values(
             session_id=session_id, sha256=sha256, uses=uses, data=data
         )
         statement = statement.on_conflict_do_update(
@@ -1039,11 +1035,15 @@ class SqlStore(EventStore):
 
     def _insert_new(self, table: Table) -> Any:
         """INSERT that leaves a row whose key is taken as it is."""
+        return self._upsert(table).on_conflict_do_nothing()
+
+    def _upsert(self, table: Table) -> Any:
+        """The dialect's INSERT, which says what to do with a row whose key is taken."""
         if self.postgres:
             from sqlalchemy.dialects.postgresql import insert as dialect_insert
         else:
             from sqlalchemy.dialects.sqlite import insert as dialect_insert  # type: ignore[assignment]
-        return dialect_insert(table).on_conflict_do_nothing()
+        return dialect_insert(table)
 
     def _session_info(self, session_id: str) -> SessionInfo:
         t = self.t

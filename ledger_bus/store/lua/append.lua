@@ -33,9 +33,9 @@
 -- prefix; they are in the session's slot.
 --
 -- Returns {"ok", first, last, cursor, opened, generation}, {"dup", first, last, cursor,
--- generation of the original}, {"idem"}, {"archived", where},
--- {"conflict", actual version}, {"rewound", actual version}, {"noartifact", key} (an artifact
--- is gone: write it again) or {"noperm", command, key}. Nothing is written unless the reply is "ok". An append's events
+-- generation of the original}, {"idem"}, {"archived", where}, {"conflict", actual version},
+-- {"rewound", actual version}, {"noartifact", key} (an artifact is gone: write it again) or
+-- {"noperm", command, key}. Nothing is written unless the reply is "ok". An append's events
 -- are consecutive in the session log (this script runs alone), which is what lets the stream
 -- index hold one entry per append.
 
