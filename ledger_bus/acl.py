@@ -23,7 +23,7 @@ _CONNECT: Final = "+ping +hello +select +time +evalsha +script|load"
 # Reads of session data and the indexes, artifacts included.
 _READ: Final = (
     "+xrange +xrevrange +xread +xlen +hget +hmget +hgetall +hscan +hlen +hexists +get +zrange"
-    " +zrevrange +strlen +getrange"
+    " +zrevrange"
 )
 # The commands the append script runs, and the index refreshed around it.
 _APPEND: Final = "+xadd +hset +hdel +zadd"
@@ -46,7 +46,7 @@ def role_rules(role: str, prefix: str = "lb") -> str:
     # Writing artifacts a chunk at a time (RedisStore._put_artifacts, artifact_put.lua); the
     # append script makes them persist and counts their references.
     artifacts = (
-        f"(+exists +set +setrange +strlen +rename +unlink +persist +hincrby"
+        f"(+exists +hset +pexpire +multi +exec +hstrlen +rename +unlink +persist +hincrby"
         f" ~{prefix}:{{*}}:art:* ~{prefix}:{{*}}:arts)"
     )
     forget = f"(+zscore +zrem ~{prefix}:open-sessions:*)"

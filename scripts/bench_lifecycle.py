@@ -12,12 +12,15 @@ Never part of the tests: wall-clock numbers depend on the machine.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -166,6 +169,48 @@ def artifact_vs_set(store: lb.EventStore, client: redis.Redis, rounds: int = 15)
         f" ratio {append_ms / set_ms:.2f}x  (target <= 2x);"
         f" read back whole {statistics.median(reads) * 1e3:.1f} ms"
     )
+    largest = "y" * (64 * 1024 * 1024)
+    ref = lb.StreamId("artifacts", "largest")
+    held_append = longest_ping(
+        client, lambda: store.append(ref, lb.ANY, "big", [{**event, "result": largest}])
+    )
+    held_read = longest_ping(client, lambda: store.read_stream(ref))
+    held_set = longest_ping(client, lambda: client.set("raw-big", largest.encode()))
+    client.delete("raw-big")
+    print(
+        f"64 MiB artifact: the longest PING from another client waited {held_append:.1f} ms"
+        f" during its append, {held_read:.1f} ms during its read, {held_set:.1f} ms during"
+        " one SET of the same bytes"
+    )
+
+
+def longest_ping(client: redis.Redis, action: Callable[[], object]) -> float:
+    """The longest round trip of PINGs sent one after another, from another process (this one's
+    GIL would time itself), while `action` runs: how long the server was held at a stretch."""
+    where = client.connection_pool.connection_kwargs
+    done, longest = multiprocessing.Event(), multiprocessing.Value("d", 0.0)
+    ready = multiprocessing.Event()
+    pinger = multiprocessing.Process(
+        target=_ping, args=(where.get("host", "127.0.0.1"), where.get("port"), ready, done, longest)
+    )
+    pinger.start()
+    ready.wait()
+    try:
+        action()
+    finally:
+        done.set()
+        pinger.join()
+    return float(longest.value) * 1e3
+
+
+def _ping(host: str, port: int, ready: Any, done: Any, longest: Any) -> None:
+    other = redis.Redis(host=host, port=port)
+    other.ping()
+    ready.set()
+    while not done.is_set():
+        start = time.perf_counter()
+        other.ping()
+        longest.value = max(longest.value, time.perf_counter() - start)
 
 
 if __name__ == "__main__":

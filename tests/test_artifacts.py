@@ -122,7 +122,7 @@ def test_artifacts_move_in_chunks_and_an_unreferenced_upload_expires(
     store.append(MAIN, 0, "m1", [msg(BIG)])
     key = store.keys.artifact(S, sha(BIG))
     assert store.client.ttl(key) == -1  # referenced: kept
-    assert int(store.client.strlen(key)) == len(BIG) > 5 * ARTIFACT_CHUNK
+    assert store.client.hlen(key) == len(BIG) // ARTIFACT_CHUNK == 10
 
     # An append refused takes its artifact away; one whose writer dies before the script runs
     # leaves it to expire, unread meanwhile.
@@ -194,3 +194,24 @@ def test_a_store_opened_for_references_reads_references_unless_a_read_says(
         store.append(MAIN, 0, "m1", [msg(BIG)])
         assert store.tail(S, 1)[0]["body"] == ArtifactRef(sha(BIG), len(BIG), TEXT)
         assert store.tail(S, 1, resolve_artifacts=True)[0]["body"] == BIG
+
+
+def test_a_64_mib_artifact_goes_a_mib_per_command_each_way(redis_store: RedisStore) -> None:
+    store = redis_store
+    largest = "z" * (64 * 1024 * 1024)  # the largest text an artifact takes
+
+    def calls(command: str) -> int:
+        found = store.client.info("commandstats").get(f"cmdstat_{command}", {})
+        return int(found.get("calls", 0))
+
+    before = {name: calls(name) for name in ("hset", "hmget")}
+    store.append(MAIN, 0, "m1", [msg(largest)])
+    assert store.read_stream(MAIN)[0]["body"] == largest
+
+    # Written as 64 chunks of a MiB, one HSET each, read back four chunks an HMGET (besides
+    # them, the append script writes its version and its append_id, and reads its tombstone).
+    assert calls("hset") - before["hset"] == 64 + 2
+    assert calls("hmget") - before["hmget"] == 16 + 1
+    assert store.client.hlen(store.keys.artifact(S, sha(largest))) == 64
+    with pytest.raises(lb.InvalidEvent, match="limit of an artifact"):
+        store.append(MAIN, 1, "m2", [msg(largest + "z")])

@@ -55,11 +55,12 @@ class Keys:
         return f"{self.prefix}:{{{session_id}}}:tomb"
 
     def artifact(self, session_id: str, sha256: str) -> str:
-        """String: the bytes of an artifact (spec 3.11); volatile until an append references it."""
+        """Hash: an artifact's bytes (spec 3.11) in chunks "0", "1", ... of 1 MiB; volatile
+        until an append references it."""
         return f"{self.prefix}:{{{session_id}}}:art:{sha256}"
 
     def artifact_upload(self, session_id: str, sha256: str, token: str) -> str:
-        """String: an artifact being written, a chunk at a time, with a TTL."""
+        """Hash: an artifact being written, a chunk at a time, with a TTL."""
         return f"{self.prefix}:{{{session_id}}}:art:{sha256}:{token}"
 
     def artifact_uses(self, session_id: str) -> str:

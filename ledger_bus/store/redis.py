@@ -77,8 +77,10 @@ OPEN_INDEX_REFRESH_MS: Final = 60_000
 # Appends one call of delete_stream.lua deletes, at most: up to 1,000 events each (the append
 # limit), it holds the server for a few milliseconds, not for the whole stream.
 DELETE_CHUNK: Final = 20
-# Artifacts are written and read this much per command, so that none holds the server for long.
+# Artifacts are written a chunk per command and read a few chunks per round trip, so that no
+# command holds the server for long.
 ARTIFACT_CHUNK: Final = 1024 * 1024
+ARTIFACT_READ_CHUNKS: Final = 4
 # How long an artifact written for an append that never commits is kept (an append that commits
 # makes it persist).
 ARTIFACT_UPLOAD_TTL_MS: Final = 3_600_000
@@ -318,9 +320,10 @@ class RedisStore(EventStore):
         ]
 
     def _put_artifacts(self, session: str, artifacts: tuple[Artifact, ...], again: bool) -> None:
-        """Write the artifacts the session does not hold (all of them `again`), a chunk per
-        command, each under a name of its own until artifact_put.lua names it. Pipelined, the
-        chunks of 10 MiB go faster than one SET of it (docs/performance.md)."""
+        """Write the artifacts the session does not hold (all of them `again`), each under a
+        name of its own until artifact_put.lua names it: a hash of 1 MiB chunks, a chunk per
+        command, so that no command holds the server for long (one string grown to the size,
+        or grown a chunk at a time, held it for tens of milliseconds: docs/performance.md)."""
         keys = self.keys
         todo = list(artifacts)
         if not again:
@@ -336,37 +339,45 @@ class RedisStore(EventStore):
             sha, data = artifact.ref.sha256, memoryview(artifact.data)
             upload = keys.artifact_upload(session, sha, secrets.token_hex(6))
             names = [upload, keys.artifact(session, sha)]
+            chunks = [data[at : at + ARTIFACT_CHUNK] for at in range(0, len(data), ARTIFACT_CHUNK)]
 
             def send() -> Any:
+                # The first chunk and the TTL together: an upload cut short goes by itself.
+                first = self.client.pipeline(transaction=True)
+                first.hset(upload, "0", chunks[0])  # noqa: B023
+                first.pexpire(upload, ARTIFACT_UPLOAD_TTL_MS)  # noqa: B023
+                first.execute()
                 pipe = self.client.pipeline(transaction=False)
-                pipe.set(upload, data[:ARTIFACT_CHUNK], px=ARTIFACT_UPLOAD_TTL_MS)  # noqa: B023
-                if len(data) > ARTIFACT_CHUNK:  # noqa: B023
-                    # Grown to its size once, then written in place: APPEND would grow it (and
-                    # copy it) a chunk at a time.
-                    pipe.setrange(upload, len(data) - 1, data[-1:])  # noqa: B023
-                for start in range(ARTIFACT_CHUNK, len(data), ARTIFACT_CHUNK):  # noqa: B023
-                    pipe.setrange(upload, start, data[start : start + ARTIFACT_CHUNK])  # noqa: B023
+                for n in range(1, len(chunks)):  # noqa: B023
+                    pipe.hset(upload, str(n), chunks[n])  # noqa: B023
                 pipe.execute()
-                return self._evalsha(self._artifact_put_script, names, [len(data)])  # noqa: B023
+                args = [len(data), len(chunks)]  # noqa: B023
+                return self._evalsha(self._artifact_put_script, names, args)  # noqa: B023
 
             if not any(self._run(send) for _ in range(3)):
                 raise BackendUnavailable(f"artifact sha256:{sha} could not be written whole")
 
     def _artifact(self, session_id: str, sha256: str) -> bytes | None:
         key, uses = self.keys.artifact(session_id, sha256), self.keys.artifact_uses(session_id)
+        fields = [str(n) for n in range(ARTIFACT_READ_CHUNKS)]
 
         def read() -> bytes | None:
+            # A few chunks a round trip: a pipeline of all of them would have the server copy
+            # the whole artifact into its replies at one go.
             pipe = self.client.pipeline(transaction=False)
             pipe.hexists(uses, sha256)  # one written for an append yet to commit is not yet one
-            pipe.strlen(key)
-            referenced, size = pipe.execute()
-            if not referenced or not size:
+            pipe.hlen(key)
+            pipe.hmget(key, fields)
+            referenced, count, found = pipe.execute()
+            if not referenced or not count:
                 return None
-            pipe = self.client.pipeline(transaction=False)
-            for start in range(0, size, ARTIFACT_CHUNK):
-                pipe.getrange(key, start, start + ARTIFACT_CHUNK - 1)
-            data = b"".join(pipe.execute())
-            return data if len(data) == size else None  # deleted while read
+            parts = found[:count]
+            for start in range(ARTIFACT_READ_CHUNKS, count, ARTIFACT_READ_CHUNKS):
+                names = [str(n) for n in range(start, min(count, start + ARTIFACT_READ_CHUNKS))]
+                parts.extend(self.client.hmget(key, names))
+            if any(part is None for part in parts):
+                return None  # deleted while read
+            return b"".join(parts)
 
         return self._run(read)
 
