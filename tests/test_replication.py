@@ -83,6 +83,16 @@ def test_replicas_1_confirms_every_append_and_a_batch_pays_one_wait(pair: Pair) 
         assert on_replica.stream_version(lb.StreamId("s", "per")) >= 1
 
 
+def test_a_confirmed_append_has_its_artifacts_on_the_replica_too(pair: Pair) -> None:
+    big = "r" * (3 * 1024 * 1024 + 5)  # four chunks, written before the script
+    ref = lb.StreamId("s", "main")
+    with lb.connect(pair.url("replicas:1", timeout_ms=5000)) as store:
+        confirmed = store.append(ref, 0, "a1", [msg(big)])
+    assert confirmed.replicas == 1
+    with lb.connect(pair.replica.url) as on_replica:
+        assert on_replica.read_stream(ref)[0]["body"] == big
+
+
 def test_a_retry_on_another_connection_waits_for_the_original_write(pair: Pair) -> None:
     ref = lb.StreamId("s", "main")
     with lb.connect(pair.url("replicas:1")) as first:
