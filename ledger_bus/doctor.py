@@ -8,6 +8,7 @@ from typing import Any, Literal
 import redis
 
 from ledger_bus.durability import LOCAL, Durability
+from ledger_bus.store.redis import fullest
 
 Level = Literal["ok", "warn", "fail"]
 Fsync = Literal["strict", "everysec"]
@@ -62,6 +63,32 @@ class _Info:
 
     def __init__(self, client: redis.Redis, findings: list[Finding]):
         self.client, self.findings, self.refused = client, findings, False
+
+    def memory(self) -> dict[str, Any]:
+        """INFO memory; on a cluster, of the primary nearest its maxmemory: each fills on its
+        own, and the first full one refuses its sessions' appends."""
+        own = self("memory")
+        if not own or not self("cluster").get("cluster_enabled"):
+            return own
+        found = []
+        pool = self.client.connection_pool  # each primary with this one's credentials and TLS
+        for address, node in self.client.cluster("NODES").items():
+            if "master" not in node["flags"] or "fail" in node["flags"]:
+                continue
+            host, _, port = str(address).rpartition(":")
+            where = {"host": host, "port": int(port.split("@")[0])}
+            other = redis.Redis(
+                connection_pool=redis.ConnectionPool(
+                    connection_class=pool.connection_class,
+                    **{**pool.connection_kwargs, **where},
+                )
+            )
+            try:
+                found.append(dict(other.info("memory")))
+            finally:
+                other.close()
+        used, limit = fullest(found or [own])
+        return {"used_memory": used, "maxmemory": limit}
 
     def __call__(self, section: str) -> dict[str, Any]:
         if self.refused:
@@ -135,7 +162,7 @@ def examine(
         )
     else:
         findings.append(Finding("ok", "version", f"{name} {version}"))
-    memory = _memory(info("memory"))
+    memory = _memory(info.memory())
     if memory is not None:
         findings.append(memory)
 

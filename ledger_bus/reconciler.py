@@ -383,7 +383,9 @@ class StoreGauges:
         if memory is not None:
             used, limit = memory
             yield GaugeMetricFamily(
-                "ledger_redis_used_memory_bytes", "Redis used_memory", value=used
+                "ledger_redis_used_memory_bytes",
+                "Redis used_memory (on a cluster, of the primary nearest its maxmemory)",
+                value=used,
             )
             yield GaugeMetricFamily(
                 "ledger_redis_maxmemory_bytes", "Redis maxmemory (0: none set)", value=limit

@@ -24,6 +24,7 @@ from ledger_bus.reconciler import FLAG_KIND, Reconciler, ReconcilerConfig, resol
 from ledger_bus.server import LocalCluster, LocalServer, free_port
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.memory import MemoryStore
+from ledger_bus.store.redis import RedisStore
 from tests.support.events import call, result
 from tests.support.helpers import cli_env, kill, ledger_cli, start_recorded
 
@@ -449,3 +450,28 @@ def test_doctor_checks_the_slot_coverage_of_a_cluster(redis_cluster: LocalCluste
     findings = {f["topic"]: f for f in map(json.loads, found.stdout.splitlines())}
     assert findings["cluster"]["level"] == "ok"
     assert "16384/16384 slots assigned" in findings["cluster"]["detail"]
+    assert findings["memory"]["detail"].startswith("no maxmemory set (")
+
+
+def test_doctor_and_du_see_the_cluster_primary_nearest_its_maxmemory(
+    redis_cluster: LocalCluster,
+) -> None:
+    from redis.cluster import RedisCluster
+
+    client = RedisCluster.from_url(redis_cluster.url.replace("redis+cluster", "redis"))
+    # Not the node a cluster client asks by default: each primary fills on its own.
+    default = client.get_default_node()  # type: ignore[no-untyped-call]
+    node = next(n for n in client.get_primaries() if n != default)  # type: ignore[no-untyped-call]
+    used = int(client.info("memory", target_nodes=node)["used_memory"])
+    client.config_set("maxmemory", str(used + used // 10), target_nodes=node)
+    try:
+        found = doctor(redis_cluster.url)
+        findings = {f["topic"]: f for f in map(json.loads, found.stdout.splitlines())}
+        assert findings["memory"]["level"] == "warn", findings["memory"]
+        assert "ledger-bus du" in findings["memory"]["detail"]
+        with lb.connect(redis_cluster.url) as store:
+            assert isinstance(store, RedisStore)
+            assert store.memory_info()[1] == used + used // 10
+    finally:
+        client.config_set("maxmemory", "0", target_nodes=node)
+        client.close()

@@ -127,6 +127,13 @@ def _ledger_cursor(entry_id: bytes | str) -> str:
     return f"{ms:0>13}-{seq:0>6}"
 
 
+def fullest(memory: Iterable[dict[str, Any]]) -> tuple[int, int]:
+    """(used_memory, maxmemory) of the node nearest its maxmemory among the INFO memory of
+    several (a cluster's primaries), or of the one using the most where none has a maxmemory."""
+    found = [(int(m.get("used_memory", 0)), int(m.get("maxmemory", 0))) for m in memory]
+    return max(found, key=lambda m: (m[0] / m[1] if m[1] else 0.0, m[0]))
+
+
 class RedisStore(EventStore):
     """An EventStore on one Redis (or Valkey) server, 7.0 or newer.
 
@@ -695,13 +702,15 @@ class RedisStore(EventStore):
 
         return self._run(count)
 
-    def memory_info(self) -> tuple[int, int] | None:
-        """(used_memory, maxmemory) of the server; None on a cluster, where each node has its
-        own."""
-        if isinstance(self.client, RedisCluster):
-            return None
-        info = self._run(lambda: self.client.info("memory"))
-        return int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
+    def memory_info(self) -> tuple[int, int]:
+        """(used_memory, maxmemory) of the server; on a cluster, of the primary nearest its
+        maxmemory (each fills on its own, and the first full one refuses its sessions'
+        appends), or the one using the most where none has a maxmemory."""
+        if not isinstance(self.client, RedisCluster):
+            info = self._run(lambda: self.client.info("memory"))
+            return int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
+        nodes = self._run(lambda: self.client.info("memory", target_nodes=RedisCluster.PRIMARIES))
+        return fullest(nodes.values())
 
     # -- archiving: the Redis half of ledger_bus/archive.py ---------------------------------------
 
