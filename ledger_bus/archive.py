@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -134,6 +135,29 @@ def archive_session(
     return Archived(
         session_id, where, copied.events, records, moved_before=False, artifacts=len(artifacts)
     )
+
+
+def archive_idle(
+    hot: RedisStore,
+    cold: SqlStore,
+    idle_s: float,
+    *,
+    force: bool = False,
+    stop: threading.Event | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Archive every session with no append for `idle_s` seconds, the quietest first, and say
+    what became of each: what `Archived.to_dict()` says, or `{"session", "skipped"}` for one
+    that may not move yet (an open attempt, a live lease). Ends early once `stop` is set."""
+    quiet_since = hot.now_ms() - int(idle_s * 1000)
+    for session, last_ms in reversed(hot.sessions()):
+        if last_ms >= quiet_since or (stop is not None and stop.is_set()):
+            return
+        try:
+            done = archive_session(hot, cold, session, force=force)
+        except (Refused, NotFound) as err:
+            yield {"session": session, "skipped": str(err)}
+            continue
+        yield done.to_dict()
 
 
 def _verify(

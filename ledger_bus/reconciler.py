@@ -59,7 +59,9 @@ class ReconcilerConfig:
     prune_after_s: how long a session with nothing open stays in the index: at least
         MIN_PRUNE_AFTER_S, and well above the clock difference between writers and Redis.
     buckets: which of the index's buckets this reconciler covers (default: all).
-    sessions: cover only these sessions instead."""
+    sessions: cover only these sessions instead.
+    archive_idle_s: with an archive, move the sessions quiet this long to it (archive.py).
+    archive_every_s: how often to look for them, at most."""
 
     grace_s: float = 60.0
     interval_s: float = 5.0
@@ -67,6 +69,8 @@ class ReconcilerConfig:
     buckets: tuple[int, ...] = tuple(range(INDEX_BUCKETS))
     sessions: tuple[str, ...] = ()  # only these sessions, when given (the index is not read)
     agent: str = "reconciler"
+    archive_idle_s: float | None = None
+    archive_every_s: float = 300.0
 
 
 @dataclass
@@ -108,9 +112,11 @@ class Reconciler:
     config: ReconcilerConfig = field(default_factory=ReconcilerConfig)
     on_action: Callable[[dict[str, Any]], None] = _emit
     metrics: Any = None  # a ReconcilerMetrics, when exported
+    archive: Any = None  # the SqlStore that idle sessions move to (config.archive_idle_s)
 
     def __post_init__(self) -> None:
         self._flags: dict[str, str] = {}  # attempt key -> cursor of the flag this one wrote
+        self._archived_at = -float("inf")  # when idle sessions were last looked for (monotonic)
 
     def run_alive(self, attempt: OpenAttempt) -> bool:
         if attempt.run_id is None:
@@ -258,10 +264,32 @@ class Reconciler:
             self.on_action({"action": "pass", **report.to_dict()})
             if heartbeat:
                 write_heartbeat(heartbeat, report)
+            self.archive_idle(stop)
             if once:
                 break
             stop.wait(self.config.interval_s)
         return report
+
+    def archive_idle(self, stop: threading.Event) -> None:
+        """Move the sessions quiet for config.archive_idle_s to the archive, one action line
+        each, at most every config.archive_every_s; a session that may not move yet is said so
+        and left, and a failure is logged, never fatal to the worker."""
+        idle_s = self.config.archive_idle_s
+        if idle_s is None or self.archive is None or not isinstance(self.store, RedisStore):
+            return
+        now = time.monotonic()
+        if now - self._archived_at < self.config.archive_every_s:
+            return
+        self._archived_at = now
+        # Here, not above: the archive brings SQLAlchemy, which a reconciler without one
+        # never needs to import.
+        from ledger_bus.archive import archive_idle
+
+        try:
+            for record in archive_idle(self.store, self.archive, idle_s, stop=stop):
+                self.on_action({"action": "archive", **record})
+        except LedgerError as err:
+            self.on_action({"action": "error", "archive": str(err)})
 
 
 def write_heartbeat(path: str, report: PassReport) -> None:

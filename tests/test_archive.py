@@ -293,6 +293,32 @@ def test_the_command_archives_named_or_idle_sessions_and_reads_them_through(
     assert run("tail", S, archive=cold_url).returncode == 6
 
 
+def test_the_reconciler_archives_idle_sessions_as_it_goes(
+    hot_url: str, cold_url: str, prefix: str, tmp_path: Path
+) -> None:
+    with lb.connect(hot_url, prefix=prefix) as store:
+        fill(store)
+        store.append(lb.StreamId("arch-busy", "main"), 0, "b1", [call("att-open", "run-2")])
+        before = exported(store)
+
+    def reconcile(*args: str) -> subprocess.CompletedProcess[str]:
+        beat = str(tmp_path / "beat")
+        return ledger_cli(hot_url, prefix, "reconcile", "--once", "--heartbeat", beat, *args)
+
+    done = reconcile("--archive-idle-after", "0s", "--archive-to", cold_url)
+    assert done.returncode == 0, done.stderr
+    actions = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    archived = {a["session"]: a for a in actions if a["action"] == "archive"}
+    assert archived[S]["events"] == 5
+    assert "open attempt" in archived["arch-busy"]["skipped"]
+    with lb.connect(hot_url, prefix=prefix, archive=cold_url) as tiered:
+        assert exported(tiered) == before
+        assert [s for s, _ in tiered.sessions()] == ["arch-busy"]
+
+    assert reconcile("--archive-to", cold_url).returncode == 2
+    assert reconcile("--archive-idle-after", "1d").returncode == 2  # where to?
+
+
 def test_du_shows_what_each_session_takes_by_kind_and_the_largest_first(
     hot_url: str, prefix: str
 ) -> None:

@@ -6,17 +6,21 @@ import difflib
 import os
 import re
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ledger_bus.cli.app import BadInput, Settings, cli, pass_settings, say
 from ledger_bus.cli.output import show_record, show_rows
-from ledger_bus.errors import NotFound, Refused
+from ledger_bus.errors import NotFound
 from ledger_bus.files import replace_whole
 from ledger_bus.ids import StreamId
 from ledger_bus.store import ARCHIVE_ENV, connect
 from ledger_bus.store.base import DEFAULT_DEDUP_WINDOW_MS
+from ledger_bus.store.redis import RedisStore
+
+if TYPE_CHECKING:
+    from ledger_bus.store.sql import SqlStore
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -75,6 +79,23 @@ def delete(settings: Settings, session: str, stream: str | None, yes: bool) -> N
     show_record(settings, done.to_dict())
 
 
+def open_archive(settings: Settings, to: str | None) -> SqlStore:
+    """The SQL store that sessions of the Redis at --url move to: `to`, else --archive or
+    LEDGER_BUS_ARCHIVE; BadInput (exit 2) for anything else."""
+    from ledger_bus.store.sql import SqlStore  # SQLAlchemy: only for the commands that need it
+
+    if not isinstance(settings.store(), RedisStore):
+        raise BadInput(f"archive moves sessions out of Redis; --url names {settings.url!r}")
+    where = to or settings.archive or os.environ.get(ARCHIVE_ENV)
+    if not where:
+        raise BadInput(f"say where to archive: --to URL (or --archive, or {ARCHIVE_ENV})")
+    cold = connect(where, timeout=settings.timeout, prefix=settings.prefix)
+    if not isinstance(cold, SqlStore):
+        cold.close()
+        raise BadInput(f"an archive is a SQL store (sqlite:///PATH, postgresql://...): {where!r}")
+    return cold
+
+
 @cli.command()
 @click.argument("sessions", nargs=-1)
 @click.option(
@@ -106,37 +127,20 @@ def archive(
     any step loses nothing; running the command again finishes the job. Read archived sessions
     with --archive (or LEDGER_BUS_ARCHIVE) naming the same store.
     """
-    from ledger_bus.archive import archive_session
-    from ledger_bus.store.redis import RedisStore
-    from ledger_bus.store.sql import SqlStore
+    from ledger_bus.archive import archive_idle, archive_session
 
     if bool(sessions) == (idle_after is not None):
         raise BadInput("name the sessions to archive, or give --idle-after; not both")
+    cold = open_archive(settings, to)
     hot = settings.store()
-    if not isinstance(hot, RedisStore):
-        raise BadInput(f"archive moves sessions out of Redis; --url names {settings.url!r}")
-    where = to or settings.archive or os.environ.get(ARCHIVE_ENV)
-    if not where:
-        raise BadInput(f"say where to archive: --to URL (or --archive, or {ARCHIVE_ENV})")
-    cold = connect(where, timeout=settings.timeout, prefix=settings.prefix)
-    if not isinstance(cold, SqlStore):
-        cold.close()
-        raise BadInput(f"an archive is a SQL store (sqlite:///PATH, postgresql://...): {where!r}")
+    assert isinstance(hot, RedisStore)  # open_archive said so
     try:
         if idle_after is None:
             for session in sessions:
                 show_record(settings, archive_session(hot, cold, session, force=force).to_dict())
             return
-        quiet_since = hot.now_ms() - int(idle_after * 1000)
-        for session, last_ms in reversed(hot.sessions()):
-            if last_ms >= quiet_since:
-                break
-            try:
-                done = archive_session(hot, cold, session, force=force)
-            except (Refused, NotFound) as err:
-                show_record(settings, {"session": session, "skipped": str(err)})
-                continue
-            show_record(settings, done.to_dict())
+        for record in archive_idle(hot, cold, idle_after, force=force):
+            show_record(settings, record)
     finally:
         cold.close()
 
@@ -159,8 +163,6 @@ def du(settings: Settings, sessions: tuple[str, ...], top: int) -> None:
     `append_ids` what idempotency keeps; `attempts` open attempts and tools declared safe;
     `artifacts` the large fields kept apart (spec 3.11).
     """
-    from ledger_bus.store.redis import RedisStore
-
     store = settings.store()
     if not isinstance(store, RedisStore):
         raise BadInput(f"du measures Redis memory; --url names {settings.url!r}")

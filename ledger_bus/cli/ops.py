@@ -23,6 +23,7 @@ from ledger_bus.cli.app import (
     exit_code_for,
     pass_settings,
 )
+from ledger_bus.cli.lifecycle import Duration, open_archive
 from ledger_bus.cli.output import emit, show_record, show_rows
 from ledger_bus.doctor import examine
 from ledger_bus.errors import LedgerError
@@ -38,6 +39,7 @@ from ledger_bus.reconciler import (
     read_heartbeat,
     resolve_attempt,
 )
+from ledger_bus.store import ARCHIVE_ENV
 from ledger_bus.store.keys import INDEX_BUCKETS
 
 
@@ -112,6 +114,17 @@ def unresolved(settings: Settings, session: str) -> None:
     is_flag=True,
     help="Exit 0 if the heartbeat is fresh (3 intervals, 30 s at least), else 1.",
 )
+@click.option(
+    "--archive-idle-after",
+    type=Duration(),
+    default=None,
+    help="Also move sessions quiet this long (7d, 12h) to the archive, every five minutes.",
+)
+@click.option(
+    "--archive-to",
+    default=None,
+    help=f"The archive for --archive-idle-after (default: --archive, {ARCHIVE_ENV}).",
+)
 @pass_settings
 def reconcile(
     settings: Settings,
@@ -125,6 +138,8 @@ def reconcile(
     metrics_address: str,
     heartbeat: str,
     check: bool,
+    archive_idle_after: float | None,
+    archive_to: str | None,
 ) -> None:
     """The reconciler worker: flags each call requested and never finished, exactly once.
 
@@ -153,7 +168,13 @@ def reconcile(
         prune_after_s=prune_after,
         buckets=buckets or tuple(range(INDEX_BUCKETS)),
         sessions=sessions,
+        archive_idle_s=archive_idle_after,
     )
+    cold = None
+    if archive_idle_after is not None:
+        cold = open_archive(settings, archive_to)
+    elif archive_to is not None:
+        raise BadInput("--archive-to goes with --archive-idle-after")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
     logger = logging.getLogger("ledger_bus.reconciler")
@@ -170,12 +191,14 @@ def reconcile(
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    reconciler = Reconciler(settings.store(), config, metrics=metrics)
+    reconciler = Reconciler(settings.store(), config, metrics=metrics, archive=cold)
     try:
         report = reconciler.run_forever(stop, heartbeat=heartbeat, once=once)
     finally:
         if metrics is not None:
             metrics.close()
+        if cold is not None:
+            cold.close()
     if once and report is not None and report.errors:
         raise Failure(
             f"the pass could not read or flag {report.errors} session(s): {report.last_error}",
