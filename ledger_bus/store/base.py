@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import time
 from collections.abc import Collection, Iterator, Sequence
-from typing import Final
+from typing import Final, TypeVar
 
 from ledger_bus.artifacts import ArtifactRef, check_sha, refs_in, resolved
 from ledger_bus.batch import Limits, PreparedAppend, prepare_append
@@ -35,6 +35,9 @@ from ledger_bus.records import (
 from ledger_bus.store.keys import INDEX_BUCKETS
 
 PAGE: Final = 1000
+REMEMBERED: Final = 10_000  # entries a per-store table keeps before it starts over
+K = TypeVar("K")
+V = TypeVar("V")
 # How long a bounded stream keeps the append_id of an append it trimmed, unless declared otherwise.
 DEFAULT_DEDUP_WINDOW_MS: Final = 86_400_000
 # Who holds a replayed dead letter until a consumer takes it over, and how idle it then looks.
@@ -528,6 +531,15 @@ class EventStore(abc.ABC):
         check_name(group, "group name")
         if consumer is not None:
             check_name(consumer, "consumer name")
+
+    @staticmethod
+    def _remember(table: dict[K, V], key: K, value: V) -> V:
+        """Keep `value` in a per-store table that is emptied once it holds REMEMBERED entries:
+        what a store keeps of the sessions and streams it met must not grow without end."""
+        if len(table) >= REMEMBERED:
+            table.clear()
+        table[key] = value
+        return value
 
     def accept_history(self, stream: StreamId) -> None:  # noqa: B027  (nothing to forget here)
         """Forget the versions of `stream` acknowledged to this store, once a HistoryRewound has

@@ -69,37 +69,31 @@ class _Session:
     floor: str = CURSOR_ZERO  # new cursors sort after this one, though the log be emptied
     versions: dict[str, int] = field(default_factory=dict)  # stream -> version
     bounds: dict[str, Bound] = field(default_factory=dict)
-    # Per stream, its appends in the log, (first version, last version, cursor, append_id), and
-    # those a bound trimmed whose append_ids are still kept, (cursor, append_id).
-    appends: dict[str, list[tuple[int, int, str, str]]] = field(default_factory=dict)
-    trimmed: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     artifacts: dict[str, bytes] = field(default_factory=dict)  # sha256 -> bytes
     uses: dict[str, int] = field(default_factory=dict)  # sha256 -> references in the log
+    # The newest cursor when the session (or a stream) was last deleted: append_id records at
+    # or below it are of an earlier generation, which a bound never trims.
+    deleted_at: str = CURSOR_ZERO
 
     def trim(self, stream: str, bound: Bound, now: int) -> None:
-        """What a bounded stream does after an append (store/lua/append.lua's trim)."""
+        """What a bounded stream does after an append, by the rules SqlStore._trim follows:
+        the appends wholly older than the newest `keep` events go; the append_ids of appends
+        trimmed are forgotten once the dedup window has passed."""
+        records = [
+            (append_id, last, cursor)
+            for (name, append_id), (_, _, last, cursor) in self.idempotency.items()
+            if name == stream and cursor > self.deleted_at
+        ]
         upto = self.versions[stream] - bound.keep
-        appends = self.appends[stream]
-        going = 0
-        while going < len(appends) and appends[going][1] <= upto:
-            going += 1
-        if going:
-            last_gone = appends[going - 1][1]
-            dropped = {p for p in self.streams[stream] if self.entries[p][1] <= last_gone}
+        ends = [last for _, last, _ in records if last <= upto]
+        if ends:
+            dropped = {p for p in self.streams[stream] if self.entries[p][1] <= max(ends)}
             self.drop_uses([self.entries[p][2] for p in sorted(dropped)])
             self.keep_only([p for p in range(len(self.cursors)) if p not in dropped])
-            trimmed = self.trimmed.setdefault(stream, [])
-            trimmed.extend((cursor, append_id) for _, _, cursor, append_id in appends[:going])
-            del appends[:going]
-        trimmed = self.trimmed.get(stream, [])
-        forgotten = 0
-        while (
-            forgotten < len(trimmed)
-            and cursor_ms(trimmed[forgotten][0]) + bound.dedup_window_ms <= now
-        ):
-            self.idempotency.pop((stream, trimmed[forgotten][1]), None)
-            forgotten += 1
-        del trimmed[:forgotten]
+        oldest = min(self.entries[p][1] for p in self.streams[stream])
+        for append_id, last, cursor in records:
+            if last < oldest and cursor_ms(cursor) + bound.dedup_window_ms <= now:
+                del self.idempotency[(stream, append_id)]
 
     def drop_uses(self, payloads: list[bytes]) -> None:
         """Forget the references the events of `payloads` held; an artifact none holds goes."""
@@ -220,9 +214,6 @@ class MemoryStore(EventStore):
                 version,
                 result.cursor,
             )
-            state.appends.setdefault(stream.name, []).append(
-                (first, version, cursors[0], append_id)
-            )
             bound = state.bounds.get(stream.name)
             if bound is not None:
                 state.trim(stream.name, bound, now)
@@ -298,10 +289,12 @@ class MemoryStore(EventStore):
                     idempotency=state.idempotency,
                     generation=state.generation,
                     floor=state.newest(),
+                    deleted_at=state.newest(),
                 )
                 self._open_index.pop(session_id, None)
             else:
-                for table in (state.versions, state.bounds, state.appends, state.trimmed):
+                state.deleted_at = state.newest()
+                for table in (state.versions, state.bounds):
                     table.pop(stream, None)
                 dropped = set(state.streams[stream])
                 state.drop_uses([state.entries[p][2] for p in sorted(dropped)])

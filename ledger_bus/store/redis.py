@@ -58,8 +58,6 @@ from ledger_bus.store.replication import Confirmer
 log = logging.getLogger("ledger_bus.store")
 
 T = TypeVar("T")
-K = TypeVar("K")
-V = TypeVar("V")
 # XRANGE and XREAD entries as redis-py returns them with decode_responses=False.
 Entry = tuple[bytes, dict[bytes, bytes]]
 Entries = list[Entry]
@@ -84,7 +82,6 @@ ARTIFACT_READ_CHUNKS: Final = 4
 # How long an artifact written for an append that never commits is kept (an append that commits
 # makes it persist).
 ARTIFACT_UPLOAD_TTL_MS: Final = 3_600_000
-_REMEMBERED: Final = 10_000  # sessions (or streams) one store keeps refresh times (or keys) of
 
 
 @dataclass(slots=True)
@@ -156,7 +153,7 @@ class RedisStore(EventStore):
         self._confirmers: dict[Durability, Confirmer] = {}
         self._default_confirmer = self._confirmer(durability)
         # What this store knows of each stream it appended to: its keys, and the highest version
-        # acknowledged to it (forgotten, like the other per-store tables, past _REMEMBERED).
+        # acknowledged to it (forgotten, like the other per-store tables, past REMEMBERED).
         self._streams: dict[StreamId, _Written] = {}
         self.keys = Keys(prefix)
         self.timeout = timeout
@@ -429,14 +426,6 @@ class RedisStore(EventStore):
             self.keys.safe_tools(session),
             self.keys.tombstone(session),
         ]
-
-    @staticmethod
-    def _remember(table: dict[K, V], key: K, value: V) -> V:
-        """Keep `value` in a per-store table that is emptied once it holds _REMEMBERED entries."""
-        if len(table) >= _REMEMBERED:
-            table.clear()
-        table[key] = value
-        return value
 
     def _refresh_open_index(self, session: str) -> None:
         """List the session in the open-attempts index before an append that opens attempts: a

@@ -439,9 +439,7 @@ class SqlStore(EventStore):
         if known is not None and known[0] > now:
             return known[1]
         bound = self._bound(stream)
-        if len(self._bounds) >= 10_000:
-            self._bounds.clear()
-        self._bounds[stream] = (now + BOUND_TTL, bound)
+        self._remember(self._bounds, stream, (now + BOUND_TTL, bound))
         return bound
 
     def _trim(self, conn: Connection, stream: StreamId, bound: Bound) -> None:
@@ -508,7 +506,7 @@ class SqlStore(EventStore):
                 )
 
         self._run(write)
-        self._bounds[stream] = (time.monotonic() + BOUND_TTL, bound)
+        self._remember(self._bounds, stream, (time.monotonic() + BOUND_TTL, bound))
 
     def _bound(self, stream: StreamId) -> Bound | None:
         b = self.t.bounds
