@@ -14,6 +14,7 @@ import pytest
 import ledger_bus as lb
 from ledger_bus.artifacts import JSON, TEXT, ArtifactRef
 from ledger_bus.batch import Limits, prepare_append
+from ledger_bus.store.ops import Op
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.redis import ARTIFACT_CHUNK, RedisStore
 from tests.support.events import call, msg, result
@@ -131,7 +132,7 @@ def test_artifacts_move_in_chunks_and_an_unreferenced_upload_expires(
         store.append(MAIN, 0, "m2", [msg(lost)])
     assert not store.client.exists(store.keys.artifact(S, sha(lost)))
     prepared = prepare_append(S, "main", "m3", [msg(lost)], store.limits)
-    store._put_artifacts(S, prepared.artifacts, again=False)
+    store._drive(store._put_artifacts(S, prepared.artifacts, again=False))
     assert store.client.pttl(store.keys.artifact(S, sha(lost))) > 0
     with pytest.raises(lb.NotFound):
         store.artifact(S, sha(lost))
@@ -145,8 +146,8 @@ def test_an_artifact_gone_before_the_script_runs_is_written_again(
     put = store._put_artifacts
     calls = []
 
-    def put_then_lose(session: str, artifacts: tuple[object, ...], again: bool) -> None:
-        put(session, artifacts, again)  # type: ignore[arg-type]
+    def put_then_lose(session: str, artifacts: tuple[object, ...], again: bool) -> Op[None]:
+        yield from put(session, artifacts, again)  # type: ignore[arg-type]
         calls.append(again)
         if len(calls) == 1:  # as a deletion of the session between the two would
             store.client.delete(store.keys.artifact(session, sha(BIG)))

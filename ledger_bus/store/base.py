@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Collection, Iterator, Sequence
-from typing import Final, TypeVar
+from collections.abc import Callable, Collection, Iterator, Sequence
+from typing import Final, TypeVar, Union
 
 from ledger_bus.artifacts import ArtifactRef, check_sha, refs_in, resolved
 from ledger_bus.batch import Limits, PreparedAppend, prepare_append
@@ -33,11 +33,16 @@ from ledger_bus.records import (
     SessionInfo,
 )
 from ledger_bus.store.keys import INDEX_BUCKETS
+from ledger_bus.store.ops import Op, run, step
 
 PAGE: Final = 1000
 REMEMBERED: Final = 10_000  # entries a per-store table keeps before it starts over
 K = TypeVar("K")
 V = TypeVar("V")
+T = TypeVar("T")
+# What a backend primitive returns: an operation, or (a backend without a client of its own to
+# drive, or with a blocking one only) its value.
+Step = Union[T, Op[T]]  # noqa: UP007  (a generic alias: the | form cannot be subscripted)
 # How long a bounded stream keeps the append_id of an append it trimmed, unless declared otherwise.
 DEFAULT_DEDUP_WINDOW_MS: Final = 86_400_000
 # Who holds a replayed dead letter until a consumer takes it over, and how idle it then looks.
@@ -73,6 +78,10 @@ def parse_open(session_id: str, attempt_id: str, value: str) -> OpenAttempt:
     )
 
 
+def _lookup(found: dict[str, bytes]) -> Callable[[ArtifactRef], bytes]:
+    return lambda ref: found[ref.sha256]
+
+
 def _check_limit(limit: object) -> int | None:
     if limit is None:
         return None
@@ -93,6 +102,16 @@ class EventStore(abc.ABC):
         self.durability = durability  # what an append waits for unless it says otherwise
         # Whether reads put artifacts back into their events (spec 3.11), unless a read says.
         self.resolve_artifacts = True
+
+    # -- running operations ---------------------------------------------------------------------
+    #
+    # Each method of the contract is an operation (store/ops.py), `<name>_op`, with the checks
+    # and rules once; the method of the same name runs it with this store's blocking client.
+    # ledger_bus.aio runs the same operations on an asyncio client.
+
+    def _drive(self, op: Op[T]) -> T:
+        """Run an operation to its end (a backend with a client of its own runs it there)."""
+        return run(op, None)
 
     # -- the contract ---------------------------------------------------------------------------
 
@@ -123,6 +142,19 @@ class EventStore(abc.ABC):
             InvalidEvent, VersionConflict (HistoryRewound), IdempotencyConflict,
             DurabilityNotConfirmed, BackendUnavailable, BackendRefused.
         """
+        return self._drive(
+            self.append_op(stream, expected_version, append_id, events, durability=durability)
+        )
+
+    def append_op(
+        self,
+        stream: StreamId,
+        expected_version: ExpectedVersion,
+        append_id: str,
+        events: Sequence[object],
+        *,
+        durability: str | Durability | None = None,
+    ) -> Op[AppendResult]:
         if not isinstance(stream, StreamId):
             raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
         expected = check_expected_version(expected_version)
@@ -135,7 +167,7 @@ class EventStore(abc.ABC):
                 else parse_durability(durability, self.durability.timeout_ms)
             )
         prepared = prepare_append(stream.session_id, stream.name, append_id, events, self.limits)
-        return self._append(stream, expected, append_id, prepared, wanted)
+        return (yield from step(self._append(stream, expected, append_id, prepared, wanted)))
 
     def read_stream(
         self,
@@ -147,6 +179,18 @@ class EventStore(abc.ABC):
     ) -> list[RecordedEvent]:
         """Return a stream's events with versions above `after_version`, ascending; fields kept
         as artifacts are put back, or left as ArtifactRef values with resolve_artifacts=False."""
+        return self._drive(
+            self.read_stream_op(stream, after_version, limit, resolve_artifacts=resolve_artifacts)
+        )
+
+    def read_stream_op(
+        self,
+        stream: StreamId,
+        after_version: int = 0,
+        limit: int | None = None,
+        *,
+        resolve_artifacts: bool | None = None,
+    ) -> Op[list[RecordedEvent]]:
         if not isinstance(stream, StreamId):
             raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
         after = check_expected_version(after_version)
@@ -156,12 +200,12 @@ class EventStore(abc.ABC):
         out: list[RecordedEvent] = []
         while wanted is None or len(out) < wanted:
             count = PAGE if wanted is None else min(PAGE, wanted - len(out))
-            page = self._read_stream(stream, after, count)
+            page = yield from step(self._read_stream(stream, after, count))
             out.extend(page)
             if len(page) < count:
                 break
             after = page[-1].version
-        return self._whole(stream.session_id, out, resolve_artifacts)
+        return (yield from self._whole(stream.session_id, out, resolve_artifacts))
 
     def scan_session(
         self,
@@ -172,14 +216,29 @@ class EventStore(abc.ABC):
         resolve_artifacts: bool | None = None,
     ) -> list[RecordedEvent]:
         """Return a session's events after `after_cursor`, in commit order."""
+        return self._drive(
+            self.scan_session_op(
+                session_id, after_cursor, limit, resolve_artifacts=resolve_artifacts
+            )
+        )
+
+    def scan_session_op(
+        self,
+        session_id: str,
+        after_cursor: str | None = None,
+        limit: int | None = None,
+        *,
+        resolve_artifacts: bool | None = None,
+    ) -> Op[list[RecordedEvent]]:
         wanted = _check_limit(limit)
         out: list[RecordedEvent] = []
-        for event in self.iter_session(
-            session_id, after_cursor, resolve_artifacts=resolve_artifacts
-        ):
-            if wanted is not None and len(out) >= wanted:
+        cursor = after_cursor
+        while wanted is None or len(out) < wanted:
+            page = yield from self.scan_page_op(session_id, cursor, PAGE, resolve_artifacts)
+            out.extend(page if wanted is None else page[: wanted - len(out)])
+            if len(page) < PAGE:
                 break
-            out.append(event)
+            cursor = page[-1].cursor
         return out
 
     def iter_session(
@@ -191,16 +250,23 @@ class EventStore(abc.ABC):
         resolve_artifacts: bool | None = None,
     ) -> Iterator[RecordedEvent]:
         """Yield a session's events after `after_cursor` in commit order, a page at a time."""
-        check_name(session_id, "session id")
         cursor = after_cursor
-        if cursor is not None:
-            parse_cursor(cursor)
         while True:
-            batch = self._scan(session_id, cursor, page)
-            yield from self._whole(session_id, batch, resolve_artifacts)
+            batch = self._drive(self.scan_page_op(session_id, cursor, page, resolve_artifacts))
+            yield from batch
             if len(batch) < page:
                 return
             cursor = batch[-1].cursor
+
+    def scan_page_op(
+        self, session_id: str, after_cursor: str | None, page: int, resolve: bool | None
+    ) -> Op[list[RecordedEvent]]:
+        """One page of a session's events after `after_cursor`: fewer than `page`, the last."""
+        check_name(session_id, "session id")
+        if after_cursor is not None:
+            parse_cursor(after_cursor)
+        batch = yield from step(self._scan(session_id, after_cursor, page))
+        return (yield from self._whole(session_id, batch, resolve))
 
     def tail(
         self,
@@ -212,6 +278,16 @@ class EventStore(abc.ABC):
     ) -> list[RecordedEvent]:
         """Return the session's last `n` events (before the cursor `before`, when given), oldest
         first, at a cost of O(n) whatever the session's length."""
+        return self._drive(self.tail_op(session_id, n, before, resolve_artifacts=resolve_artifacts))
+
+    def tail_op(
+        self,
+        session_id: str,
+        n: int = 20,
+        before: str | None = None,
+        *,
+        resolve_artifacts: bool | None = None,
+    ) -> Op[list[RecordedEvent]]:
         check_name(session_id, "session id")
         if _check_limit(n) is None:
             raise InvalidInput("n must be an int >= 0")
@@ -219,7 +295,8 @@ class EventStore(abc.ABC):
             parse_cursor(before)
         if not n:
             return []
-        return self._whole(session_id, self._tail(session_id, n, before), resolve_artifacts)
+        found = yield from step(self._tail(session_id, n, before))
+        return (yield from self._whole(session_id, found, resolve_artifacts))
 
     def wait_session(
         self, session_id: str, after_cursor: str | None, timeout_ms: int, limit: int = PAGE
@@ -228,55 +305,67 @@ class EventStore(abc.ABC):
 
         With `after_cursor=None` only events committed after the call are returned.
         """
+        return self._drive(self.wait_session_op(session_id, after_cursor, timeout_ms, limit))
+
+    def wait_session_op(
+        self, session_id: str, after_cursor: str | None, timeout_ms: int, limit: int = PAGE
+    ) -> Op[list[RecordedEvent]]:
         check_name(session_id, "session id")
         if after_cursor is not None:
             parse_cursor(after_cursor)
-        found = self._wait(session_id, after_cursor, max(0, timeout_ms), limit)
-        return self._whole(session_id, found, None)
+        found = yield from step(self._wait(session_id, after_cursor, max(0, timeout_ms), limit))
+        return (yield from self._whole(session_id, found, None))
 
     # -- artifacts (spec 3.11) ------------------------------------------------------------------
 
     def artifact(self, session_id: str, sha256: str) -> bytes:
         """The bytes of one of the session's artifacts, by its sha256. NotFound: none such."""
+        return self._drive(self.artifact_op(session_id, sha256))
+
+    def artifact_op(self, session_id: str, sha256: str) -> Op[bytes]:
         check_name(session_id, "session id")
-        data = self._artifact(session_id, check_sha(sha256))
+        data = yield from step(self._artifact(session_id, check_sha(sha256)))
         if data is None:
             raise NotFound(f"no artifact sha256:{sha256} in session {session_id!r}")
         return data
 
     def artifact_uses(self, session_id: str) -> dict[str, int]:
         """The session's artifacts (sha256) with how many event fields reference each."""
+        return self._drive(self.artifact_uses_op(session_id))
+
+    def artifact_uses_op(self, session_id: str) -> Op[dict[str, int]]:
         check_name(session_id, "session id")
-        return self._artifact_uses(session_id)
+        return (yield from step(self._artifact_uses(session_id)))
 
     def resolve(self, event: RecordedEvent) -> RecordedEvent:
         """The event with the values of its artifacts in place of their references."""
-        return self._whole(event.session_id, [event], True)[0]
+        return self._drive(self.resolve_op(event))
+
+    def resolve_op(self, event: RecordedEvent) -> Op[RecordedEvent]:
+        return (yield from self._whole(event.session_id, [event], True))[0]
 
     def _whole(
         self, session_id: str, events: list[RecordedEvent], resolve: bool | None
-    ) -> list[RecordedEvent]:
+    ) -> Op[list[RecordedEvent]]:
         """`events`, their references replaced by the artifacts' values when asked to."""
         if not (self.resolve_artifacts if resolve is None else resolve):
             return events
-
         fetched: dict[str, bytes] = {}  # an artifact many events reference is read once
-
-        def fetch(ref: ArtifactRef) -> bytes:
-            data = fetched.get(ref.sha256)
-            if data is None:
-                data = fetched[ref.sha256] = self.artifact(session_id, ref.sha256)
-            return data
-
+        for event in events:
+            for ref in refs_in(event.fields):
+                if ref.sha256 not in fetched:
+                    fetched[ref.sha256] = yield from self.artifact_op(session_id, ref.sha256)
+        if not fetched:
+            return events
         return [
-            RecordedEvent(e.stream, e.version, e.cursor, resolved(e.fields, fetch))
+            RecordedEvent(e.stream, e.version, e.cursor, resolved(e.fields, _lookup(fetched)))
             if refs_in(e.fields)
             else e
             for e in events
         ]
 
-    def _whole_deliveries(self, session_id: str, found: list[Delivery]) -> list[Delivery]:
-        events = self._whole(session_id, [d.event for d in found], None)
+    def _whole_deliveries(self, session_id: str, found: list[Delivery]) -> Op[list[Delivery]]:
+        events = yield from self._whole(session_id, [d.event for d in found], None)
         return [
             d if d.event is e else Delivery(e, d.entry_id, d.deliveries)
             for d, e in zip(found, events, strict=True)
@@ -290,19 +379,28 @@ class EventStore(abc.ABC):
 
     def stream_version(self, stream: StreamId) -> int:
         """Return the number of events in a stream, 0 when it has none."""
+        return self._drive(self.stream_version_op(stream))
+
+    def stream_version_op(self, stream: StreamId) -> Op[int]:
         if not isinstance(stream, StreamId):
             raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
-        return self._stream_version(stream)
+        return (yield from step(self._stream_version(stream)))
 
     def session_exists(self, session_id: str) -> bool:
         """Whether any event was ever appended to the session."""
+        return self._drive(self.session_exists_op(session_id))
+
+    def session_exists_op(self, session_id: str) -> Op[bool]:
         check_name(session_id, "session id")
-        return self._session_exists(session_id)
+        return (yield from step(self._session_exists(session_id)))
 
     def session_info(self, session_id: str) -> SessionInfo:
         """Return what a session holds: its streams and versions, counts, first and last cursor."""
+        return self._drive(self.session_info_op(session_id))
+
+    def session_info_op(self, session_id: str) -> Op[SessionInfo]:
         check_name(session_id, "session id")
-        return self._session_info(session_id)
+        return (yield from step(self._session_info(session_id)))
 
     def delete_session(self, session_id: str) -> Deletion:
         """Remove every event of a session, with its streams, open attempts, consumer groups and
@@ -312,15 +410,21 @@ class EventStore(abc.ABC):
         original result (deduplicated) and never writes its events again; the session id can be
         written again, from version 1. Leases are left to expire.
         """
+        return self._drive(self.delete_session_op(session_id))
+
+    def delete_session_op(self, session_id: str) -> Op[Deletion]:
         check_name(session_id, "session id")
-        return self._delete(session_id, None)
+        return (yield from step(self._delete(session_id, None)))
 
     def delete_stream(self, stream: StreamId) -> Deletion:
         """Remove one stream's events from its session (spec 3.9), as delete_session does for a
         whole session; the other streams keep theirs, cursors included."""
+        return self._drive(self.delete_stream_op(stream))
+
+    def delete_stream_op(self, stream: StreamId) -> Op[Deletion]:
         if not isinstance(stream, StreamId):
             raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
-        return self._delete(stream.session_id, stream.name)
+        return (yield from step(self._delete(stream.session_id, stream.name)))
 
     def bound_stream(
         self,
@@ -335,6 +439,14 @@ class EventStore(abc.ABC):
         appends anew. `keep=None`: unbounded again (what was trimmed stays trimmed). For streams
         whose newest events alone matter, such as a framework's checkpoints: a stream that
         carries tool calls must keep them for the reconciler."""
+        self._drive(self.bound_stream_op(stream, keep, dedup_window_ms))
+
+    def bound_stream_op(
+        self,
+        stream: StreamId,
+        keep: int | None,
+        dedup_window_ms: int = DEFAULT_DEDUP_WINDOW_MS,
+    ) -> Op[None]:
         if not isinstance(stream, StreamId):
             raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
         if keep is not None and (not isinstance(keep, int) or isinstance(keep, bool) or keep < 1):
@@ -345,41 +457,59 @@ class EventStore(abc.ABC):
             or dedup_window_ms < 0
         ):
             raise InvalidInput(f"dedup_window_ms must be an int >= 0, got {dedup_window_ms!r}")
-        self._set_bound(stream, None if keep is None else Bound(keep, dedup_window_ms))
+        bound = None if keep is None else Bound(keep, dedup_window_ms)
+        yield from step(self._set_bound(stream, bound))
 
     def stream_bound(self, stream: StreamId) -> Bound | None:
         """What `stream` keeps, if it was declared bounded."""
+        return self._drive(self.stream_bound_op(stream))
+
+    def stream_bound_op(self, stream: StreamId) -> Op[Bound | None]:
         if not isinstance(stream, StreamId):
             raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
-        return self._bound(stream)
+        return (yield from step(self._bound(stream)))
 
     def session_count(self) -> int:
         """How many sessions hold events (those `sessions()` lists)."""
         return len(self.sessions())
 
+    def session_count_op(self) -> Op[int]:
+        return (yield from step(self.session_count()))
+
     def sessions(self, limit: int | None = None) -> list[tuple[str, int]]:
         """Return (session id, last activity in ms) pairs, most recently active first."""
-        return self._sessions(_check_limit(limit))
+        return self._drive(self.sessions_op(limit))
+
+    def sessions_op(self, limit: int | None = None) -> Op[list[tuple[str, int]]]:
+        return (yield from step(self._sessions(_check_limit(limit))))
 
     # -- leases: how a live run is told from a crashed one ---------------------------------------
 
     def acquire_lease(self, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
         """Take (or keep) the lease `name` for `owner`; False when another owner holds it."""
-        check_name(session_id, "session id")
-        check_name(name, "lease name")
-        return self._lease("acquire", session_id, name, owner, ttl_ms)
+        return self._drive(self.lease_op("acquire", session_id, name, owner, ttl_ms))
 
     def renew_lease(self, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
         """Extend a lease `owner` holds; False when it expired or passed to another owner."""
-        return self._lease("renew", session_id, name, owner, ttl_ms)
+        return self._drive(self.lease_op("renew", session_id, name, owner, ttl_ms))
 
     def release_lease(self, session_id: str, name: str, owner: str) -> bool:
         """Drop a lease `owner` holds; False when it was not theirs (any more)."""
-        return self._lease("release", session_id, name, owner, 0)
+        return self._drive(self.lease_op("release", session_id, name, owner, 0))
+
+    def lease_op(self, op: str, session_id: str, name: str, owner: str, ttl_ms: int) -> Op[bool]:
+        """acquire, renew or release, as an operation."""
+        if op == "acquire":
+            check_name(session_id, "session id")
+            check_name(name, "lease name")
+        return (yield from step(self._lease(op, session_id, name, owner, ttl_ms)))
 
     def lease_alive(self, session_id: str, name: str) -> bool:
         """Whether anyone holds the lease `name` now."""
-        return self._lease_holder(session_id, name) is not None
+        return self._drive(self.lease_alive_op(session_id, name))
+
+    def lease_alive_op(self, session_id: str, name: str) -> Op[bool]:
+        return (yield from step(self._lease_holder(session_id, name))) is not None
 
     # -- open attempts: what the reconciler works from -------------------------------------------
 
@@ -390,26 +520,38 @@ class EventStore(abc.ABC):
 
     def open_attempts_of(self, session_ids: list[str]) -> dict[str, list[OpenAttempt]]:
         """open_attempts of many sessions at once (one round trip on Redis)."""
-        found = self._open_attempts(session_ids)
+        return self._drive(self.open_attempts_of_op(session_ids))
+
+    def open_attempts_of_op(self, session_ids: list[str]) -> Op[dict[str, list[OpenAttempt]]]:
+        found = yield from step(self._open_attempts(session_ids))
         return {s: sorted(found.get(s, ()), key=lambda a: a.cursor) for s in session_ids}
 
     def safe_to_replay(self, session_id: str, run_id: str | None, tool: str) -> bool:
         """Whether the run declared the tool safe to replay (unsafe is the default)."""
-        return run_id is not None and self._safe_to_replay(session_id, run_id, tool)
+        return self._drive(self.safe_to_replay_op(session_id, run_id, tool))
+
+    def safe_to_replay_op(self, session_id: str, run_id: str | None, tool: str) -> Op[bool]:
+        if run_id is None:
+            return False
+        return (yield from step(self._safe_to_replay(session_id, run_id, tool)))
 
     def sessions_with_open_attempts(
         self, buckets: Collection[int] | None = None
     ) -> list[tuple[str, int]]:
         """Sessions that may have open attempts, with when one last opened (ms); from an index,
         never a scan of the keyspace. `buckets` picks some of INDEX_BUCKETS; None, all."""
-        return self._open_sessions(range(INDEX_BUCKETS) if buckets is None else buckets)
+        found = self._open_sessions(range(INDEX_BUCKETS) if buckets is None else buckets)
+        return self._drive(step(found))
 
     def forget_idle_session(self, session_id: str, opened_before_ms: int) -> bool:
         """Drop a session from the open-attempts index if it has none open and opened none since
         `opened_before_ms`; True when dropped."""
-        if self._open_attempts([session_id]).get(session_id):
+        return self._drive(self.forget_idle_session_op(session_id, opened_before_ms))
+
+    def forget_idle_session_op(self, session_id: str, opened_before_ms: int) -> Op[bool]:
+        if (yield from step(self._open_attempts([session_id]))).get(session_id):
             return False
-        return self._forget_open_session(session_id, opened_before_ms)
+        return (yield from step(self._forget_open_session(session_id, opened_before_ms)))
 
     # -- consumer groups on a session's log ------------------------------------------------------
     #
@@ -419,14 +561,20 @@ class EventStore(abc.ABC):
     def group_create(self, session_id: str, group: str, after_cursor: str | None) -> bool:
         """Create `group` to deliver what commits after `after_cursor` (None: the session's
         current end); False, changing nothing, when it exists already."""
+        return self._drive(self.group_create_op(session_id, group, after_cursor))
+
+    def group_create_op(self, session_id: str, group: str, after_cursor: str | None) -> Op[bool]:
         self._check_group(session_id, group)
         if after_cursor is not None:
             parse_cursor(after_cursor)
-        return self._group_create(session_id, group, after_cursor)
+        return (yield from step(self._group_create(session_id, group, after_cursor)))
 
     def group_exists(self, session_id: str, group: str) -> bool:
+        return self._drive(self.group_exists_op(session_id, group))
+
+    def group_exists_op(self, session_id: str, group: str) -> Op[bool]:
         self._check_group(session_id, group)
-        return self._group_exists(session_id, group)
+        return (yield from step(self._group_exists(session_id, group)))
 
     def group_read(
         self, session_id: str, group: str, consumer: str, count: int, block_ms: int | None
@@ -434,96 +582,159 @@ class EventStore(abc.ABC):
         """Events not yet delivered to the group, now `consumer`'s, waiting up to `block_ms` for
         the first (None: no wait). A read whose reply was lost is retried by first re-reading
         the consumer's own pending events, so none is stranded. NotFound: no such group."""
+        return self._drive(self.group_read_op(session_id, group, consumer, count, block_ms))
+
+    def group_read_op(
+        self, session_id: str, group: str, consumer: str, count: int, block_ms: int | None
+    ) -> Op[list[Delivery]]:
         self._check_group(session_id, group, consumer)
-        found = self._group_read(session_id, group, consumer, max(1, count), block_ms)
-        return self._whole_deliveries(session_id, found)
+        found = yield from step(
+            self._group_read(session_id, group, consumer, max(1, count), block_ms)
+        )
+        return (yield from self._whole_deliveries(session_id, found))
 
     def group_pending(
         self, session_id: str, group: str, consumer: str, count: int
     ) -> list[Delivery]:
         """`consumer`'s own pending events again (after a restart), oldest first; each is handed
         out once more and its delivery count says so."""
+        return self._drive(self.group_pending_op(session_id, group, consumer, count))
+
+    def group_pending_op(
+        self, session_id: str, group: str, consumer: str, count: int
+    ) -> Op[list[Delivery]]:
         self._check_group(session_id, group, consumer)
-        found = self._group_pending(session_id, group, consumer, max(1, count))
-        return self._whole_deliveries(session_id, found)
+        found = yield from step(self._group_pending(session_id, group, consumer, max(1, count)))
+        return (yield from self._whole_deliveries(session_id, found))
 
     def group_claim(
         self, session_id: str, group: str, consumer: str, min_idle_ms: int, count: int
     ) -> list[Delivery]:
         """Take over events pending at least `min_idle_ms` with any consumer."""
+        return self._drive(self.group_claim_op(session_id, group, consumer, min_idle_ms, count))
+
+    def group_claim_op(
+        self, session_id: str, group: str, consumer: str, min_idle_ms: int, count: int
+    ) -> Op[list[Delivery]]:
         self._check_group(session_id, group, consumer)
-        found = self._group_claim(session_id, group, consumer, max(0, min_idle_ms), max(1, count))
-        return self._whole_deliveries(session_id, found)
+        found = yield from step(
+            self._group_claim(session_id, group, consumer, max(0, min_idle_ms), max(1, count))
+        )
+        return (yield from self._whole_deliveries(session_id, found))
 
     def group_keep(self, session_id: str, group: str, consumer: str, entry_ids: list[str]) -> None:
         """Reset the idle time of events `consumer` still works on, so none is claimed from it;
         their delivery counts do not change."""
+        self._drive(self.group_keep_op(session_id, group, consumer, entry_ids))
+
+    def group_keep_op(
+        self, session_id: str, group: str, consumer: str, entry_ids: list[str]
+    ) -> Op[None]:
         self._check_group(session_id, group, consumer)
         if entry_ids:
-            self._group_keep(session_id, group, consumer, entry_ids)
+            yield from step(self._group_keep(session_id, group, consumer, entry_ids))
 
     def group_ack(self, session_id: str, group: str, entry_ids: list[str]) -> int:
         """Mark events handled; returns how many were pending."""
+        return self._drive(self.group_ack_op(session_id, group, entry_ids))
+
+    def group_ack_op(self, session_id: str, group: str, entry_ids: list[str]) -> Op[int]:
         self._check_group(session_id, group)
-        return self._group_ack(session_id, group, entry_ids) if entry_ids else 0
+        if not entry_ids:
+            return 0
+        return (yield from step(self._group_ack(session_id, group, entry_ids)))
 
     def group_dead_letter(
         self, session_id: str, group: str, delivery: Delivery, reason: str
     ) -> None:
         """Move an event the group gives up on to its dead-letter record and ack it, atomically."""
+        self._drive(self.group_dead_letter_op(session_id, group, delivery, reason))
+
+    def group_dead_letter_op(
+        self, session_id: str, group: str, delivery: Delivery, reason: str
+    ) -> Op[None]:
         self._check_group(session_id, group)
-        self._group_dead_letter(session_id, group, delivery, reason)
+        yield from step(self._group_dead_letter(session_id, group, delivery, reason))
 
     def group_dead_letters(self, session_id: str, group: str) -> list[dict[str, str]]:
         """The group's dead letters, oldest first."""
+        return self._drive(self.group_dead_letters_op(session_id, group))
+
+    def group_dead_letters_op(self, session_id: str, group: str) -> Op[list[dict[str, str]]]:
         self._check_group(session_id, group)
-        return self._group_dead_letters(session_id, group)
+        return (yield from step(self._group_dead_letters(session_id, group)))
 
     def group_stats(self, session_id: str, group: str, idle_ms: int = 3_600_000) -> GroupStats:
         """Lag, pending, and consumers live and idle (idle: nothing pending, no read for
         `idle_ms`). NotFound: no such group."""
+        return self._drive(self.group_stats_op(session_id, group, idle_ms))
+
+    def group_stats_op(
+        self, session_id: str, group: str, idle_ms: int = 3_600_000
+    ) -> Op[GroupStats]:
         self._check_group(session_id, group)
-        return self._group_stats(session_id, group, max(0, idle_ms))
+        return (yield from step(self._group_stats(session_id, group, max(0, idle_ms))))
 
     def group_prune(self, session_id: str, group: str, idle_ms: int) -> list[str]:
         """Remove the consumers idle for `idle_ms` that hold nothing pending, atomically (a
         consumer holding an event is never removed); returns their names."""
+        return self._drive(self.group_prune_op(session_id, group, idle_ms))
+
+    def group_prune_op(self, session_id: str, group: str, idle_ms: int) -> Op[list[str]]:
         self._check_group(session_id, group)
-        return self._group_prune(session_id, group, max(0, idle_ms))
+        return (yield from step(self._group_prune(session_id, group, max(0, idle_ms))))
 
     def groups(self, session_id: str, idle_ms: int = 3_600_000) -> list[GroupStats]:
         """Every consumer group of the session, by name."""
+        return self._drive(self.groups_op(session_id, idle_ms))
+
+    def groups_op(self, session_id: str, idle_ms: int = 3_600_000) -> Op[list[GroupStats]]:
         check_name(session_id, "session id")
-        return sorted(self._groups(session_id, max(0, idle_ms)), key=lambda g: g.group)
+        found = yield from step(self._groups(session_id, max(0, idle_ms)))
+        return sorted(found, key=lambda g: g.group)
 
     def group_pending_entries(
         self, session_id: str, group: str, count: int = 1000
     ) -> list[PendingEntry]:
         """The group's pending events, oldest first: who holds each, how long, how often."""
+        return self._drive(self.group_pending_entries_op(session_id, group, count))
+
+    def group_pending_entries_op(
+        self, session_id: str, group: str, count: int = 1000
+    ) -> Op[list[PendingEntry]]:
         self._check_group(session_id, group)
-        return self._group_pending_entries(session_id, group, max(1, count))
+        return (yield from step(self._group_pending_entries(session_id, group, max(1, count))))
 
     def group_delete(self, session_id: str, group: str) -> bool:
         """Remove the group and its dead letters; False when there was no such group."""
+        return self._drive(self.group_delete_op(session_id, group))
+
+    def group_delete_op(self, session_id: str, group: str) -> Op[bool]:
         self._check_group(session_id, group)
-        return self._group_delete(session_id, group)
+        return (yield from step(self._group_delete(session_id, group)))
 
     def group_reset(self, session_id: str, group: str, cursor: str) -> None:
         """Make the group deliver what commits after `cursor` next (what it holds stays pending)."""
+        self._drive(self.group_reset_op(session_id, group, cursor))
+
+    def group_reset_op(self, session_id: str, group: str, cursor: str) -> Op[None]:
         self._check_group(session_id, group)
         parse_cursor(cursor)
-        if not self._group_exists(session_id, group):
+        if not (yield from step(self._group_exists(session_id, group))):
             raise NotFound(f"no consumer group {group!r} on session {session_id!r}")
-        self._group_reset(session_id, group, cursor)
+        yield from step(self._group_reset(session_id, group, cursor))
 
     def group_replay_dead_letters(self, session_id: str, group: str) -> int:
         """Put the group's dead letters back: each is pending again, idle long enough for any
         consumer that takes over idle events to take it, with its delivery count reset; its dead
         letter is removed. Returns how many."""
+        return self._drive(self.group_replay_dead_letters_op(session_id, group))
+
+    def group_replay_dead_letters_op(self, session_id: str, group: str) -> Op[int]:
         self._check_group(session_id, group)
-        if not self._group_exists(session_id, group):
+        if not (yield from step(self._group_exists(session_id, group))):
             raise NotFound(f"no consumer group {group!r} on session {session_id!r}")
-        return self._group_replay(session_id, group)
+        return (yield from step(self._group_replay(session_id, group)))
 
     @staticmethod
     def _check_group(session_id: str, group: str, consumer: str | None = None) -> None:
@@ -549,6 +760,9 @@ class EventStore(abc.ABC):
         """The backend's clock, the one commit cursors are taken from."""
         return time.time_ns() // 1_000_000
 
+    def now_ms_op(self) -> Op[int]:
+        return (yield from step(self.now_ms()))
+
     def close(self) -> None:  # noqa: B027  (a backend with nothing to release keeps this)
         """Release connections; the store is not used afterwards."""
 
@@ -568,126 +782,132 @@ class EventStore(abc.ABC):
         append_id: str,
         prepared: PreparedAppend,
         durability: Durability,
-    ) -> AppendResult: ...
+    ) -> Step[AppendResult]: ...
 
     @abc.abstractmethod
-    def _read_stream(self, stream: StreamId, after: int, count: int) -> list[RecordedEvent]: ...
+    def _read_stream(
+        self, stream: StreamId, after: int, count: int
+    ) -> Step[list[RecordedEvent]]: ...
 
     @abc.abstractmethod
-    def _scan(self, session_id: str, after: str | None, count: int) -> list[RecordedEvent]: ...
+    def _scan(
+        self, session_id: str, after: str | None, count: int
+    ) -> Step[list[RecordedEvent]]: ...
 
     @abc.abstractmethod
-    def _tail(self, session_id: str, n: int, before: str | None) -> list[RecordedEvent]: ...
+    def _tail(self, session_id: str, n: int, before: str | None) -> Step[list[RecordedEvent]]: ...
 
     @abc.abstractmethod
     def _wait(
         self, session_id: str, after: str | None, timeout_ms: int, count: int
-    ) -> list[RecordedEvent]: ...
+    ) -> Step[list[RecordedEvent]]: ...
 
     @abc.abstractmethod
-    def _stream_version(self, stream: StreamId) -> int: ...
+    def _stream_version(self, stream: StreamId) -> Step[int]: ...
 
     @abc.abstractmethod
-    def _session_exists(self, session_id: str) -> bool: ...
+    def _session_exists(self, session_id: str) -> Step[bool]: ...
 
     @abc.abstractmethod
-    def _delete(self, session_id: str, stream: str | None) -> Deletion: ...
+    def _delete(self, session_id: str, stream: str | None) -> Step[Deletion]: ...
 
     @abc.abstractmethod
     def _append_ids(self, session_id: str) -> Iterator[AppendRecord]: ...
 
     @abc.abstractmethod
-    def _artifact(self, session_id: str, sha256: str) -> bytes | None: ...
+    def _artifact(self, session_id: str, sha256: str) -> Step[bytes | None]: ...
 
     @abc.abstractmethod
-    def _set_bound(self, stream: StreamId, bound: Bound | None) -> None: ...
+    def _set_bound(self, stream: StreamId, bound: Bound | None) -> Step[None]: ...
 
     @abc.abstractmethod
-    def _bound(self, stream: StreamId) -> Bound | None: ...
+    def _bound(self, stream: StreamId) -> Step[Bound | None]: ...
 
     @abc.abstractmethod
-    def _artifact_uses(self, session_id: str) -> dict[str, int]: ...
+    def _artifact_uses(self, session_id: str) -> Step[dict[str, int]]: ...
 
     @abc.abstractmethod
-    def _session_info(self, session_id: str) -> SessionInfo: ...
+    def _session_info(self, session_id: str) -> Step[SessionInfo]: ...
 
     @abc.abstractmethod
-    def _sessions(self, limit: int | None) -> list[tuple[str, int]]: ...
+    def _sessions(self, limit: int | None) -> Step[list[tuple[str, int]]]: ...
 
     @abc.abstractmethod
-    def _lease(self, op: str, session_id: str, name: str, owner: str, ttl_ms: int) -> bool: ...
+    def _lease(
+        self, op: str, session_id: str, name: str, owner: str, ttl_ms: int
+    ) -> Step[bool]: ...
 
     @abc.abstractmethod
-    def _lease_holder(self, session_id: str, name: str) -> str | None: ...
+    def _lease_holder(self, session_id: str, name: str) -> Step[str | None]: ...
 
     @abc.abstractmethod
-    def _open_attempts(self, session_ids: list[str]) -> dict[str, list[OpenAttempt]]: ...
+    def _open_attempts(self, session_ids: list[str]) -> Step[dict[str, list[OpenAttempt]]]: ...
 
     @abc.abstractmethod
-    def _safe_to_replay(self, session_id: str, run_id: str, tool: str) -> bool: ...
+    def _safe_to_replay(self, session_id: str, run_id: str, tool: str) -> Step[bool]: ...
 
     @abc.abstractmethod
-    def _open_sessions(self, buckets: Collection[int]) -> list[tuple[str, int]]: ...
+    def _open_sessions(self, buckets: Collection[int]) -> Step[list[tuple[str, int]]]: ...
 
     @abc.abstractmethod
-    def _forget_open_session(self, session_id: str, opened_before_ms: int) -> bool: ...
+    def _forget_open_session(self, session_id: str, opened_before_ms: int) -> Step[bool]: ...
 
     @abc.abstractmethod
-    def _group_create(self, session_id: str, group: str, after: str | None) -> bool: ...
+    def _group_create(self, session_id: str, group: str, after: str | None) -> Step[bool]: ...
 
     @abc.abstractmethod
-    def _group_exists(self, session_id: str, group: str) -> bool: ...
+    def _group_exists(self, session_id: str, group: str) -> Step[bool]: ...
 
     @abc.abstractmethod
     def _group_read(
         self, session_id: str, group: str, consumer: str, count: int, block_ms: int | None
-    ) -> list[Delivery]: ...
+    ) -> Step[list[Delivery]]: ...
 
     @abc.abstractmethod
     def _group_pending(
         self, session_id: str, group: str, consumer: str, count: int
-    ) -> list[Delivery]: ...
+    ) -> Step[list[Delivery]]: ...
 
     @abc.abstractmethod
     def _group_claim(
         self, session_id: str, group: str, consumer: str, min_idle_ms: int, count: int
-    ) -> list[Delivery]: ...
+    ) -> Step[list[Delivery]]: ...
 
     @abc.abstractmethod
     def _group_keep(
         self, session_id: str, group: str, consumer: str, entry_ids: list[str]
-    ) -> None: ...
+    ) -> Step[None]: ...
 
     @abc.abstractmethod
-    def _group_ack(self, session_id: str, group: str, entry_ids: list[str]) -> int: ...
+    def _group_ack(self, session_id: str, group: str, entry_ids: list[str]) -> Step[int]: ...
 
     @abc.abstractmethod
     def _group_dead_letter(
         self, session_id: str, group: str, delivery: Delivery, reason: str
-    ) -> None: ...
+    ) -> Step[None]: ...
 
     @abc.abstractmethod
-    def _group_dead_letters(self, session_id: str, group: str) -> list[dict[str, str]]: ...
+    def _group_dead_letters(self, session_id: str, group: str) -> Step[list[dict[str, str]]]: ...
 
     @abc.abstractmethod
-    def _group_stats(self, session_id: str, group: str, idle_ms: int) -> GroupStats: ...
+    def _group_stats(self, session_id: str, group: str, idle_ms: int) -> Step[GroupStats]: ...
 
     @abc.abstractmethod
-    def _group_prune(self, session_id: str, group: str, idle_ms: int) -> list[str]: ...
+    def _group_prune(self, session_id: str, group: str, idle_ms: int) -> Step[list[str]]: ...
 
     @abc.abstractmethod
-    def _groups(self, session_id: str, idle_ms: int) -> list[GroupStats]: ...
+    def _groups(self, session_id: str, idle_ms: int) -> Step[list[GroupStats]]: ...
 
     @abc.abstractmethod
     def _group_pending_entries(
         self, session_id: str, group: str, count: int
-    ) -> list[PendingEntry]: ...
+    ) -> Step[list[PendingEntry]]: ...
 
     @abc.abstractmethod
-    def _group_delete(self, session_id: str, group: str) -> bool: ...
+    def _group_delete(self, session_id: str, group: str) -> Step[bool]: ...
 
     @abc.abstractmethod
-    def _group_reset(self, session_id: str, group: str, cursor: str) -> None: ...
+    def _group_reset(self, session_id: str, group: str, cursor: str) -> Step[None]: ...
 
     @abc.abstractmethod
-    def _group_replay(self, session_id: str, group: str) -> int: ...
+    def _group_replay(self, session_id: str, group: str) -> Step[int]: ...

@@ -12,6 +12,7 @@ import redis.exceptions as rx
 from redis.cluster import RedisCluster
 
 from ledger_bus.errors import BackendRefused, BackendUnavailable, InvalidInput, LedgerError
+from ledger_bus.store.ops import Op, retried
 from ledger_bus.store.retry import retry_until
 
 T = TypeVar("T")
@@ -48,6 +49,11 @@ def retrying(
     "not now": a failover, a loading replica, a busy script) until `timeout` seconds have passed.
     Every other answer is final at once, as the ledger error that says what it was."""
     return retry_until(operation, timeout, (rx.RedisError,), _final, who)
+
+
+def redis_retried(make: Callable[[], Op[T]], timeout: float, who: str = "redis") -> Op[T]:
+    """`retrying` as an operation (store/ops.py): a fresh `make()` each try."""
+    return retried(make, timeout, (rx.RedisError,), _final, who)
 
 
 def _final(err: Exception) -> LedgerError | None:

@@ -1,8 +1,14 @@
-"""The Redis Streams store: atomic Lua appends, stream indexes, one session log per session."""
+"""The Redis Streams store: atomic Lua appends, stream indexes, one session log per session.
+
+Every primitive is an operation (store/ops.py): it yields its Redis calls as requests on a
+client, so the same code runs over `redis.Redis` and `RedisCluster` here, and over their asyncio
+counterparts under `ledger_bus.aio`.
+"""
 
 from __future__ import annotations
 
 import gc
+import hashlib
 import logging
 import secrets
 import time
@@ -11,10 +17,9 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Final, TypeVar, cast
 
-import redis
 import redis.exceptions as rx
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
-from redis.commands.core import Script
 
 from ledger_bus.artifacts import Artifact, unpack
 from ledger_bus.batch import Limits, PreparedAppend
@@ -51,9 +56,10 @@ from ledger_bus.store.base import (
     dead_letter_fields,
     parse_open,
 )
-from ledger_bus.store.connection import refusal, retrying
+from ledger_bus.store.connection import redis_retried, refusal
 from ledger_bus.store.keys import Keys
-from ledger_bus.store.replication import Confirmer
+from ledger_bus.store.ops import Op, Request, call, run
+from ledger_bus.store.replication import Confirmer, LuaScript
 
 log = logging.getLogger("ledger_bus.store")
 
@@ -100,8 +106,31 @@ class _Written:
             self.acknowledged = last_version
 
 
-def _script(name: str) -> str:
-    return resources.files("ledger_bus.store").joinpath(f"lua/{name}.lua").read_text("utf-8")
+def _script(name: str) -> LuaScript:
+    text = resources.files("ledger_bus.store").joinpath(f"lua/{name}.lua").read_text("utf-8")
+    return LuaScript(text, hashlib.sha1(text.encode()).hexdigest())
+
+
+APPEND: Final = _script("append")
+LEASE: Final = _script("lease")
+FORGET_SESSION: Final = _script("forget_session")
+PRUNE_CONSUMERS: Final = _script("prune_consumers")
+DELETE_SESSION: Final = _script("delete_session")
+DELETE_STREAM: Final = _script("delete_stream")
+ARCHIVE_FINISH: Final = _script("archive_finish")
+ARCHIVE_ABANDON: Final = _script("archive_abandon")
+ARTIFACT_PUT: Final = _script("artifact_put")
+
+
+def pipelined(build: Callable[[Any], object], transaction: bool = False) -> Request:
+    """A request that queues `build(pipe)`'s commands and sends them in one round trip."""
+
+    def request(client: Any) -> Any:
+        pipe = client.pipeline(transaction=transaction)
+        build(pipe)
+        return pipe.execute()
+
+    return request
 
 
 def _glob_escape(text: str) -> str:
@@ -132,15 +161,17 @@ def fullest(memory: Iterable[dict[str, Any]]) -> tuple[int, int]:
 
 
 class RedisStore(EventStore):
-    """An EventStore on one Redis (or Valkey) server, 7.0 or newer.
+    """An EventStore on one Redis (or Valkey) server, 7.0 or newer, or on a Redis Cluster.
 
     Every call is retried with backoff on a lost connection until `timeout` seconds have passed,
     then raises BackendUnavailable. Retrying an append is safe: the append_id makes it land once.
+    `client` is a blocking client for this class's own methods, or an asyncio one when the store
+    is the core of `ledger_bus.aio.AsyncStore`, which runs the same operations.
     """
 
     def __init__(
         self,
-        client: redis.Redis | RedisCluster,
+        client: Any,
         *,
         prefix: str = "lb",
         limits: Limits | None = None,
@@ -149,7 +180,8 @@ class RedisStore(EventStore):
         durability: Durability = LOCAL,
     ):
         super().__init__(limits, durability)
-        self.client: Any = client  # redis.Redis or RedisCluster: the commands used are common
+        self.client: Any = client  # the commands used are common to all four kinds of client
+        self.cluster = isinstance(client, (RedisCluster, AsyncRedisCluster))
         self._confirmers: dict[Durability, Confirmer] = {}
         self._default_confirmer = self._confirmer(durability)
         # What this store knows of each stream it appended to: its keys, and the highest version
@@ -159,28 +191,26 @@ class RedisStore(EventStore):
         self.timeout = timeout
         # A blocking read longer than the client's socket timeout would look like a dead server.
         self.max_block_ms = max(100, int((socket_timeout - 1.0) * 1000))
-        self._append_script = client.register_script(_script("append"))
-        self._lease_script = client.register_script(_script("lease"))
-        self._forget_script = client.register_script(_script("forget_session"))
-        self._prune_script = client.register_script(_script("prune_consumers"))
-        self._delete_session_script = client.register_script(_script("delete_session"))
-        self._delete_stream_script = client.register_script(_script("delete_stream"))
-        self._archive_finish_script = client.register_script(_script("archive_finish"))
-        self._archive_abandon_script = client.register_script(_script("archive_abandon"))
-        self._artifact_put_script = client.register_script(_script("artifact_put"))
         self._indexed: dict[str, int] = {}
         self._open_indexed: dict[str, int] = {}
 
     # -- the boundary: every Redis call goes through here ---------------------------------------
 
-    def _run(self, operation: Callable[[], T]) -> T:
-        return retrying(operation, self.timeout)
+    def _drive(self, op: Op[T]) -> T:
+        return run(op, self.client)
 
-    def _quietly(self, what: str, operation: Callable[[], object]) -> bool:
+    def _retried(self, make: Callable[[], Op[T]]) -> Op[T]:
+        return redis_retried(make, self.timeout)
+
+    def _run(self, request: Request) -> Op[Any]:
+        """One request, retried."""
+        return self._retried(lambda: call(request))
+
+    def _quietly(self, what: str, request: Request) -> Op[bool]:
         """Run bookkeeping that follows a committed write; a failure is logged, never raised,
         because the write it follows is in the ledger whatever happens here."""
         try:
-            operation()  # once: a dead server must not hold up an append that has committed
+            yield request  # once: a dead server must not hold up an append that has committed
         except (rx.RedisError, OSError) as err:
             log.warning("%s skipped, to be redone later: %s", what, refusal(err))
             return False
@@ -217,7 +247,7 @@ class RedisStore(EventStore):
         append_id: str,
         prepared: PreparedAppend,
         durability: Durability,
-    ) -> AppendResult:
+    ) -> Op[AppendResult]:
         session = stream.session_id
         written = self._streams.get(stream)
         if written is None:
@@ -231,21 +261,20 @@ class RedisStore(EventStore):
             stream, expected, append_id, prepared, known, confirmer is not None, generation
         )
         if prepared.opens_attempts:
-            self._refresh_open_index(session)
+            yield from self._refresh_open_index(session)
         if prepared.artifacts:
             keys = [*keys, *self._artifact_keys(session, prepared.artifacts)]
-            self._put_artifacts(session, prepared.artifacts, again=False)
+            yield from self._put_artifacts(session, prepared.artifacts, again=False)
         acks = None
-        script = self._append_script
         for _ in range(3):
             if confirmer is None:
-                reply = self._run(lambda: self._evalsha(script, keys, args))
+                reply = yield from self._retried(lambda: self._evalsha(APPEND, keys, args))
             else:
-                reply, acks = self._run(lambda: confirmer.send(script, keys, args))
+                reply, acks = yield from self._retried(lambda: confirmer.send(APPEND, keys, args))
             if reply[0] != b"noartifact":
                 break
             # Gone since it was written (a deletion of the session, its TTL): write it again.
-            self._put_artifacts(session, prepared.artifacts, again=True)
+            yield from self._put_artifacts(session, prepared.artifacts, again=True)
         status = _text(reply[0])
         if status == "rewound":
             raise HistoryRewound(str(stream), known, int(reply[1]))
@@ -267,9 +296,9 @@ class RedisStore(EventStore):
         cursor = _ledger_cursor(reply[3])
         result = AppendResult(stream, int(reply[1]), int(reply[2]), cursor, status == "dup")
         if status == "ok":
-            self._touch_index(session, cursor_ms(cursor))
+            yield from self._touch_index(session, cursor_ms(cursor))
         if confirmer is not None:
-            result = confirmer.confirm(result, acks)  # raises when not confirmed
+            result = yield from confirmer.confirm(result, acks)  # raises when not confirmed
         # Acknowledged: a later append that finds the stream shorter in the same generation was
         # rewound by a failover.
         written.acknowledge(result.last_version, int(reply[5] if status == "ok" else reply[4]))
@@ -282,7 +311,7 @@ class RedisStore(EventStore):
             return None
         found = self._confirmers.get(durability)
         if found is None:
-            found = self._confirmers[durability] = Confirmer(self.client, durability)
+            found = self._confirmers[durability] = Confirmer(self.cluster, durability)
         return found
 
     def accept_history(self, stream: StreamId) -> None:
@@ -323,7 +352,9 @@ class RedisStore(EventStore):
             *(keys.artifact(session, a.ref.sha256) for a in artifacts),
         ]
 
-    def _put_artifacts(self, session: str, artifacts: tuple[Artifact, ...], again: bool) -> None:
+    def _put_artifacts(
+        self, session: str, artifacts: tuple[Artifact, ...], again: bool
+    ) -> Op[None]:
         """Write the artifacts the session does not hold (all of them `again`), each under a
         name of its own until artifact_put.lua names it: a hash of 1 MiB chunks, a chunk per
         command, so that no command holds the server for long (one string grown to the size,
@@ -332,87 +363,95 @@ class RedisStore(EventStore):
         todo = list(artifacts)
         if not again:
 
-            def present() -> list[Any]:
-                pipe = self.client.pipeline(transaction=False)
+            def present(pipe: Any) -> None:
                 for a in artifacts:
                     pipe.exists(keys.artifact(session, a.ref.sha256))
-                return list(pipe.execute())
 
-            todo = [a for a, there in zip(artifacts, self._run(present), strict=True) if not there]
+            there = yield from self._run(pipelined(present))
+            todo = [a for a, found in zip(artifacts, there, strict=True) if not found]
         for artifact in todo:
             sha, data = artifact.ref.sha256, memoryview(artifact.data)
             upload = keys.artifact_upload(session, sha, secrets.token_hex(6))
             names = [upload, keys.artifact(session, sha)]
             chunks = [data[at : at + ARTIFACT_CHUNK] for at in range(0, len(data), ARTIFACT_CHUNK)]
 
-            def send() -> Any:
-                # The first chunk and the TTL together: an upload cut short goes by itself.
-                first = self.client.pipeline(transaction=True)
-                first.hset(upload, "0", chunks[0])  # noqa: B023
-                first.pexpire(upload, ARTIFACT_UPLOAD_TTL_MS)  # noqa: B023
-                first.execute()
-                pipe = self.client.pipeline(transaction=False)
-                for n in range(1, len(chunks)):  # noqa: B023
-                    pipe.hset(upload, str(n), chunks[n])  # noqa: B023
-                pipe.execute()
-                args = [len(data), len(chunks)]  # noqa: B023
-                return self._evalsha(self._artifact_put_script, names, args)  # noqa: B023
+            def send(upload: str, names: list[str], chunks: list[memoryview]) -> Op[Any]:
+                def first(pipe: Any) -> None:
+                    pipe.hset(upload, "0", chunks[0])
+                    pipe.pexpire(upload, ARTIFACT_UPLOAD_TTL_MS)
 
-            if not any(self._run(send) for _ in range(3)):
+                def rest(pipe: Any) -> None:
+                    for n in range(1, len(chunks)):
+                        pipe.hset(upload, str(n), chunks[n])
+
+                # The first chunk and the TTL together: an upload cut short goes by itself.
+                yield pipelined(first, transaction=True)
+                if len(chunks) > 1:
+                    yield pipelined(rest)
+                args = [sum(len(c) for c in chunks), len(chunks)]
+                return (yield from self._evalsha(ARTIFACT_PUT, names, args))
+
+            for _ in range(3):
+                if (yield from self._retried(lambda: send(upload, names, chunks))):  # noqa: B023
+                    break
+            else:
                 raise BackendUnavailable(f"artifact sha256:{sha} could not be written whole")
 
-    def _artifact(self, session_id: str, sha256: str) -> bytes | None:
+    def _artifact(self, session_id: str, sha256: str) -> Op[bytes | None]:
         key, uses = self.keys.artifact(session_id, sha256), self.keys.artifact_uses(session_id)
         fields = [str(n) for n in range(ARTIFACT_READ_CHUNKS)]
 
-        def read() -> bytes | None:
-            # A few chunks a round trip: a pipeline of all of them would have the server copy
-            # the whole artifact into its replies at one go.
-            pipe = self.client.pipeline(transaction=False)
+        def first(pipe: Any) -> None:
             pipe.hexists(uses, sha256)  # one written for an append yet to commit is not yet one
             pipe.hlen(key)
             pipe.hmget(key, fields)
-            referenced, count, found = pipe.execute()
+
+        def read() -> Op[bytes | None]:
+            # A few chunks a round trip: a pipeline of all of them would have the server copy
+            # the whole artifact into its replies at one go.
+            referenced, count, found = yield pipelined(first)
             if not referenced or not count:
                 return None
             parts = found[:count]
             for start in range(ARTIFACT_READ_CHUNKS, count, ARTIFACT_READ_CHUNKS):
                 names = [str(n) for n in range(start, min(count, start + ARTIFACT_READ_CHUNKS))]
-                parts.extend(self.client.hmget(key, names))
+                parts.extend((yield lambda c: c.hmget(key, names)))  # noqa: B023
             if any(part is None for part in parts):
                 return None  # deleted while read
             return b"".join(parts)
 
-        return self._run(read)
+        return (yield from self._retried(read))
 
-    def _set_bound(self, stream: StreamId, bound: Bound | None) -> None:
+    def _set_bound(self, stream: StreamId, bound: Bound | None) -> Op[None]:
         key = self.keys.bounds(stream.session_id)
         if bound is None:
-            self._run(lambda: self.client.hdel(key, stream.name))
+            yield from self._run(lambda c: c.hdel(key, stream.name))
         else:
             value = f"{bound.keep} {bound.dedup_window_ms}"
-            self._run(lambda: self.client.hset(key, stream.name, value))
+            yield from self._run(lambda c: c.hset(key, stream.name, value))
 
-    def _bound(self, stream: StreamId) -> Bound | None:
+    def _bound(self, stream: StreamId) -> Op[Bound | None]:
         key = self.keys.bounds(stream.session_id)
-        found = self._run(lambda: self.client.hget(key, stream.name))
+        found = yield from self._run(lambda c: c.hget(key, stream.name))
         if found is None:
             return None
         keep, window = _text(found).split()
         return Bound(int(keep), int(window))
 
-    def _artifact_uses(self, session_id: str) -> dict[str, int]:
-        found = self._run(lambda: self.client.hgetall(self.keys.artifact_uses(session_id)))
+    def _artifact_uses(self, session_id: str) -> Op[dict[str, int]]:
+        key = self.keys.artifact_uses(session_id)
+        found = yield from self._run(lambda c: c.hgetall(key))
         return {_text(sha): int(count) for sha, count in found.items()}
 
-    def _evalsha(self, script: Script, keys: list[str], args: list[Any]) -> Any:
-        """Run a registered script by its sha; redis-py's Script loads it when the server lacks
-        it (after a restart or failover). Calling EVALSHA directly skips the Script wrapper's
-        per-call work, which is measurable on a single-event append (docs/performance.md)."""
+    def _evalsha(self, script: LuaScript, keys: list[str], args: list[Any]) -> Op[Any]:
+        """Run a script by its sha, loading it first when the server lacks it (after a restart
+        or failover). EVALSHA directly, not redis-py's Script wrapper: its per-call work is
+        measurable on a single-event append (docs/performance.md)."""
         try:
-            return self.client.evalsha(script.sha, len(keys), *keys, *args)
+            return (yield lambda c: c.evalsha(script.sha, len(keys), *keys, *args))
         except rx.NoScriptError:
-            return script(keys=keys, args=args)
+            yield lambda c: c.script_load(script.text)
+            return (yield lambda c: c.evalsha(script.sha, len(keys), *keys, *args))
 
     def _keys_of(self, stream: StreamId) -> list[str]:
         """The KEYS of an append to `stream`, in the order append.lua names them."""
@@ -427,7 +466,7 @@ class RedisStore(EventStore):
             self.keys.tombstone(session),
         ]
 
-    def _refresh_open_index(self, session: str) -> None:
+    def _refresh_open_index(self, session: str) -> Op[None]:
         """List the session in the open-attempts index before an append that opens attempts: a
         writer killed right after its request committed must not leave an open attempt that no
         reconciler can find. The index lives outside the session's slot, so the script cannot
@@ -437,26 +476,28 @@ class RedisStore(EventStore):
         if now - self._open_indexed.get(session, -OPEN_INDEX_REFRESH_MS) < OPEN_INDEX_REFRESH_MS:
             return
         key = self.keys.open_index_of(session)
-        self._run(lambda: self.client.zadd(key, {session: now}))
+        yield from self._run(lambda c: c.zadd(key, {session: now}))
         self._remember(self._open_indexed, session, now)
 
     @staticmethod
     def now_local_ms() -> int:
         return time.time_ns() // 1_000_000
 
-    def _touch_index(self, session_id: str, ms: int) -> None:
+    def _touch_index(self, session_id: str, ms: int) -> Op[None]:
         """Refresh the session's last activity after a committed append. A failure (memory full,
         a lost connection) leaves the index a little stale and is retried by the next append;
         `sessions --rebuild` repairs whatever is left."""
         if ms - self._indexed.get(session_id, -INDEX_REFRESH_MS) < INDEX_REFRESH_MS:
             return
         key = self.keys.index_of(session_id)
-        if self._quietly(
-            "session index refresh", lambda: self.client.zadd(key, {session_id: ms}, gt=True)
+        if (
+            yield from self._quietly(
+                "session index refresh", lambda c: c.zadd(key, {session_id: ms}, gt=True)
+            )
         ):
             self._remember(self._indexed, session_id, ms)
 
-    def _read_stream(self, stream: StreamId, after: int, count: int) -> list[RecordedEvent]:
+    def _read_stream(self, stream: StreamId, after: int, count: int) -> Op[list[RecordedEvent]]:
         # Two pipelined round trips, no script: the stream index says which appends hold the
         # versions wanted and where each one's events lie, consecutive, in the session log; then
         # one XRANGE per append reads them. Entries never change once written, so nothing can
@@ -465,13 +506,11 @@ class RedisStore(EventStore):
         log = self.keys.log(stream.session_id)
         first = after + 1
 
-        def read_index() -> list[Any]:
-            pipe = self.client.pipeline(transaction=False)
+        def read_index(pipe: Any) -> None:
             pipe.xrevrange(index, f"{first}-0", "-", count=1)  # the append holding `first`
             pipe.xrange(index, f"({first}-0", "+", count=count)  # and those after it
-            return list(pipe.execute())
 
-        head, rest = self._run(read_index)
+        head, rest = yield from self._run(pipelined(read_index))
         plan: list[tuple[bytes, int, int]] = []  # (first cursor, events to skip, to take)
         wanted = count
         for entry_id, fields in [*head, *rest]:
@@ -486,109 +525,105 @@ class RedisStore(EventStore):
         if not plan:
             return []
 
-        def read_log() -> list[Any]:
-            pipe = self.client.pipeline(transaction=False)
+        def read_log(pipe: Any) -> None:
             for cursor, skip, take in plan:
                 pipe.xrange(log, cursor, "+", count=skip + take)
-            return list(pipe.execute())
 
+        found_all = yield from self._run(pipelined(read_log))
         entries = [
             entry
-            for (_, skip, take), found in zip(plan, self._run(read_log), strict=True)
+            for (_, skip, take), found in zip(plan, found_all, strict=True)
             for entry in found[skip : skip + take]
         ]
         return self._records(stream.session_id, entries)
 
-    def _scan(self, session_id: str, after: str | None, count: int) -> list[RecordedEvent]:
+    def _scan(self, session_id: str, after: str | None, count: int) -> Op[list[RecordedEvent]]:
         start = "-" if after is None else "(" + _redis_cursor(after)
         log = self.keys.log(session_id)
-        entries = cast(Entries, self._run(lambda: self.client.xrange(log, start, "+", count=count)))
-        return self._records(session_id, entries)
+        entries = yield from self._run(lambda c: c.xrange(log, start, "+", count=count))
+        return self._records(session_id, cast(Entries, entries))
 
-    def _tail(self, session_id: str, n: int, before: str | None) -> list[RecordedEvent]:
+    def _tail(self, session_id: str, n: int, before: str | None) -> Op[list[RecordedEvent]]:
         log = self.keys.log(session_id)
         end = "+" if before is None else "(" + _redis_cursor(before)
-        entries = cast(Entries, self._run(lambda: self.client.xrevrange(log, end, "-", count=n)))
-        return self._records(session_id, reversed(entries))
+        entries = yield from self._run(lambda c: c.xrevrange(log, end, "-", count=n))
+        return self._records(session_id, reversed(cast(Entries, entries)))
 
-    def _last_entry_id(self, log: str) -> str:
-        newest = cast(Entries, self._run(lambda: self.client.xrevrange(log, "+", "-", count=1)))
+    def _last_entry_id(self, log: str) -> Op[str]:
+        newest = yield from self._run(lambda c: c.xrevrange(log, "+", "-", count=1))
         return _text(newest[0][0]) if newest else "0-0"
 
     def _wait(
         self, session_id: str, after: str | None, timeout_ms: int, count: int
-    ) -> list[RecordedEvent]:
+    ) -> Op[list[RecordedEvent]]:
         log = self.keys.log(session_id)
         # "$" would be re-read on every slice below and miss what lands in between; pin it.
-        last = self._last_entry_id(log) if after is None else _redis_cursor(after)
+        last = (yield from self._last_entry_id(log)) if after is None else _redis_cursor(after)
         deadline = time.monotonic() + timeout_ms / 1000
         slice_ms = self.max_block_ms
         while True:
             block = max(1, min(slice_ms, int((deadline - time.monotonic()) * 1000)))
-            reply = cast(
-                list[tuple[bytes, Entries]], self._run(self._xread(log, last, count, block))
+            reply = yield from self._run(
+                lambda c: c.xread({log: last}, count=count, block=block)  # noqa: B023
             )
             if reply:
-                return self._records(session_id, reply[0][1])
+                return self._records(session_id, cast(list[tuple[bytes, Entries]], reply)[0][1])
             if time.monotonic() >= deadline:
                 return []
 
-    def _xread(self, log: str, last: str, count: int, block: int) -> Callable[[], Any]:
-        return lambda: self.client.xread({log: last}, count=count, block=block)
-
-    def _stream_version(self, stream: StreamId) -> int:
+    def _stream_version(self, stream: StreamId) -> Op[int]:
         meta = self.keys.meta(stream.session_id)
-        version = self._run(lambda: self.client.hget(meta, stream.name))
+        version = yield from self._run(lambda c: c.hget(meta, stream.name))
         return int(version or 0)
 
-    def _session_exists(self, session_id: str) -> bool:
+    def _session_exists(self, session_id: str) -> Op[bool]:
         meta = self.keys.meta(session_id)  # written by every append, never by anything else
-        return bool(self._run(lambda: self.client.exists(meta)))
+        return bool((yield from self._run(lambda c: c.exists(meta))))
 
-    def _delete(self, session_id: str, stream: str | None) -> Deletion:
+    def _delete(self, session_id: str, stream: str | None) -> Op[Deletion]:
         if stream is None:
-            events, generation = self._delete_whole(session_id)
+            events, generation = yield from self._delete_whole(session_id)
         else:
-            events, generation = self._delete_one(session_id, stream)
+            events, generation = yield from self._delete_one(session_id, stream)
         if stream is None and events:
-            self._forget_session(session_id)
+            yield from self._forget_session(session_id)
         return Deletion(session_id, stream, events, generation)
 
-    def _forget_session(self, session_id: str) -> None:
+    def _forget_session(self, session_id: str) -> Op[None]:
         """After a session's keys are gone: its entries in the indexes (in other slots, so they
         follow, as they follow appends), and what this store remembers of it."""
 
-        def unlist() -> None:
-            pipe = self.client.pipeline(transaction=False)
+        def unlist(pipe: Any) -> None:
             pipe.zrem(self.keys.index_of(session_id), session_id)
             pipe.zrem(self.keys.open_index_of(session_id), session_id)
-            pipe.execute()
 
-        self._run(unlist)
+        yield from self._run(pipelined(unlist))
         self._streams = {r: w for r, w in self._streams.items() if r.session_id != session_id}
         self._indexed.pop(session_id, None)
         self._open_indexed.pop(session_id, None)
 
-    def _delete_whole(self, session_id: str) -> tuple[int, int]:
-        def attempt() -> list[Any]:
-            streams, _, keys = self._session_keys(session_id)
-            args = [self.now_ms(), len(streams), *streams]
-            return list(self._evalsha(self._delete_session_script, keys, args))
+    def _delete_whole(self, session_id: str) -> Op[tuple[int, int]]:
+        def attempt() -> Op[list[Any]]:
+            streams, _, keys = yield from self._session_keys(session_id)
+            now = yield from self.now_ms_op()
+            args = [now, len(streams), *streams]
+            return list((yield from self._evalsha(DELETE_SESSION, keys, args)))
 
-        reply = self._until_settled(session_id, attempt)
+        reply = yield from self._until_settled(session_id, attempt)
         if _text(reply[0]) == "none":
             return 0, int(reply[1])
         return int(reply[1]), int(reply[2])
 
-    def _session_keys(self, session_id: str) -> tuple[list[str], list[str], list[str]]:
+    def _session_keys(self, session_id: str) -> Op[tuple[list[str], list[str], list[str]]]:
         """(streams, consumer groups, KEYS) of a session as delete_session.lua and
         archive_finish.lua take them: the scripts build no keys, and check that what was found
         here is still so."""
         keys = self.keys
         log = keys.log(session_id)
-        streams = sorted(_text(name) for name in self.client.hkeys(keys.meta(session_id)))
+        meta = keys.meta(session_id)
+        streams = sorted(_text(name) for name in (yield lambda c: c.hkeys(meta)))
         try:
-            groups = [_text(g["name"]) for g in self.client.xinfo_groups(log)]
+            groups = [_text(g["name"]) for g in (yield lambda c: c.xinfo_groups(log))]
         except rx.ResponseError:  # no log: no group either
             groups = []
         return (
@@ -596,7 +631,7 @@ class RedisStore(EventStore):
             groups,
             [
                 log,
-                keys.meta(session_id),
+                meta,
                 keys.open_attempts(session_id),
                 keys.safe_tools(session_id),
                 keys.tombstone(session_id),
@@ -605,11 +640,13 @@ class RedisStore(EventStore):
             ],
         )
 
-    def _until_settled(self, session_id: str, call: Callable[[], list[Any]]) -> list[Any]:
+    def _until_settled(
+        self, session_id: str, attempt: Callable[[], Op[list[Any]]]
+    ) -> Op[list[Any]]:
         """Run a script over a whole session again while it replies "changed": a stream or
         group was created between looking and calling."""
         for _ in range(100):
-            reply = self._run(call)
+            reply = yield from self._retried(attempt)
             if _text(reply[0]) != "changed":
                 return reply
         raise BackendUnavailable(f"session {session_id!r} kept changing; nothing done to it")
@@ -617,6 +654,9 @@ class RedisStore(EventStore):
     # -- memory ------------------------------------------------------------------------------------
 
     def memory_of(self, session_ids: list[str]) -> dict[str, dict[str, int]]:
+        return self._drive(self.memory_of_op(session_ids))
+
+    def memory_of_op(self, session_ids: list[str]) -> Op[dict[str, dict[str, int]]]:
         """Bytes each session takes in Redis, by kind of key: `log` (the events), `streams`
         (their indexes), `append_ids`, `attempts` (open attempts and safe tools), `artifacts`
         and `other` (versions, tombstone, bounds, dead letters). MEMORY USAGE with its default
@@ -646,14 +686,17 @@ class RedisStore(EventStore):
                 ],
             }
 
-        def measure() -> dict[str, dict[str, int]]:
-            pipe = self.client.pipeline(transaction=False)
+        def look(client: Any) -> Any:
+            pipe = client.pipeline(transaction=False)
             for session_id in session_ids:
                 pipe.hkeys(keys.meta(session_id))
                 pipe.hkeys(keys.tombstone(session_id))
                 pipe.xinfo_groups(keys.log(session_id))
                 pipe.hkeys(keys.artifact_uses(session_id))
-            found = pipe.execute(raise_on_error=False)
+            return pipe.execute(raise_on_error=False)
+
+        def measure() -> Op[dict[str, dict[str, int]]]:
+            found = yield look
             layout = {}
             for n, session_id in enumerate(session_ids):
                 live, tomb, groups, shas = found[4 * n : 4 * n + 4]
@@ -665,12 +708,14 @@ class RedisStore(EventStore):
                     names,
                     [_text(sha) for sha in shas],
                 )
-            pipe = self.client.pipeline(transaction=False)
-            for kinds in layout.values():
-                for names in kinds.values():
-                    for name in names:
-                        pipe.memory_usage(name)
-            sizes = iter(pipe.execute())
+
+            def usage(pipe: Any) -> None:
+                for kinds in layout.values():
+                    for names in kinds.values():
+                        for name in names:
+                            pipe.memory_usage(name)
+
+            sizes = iter((yield pipelined(usage)))
             return {
                 session_id: {
                     kind: sum(int(next(sizes) or 0) for _ in names) for kind, names in kinds.items()
@@ -678,40 +723,52 @@ class RedisStore(EventStore):
                 for session_id, kinds in layout.items()
             }
 
-        return self._run(measure)
+        return (yield from self._retried(measure))
 
     def session_count(self) -> int:
+        return self._drive(self.session_count_op())
+
+    def session_count_op(self) -> Op[int]:
         """Sessions in the index: ZCARD of its buckets, in one round trip."""
 
-        def count() -> int:
-            pipe = self.client.pipeline(transaction=False)
+        def count(pipe: Any) -> None:
             for key in self.keys.all_indexes():
                 pipe.zcard(key)
-            return sum(int(n) for n in pipe.execute())
 
-        return self._run(count)
+        return sum(int(n) for n in (yield from self._run(pipelined(count))))
 
     def memory_info(self) -> tuple[int, int]:
+        return self._drive(self.memory_info_op())
+
+    def memory_info_op(self) -> Op[tuple[int, int]]:
         """(used_memory, maxmemory) of the server; on a cluster, of the primary nearest its
         maxmemory (each fills on its own, and the first full one refuses its sessions'
         appends), or the one using the most where none has a maxmemory."""
-        if not isinstance(self.client, RedisCluster):
-            info = self._run(lambda: self.client.info("memory"))
+        if not self.cluster:
+            info = yield from self._run(lambda c: c.info("memory"))
             return int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
-        nodes = self._run(lambda: self.client.info("memory", target_nodes=RedisCluster.PRIMARIES))
+        nodes = yield from self._run(
+            lambda c: c.info("memory", target_nodes=RedisCluster.PRIMARIES)
+        )
         return fullest(nodes.values())
 
     # -- archiving: the Redis half of ledger_bus/archive.py ---------------------------------------
 
     def generation_of(self, session_id: str) -> int:
         """How many deletions the session has seen (spec 3.9)."""
+        return self._drive(self._generation_of(session_id))
+
+    def _generation_of(self, session_id: str) -> Op[int]:
         tomb = self.keys.tombstone(session_id)
-        return int(self._run(lambda: self.client.hget(tomb, "generation")) or 0)
+        return int((yield from self._run(lambda c: c.hget(tomb, "generation"))) or 0)
 
     def archive_state(self, session_id: str) -> tuple[str | None, bool]:
         """(the archive the session is moving or has moved to, or None; whether it has moved)."""
+        return self._drive(self._archive_state(session_id))
+
+    def _archive_state(self, session_id: str) -> Op[tuple[str | None, bool]]:
         tomb = self.keys.tombstone(session_id)
-        where, done = self._run(lambda: self.client.hmget(tomb, "archive", "archived_ms"))
+        where, done = yield from self._run(lambda c: c.hmget(tomb, "archive", "archived_ms"))
         return (None if where is None else _text(where)), done is not None
 
     def begin_archive(self, session_id: str, where: str) -> str:
@@ -719,18 +776,16 @@ class RedisStore(EventStore):
         is under way (another one, if an archive to elsewhere began first)."""
         tomb = self.keys.tombstone(session_id)
 
-        def mark() -> Any:
-            pipe = self.client.pipeline(transaction=True)
+        def mark(pipe: Any) -> None:
             pipe.hsetnx(tomb, "archive", where)
             pipe.hget(tomb, "archive")
-            return pipe.execute()[1]
 
-        return _text(self._run(mark))
+        return _text(self._drive(self._run(pipelined(mark, transaction=True)))[1])
 
     def abandon_archive(self, session_id: str, where: str) -> bool:
         """Take appends again, unless the archive has finished."""
         keys, args = [self.keys.tombstone(session_id)], [where]
-        return bool(self._run(lambda: self._evalsha(self._archive_abandon_script, keys, args)))
+        return bool(self._drive(self._retried(lambda: self._evalsha(ARCHIVE_ABANDON, keys, args))))
 
     def end_archive(self, session_id: str, records: Iterable[AppendRecord]) -> None:
         """After the archived session was deleted there: its append_id records come back here
@@ -740,8 +795,7 @@ class RedisStore(EventStore):
         generation = self.generation_of(session_id)
         batch: list[AppendRecord] = []
 
-        def write() -> None:
-            pipe = self.client.pipeline(transaction=False)
+        def write(pipe: Any) -> None:
             for r in batch:
                 value = (
                     f"{r.digest} {r.first_version} {r.last_version}"
@@ -749,49 +803,48 @@ class RedisStore(EventStore):
                 )
                 pipe.hset(self.keys.idempotency(session_id, r.stream), r.append_id, value)
                 pipe.hset(tomb, f"stream:{r.stream}", 1)
-            pipe.execute()
 
         for record in records:
             batch.append(record)
             if len(batch) >= 1000:
-                self._run(write)
+                self._drive(self._run(pipelined(write)))
                 batch.clear()
         if batch:
-            self._run(write)
+            self._drive(self._run(pipelined(write)))
+        now = self.now_ms()
 
-        def reopen() -> None:
-            pipe = self.client.pipeline(transaction=True)
+        def reopen(pipe: Any) -> None:
             pipe.hdel(tomb, "archive", "archived_ms")
             pipe.hincrby(tomb, "generation", 1)
-            pipe.hset(tomb, "deleted_ms", self.now_ms())
-            pipe.execute()
+            pipe.hset(tomb, "deleted_ms", now)
 
-        self._run(reopen)
+        self._drive(self._run(pipelined(reopen, transaction=True)))
 
     def finish_archive(self, session_id: str, where: str, events: int) -> bool:
         """Remove the session but its tombstone, once its `events` are verified in `where`;
         False when it was finished before."""
 
-        def attempt() -> list[Any]:
-            streams, groups, keys = self._session_keys(session_id)
+        def attempt() -> Op[list[Any]]:
+            streams, groups, keys = yield from self._session_keys(session_id)
             idem = [
                 self.keys.idempotency(session_id, name)
-                for name in sorted(self._idempotency_streams(session_id))
+                for name in sorted((yield from self._idempotency_streams(session_id)))
             ]
-            args = [self.now_ms(), len(streams), events, where, len(groups), *streams]
-            return list(self._evalsha(self._archive_finish_script, [*keys, *idem], args))
+            now = yield from self.now_ms_op()
+            args = [now, len(streams), events, where, len(groups), *streams]
+            return list((yield from self._evalsha(ARCHIVE_FINISH, [*keys, *idem], args)))
 
-        reply = self._until_settled(session_id, attempt)
+        reply = self._drive(self._until_settled(session_id, attempt))
         status = _text(reply[0])
         if status == "moved":
             raise Refused(
                 f"session {session_id!r} is being archived to {_text(reply[1]) or 'nowhere'},"
                 f" not {where}"
             )
-        self._forget_session(session_id)  # "done": a crash may have come before this, then
+        self._drive(self._forget_session(session_id))  # "done": a crash may have come first
         return status == "ok"
 
-    def _delete_one(self, session_id: str, stream: str) -> tuple[int, int]:
+    def _delete_one(self, session_id: str, stream: str) -> Op[tuple[int, int]]:
         keys = self.keys
         script_keys = [
             keys.log(session_id),
@@ -802,9 +855,10 @@ class RedisStore(EventStore):
         ]
         deleted = 0
         while True:
-            args = [stream, DELETE_CHUNK, self.now_ms()]
-            reply = self._run(
-                lambda: self._evalsha(self._delete_stream_script, script_keys, args)  # noqa: B023
+            now = yield from self.now_ms_op()
+            args = [stream, DELETE_CHUNK, now]
+            reply = yield from self._retried(
+                lambda: self._evalsha(DELETE_STREAM, script_keys, args)  # noqa: B023
             )
             status = _text(reply[0])
             if status == "none":
@@ -813,22 +867,25 @@ class RedisStore(EventStore):
             if status == "done":
                 return deleted, int(reply[2])
 
-    def _idempotency_streams(self, session_id: str) -> set[str]:
+    def _idempotency_streams(self, session_id: str) -> Op[set[str]]:
         """The streams with append_id records: those in meta, and those deleted (spec 3.9)."""
-        pipe = self.client.pipeline(transaction=False)
-        pipe.hkeys(self.keys.meta(session_id))
-        pipe.hkeys(self.keys.tombstone(session_id))
-        live, tomb = pipe.execute()
+
+        def look(pipe: Any) -> None:
+            pipe.hkeys(self.keys.meta(session_id))
+            pipe.hkeys(self.keys.tombstone(session_id))
+
+        live, tomb = yield pipelined(look)
         deleted = (_text(f) for f in tomb if _text(f).startswith("stream:"))
         return {_text(name) for name in live} | {f.split(":", 1)[1] for f in deleted}
 
     def _append_ids(self, session_id: str) -> Iterator[AppendRecord]:
-        for stream in sorted(self._run(lambda: self._idempotency_streams(session_id))):
+        streams = self._drive(self._retried(lambda: self._idempotency_streams(session_id)))
+        for stream in sorted(streams):
             key = self.keys.idempotency(session_id, stream)
             scan_from, seen = 0, set()  # HSCAN may return a field twice
             while True:
-                scan_from, found = self._run(
-                    lambda: self.client.hscan(key, scan_from, count=1000)  # noqa: B023
+                scan_from, found = self._drive(
+                    self._run(lambda c: c.hscan(key, scan_from, count=1000))  # noqa: B023
                 )
                 for append_id, value in found.items():
                     if append_id in seen:
@@ -846,100 +903,95 @@ class RedisStore(EventStore):
                 if scan_from == 0:
                     break
 
-    def _session_info(self, session_id: str) -> SessionInfo:
+    def _session_info(self, session_id: str) -> Op[SessionInfo]:
         log = self.keys.log(session_id)
 
-        def read() -> list[Any]:
-            pipe = self.client.pipeline(transaction=False)
+        def read(pipe: Any) -> None:
             pipe.hgetall(self.keys.meta(session_id))
             pipe.xlen(log)
             pipe.xrange(log, "-", "+", count=1)
             pipe.xrevrange(log, "+", "-", count=1)
-            return list(pipe.execute())
 
-        versions, events, first, last = self._run(read)
+        versions, events, first, last = yield from self._run(pipelined(read))
         streams = sorted(StreamInfo(_text(k), int(v)) for k, v in versions.items())
 
-        def count_ids() -> int:
-            pipe = self.client.pipeline(transaction=False)
+        def count_ids(pipe: Any) -> None:
             for info in streams:
                 pipe.hlen(self.keys.idempotency(session_id, info.name))
-            return sum(pipe.execute())
 
+        ids = sum((yield from self._run(pipelined(count_ids)))) if streams else 0
         return SessionInfo(
             session_id=session_id,
             events=int(events),
             streams=streams,
             first_cursor=_ledger_cursor(first[0][0]) if first else None,
             last_cursor=_ledger_cursor(last[0][0]) if last else None,
-            append_ids=self._run(count_ids) if streams else 0,
+            append_ids=ids,
         )
 
-    def _sessions(self, limit: int | None) -> list[tuple[str, int]]:
-        def read() -> list[Any]:
-            pipe = self.client.pipeline(transaction=False)
+    def _sessions(self, limit: int | None) -> Op[list[tuple[str, int]]]:
+        def read(pipe: Any) -> None:
             for key in self.keys.all_indexes():
                 pipe.zrange(key, 0, -1 if limit is None else limit - 1, desc=True, withscores=True)
-            return list(pipe.execute())
 
-        found = [
-            (_text(member), int(score)) for bucket in self._run(read) for member, score in bucket
-        ]
+        buckets = yield from self._run(pipelined(read))
+        found = [(_text(member), int(score)) for bucket in buckets for member, score in bucket]
         found.sort(key=lambda item: (-item[1], item[0]))
         return found if limit is None else found[:limit]
 
-    def _lease(self, op: str, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
+    def _lease(self, op: str, session_id: str, name: str, owner: str, ttl_ms: int) -> Op[bool]:
         keys = [self.keys.lease(session_id, name)]
         args: list[Any] = [op, owner, ttl_ms]
-        return bool(self._run(lambda: self._evalsha(self._lease_script, keys, args)))
+        return bool((yield from self._retried(lambda: self._evalsha(LEASE, keys, args))))
 
-    def _lease_holder(self, session_id: str, name: str) -> str | None:
+    def _lease_holder(self, session_id: str, name: str) -> Op[str | None]:
         key = self.keys.lease(session_id, name)
-        holder = self._run(lambda: self.client.get(key))
+        holder = yield from self._run(lambda c: c.get(key))
         return None if holder is None else _text(holder)
 
-    def _open_attempts(self, session_ids: list[str]) -> dict[str, list[OpenAttempt]]:
-        def read() -> list[dict[bytes, bytes]]:
-            pipe = self.client.pipeline(transaction=False)
+    def _open_attempts(self, session_ids: list[str]) -> Op[dict[str, list[OpenAttempt]]]:
+        def read(pipe: Any) -> None:
             for session_id in session_ids:
                 pipe.hgetall(self.keys.open_attempts(session_id))
-            return list(pipe.execute())
 
+        found_all = yield from self._run(pipelined(read))
         return {
             session_id: [parse_open(session_id, _text(a), _text(v)) for a, v in found.items()]
-            for session_id, found in zip(session_ids, self._run(read), strict=True)
+            for session_id, found in zip(session_ids, found_all, strict=True)
         }
 
-    def _safe_to_replay(self, session_id: str, run_id: str, tool: str) -> bool:
+    def _safe_to_replay(self, session_id: str, run_id: str, tool: str) -> Op[bool]:
         key = self.keys.safe_tools(session_id)
-        return bool(self._run(lambda: self.client.hexists(key, f"{run_id}\x1f{tool}")))
+        return bool((yield from self._run(lambda c: c.hexists(key, f"{run_id}\x1f{tool}"))))
 
-    def _open_sessions(self, buckets: Collection[int]) -> list[tuple[str, int]]:
-        def read() -> list[Any]:
-            pipe = self.client.pipeline(transaction=False)
+    def _open_sessions(self, buckets: Collection[int]) -> Op[list[tuple[str, int]]]:
+        def read(pipe: Any) -> None:
             for number in buckets:
                 pipe.zrange(self.keys.open_index(number), 0, -1, withscores=True)
-            return list(pipe.execute())
 
-        return sorted((_text(s), int(ms)) for found in self._run(read) for s, ms in found)
+        found_all = yield from self._run(pipelined(read))
+        return sorted((_text(s), int(ms)) for found in found_all for s, ms in found)
 
-    def _forget_open_session(self, session_id: str, opened_before_ms: int) -> bool:
+    def _forget_open_session(self, session_id: str, opened_before_ms: int) -> Op[bool]:
         keys = [self.keys.open_index_of(session_id)]
         args: list[Any] = [session_id, opened_before_ms]
-        return bool(self._run(lambda: self._evalsha(self._forget_script, keys, args)))
+        return bool((yield from self._retried(lambda: self._evalsha(FORGET_SESSION, keys, args))))
 
     # -- consumer groups ------------------------------------------------------------------------
 
-    def _group_call(self, operation: Callable[[], T], session_id: str, group: str) -> T:
-        """_run, with a refusal because the group does not exist as NotFound. The group is looked
-        up rather than the error parsed: servers word NOGROUP differently, and a pipeline
-        wraps it in text of its own."""
+    def _group_call(self, make: Callable[[], Op[T]], session_id: str, group: str) -> Op[T]:
+        """A retried operation, with a refusal because the group does not exist as NotFound. The
+        group is looked up rather than the error parsed: servers word NOGROUP differently, and
+        a pipeline wraps it in text of its own."""
         try:
-            return self._run(operation)
+            return (yield from self._retried(make))
         except BackendRefused:
-            if not self._group_exists(session_id, group):
+            if not (yield from self._group_exists(session_id, group)):
                 raise NotFound(f"no consumer group {group!r} on session {session_id!r}") from None
             raise
+
+    def _group_request(self, request: Request, session_id: str, group: str) -> Op[Any]:
+        return self._group_call(lambda: call(request), session_id, group)
 
     def _deliveries(
         self, session_id: str, entries: Entries, counts: dict[bytes, int] | None
@@ -951,158 +1003,159 @@ class RedisStore(EventStore):
             for (entry_id, _), event in zip(entries, events, strict=True)
         ]
 
-    def _group_create(self, session_id: str, group: str, after: str | None) -> bool:
+    def _group_create(self, session_id: str, group: str, after: str | None) -> Op[bool]:
         log = self.keys.log(session_id)
         start = "$" if after is None else _redis_cursor(after)
 
-        def create() -> bool:
+        def create() -> Op[bool]:
             try:
-                self.client.xgroup_create(log, group, id=start, mkstream=True)
+                yield lambda c: c.xgroup_create(log, group, id=start, mkstream=True)
             except rx.ResponseError as err:
                 if str(err).startswith("BUSYGROUP"):
                     return False
                 raise
             return True
 
-        return self._run(create)
+        return (yield from self._retried(create))
 
-    def _group_exists(self, session_id: str, group: str) -> bool:
+    def _group_exists(self, session_id: str, group: str) -> Op[bool]:
         log = self.keys.log(session_id)
 
-        def groups() -> list[dict[str, Any]]:
+        def groups() -> Op[list[dict[str, Any]]]:
             try:
-                return cast(list[dict[str, Any]], self.client.xinfo_groups(log))
+                return cast(list[dict[str, Any]], (yield lambda c: c.xinfo_groups(log)))
             except rx.ResponseError:  # no such key yet
                 return []
 
-        return any(_text(g["name"]) == group for g in self._run(groups))
+        return any(_text(g["name"]) == group for g in (yield from self._retried(groups)))
 
     def _group_read(
         self, session_id: str, group: str, consumer: str, count: int, block_ms: int | None
-    ) -> list[Delivery]:
+    ) -> Op[list[Delivery]]:
         log = self.keys.log(session_id)
         block = None if block_ms is None else min(block_ms, self.max_block_ms)
         tries = 0
 
-        def read() -> tuple[Any, bool]:
+        def read() -> Op[tuple[Any, bool]]:
             nonlocal tries
             tries += 1
             if tries > 1:
                 # The try before may have delivered entries to this consumer and lost the reply
                 # on the way back: they are pending with it now, and a read of new entries
                 # would never see them again. Read them first.
-                own = self.client.xreadgroup(group, consumer, {log: "0"}, count=count)
+                own = yield lambda c: c.xreadgroup(group, consumer, {log: "0"}, count=count)
                 if own and own[0][1]:
                     return own, True
-            return self.client.xreadgroup(
+            new = yield lambda c: c.xreadgroup(
                 group, consumer, {log: ">"}, count=count, block=block
-            ), False
+            )
+            return new, False
 
-        reply, own_pending = self._group_call(read, session_id, group)
+        reply, own_pending = yield from self._group_call(read, session_id, group)
         if own_pending:
-            return self._own_pending(session_id, group, cast(Entries, reply[0][1]))
+            return (yield from self._own_pending(session_id, group, cast(Entries, reply[0][1])))
         entries = cast(Entries, reply[0][1]) if reply else []
         return self._deliveries(session_id, entries, None)
 
     def _group_pending(
         self, session_id: str, group: str, consumer: str, count: int
-    ) -> list[Delivery]:
+    ) -> Op[list[Delivery]]:
         log = self.keys.log(session_id)
-        reply = self._group_call(
-            lambda: self.client.xreadgroup(group, consumer, {log: "0"}, count=count),
-            session_id,
-            group,
+        reply = yield from self._group_request(
+            lambda c: c.xreadgroup(group, consumer, {log: "0"}, count=count), session_id, group
         )
-        return self._own_pending(session_id, group, cast(Entries, reply[0][1]) if reply else [])
+        entries = cast(Entries, reply[0][1]) if reply else []
+        return (yield from self._own_pending(session_id, group, entries))
 
-    def _own_pending(self, session_id: str, group: str, entries: Entries) -> list[Delivery]:
+    def _own_pending(self, session_id: str, group: str, entries: Entries) -> Op[list[Delivery]]:
         # An own pending entry deleted from the log comes back with no fields; nothing to redo.
         gone = [_text(entry_id) for entry_id, fields in entries if not fields]
         if gone:
-            self._group_ack(session_id, group, gone)
+            yield from self._group_ack(session_id, group, gone)
             entries = [e for e in entries if e[1]]
-        counts = self._delivery_counts(session_id, group, [e[0] for e in entries])
+        counts = yield from self._delivery_counts(session_id, group, [e[0] for e in entries])
         return self._deliveries(session_id, entries, counts)
 
     def _group_claim(
         self, session_id: str, group: str, consumer: str, min_idle_ms: int, count: int
-    ) -> list[Delivery]:
+    ) -> Op[list[Delivery]]:
         log = self.keys.log(session_id)
-        reply = self._group_call(
-            lambda: self.client.xautoclaim(log, group, consumer, min_idle_ms, "0-0", count=count),
+        reply = yield from self._group_request(
+            lambda c: c.xautoclaim(log, group, consumer, min_idle_ms, "0-0", count=count),
             session_id,
             group,
         )
         # Redis 7 drops entries deleted from the log out of the pending list by itself, and
         # reports them third; there is nothing left to deliver for those.
         entries = cast(Entries, reply[1])
-        counts = self._delivery_counts(session_id, group, [e[0] for e in entries])
+        counts = yield from self._delivery_counts(session_id, group, [e[0] for e in entries])
         return self._deliveries(session_id, entries, counts)
 
-    def _group_keep(self, session_id: str, group: str, consumer: str, entry_ids: list[str]) -> None:
+    def _group_keep(
+        self, session_id: str, group: str, consumer: str, entry_ids: list[str]
+    ) -> Op[None]:
         log, ids = self.keys.log(session_id), list(entry_ids)
-        self._group_call(
-            lambda: self.client.xclaim(log, group, consumer, 0, ids, justid=True),
-            session_id,
-            group,
+        yield from self._group_request(
+            lambda c: c.xclaim(log, group, consumer, 0, ids, justid=True), session_id, group
         )
 
     def _delivery_counts(
         self, session_id: str, group: str, entry_ids: list[bytes]
-    ) -> dict[bytes, int]:
+    ) -> Op[dict[bytes, int]]:
         if not entry_ids:
             return {}
         log = self.keys.log(session_id)
 
-        def read() -> list[Any]:
-            pipe = self.client.pipeline(transaction=False)
+        def read(pipe: Any) -> None:
             for entry_id in entry_ids:
                 pipe.xpending_range(log, group, entry_id, entry_id, 1)
-            return list(pipe.execute())
 
+        found_all = yield from self._group_request(pipelined(read), session_id, group)
         return {
             item["message_id"]: int(item["times_delivered"])
-            for found in self._group_call(read, session_id, group)
+            for found in found_all
             for item in found
         }
 
-    def _group_ack(self, session_id: str, group: str, entry_ids: list[str]) -> int:
+    def _group_ack(self, session_id: str, group: str, entry_ids: list[str]) -> Op[int]:
         log = self.keys.log(session_id)
-        return int(
-            self._group_call(lambda: self.client.xack(log, group, *entry_ids), session_id, group)
+        acked = yield from self._group_request(
+            lambda c: c.xack(log, group, *entry_ids), session_id, group
         )
+        return int(acked)
 
     def _group_dead_letter(
         self, session_id: str, group: str, delivery: Delivery, reason: str
-    ) -> None:
+    ) -> Op[None]:
         log, dead = self.keys.log(session_id), self.keys.group_dead_letters(session_id, group)
         fields: dict[Any, Any] = dead_letter_fields(delivery, reason)
 
-        def move() -> None:
-            pipe = self.client.pipeline(transaction=True)  # one slot: MULTI works on a cluster
+        def move(pipe: Any) -> None:
             pipe.xadd(dead, fields)
             pipe.xack(log, group, delivery.entry_id)
-            pipe.execute()
 
-        self._group_call(move, session_id, group)
+        # One slot: MULTI works on a cluster.
+        yield from self._group_request(pipelined(move, transaction=True), session_id, group)
 
-    def _group_dead_letters(self, session_id: str, group: str) -> list[dict[str, str]]:
+    def _group_dead_letters(self, session_id: str, group: str) -> Op[list[dict[str, str]]]:
         dead = self.keys.group_dead_letters(session_id, group)
-        entries = cast(Entries, self._run(lambda: self.client.xrange(dead)))
-        return [{_text(k): _text(v) for k, v in fields.items()} for _, fields in entries]
+        entries = yield from self._run(lambda c: c.xrange(dead))
+        return [
+            {_text(k): _text(v) for k, v in fields.items()} for _, fields in cast(Entries, entries)
+        ]
 
-    def _group_stats(self, session_id: str, group: str, idle_ms: int) -> GroupStats:
+    def _group_stats(self, session_id: str, group: str, idle_ms: int) -> Op[GroupStats]:
         # Lag is computed here: XINFO's own is not kept after some operations.
         log = self.keys.log(session_id)
 
-        def read() -> list[Any]:
-            pipe = self.client.pipeline(transaction=False)
+        def read(pipe: Any) -> None:
             pipe.xinfo_groups(log)
             pipe.xlen(log)
             pipe.xinfo_consumers(log, group)
-            return list(pipe.execute())
 
-        groups, length, consumers = self._group_call(read, session_id, group)
+        groups, length, consumers = yield from self._group_request(
+            pipelined(read), session_id, group
+        )
         info = next((g for g in groups if _text(g["name"]) == group), None)
         if info is None:
             raise NotFound(f"no consumer group {group!r} on session {session_id!r}")
@@ -1111,10 +1164,7 @@ class RedisStore(EventStore):
         if read_count is not None:
             lag = max(0, int(length) - int(read_count))
         else:
-            after = cast(
-                Entries,
-                self._run(lambda: self.client.xrange(log, "(" + last, "+", count=100_000)),
-            )
+            after = yield from self._run(lambda c: c.xrange(log, "(" + last, "+", count=100_000))
             lag = len(after)
         idle = sum(1 for c in consumers if not int(c["pending"]) and int(c["idle"]) >= idle_ms)
         return GroupStats(
@@ -1126,28 +1176,33 @@ class RedisStore(EventStore):
             last_delivered=_ledger_cursor(last),
         )
 
-    def _group_prune(self, session_id: str, group: str, idle_ms: int) -> list[str]:
+    def _group_prune(self, session_id: str, group: str, idle_ms: int) -> Op[list[str]]:
         keys, args = [self.keys.log(session_id)], [group, idle_ms]
-        removed = self._group_call(
-            lambda: self._evalsha(self._prune_script, keys, args), session_id, group
+        removed = yield from self._group_call(
+            lambda: self._evalsha(PRUNE_CONSUMERS, keys, args), session_id, group
         )
         return [_text(name) for name in removed]
 
-    def _groups(self, session_id: str, idle_ms: int) -> list[GroupStats]:
+    def _groups(self, session_id: str, idle_ms: int) -> Op[list[GroupStats]]:
         log = self.keys.log(session_id)
 
-        def names() -> list[Any]:
+        def names() -> Op[list[Any]]:
             try:
-                return cast(list[Any], self.client.xinfo_groups(log))
+                return cast(list[Any], (yield lambda c: c.xinfo_groups(log)))
             except rx.ResponseError:  # no log yet
                 return []
 
-        return [self._group_stats(session_id, _text(g["name"]), idle_ms) for g in self._run(names)]
+        found = []
+        for g in (yield from self._retried(names)):
+            found.append((yield from self._group_stats(session_id, _text(g["name"]), idle_ms)))
+        return found
 
-    def _group_pending_entries(self, session_id: str, group: str, count: int) -> list[PendingEntry]:
+    def _group_pending_entries(
+        self, session_id: str, group: str, count: int
+    ) -> Op[list[PendingEntry]]:
         log = self.keys.log(session_id)
-        found = self._group_call(
-            lambda: self.client.xpending_range(log, group, "-", "+", count), session_id, group
+        found = yield from self._group_request(
+            lambda c: c.xpending_range(log, group, "-", "+", count), session_id, group
         )
         return [
             PendingEntry(
@@ -1160,35 +1215,33 @@ class RedisStore(EventStore):
             for item in found
         ]
 
-    def _group_delete(self, session_id: str, group: str) -> bool:
+    def _group_delete(self, session_id: str, group: str) -> Op[bool]:
         log, dead = self.keys.log(session_id), self.keys.group_dead_letters(session_id, group)
 
-        def delete() -> Any:
-            pipe = self.client.pipeline(transaction=True)  # one slot
+        def delete(pipe: Any) -> None:
             pipe.xgroup_destroy(log, group)
             pipe.delete(dead)
-            return pipe.execute()[0]
 
-        if not self._group_exists(session_id, group):
+        if not (yield from self._group_exists(session_id, group)):
             return False
-        return bool(self._run(delete))
+        # One slot: MULTI works on a cluster.
+        return bool((yield from self._run(pipelined(delete, transaction=True)))[0])
 
-    def _group_reset(self, session_id: str, group: str, cursor: str) -> None:
+    def _group_reset(self, session_id: str, group: str, cursor: str) -> Op[None]:
         log = self.keys.log(session_id)
-        self._group_call(
-            lambda: self.client.xgroup_setid(log, group, _redis_cursor(cursor)), session_id, group
+        yield from self._group_request(
+            lambda c: c.xgroup_setid(log, group, _redis_cursor(cursor)), session_id, group
         )
 
-    def _group_replay(self, session_id: str, group: str) -> int:
+    def _group_replay(self, session_id: str, group: str) -> Op[int]:
         log, dead = self.keys.log(session_id), self.keys.group_dead_letters(session_id, group)
-        letters = cast(Entries, self._run(lambda: self.client.xrange(dead)))
+        letters = cast(Entries, (yield from self._run(lambda c: c.xrange(dead))))
         if not letters:
             return 0
         entries = [fields[b"entry"] for _, fields in letters]
         letter_ids = [letter_id for letter_id, _ in letters]
 
-        def replay() -> Any:
-            pipe = self.client.pipeline(transaction=True)  # one slot: all of it, or none
+        def replay(pipe: Any) -> None:
             pipe.xclaim(
                 log,
                 group,
@@ -1201,26 +1254,31 @@ class RedisStore(EventStore):
                 justid=True,
             )
             pipe.xdel(dead, *letter_ids)
-            return pipe.execute()[0]
 
-        return len(self._group_call(replay, session_id, group))
+        # One slot: all of it, or none.
+        claimed = yield from self._group_request(
+            pipelined(replay, transaction=True), session_id, group
+        )
+        return len(claimed[0])
 
-    def now_ms(self) -> int:
-        seconds, micros = self._run(self.client.time)
+    def now_ms_op(self) -> Op[int]:
+        seconds, micros = yield from self._run(lambda c: c.time())
         return int(seconds) * 1000 + int(micros) // 1000
 
     def rebuild_index(self) -> int:
         """Rebuild the cross-session index from the sessions themselves; return how many."""
         pattern = self.keys.session_pattern()
-        found = self._run(lambda: list(self.client.scan_iter(match=pattern, count=1000)))
+        found = self._drive(self._run(lambda c: list(c.scan_iter(match=pattern, count=1000))))
         count = 0
         for key in found:
             name = _text(key)
             session_id = name[name.index("{") + 1 : name.rindex("}")]
-            last = self._last_entry_id(self.keys.log(session_id))
+            last = self._drive(self._last_entry_id(self.keys.log(session_id)))
             if last != "0-0":
                 index, ms = self.keys.index_of(session_id), int(last.split("-")[0])
-                self._run(lambda: self.client.zadd(index, {session_id: ms}, gt=True))  # noqa: B023
+                self._drive(
+                    self._run(lambda c: c.zadd(index, {session_id: ms}, gt=True))  # noqa: B023
+                )
                 self._indexed.pop(session_id, None)
                 count += 1
         return count
@@ -1236,14 +1294,14 @@ class RedisStore(EventStore):
         if not starting_with:
             raise InvalidInput("purge_sessions needs a non-empty start of session ids")
         pattern = f"{_glob_escape(self.keys.prefix)}:{{{_glob_escape(starting_with)}*}}:*"
-        found = self._run(lambda: list(self.client.scan_iter(match=pattern, count=1000)))
+        found = self._drive(self._run(lambda c: list(c.scan_iter(match=pattern, count=1000))))
         by_session: dict[str, list[str]] = {}
         for key in found:
             name = _text(key)
             by_session.setdefault(name[name.index("{") + 1 : name.index("}")], []).append(name)
         for session_id, names in by_session.items():
-            self._run(lambda: self.client.unlink(*names))  # noqa: B023  (called at once)
-            self._forget_session(session_id)
+            self._drive(self._run(lambda c: c.unlink(*names)))  # noqa: B023  (called at once)
+            self._drive(self._forget_session(session_id))
         return sorted(by_session)
 
     def close(self) -> None:

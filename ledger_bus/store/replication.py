@@ -10,68 +10,90 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from dataclasses import dataclass
 from typing import Any, Final
 
 import redis.exceptions as rx
 from redis.cluster import RedisCluster
-from redis.commands.core import Script
 
 from ledger_bus.durability import Durability
 from ledger_bus.errors import BackendRefused, DurabilityNotConfirmed
 from ledger_bus.records import AppendResult
+from ledger_bus.store.ops import Op
 
 RECHECK_S: Final = 1.0  # how often the attached replicas are counted again while too few
+
+
+@dataclass(frozen=True, slots=True)
+class LuaScript:
+    """A script the store runs by its sha, loading its text where the server lacks it."""
+
+    text: str
+    sha: str
 
 
 class Confirmer:
     """Sends appends with their WAIT, and says what each one's reply confirmed."""
 
-    def __init__(self, client: Any, durability: Durability):
-        self.client = client
+    def __init__(self, cluster: bool, durability: Durability):
+        self.cluster = cluster
         self.durability = durability
         self._short_until = 0.0  # while > now: too few replicas attached, do not wait
         self._has_waitaof: bool | None = None
         self._stale = False  # a cluster's slot map to read again before the next send
-        self._node_of_last: Any = client
+        self._node_of_last: Any = None
 
-    def _node(self, key: str) -> Any:
+    def _node(self, client: Any, key: str) -> Any:
         """Where the WAIT must go: the connection that wrote, so the node holding `key`'s slot.
         On a cluster, the pipeline goes to that node directly; a client of one server (or of
         Sentinel's primary) is that node already."""
-        if not isinstance(self.client, RedisCluster):
-            return self.client
+        if not self.cluster:
+            return client
+        if not isinstance(client, RedisCluster):
+            # redis.asyncio's cluster client gives no connection of one node to pipeline on.
+            raise BackendRefused(
+                f"durability {self.durability} is not available on an asyncio cluster client"
+                " (only local is); nothing written"
+            )
         if self._stale:
-            self.client.nodes_manager.initialize()
+            client.nodes_manager.initialize()
             self._stale = False
-        return self.client.get_node_from_key(key).redis_connection  # type: ignore[no-untyped-call]
+        return client.get_node_from_key(key).redis_connection  # type: ignore[no-untyped-call]
 
-    def send(self, script: Script, keys: list[str], args: list[Any]) -> tuple[Any, Any]:
+    def send(self, script: LuaScript, keys: list[str], args: list[Any]) -> Op[tuple[Any, Any]]:
         """The append script's reply and the WAIT's, from one round trip."""
+        node = yield lambda c: self._node(c, keys[0])
         try:
-            return self._send(self._node(keys[0]), script, keys, args)
+            return (yield from self._send(node, script, keys, args))
         except (rx.ConnectionError, rx.TimeoutError):
-            self._stale = isinstance(self.client, RedisCluster)  # a failover moves the slot
+            self._stale = self.cluster  # a failover moves the slot
             raise
 
-    def _send(self, node: Any, script: Script, keys: list[str], args: list[Any]) -> tuple[Any, Any]:
-        if self.durability.aof and not self._waitaof(node):
+    def _send(
+        self, node: Any, script: LuaScript, keys: list[str], args: list[Any]
+    ) -> Op[tuple[Any, Any]]:
+        if self.durability.aof and not (yield from self._waitaof(node)):
             raise BackendRefused(
                 f"durability {self.durability} needs WAITAOF (Redis 7.2 or newer, or Valkey);"
                 " this server has none: nothing written"
             )
         for _ in range(2):
-            pipe = node.pipeline(transaction=False)
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
-            wait_ms = self._wait_ms(node)
-            if self.durability.aof:
-                pipe.execute_command("WAITAOF", 1, self.durability.replicas, wait_ms)
-            else:
-                pipe.execute_command("WAIT", self.durability.replicas, wait_ms)
-            reply, acks = pipe.execute(raise_on_error=False)
+            wait_ms = yield from self._wait_ms(node)
+
+            def both(_: Any) -> Any:
+                pipe = node.pipeline(transaction=False)
+                pipe.evalsha(script.sha, len(keys), *keys, *args)
+                if self.durability.aof:
+                    pipe.execute_command("WAITAOF", 1, self.durability.replicas, wait_ms)  # noqa: B023
+                else:
+                    pipe.execute_command("WAIT", self.durability.replicas, wait_ms)  # noqa: B023
+                return pipe.execute(raise_on_error=False)
+
+            reply, acks = yield both
             if not isinstance(reply, rx.NoScriptError):
                 break
             # The server lost the script (a restart, a failover); nothing of the append ran.
-            script.sha = node.script_load(script.script)
+            yield lambda _: node.script_load(script.text)
         if isinstance(reply, rx.MovedError | rx.AskError):
             # The slot is on another node now (a cluster failover); nothing of the append ran.
             self._stale = True
@@ -81,7 +103,7 @@ class Confirmer:
         self._node_of_last = node
         return reply, acks
 
-    def confirm(self, result: AppendResult, acks: Any) -> AppendResult:
+    def confirm(self, result: AppendResult, acks: Any) -> Op[AppendResult]:
         """The result with what was confirmed; DurabilityNotConfirmed when it falls short."""
         wanted = self.durability
         if isinstance(acks, Exception):
@@ -108,7 +130,7 @@ class Confirmer:
         if wanted.aof and not local:
             missing.append("the primary's AOF was not fsynced")
         if replicas < wanted.replicas:
-            attached = self._count_attached(self._node_of_last)
+            attached = yield from self._count_attached(self._node_of_last)
             missing.append(
                 f"{replicas} of {wanted.replicas} replica(s) confirmed ({attached} attached)"
             )
@@ -119,18 +141,18 @@ class Confirmer:
             confirmed,
         )
 
-    def _wait_ms(self, node: Any) -> int:
+    def _wait_ms(self, node: Any) -> Op[int]:
         """The full timeout, or 1 ms while too few replicas are attached to ever confirm."""
         if not self._short_until:
             return self.durability.timeout_ms
         if time.monotonic() >= self._short_until:
-            self._count_attached(node)
+            yield from self._count_attached(node)
         return 1 if self._short_until else self.durability.timeout_ms
 
-    def _count_attached(self, node: Any) -> int:
+    def _count_attached(self, node: Any) -> Op[int]:
         """Count the replicas attached now; fewer than wanted means: stop waiting for a while."""
         try:
-            info = node.info("replication")
+            info = yield lambda _: node.info("replication")
             attached = int(info.get("connected_slaves", 0))
         except rx.RedisError:
             attached = 0  # cannot tell; keep waiting the full time
@@ -142,10 +164,10 @@ class Confirmer:
             self._short_until = 0.0
         return attached
 
-    def _waitaof(self, node: Any) -> bool:
+    def _waitaof(self, node: Any) -> Op[bool]:
         if self._has_waitaof is None:
             try:  # asks for nothing, so it answers at once where the command exists
-                node.execute_command("WAITAOF", 0, 0, 1)
+                yield lambda _: node.execute_command("WAITAOF", 0, 0, 1)
             except rx.ResponseError as err:
                 if "unknown command" not in str(err).lower():
                     raise

@@ -21,6 +21,7 @@ from ledger_bus.durability import Durability
 from ledger_bus.errors import IdempotencyConflict, SessionArchived
 from ledger_bus.ids import StreamId
 from ledger_bus.records import AppendRecord, AppendResult, Deletion, RecordedEvent, SessionInfo
+from ledger_bus.store.ops import Op, Sleep
 from ledger_bus.store.redis import RedisStore
 from ledger_bus.store.sql import SqlStore
 
@@ -36,96 +37,108 @@ class TieredStore(RedisStore):
         self.archive = archive
         self._archived: dict[str, float] = {}  # session -> until when it is taken as archived
 
-    def _in_archive(self, session_id: str) -> bool:
+    def _in_archive(self, session_id: str) -> Op[bool]:
         """Whether the session has moved to the archive (its move finished)."""
         until = self._archived.get(session_id)
         if until is not None and until > time.monotonic():
             return True
-        _, moved = self.archive_state(session_id)
+        _, moved = yield from self._archive_state(session_id)
         if moved:
             self._remember(self._archived, session_id, time.monotonic() + ARCHIVED_TTL)
         else:
             self._archived.pop(session_id, None)
         return moved
 
-    def _through(self, session_id: str, here: Callable[[], T], there: Callable[[], T]) -> T:
+    def _through(self, session_id: str, here: Callable[[], Op[T]], there: Callable[[], T]) -> Op[T]:
         """`there()` (the archive) for a session known to have moved; else `here()` (Redis),
         unless it found nothing and the session has moved since."""
         if self._archived.get(session_id, 0.0) > time.monotonic():
             return there()
-        found = here()
-        if found or not self._in_archive(session_id):
+        found = yield from here()
+        if found or not (yield from self._in_archive(session_id)):
             return found
         return there()
 
     # -- reads: Redis first, the archive for the sessions moved to it --------------------------
 
-    def _read_stream(self, stream: StreamId, after: int, count: int) -> list[RecordedEvent]:
-        return self._through(
-            stream.session_id,
-            lambda: super(TieredStore, self)._read_stream(stream, after, count),
-            lambda: self.archive._read_stream(stream, after, count),
+    def _read_stream(self, stream: StreamId, after: int, count: int) -> Op[list[RecordedEvent]]:
+        return (
+            yield from self._through(
+                stream.session_id,
+                lambda: super(TieredStore, self)._read_stream(stream, after, count),
+                lambda: self.archive._read_stream(stream, after, count),
+            )
         )
 
-    def _scan(self, session_id: str, after: str | None, count: int) -> list[RecordedEvent]:
-        return self._through(
-            session_id,
-            lambda: super(TieredStore, self)._scan(session_id, after, count),
-            lambda: self.archive._scan(session_id, after, count),
+    def _scan(self, session_id: str, after: str | None, count: int) -> Op[list[RecordedEvent]]:
+        return (
+            yield from self._through(
+                session_id,
+                lambda: super(TieredStore, self)._scan(session_id, after, count),
+                lambda: self.archive._scan(session_id, after, count),
+            )
         )
 
-    def _tail(self, session_id: str, n: int, before: str | None) -> list[RecordedEvent]:
-        return self._through(
-            session_id,
-            lambda: super(TieredStore, self)._tail(session_id, n, before),
-            lambda: self.archive._tail(session_id, n, before),
+    def _tail(self, session_id: str, n: int, before: str | None) -> Op[list[RecordedEvent]]:
+        return (
+            yield from self._through(
+                session_id,
+                lambda: super(TieredStore, self)._tail(session_id, n, before),
+                lambda: self.archive._tail(session_id, n, before),
+            )
         )
 
     def _wait(
         self, session_id: str, after: str | None, timeout_ms: int, count: int
-    ) -> list[RecordedEvent]:
-        if not self._in_archive(session_id):
-            return super()._wait(session_id, after, timeout_ms, count)
+    ) -> Op[list[RecordedEvent]]:
+        if not (yield from self._in_archive(session_id)):
+            return (yield from super()._wait(session_id, after, timeout_ms, count))
         # An archived session takes no appends: what follows `after` is there already, or never.
         found = self.archive._scan(session_id, after, count) if after is not None else []
         if not found:
-            time.sleep(timeout_ms / 1000)
+            yield Sleep(timeout_ms / 1000)
         return found
 
-    def _stream_version(self, stream: StreamId) -> int:
-        return self._through(
-            stream.session_id,
-            lambda: super(TieredStore, self)._stream_version(stream),
-            lambda: self.archive._stream_version(stream),
+    def _stream_version(self, stream: StreamId) -> Op[int]:
+        return (
+            yield from self._through(
+                stream.session_id,
+                lambda: super(TieredStore, self)._stream_version(stream),
+                lambda: self.archive._stream_version(stream),
+            )
         )
 
-    def _session_exists(self, session_id: str) -> bool:
-        return self._through(
-            session_id,
-            lambda: super(TieredStore, self)._session_exists(session_id),
-            lambda: self.archive._session_exists(session_id),
+    def _session_exists(self, session_id: str) -> Op[bool]:
+        return (
+            yield from self._through(
+                session_id,
+                lambda: super(TieredStore, self)._session_exists(session_id),
+                lambda: self.archive._session_exists(session_id),
+            )
         )
 
-    def _session_info(self, session_id: str) -> SessionInfo:
-        info = super()._session_info(session_id)
-        if info.events or not self._in_archive(session_id):
+    def _session_info(self, session_id: str) -> Op[SessionInfo]:
+        info = yield from super()._session_info(session_id)
+        if info.events or not (yield from self._in_archive(session_id)):
             return info
         return self.archive._session_info(session_id)
 
-    def _artifact(self, session_id: str, sha256: str) -> bytes | None:
-        return self._through(
-            session_id,
-            lambda: super(TieredStore, self)._artifact(session_id, sha256),
-            lambda: self.archive._artifact(session_id, sha256),
+    def _artifact(self, session_id: str, sha256: str) -> Op[bytes | None]:
+        return (
+            yield from self._through(
+                session_id,
+                lambda: super(TieredStore, self)._artifact(session_id, sha256),
+                lambda: self.archive._artifact(session_id, sha256),
+            )
         )
 
-    def _artifact_uses(self, session_id: str) -> dict[str, int]:
-        if self._in_archive(session_id):
+    def _artifact_uses(self, session_id: str) -> Op[dict[str, int]]:
+        if (yield from self._in_archive(session_id)):
             return self.archive._artifact_uses(session_id)
-        return super()._artifact_uses(session_id)
+        return (yield from super()._artifact_uses(session_id))
 
     def _append_ids(self, session_id: str) -> Iterator[AppendRecord]:
-        if self._in_archive(session_id):
+        if self._drive(self._in_archive(session_id)):
             return self.archive._append_ids(session_id)
         return super()._append_ids(session_id)
 
@@ -138,9 +151,9 @@ class TieredStore(RedisStore):
         append_id: str,
         prepared: PreparedAppend,
         durability: Durability,
-    ) -> AppendResult:
+    ) -> Op[AppendResult]:
         try:
-            return super()._append(stream, expected, append_id, prepared, durability)
+            return (yield from super()._append(stream, expected, append_id, prepared, durability))
         except SessionArchived:
             # Rule 1 of spec 3.1 holds where the session's records went.
             key = (stream.name, append_id)
@@ -160,15 +173,16 @@ class TieredStore(RedisStore):
     def archive_record(self, session_id: str, key: tuple[str, str]) -> AppendRecord | None:
         return self.archive.find_append_ids(session_id, [key]).get(key)
 
-    def _delete(self, session_id: str, stream: str | None) -> Deletion:
-        if not self._in_archive(session_id):
-            return super()._delete(session_id, stream)
+    def _delete(self, session_id: str, stream: str | None) -> Op[Deletion]:
+        if not (yield from self._in_archive(session_id)):
+            return (yield from super()._delete(session_id, stream))
         done = self.archive._delete(session_id, stream)
         if stream is None:
             # Gone from the archive: the id is written again here, as its next generation.
             self.end_archive(session_id, self.archive._append_ids(session_id))
             self._archived.pop(session_id, None)
-            return Deletion(session_id, None, done.events, self.generation_of(session_id))
+            generation = yield from self._generation_of(session_id)
+            return Deletion(session_id, None, done.events, generation)
         return done
 
     def close(self) -> None:

@@ -1,0 +1,129 @@
+"""Store operations without I/O, and the two drivers that run them.
+
+An operation is a generator: it does the ledger's work (checks, key layout, script arguments,
+decoding replies, the rules) and yields what it needs done outside: a request, applied to the
+driver's client, or a pause. The sync driver calls the request on a blocking client
+(`redis.Redis`); the async driver on an asyncio one (`redis.asyncio.Redis`), awaiting what it
+returns. The same request works on both, because redis-py's asyncio client has the blocking
+client's methods, returning awaitables; a pipeline is built the same way and only its
+`execute()` differs, which the request returns for the driver to await. A failure of a request
+is thrown back into the operation at its `yield`, so an operation catches what it expects
+(NOSCRIPT, BUSYGROUP) in plain `try` blocks, whichever driver runs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+from ledger_bus.errors import BackendUnavailable, LedgerError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """A pause between tries: time.sleep under the sync driver, asyncio.sleep under the other."""
+
+    seconds: float
+
+
+# Applied to the driver's client: the reply, or (async client) an awaitable of it.
+Request = Callable[[Any], Any]
+Op = Generator[Request | Sleep, Any, T]
+
+
+def call(request: Request) -> Op[Any]:
+    """One request as an operation."""
+    return (yield request)
+
+
+def done(value: T) -> Op[T]:
+    """An operation that needs nothing done outside: a backend without I/O of its own."""
+    return value
+    yield  # pragma: no cover  (never reached: this makes the function a generator)
+
+
+def step(value: Op[T] | T) -> Op[T]:
+    """What a backend primitive returns, as an operation: backends with a network write their
+    primitives as operations; a backend without one (memory), or with a blocking driver only
+    (SQL, run on a thread under asyncio), returns values."""
+    if inspect.isgenerator(value):
+        return cast(T, (yield from value))
+    return cast(T, value)
+
+
+def retried(
+    make: Callable[[], Op[T]],
+    timeout: float,
+    backend_errors: tuple[type[Exception], ...],
+    final: Callable[[Exception], LedgerError | None],
+    who: str,
+    describe: Callable[[Exception], str] = str,
+) -> Op[T]:
+    """Run a fresh `make()` until it returns, or `timeout` seconds have passed (then
+    BackendUnavailable), pausing with backoff between tries.
+
+    Only `backend_errors` are judged; anything else propagates as it is. `final(err)` says what
+    a backend error means: a LedgerError to raise at once (a refusal that retrying as it is will
+    not change), or None for a failure worth trying again (a lost connection, "not now").
+    """
+    deadline = time.monotonic() + timeout
+    delay = 0.02
+    while True:
+        try:
+            return (yield from make())
+        except backend_errors as err:
+            verdict = final(err)
+            if verdict is not None:
+                raise verdict from err
+            if time.monotonic() + delay > deadline:
+                raise BackendUnavailable(
+                    f"{who} did not answer within {timeout:g}s: {describe(err)}"
+                ) from err
+        yield Sleep(delay)
+        delay = min(delay * 2, 0.5)
+
+
+def run(op: Op[T], client: Any) -> T:
+    """Run `op` to its end with blocking calls on `client`."""
+    reply: Any = None
+    failure: BaseException | None = None
+    while True:
+        try:
+            need = op.send(reply) if failure is None else op.throw(failure)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        reply, failure = None, None
+        try:
+            if isinstance(need, Sleep):
+                time.sleep(need.seconds)
+            else:
+                reply = need(client)
+        except Exception as err:
+            failure = err
+
+
+async def run_async(op: Op[T], client: Any) -> T:
+    """Run `op` to its end on an asyncio `client`, awaiting each request."""
+    reply: Any = None
+    failure: BaseException | None = None
+    while True:
+        try:
+            need = op.send(reply) if failure is None else op.throw(failure)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        reply, failure = None, None
+        try:
+            if isinstance(need, Sleep):
+                await asyncio.sleep(need.seconds)
+            else:
+                reply = need(client)
+                if inspect.isawaitable(reply):
+                    reply = await reply
+        except Exception as err:
+            failure = err
