@@ -14,6 +14,7 @@ from ledger_bus.server import LocalCluster, LocalServer
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.memory import MemoryStore
 from ledger_bus.store.redis import RedisStore
+from tests.support.aio import driven_async
 
 
 @pytest.fixture(scope="session")
@@ -83,7 +84,30 @@ def postgresql_store(postgres_server: LocalPostgres, prefix: str) -> Iterator[Ev
     store.close()
 
 
-@pytest.fixture(params=["memory", "fakeredis", "redis", "cluster", "sqlite", "postgresql"])
+@pytest.fixture
+def aio_redis_store(redis_server: LocalServer, prefix: str) -> Iterator[EventStore]:
+    with driven_async(redis_server.url, prefix=prefix) as store:
+        yield store
+
+
+@pytest.fixture
+def aio_cluster_store(redis_cluster: LocalCluster, prefix: str) -> Iterator[EventStore]:
+    with driven_async(redis_cluster.url, prefix=prefix) as store:
+        yield store
+
+
+@pytest.fixture(
+    params=[
+        "memory",
+        "fakeredis",
+        "redis",
+        "cluster",
+        "sqlite",
+        "postgresql",
+        "aio_redis",
+        "aio_cluster",
+    ]
+)
 def store(request: pytest.FixtureRequest) -> EventStore:
     """The contract suite runs against every backend; only the one asked for is built."""
     return request.getfixturevalue(f"{request.param}_store")  # type: ignore[no-any-return]

@@ -96,15 +96,8 @@ def _open(
         from ledger_bus.store.connection import open_cluster, open_sentinel
         from ledger_bus.store.redis import RedisStore
 
-        # A socket must outlast the longest wait the store asks of the server.
-        socket_timeout = min(5.0, max(timeout, 0.1)) + level.timeout_ms / 1000
-        options: dict[str, Any] = {
-            "protocol": 2,  # stable reply shapes; RESP3 changes XREAD's
-            "socket_timeout": socket_timeout,
-            "socket_connect_timeout": min(5.0, max(timeout, 0.1)),
-            # The store retries itself, with a deadline that covers every attempt.
-            "retry": Retry(NoBackoff(), 0),
-        }
+        options = redis_options(timeout, level)
+        options["retry"] = Retry(NoBackoff(), 0)  # the store retries, to a deadline of its own
         client: redis.Redis | RedisCluster
         if scheme.endswith("+cluster"):
             client = open_cluster(url.replace("+cluster", "", 1), options, timeout)
@@ -112,13 +105,7 @@ def _open(
             client = open_sentinel(url, options)
         else:
             client = redis.Redis.from_url(url, health_check_interval=30, **options)
-        settings: dict[str, Any] = {
-            "prefix": prefix,
-            "limits": limits,
-            "timeout": timeout,
-            "socket_timeout": socket_timeout,
-            "durability": level,
-        }
+        settings = redis_settings(options, prefix, limits, timeout, level)
         if archive:
             from ledger_bus.store.tiered import TieredStore
 
@@ -135,6 +122,34 @@ def _open(
         f"unsupported URL {url!r}: use redis://, rediss://, unix://, redis+cluster://,"
         " redis+sentinel://, sqlite:///PATH, postgresql://USER@HOST/DB or memory://"
     )
+
+
+def redis_options(timeout: float, level: Durability) -> dict[str, Any]:
+    """What every Redis client of a store is built with (its `retry` is the caller's: the
+    blocking and asyncio clients each take their own kind)."""
+    return {
+        "protocol": 2,  # stable reply shapes; RESP3 changes XREAD's
+        # A socket must outlast the longest wait the store asks of the server.
+        "socket_timeout": min(5.0, max(timeout, 0.1)) + level.timeout_ms / 1000,
+        "socket_connect_timeout": min(5.0, max(timeout, 0.1)),
+    }
+
+
+def redis_settings(
+    options: dict[str, Any],
+    prefix: str,
+    limits: Limits | None,
+    timeout: float,
+    level: Durability,
+) -> dict[str, Any]:
+    """The RedisStore arguments besides its client."""
+    return {
+        "prefix": prefix,
+        "limits": limits,
+        "timeout": timeout,
+        "socket_timeout": options["socket_timeout"],
+        "durability": level,
+    }
 
 
 _REDIS_SCHEMES: Final = (

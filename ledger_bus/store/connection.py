@@ -84,13 +84,14 @@ def open_cluster(url: str, options: dict[str, Any], timeout: float) -> RedisClus
     return retrying(build, timeout, f"the cluster at {url}")
 
 
-def open_sentinel(url: str, options: dict[str, Any]) -> redis.Redis:
+def open_sentinel(url: str, options: dict[str, Any], sentinel_class: Any = None) -> Any:
     """A client of the primary that Sentinel names: `redis+sentinel://H:P,H2:P2/MASTER/DB`
     (`rediss+sentinel://` for TLS to the data nodes; user and password in the URL are the data
     nodes', `?sentinel_password=` the sentinels'). After a failover, the next connection it makes
     asks the sentinels again, so the store's retries find the new primary."""
     from redis.sentinel import Sentinel
 
+    kind = sentinel_class or Sentinel  # redis.asyncio.sentinel.Sentinel for an asyncio client
     parts = urlsplit(url)
     hosts = []
     for item in parts.netloc.rpartition("@")[2].split(","):
@@ -112,6 +113,6 @@ def open_sentinel(url: str, options: dict[str, Any]) -> redis.Redis:
     timeouts = {k: options[k] for k in ("socket_timeout", "socket_connect_timeout")}
     if "sentinel_password" in query:
         timeouts["password"] = query["sentinel_password"]
-    sentinel = Sentinel(hosts, sentinel_kwargs=timeouts, **timeouts)  # type: ignore[no-untyped-call]
+    sentinel = kind(hosts, sentinel_kwargs=timeouts, **timeouts)
     db = int(names[1]) if len(names) == 2 else 0
-    return sentinel.master_for(names[0], db=db, **data)  # type: ignore[no-any-return,no-untyped-call]
+    return sentinel.master_for(names[0], db=db, **data)

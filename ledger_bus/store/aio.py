@@ -1,0 +1,435 @@
+"""The store under asyncio: the same operations as EventStore's, driven on an asyncio client.
+
+An AsyncStore holds a core EventStore and runs its operations (store/ops.py): on Redis, Valkey
+and Redis Cluster over `redis.asyncio`, awaiting each request, so that a thousand coroutines
+share one connection pool and no thread; on the other backends (SQL, memory, a Redis ledger with
+an archive), whose primitives are plain blocking calls, on a worker thread each, so the event
+loop never blocks. The checks, the canonical bytes, the digests, the key layout, the scripts and
+the decoding of replies are the core's, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from ledger_bus.batch import Limits
+from ledger_bus.durability import Durability
+from ledger_bus.errors import BackendRefused
+from ledger_bus.ids import ExpectedVersion, StreamId
+from ledger_bus.records import (
+    AppendResult,
+    Bound,
+    Deletion,
+    Delivery,
+    GroupStats,
+    OpenAttempt,
+    PendingEntry,
+    RecordedEvent,
+    SessionInfo,
+)
+from ledger_bus.store import (
+    _REDIS_SCHEMES,
+    ARCHIVE_ENV,
+    DEFAULT_URL,
+    URL_ENV,
+    connect,
+    redis_options,
+    redis_settings,
+    split_durability,
+)
+from ledger_bus.store.base import DEFAULT_DEDUP_WINDOW_MS, PAGE, EventStore
+from ledger_bus.store.ops import Op, call, run_async
+
+T = TypeVar("T")
+
+
+class AsyncStore:
+    """EventStore's contract, every method a coroutine; `await aio.connect(url)` gives one.
+
+    `core` is the EventStore whose operations run here; `client`, the asyncio Redis client they
+    run on, or None to run them on worker threads with the core's own blocking client.
+    """
+
+    def __init__(self, core: EventStore, client: Any | None = None):
+        self.core = core
+        self.client = client
+
+    @property
+    def native(self) -> bool:
+        """Whether the operations run on an asyncio client (False: on worker threads)."""
+        return self.client is not None
+
+    @property
+    def limits(self) -> Limits:
+        return self.core.limits
+
+    @property
+    def durability(self) -> Durability:
+        return self.core.durability
+
+    async def drive(self, op: Op[T]) -> T:
+        """Run one of the core's operations to its end."""
+        if self.client is not None:
+            return await run_async(op, self.client)
+        return await asyncio.to_thread(self.core._drive, op)
+
+    # -- the contract ---------------------------------------------------------------------------
+
+    async def append(
+        self,
+        stream: StreamId,
+        expected_version: ExpectedVersion,
+        append_id: str,
+        events: Sequence[object],
+        *,
+        durability: str | Durability | None = None,
+    ) -> AppendResult:
+        """EventStore.append."""
+        return await self.drive(
+            self.core.append_op(stream, expected_version, append_id, events, durability=durability)
+        )
+
+    async def read_stream(
+        self,
+        stream: StreamId,
+        after_version: int = 0,
+        limit: int | None = None,
+        *,
+        resolve_artifacts: bool | None = None,
+    ) -> list[RecordedEvent]:
+        """EventStore.read_stream."""
+        return await self.drive(
+            self.core.read_stream_op(
+                stream, after_version, limit, resolve_artifacts=resolve_artifacts
+            )
+        )
+
+    async def scan_session(
+        self,
+        session_id: str,
+        after_cursor: str | None = None,
+        limit: int | None = None,
+        *,
+        resolve_artifacts: bool | None = None,
+    ) -> list[RecordedEvent]:
+        """EventStore.scan_session."""
+        return await self.drive(
+            self.core.scan_session_op(
+                session_id, after_cursor, limit, resolve_artifacts=resolve_artifacts
+            )
+        )
+
+    async def iter_session(
+        self,
+        session_id: str,
+        after_cursor: str | None = None,
+        page: int = PAGE,
+        *,
+        resolve_artifacts: bool | None = None,
+    ) -> AsyncIterator[RecordedEvent]:
+        """EventStore.iter_session: a session's events in commit order, a page at a time."""
+        cursor = after_cursor
+        while True:
+            batch = await self.drive(
+                self.core.scan_page_op(session_id, cursor, page, resolve_artifacts)
+            )
+            for event in batch:
+                yield event
+            if len(batch) < page:
+                return
+            cursor = batch[-1].cursor
+
+    async def tail(
+        self,
+        session_id: str,
+        n: int = 20,
+        before: str | None = None,
+        *,
+        resolve_artifacts: bool | None = None,
+    ) -> list[RecordedEvent]:
+        """EventStore.tail."""
+        return await self.drive(
+            self.core.tail_op(session_id, n, before, resolve_artifacts=resolve_artifacts)
+        )
+
+    async def wait_session(
+        self, session_id: str, after_cursor: str | None, timeout_ms: int, limit: int = PAGE
+    ) -> list[RecordedEvent]:
+        """EventStore.wait_session: on Redis an XREAD BLOCK that holds a connection, not a
+        thread, for as long as it waits."""
+        return await self.drive(
+            self.core.wait_session_op(session_id, after_cursor, timeout_ms, limit)
+        )
+
+    async def watch(
+        self, session_id: str, after: str, block_ms: int = 5000
+    ) -> AsyncIterator[RecordedEvent]:
+        """Every event of the session committed after the cursor `after`, as it commits (a
+        reader on its own, as tailer.watch)."""
+        cursor = after
+        while True:
+            batch = await self.wait_session(session_id, cursor, timeout_ms=block_ms)
+            for event in batch:
+                yield event
+            if batch:
+                cursor = batch[-1].cursor
+
+    async def artifact(self, session_id: str, sha256: str) -> bytes:
+        """EventStore.artifact."""
+        return await self.drive(self.core.artifact_op(session_id, sha256))
+
+    async def artifact_uses(self, session_id: str) -> dict[str, int]:
+        """EventStore.artifact_uses."""
+        return await self.drive(self.core.artifact_uses_op(session_id))
+
+    async def resolve(self, event: RecordedEvent) -> RecordedEvent:
+        """EventStore.resolve."""
+        return await self.drive(self.core.resolve_op(event))
+
+    async def stream_version(self, stream: StreamId) -> int:
+        """EventStore.stream_version."""
+        return await self.drive(self.core.stream_version_op(stream))
+
+    async def session_exists(self, session_id: str) -> bool:
+        """EventStore.session_exists."""
+        return await self.drive(self.core.session_exists_op(session_id))
+
+    async def session_info(self, session_id: str) -> SessionInfo:
+        """EventStore.session_info."""
+        return await self.drive(self.core.session_info_op(session_id))
+
+    async def delete_session(self, session_id: str) -> Deletion:
+        """EventStore.delete_session."""
+        return await self.drive(self.core.delete_session_op(session_id))
+
+    async def delete_stream(self, stream: StreamId) -> Deletion:
+        """EventStore.delete_stream."""
+        return await self.drive(self.core.delete_stream_op(stream))
+
+    async def bound_stream(
+        self, stream: StreamId, keep: int | None, dedup_window_ms: int = DEFAULT_DEDUP_WINDOW_MS
+    ) -> None:
+        """EventStore.bound_stream."""
+        await self.drive(self.core.bound_stream_op(stream, keep, dedup_window_ms))
+
+    async def stream_bound(self, stream: StreamId) -> Bound | None:
+        """EventStore.stream_bound."""
+        return await self.drive(self.core.stream_bound_op(stream))
+
+    async def sessions(self, limit: int | None = None) -> list[tuple[str, int]]:
+        """EventStore.sessions."""
+        return await self.drive(self.core.sessions_op(limit))
+
+    async def session_count(self) -> int:
+        """EventStore.session_count."""
+        return await self.drive(self.core.session_count_op())
+
+    async def now_ms(self) -> int:
+        """EventStore.now_ms."""
+        return await self.drive(self.core.now_ms_op())
+
+    # -- leases -------------------------------------------------------------------------------
+
+    async def acquire_lease(self, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
+        """EventStore.acquire_lease."""
+        return await self.drive(self.core.lease_op("acquire", session_id, name, owner, ttl_ms))
+
+    async def renew_lease(self, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
+        """EventStore.renew_lease."""
+        return await self.drive(self.core.lease_op("renew", session_id, name, owner, ttl_ms))
+
+    async def release_lease(self, session_id: str, name: str, owner: str) -> bool:
+        """EventStore.release_lease."""
+        return await self.drive(self.core.lease_op("release", session_id, name, owner, 0))
+
+    async def lease_alive(self, session_id: str, name: str) -> bool:
+        """EventStore.lease_alive."""
+        return await self.drive(self.core.lease_alive_op(session_id, name))
+
+    # -- open attempts --------------------------------------------------------------------------
+
+    async def open_attempts(self, session_id: str) -> list[OpenAttempt]:
+        """EventStore.open_attempts."""
+        found = await self.drive(self.core.open_attempts_of_op([session_id]))
+        return found[session_id]
+
+    async def open_attempts_of(self, session_ids: list[str]) -> dict[str, list[OpenAttempt]]:
+        """EventStore.open_attempts_of."""
+        return await self.drive(self.core.open_attempts_of_op(session_ids))
+
+    async def safe_to_replay(self, session_id: str, run_id: str | None, tool: str) -> bool:
+        """EventStore.safe_to_replay."""
+        return await self.drive(self.core.safe_to_replay_op(session_id, run_id, tool))
+
+    # -- consumer groups ------------------------------------------------------------------------
+
+    async def group_create(self, session_id: str, group: str, after_cursor: str | None) -> bool:
+        """EventStore.group_create."""
+        return await self.drive(self.core.group_create_op(session_id, group, after_cursor))
+
+    async def group_exists(self, session_id: str, group: str) -> bool:
+        """EventStore.group_exists."""
+        return await self.drive(self.core.group_exists_op(session_id, group))
+
+    async def group_read(
+        self, session_id: str, group: str, consumer: str, count: int, block_ms: int | None
+    ) -> list[Delivery]:
+        """EventStore.group_read."""
+        return await self.drive(
+            self.core.group_read_op(session_id, group, consumer, count, block_ms)
+        )
+
+    async def group_pending(
+        self, session_id: str, group: str, consumer: str, count: int
+    ) -> list[Delivery]:
+        """EventStore.group_pending."""
+        return await self.drive(self.core.group_pending_op(session_id, group, consumer, count))
+
+    async def group_claim(
+        self, session_id: str, group: str, consumer: str, min_idle_ms: int, count: int
+    ) -> list[Delivery]:
+        """EventStore.group_claim."""
+        return await self.drive(
+            self.core.group_claim_op(session_id, group, consumer, min_idle_ms, count)
+        )
+
+    async def group_keep(
+        self, session_id: str, group: str, consumer: str, entry_ids: list[str]
+    ) -> None:
+        """EventStore.group_keep."""
+        await self.drive(self.core.group_keep_op(session_id, group, consumer, entry_ids))
+
+    async def group_ack(self, session_id: str, group: str, entry_ids: list[str]) -> int:
+        """EventStore.group_ack."""
+        return await self.drive(self.core.group_ack_op(session_id, group, entry_ids))
+
+    async def group_dead_letter(
+        self, session_id: str, group: str, delivery: Delivery, reason: str
+    ) -> None:
+        """EventStore.group_dead_letter."""
+        await self.drive(self.core.group_dead_letter_op(session_id, group, delivery, reason))
+
+    async def group_dead_letters(self, session_id: str, group: str) -> list[dict[str, str]]:
+        """EventStore.group_dead_letters."""
+        return await self.drive(self.core.group_dead_letters_op(session_id, group))
+
+    async def group_stats(
+        self, session_id: str, group: str, idle_ms: int = 3_600_000
+    ) -> GroupStats:
+        """EventStore.group_stats."""
+        return await self.drive(self.core.group_stats_op(session_id, group, idle_ms))
+
+    async def group_prune(self, session_id: str, group: str, idle_ms: int) -> list[str]:
+        """EventStore.group_prune."""
+        return await self.drive(self.core.group_prune_op(session_id, group, idle_ms))
+
+    async def groups(self, session_id: str, idle_ms: int = 3_600_000) -> list[GroupStats]:
+        """EventStore.groups."""
+        return await self.drive(self.core.groups_op(session_id, idle_ms))
+
+    async def group_pending_entries(
+        self, session_id: str, group: str, count: int = 1000
+    ) -> list[PendingEntry]:
+        """EventStore.group_pending_entries."""
+        return await self.drive(self.core.group_pending_entries_op(session_id, group, count))
+
+    async def group_delete(self, session_id: str, group: str) -> bool:
+        """EventStore.group_delete."""
+        return await self.drive(self.core.group_delete_op(session_id, group))
+
+    async def group_reset(self, session_id: str, group: str, cursor: str) -> None:
+        """EventStore.group_reset."""
+        await self.drive(self.core.group_reset_op(session_id, group, cursor))
+
+    async def group_replay_dead_letters(self, session_id: str, group: str) -> int:
+        """EventStore.group_replay_dead_letters."""
+        return await self.drive(self.core.group_replay_dead_letters_op(session_id, group))
+
+    # -- lifetime -------------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Release connections; the store is not used afterwards."""
+        if self.client is not None:
+            await self.client.aclose()
+        else:
+            await asyncio.to_thread(self.core.close)
+
+    async def __aenter__(self) -> AsyncStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+async def open_async(
+    url: str | None = None,
+    *,
+    timeout: float = 10.0,
+    prefix: str = "lb",
+    limits: Limits | None = None,
+    durability: str | Durability | None = None,
+    archive: str | None = None,
+    resolve_artifacts: bool = True,
+) -> AsyncStore:
+    """ledger_bus.connect's URLs and options, for asyncio (ledger_bus.aio.connect)."""
+    url = url or os.environ.get(URL_ENV) or DEFAULT_URL
+    scheme = urlsplit(url).scheme
+    if scheme in _REDIS_SCHEMES:
+        archive = archive or os.environ.get(ARCHIVE_ENV) or None
+    if scheme not in _REDIS_SCHEMES or archive:
+        # Blocking primitives: the core runs on worker threads.
+        core = await asyncio.to_thread(
+            connect,
+            url,
+            timeout=timeout,
+            prefix=prefix,
+            limits=limits,
+            durability=durability,
+            archive=archive,
+            resolve_artifacts=resolve_artifacts,
+        )
+        return AsyncStore(core)
+    from redis.asyncio import Redis
+    from redis.asyncio.cluster import RedisCluster
+    from redis.asyncio.retry import Retry
+    from redis.asyncio.sentinel import Sentinel
+    from redis.backoff import NoBackoff
+
+    from ledger_bus.store.connection import open_sentinel, redis_retried
+    from ledger_bus.store.redis import RedisStore
+
+    url, level = split_durability(url, durability)
+    options = redis_options(timeout, level)
+    options["retry"] = Retry(NoBackoff(), 0)  # the store retries, to a deadline of its own
+    client: Any
+    if scheme.endswith("+cluster"):
+        client = RedisCluster.from_url(url.replace("+cluster", "", 1), **options)
+        await run_async(redis_retried(lambda: call(_initialize), timeout, url), client)
+    elif scheme.endswith("+sentinel"):
+        client = open_sentinel(url, options, Sentinel)
+    else:
+        client = Redis.from_url(url, health_check_interval=30, **options)
+    core = RedisStore(client, **redis_settings(options, prefix, limits, timeout, level))
+    core.resolve_artifacts = resolve_artifacts
+    return AsyncStore(core, client)
+
+
+async def _initialize(client: Any) -> None:
+    """Read a cluster's slot map, refused at once when the node is not in cluster mode."""
+    import redis.exceptions as rx
+
+    try:
+        await client.initialize()
+    except rx.RedisClusterException as err:  # not a RedisError: say which it is
+        if "Cluster mode is not enabled" in str(err):
+            raise BackendRefused(
+                "this node is not a Redis Cluster node; use redis:// for a single server"
+            ) from None
+        raise rx.ConnectionError(str(err)) from err
+
+
+__all__ = ["AsyncStore", "open_async"]
