@@ -14,8 +14,8 @@ import pytest
 import ledger_bus as lb
 from ledger_bus.artifacts import JSON, TEXT, ArtifactRef
 from ledger_bus.batch import Limits, prepare_append
-from ledger_bus.store.ops import Op
 from ledger_bus.store.base import EventStore
+from ledger_bus.store.ops import Op
 from ledger_bus.store.redis import ARTIFACT_CHUNK, RedisStore
 from tests.support.events import call, msg, result
 from tests.support.helpers import ledger_cli

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import Any, Final, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-import redis
 import redis.exceptions as rx
 from redis.cluster import RedisCluster
 
