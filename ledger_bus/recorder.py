@@ -28,6 +28,7 @@ from ledger_bus.errors import DurabilityNotConfirmed, HistoryRewound, LedgerErro
 from ledger_bus.ids import ANY, StreamId, derive_event_id
 from ledger_bus.records import AppendResult, RecordedEvent
 from ledger_bus.store.base import EventStore
+from ledger_bus.store.ops import Op, Sleep
 
 log = logging.getLogger("ledger_bus.recorder")
 
@@ -35,6 +36,11 @@ Support = Literal["strict", "best_effort", "unsupported"]
 DEFAULT_LEASE_MS: Final = 10_000
 ABANDONED: Final = "abandoned by a crash; replayed on resume"
 _RUN_AGAIN: Final = object()  # what _replay returns when the step must be called afresh
+
+
+def failure(err: BaseException) -> dict[str, str]:
+    """What a tool_result with status "error" records of the exception."""
+    return {"error": type(err).__name__, "message": str(err)}
 
 
 class RequestNotRecorded(LedgerError):
@@ -92,6 +98,16 @@ class Delegation:
     child_run_id: str
     call_event_id: str
     agent: str
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """A call whose request is committed: what its result is recorded against."""
+
+    tool: str
+    attempt_id: str
+    step_id: str
+    call_id: str
 
 
 @dataclass
@@ -204,33 +220,20 @@ class Run:
     def lease_name(self) -> str:
         return f"run-{self.run_id}"
 
+    # Each step is an operation (store/ops.py) on the recorder's store, run here by the store's
+    # own driver and by ledger_bus.aio.AsyncRun on an asyncio one: the rules are written once.
+
+    def _drive(self, op: Op[Any]) -> Any:
+        return self.recorder.store._drive(op)
+
     def __enter__(self) -> Run:
-        store, session = self.recorder.store, self.recorder.session_id
-        deadline = time.monotonic() + self._lease_wait_ms / 1000
-        ttl = self.recorder.lease_ttl_ms
-        while not store.acquire_lease(session, self.lease_name, self._owner, ttl):
-            if time.monotonic() >= deadline:
-                raise LedgerError(f"run {self.run_id} is held by another live process")
-            time.sleep(min(0.2, ttl / 5000))
+        self._drive(self.acquire_op())
         self._renewer = threading.Thread(
             target=self._renew, name=f"lease-{self.run_id}", daemon=True
         )
         self._renewer.start()
         try:
-            if self._resume:
-                self._load()
-            else:
-                self.version = store.stream_version(self.stream)
-                self._incarnation = self.version + 1  # the version its run.started will take
-            self._write(
-                {
-                    "type": "mutation",
-                    "kind": "run.resumed" if self._resume else "run.started",
-                    "capabilities": self.recorder.capabilities.to_dict(),
-                    **self._fields,
-                },
-                parents=self._parents,
-            )
+            self._drive(self.start_op())
         except BaseException:
             self._let_go()  # no block will run, and __exit__ is not called
             raise
@@ -240,36 +243,85 @@ class Run:
         self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
     ) -> None:
         try:
-            if not isinstance(err, LeaseLost):
-                status = "ok" if err is None else "error"
-                extra = {} if err is None else {"error": f"{type(err).__name__}: {err}"}
-                self._write({"type": "mutation", "kind": "run.finished", "status": status, **extra})
+            self._drive(self.finish_op(err))
         finally:
             self._let_go()
+
+    def acquire_op(self) -> Op[None]:
+        """Take the run's lease, waiting up to lease_wait_ms for a crashed holder's to expire."""
+        store, session = self.recorder.store, self.recorder.session_id
+        deadline = time.monotonic() + self._lease_wait_ms / 1000
+        ttl = self.recorder.lease_ttl_ms
+        while not (
+            yield from store.lease_op("acquire", session, self.lease_name, self._owner, ttl)
+        ):
+            if time.monotonic() >= deadline:
+                raise LedgerError(f"run {self.run_id} is held by another live process")
+            yield Sleep(min(0.2, ttl / 5000))
+
+    def start_op(self) -> Op[None]:
+        """With the lease held: read the history to resume from, then record the start."""
+        if self._resume:
+            yield from self._load_op()
+        else:
+            self.version = yield from self.recorder.store.stream_version_op(self.stream)
+            self._incarnation = self.version + 1  # the version its run.started will take
+        yield from self.write_op(
+            {
+                "type": "mutation",
+                "kind": "run.resumed" if self._resume else "run.started",
+                "capabilities": self.recorder.capabilities.to_dict(),
+                **self._fields,
+            },
+            parents=self._parents,
+        )
+
+    def finish_op(self, err: BaseException | None) -> Op[None]:
+        """Record how the run ended (not after its lease was lost: it may not write then)."""
+        if not isinstance(err, LeaseLost):
+            status = "ok" if err is None else "error"
+            extra = {} if err is None else {"error": f"{type(err).__name__}: {err}"}
+            yield from self.write_op(
+                {"type": "mutation", "kind": "run.finished", "status": status, **extra}
+            )
+
+    def release_op(self) -> Op[bool]:
+        store, session = self.recorder.store, self.recorder.session_id
+        return (yield from store.lease_op("release", session, self.lease_name, self._owner, 0))
+
+    def renew_op(self) -> Op[bool]:
+        """Renew the lease once; False (and the run may not write any more) when it was lost.
+        A renewal that fails to reach the store is retried at the next one."""
+        store, session = self.recorder.store, self.recorder.session_id
+        ttl = self.recorder.lease_ttl_ms
+        try:
+            if not (yield from store.lease_op("renew", session, self.lease_name, self._owner, ttl)):
+                log.error("run %s lost its lease", self.run_id)
+                self._lost.set()
+                return False
+        except LedgerError:
+            log.warning("run %s could not renew its lease; retrying", self.run_id)
+        return True
 
     def _let_go(self) -> None:
         """Stop renewing the lease and release it."""
         self._stop.set()
         if self._renewer:
             self._renewer.join()
-        self.recorder.store.release_lease(self.recorder.session_id, self.lease_name, self._owner)
+        self._drive(self.release_op())
 
     def _renew(self) -> None:
-        ttl = self.recorder.lease_ttl_ms
-        store, session = self.recorder.store, self.recorder.session_id
-        while not self._stop.wait(ttl / 3000):
-            try:
-                if not store.renew_lease(session, self.lease_name, self._owner, ttl):
-                    log.error("run %s lost its lease", self.run_id)
-                    self._lost.set()
-                    return
-            except LedgerError:
-                log.warning("run %s could not renew its lease; retrying", self.run_id)
+        while not self._stop.wait(self.recorder.lease_ttl_ms / 3000):
+            if not self._drive(self.renew_op()):
+                return
 
     # -- writing ----------------------------------------------------------------------------
 
     def _write(self, event: dict[str, Any], parents: list[str] | None = None) -> str:
         """Append one event to the run's stream and return its event id."""
+        return str(self._drive(self.write_op(event, parents)))
+
+    def write_op(self, event: dict[str, Any], parents: list[str] | None = None) -> Op[str]:
         if self._lost.is_set():
             raise LeaseLost(f"run {self.run_id} lost its lease; it may not write any more")
         event = {"agent": self.recorder.agent, "run_id": self.run_id, **event}
@@ -281,7 +333,9 @@ class Run:
             self.recorder.session_id, self.stream.name, append_id, 0
         )
         try:
-            result = self.recorder.store.append(self.stream, self.version, append_id, [event])
+            result = yield from self.recorder.store.append_op(
+                self.stream, self.version, append_id, [event]
+            )
         except DurabilityNotConfirmed as err:
             # The primary has it: the run's next event follows it, whatever becomes of this one.
             if isinstance(err.result, AppendResult):
@@ -307,6 +361,9 @@ class Run:
 
     def checkpoint(self, state: dict[str, Any]) -> None:
         """Keep the framework's native state, losslessly, in the run's own native stream."""
+        self._drive(self.checkpoint_op(state))
+
+    def checkpoint_op(self, state: dict[str, Any]) -> Op[None]:
         # Numbered within the run's version, so that two checkpoints with nothing written in
         # between are two appends, not one append_id used for two states.
         self._checkpoints += 1
@@ -319,7 +376,7 @@ class Run:
             "run_version": self.version,
             "state": state,
         }
-        self.recorder.store.append(self.native, ANY, append_id, [event])
+        yield from self.recorder.store.append_op(self.native, ANY, append_id, [event])
 
     @property
     def restored_state(self) -> dict[str, Any] | None:
@@ -346,21 +403,40 @@ class Run:
             safe_to_replay: whether running it twice is harmless; recovery re-runs only these.
             step: the logical step this call belongs to; by default the run's n-th call.
         """
+        done, found = self._drive(self.begin_call_op(tool, args, safe_to_replay, step))
+        if done:
+            return found
+        try:
+            value = fn(**args)
+        except Exception as err:
+            self._drive(self.end_call_op(found, "error", failure(err)))
+            raise
+        self._drive(self.end_call_op(found, "ok", value))
+        return value
+
+    def begin_call_op(
+        self, tool: str, args: dict[str, Any], safe_to_replay: bool, step: str | None
+    ) -> Op[tuple[bool, Any]]:
+        """Before a call: (True, its recorded value) for a step this run did before (resumed),
+        else (False, the Attempt) once its request is committed. RequestNotRecorded: the request
+        could not be committed, and the tool must not run."""
         self._calls += 1
         step_id = step or f"{self.run_id}/c{self._calls}"
         earlier = self._history.attempts.get(step_id, [])
         if earlier:
-            replayed = self._replay(step_id, earlier, safe_to_replay)
+            replayed = yield from self._replay_op(step_id, earlier, safe_to_replay)
             if replayed is not _RUN_AGAIN:
-                return replayed
+                return True, replayed
         attempt_id = self._attempt_id(step_id, len(earlier) + 1)
         if safe_to_replay and tool not in self._declared:
             # Unsafe is the default; a tool safe to run twice says so once per run, before its
             # first request, so that whoever finds its attempt unresolved knows.
-            self.mutate("tool.declared", tool=tool, safe_to_replay=True)
+            yield from self.write_op(
+                {"type": "mutation", "kind": "tool.declared", "tool": tool, "safe_to_replay": True}
+            )
             self._declared.add(tool)
         try:
-            call_id = self._request(tool, args, attempt_id, step_id)
+            call_id = yield from self._request_op(tool, args, attempt_id, step_id)
         except DurabilityNotConfirmed as err:
             # Written on the primary but not confirmed as durable as the store asks: a failover
             # could lose it, and a tool run on an unconfirmed request could run again unseen.
@@ -371,20 +447,13 @@ class Run:
             raise RequestNotRecorded(
                 f"{tool} was not called: its request was not recorded: {err}"
             ) from err
-        try:
-            value = fn(**args)
-        except Exception as err:
-            self._result(
-                tool,
-                attempt_id,
-                step_id,
-                call_id,
-                "error",
-                {"error": type(err).__name__, "message": str(err)},
-            )
-            raise
-        self._result(tool, attempt_id, step_id, call_id, "ok", value)
-        return value
+        return False, Attempt(tool, attempt_id, step_id, call_id)
+
+    def end_call_op(self, attempt: Attempt, status: str, value: Any) -> Op[None]:
+        """After a call: its outcome. OutcomeNotRecorded: it could not be committed."""
+        yield from self._result_op(
+            attempt.tool, attempt.attempt_id, attempt.step_id, attempt.call_id, status, value
+        )
 
     def _attempt_id(self, step_id: str, number: int) -> str:
         """`<step>#<n>` for the n-th attempt at a step; `<step>#<n>@<v>` in a later incarnation of
@@ -393,7 +462,9 @@ class Run:
             return f"{step_id}#{number}"
         return f"{step_id}#{number}@{self._incarnation}"
 
-    def _request(self, tool: str, args: dict[str, Any], attempt_id: str, step_id: str) -> str:
+    def _request_op(
+        self, tool: str, args: dict[str, Any], attempt_id: str, step_id: str
+    ) -> Op[str]:
         """Commit a call's tool_call; returns its event id."""
         request = {
             "type": "tool_call",
@@ -402,13 +473,13 @@ class Run:
             "attempt_id": attempt_id,
             "step_id": step_id,
         }
-        return self._write(request)
+        return (yield from self.write_op(request))
 
-    def _result(
+    def _result_op(
         self, tool: str, attempt_id: str, step_id: str, call_id: str, status: str, value: Any
-    ) -> None:
+    ) -> Op[None]:
         try:
-            self._write(
+            yield from self.write_op(
                 {
                     "type": "tool_result",
                     "tool": tool,
@@ -424,7 +495,7 @@ class Run:
                 f"{tool} ran (attempt {attempt_id}) but its result was not recorded: {err}"
             ) from err
 
-    def _replay(self, step_id: str, earlier: list[RecordedEvent], safe: bool) -> Any:
+    def _replay_op(self, step_id: str, earlier: list[RecordedEvent], safe: bool) -> Op[Any]:
         for call in earlier:
             result = self._history.results.get(str(call["attempt_id"]))
             if result is None:
@@ -436,7 +507,7 @@ class Run:
         if not safe:
             raise UnresolvedAttempt(str(latest["attempt_id"]), str(latest["tool"]))
         # Safe to replay: close the abandoned attempt explicitly, then run a new one.
-        self._write(
+        yield from self.write_op(
             {
                 "type": "tool_result",
                 "tool": latest["tool"],
@@ -449,10 +520,10 @@ class Run:
         )
         return _RUN_AGAIN
 
-    def _load(self) -> None:
+    def _load_op(self) -> Op[None]:
         store = self.recorder.store
         history = _History()
-        for event in store.read_stream(self.stream):
+        for event in (yield from store.read_stream_op(self.stream)):
             history.version = event.version
             if event.type == "mutation" and event.get("kind") == "run.started":
                 # An earlier incarnation of this run id is another execution: what its steps got
@@ -465,9 +536,9 @@ class Run:
             elif event.type == "tool_result":
                 history.results[str(event.attempt_id)] = event
         # Only the last checkpoint counts; each holds a whole state, so the others are not read.
-        last = store.stream_version(self.native)
+        last = yield from store.stream_version_op(self.native)
         if last:
-            (checkpoint,) = store.read_stream(self.native, after_version=last - 1)
+            (checkpoint,) = yield from store.read_stream_op(self.native, after_version=last - 1)
             history.checkpoint = checkpoint["state"]
         if history.version < self.version:
             raise HistoryRewound(str(self.stream), self.version, history.version)
@@ -485,6 +556,12 @@ class Run:
         run already asked for is returned as recorded, with the same child run, and not asked
         again.
         """
+        found: Delegation = self._drive(self.delegate_op(agent, objective, child_run_id))
+        return found
+
+    def delegate_op(
+        self, agent: str, objective: str, child_run_id: str | None = None
+    ) -> Op[Delegation]:
         self._calls += 1
         step_id = f"{self.run_id}/c{self._calls}"
         attempt_id = self._attempt_id(step_id, 1)
@@ -494,14 +571,17 @@ class Run:
                 return Delegation(step_id, attempt_id, child, earlier.event_id, agent)
         child = child_run_id or uuid.uuid4().hex[:12]
         args = {"agent": agent, "objective": objective, "child_run": child}
-        call_id = self._request("delegate", args, attempt_id, step_id)
+        call_id = yield from self._request_op("delegate", args, attempt_id, step_id)
         return Delegation(step_id, attempt_id, child, call_id, agent)
 
     def finish_delegation(self, delegation: Delegation, status: str, result: Any) -> None:
         """Record the delegation's outcome, unless a resumed run recorded it before its crash."""
+        self._drive(self.finish_delegation_op(delegation, status, result))
+
+    def finish_delegation_op(self, delegation: Delegation, status: str, result: Any) -> Op[None]:
         if delegation.attempt_id in self._history.results:
             return
-        self._result(
+        yield from self._result_op(
             "delegate",
             delegation.attempt_id,
             delegation.step_id,

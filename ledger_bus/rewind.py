@@ -16,6 +16,7 @@ from typing import Final
 from ledger_bus.errors import LedgerError
 from ledger_bus.ids import ANY, StreamId, previous_cursor
 from ledger_bus.store.base import EventStore
+from ledger_bus.store.ops import Op
 
 log = logging.getLogger("ledger_bus.rewind")
 
@@ -25,7 +26,11 @@ REWIND_KIND: Final = "ledger.rewound"
 
 def cursor_gone(store: EventStore, session_id: str, cursor: str) -> bool:
     """Whether the event committed at `cursor` is no longer in the session."""
-    found = store.scan_session(session_id, previous_cursor(cursor), 1)
+    return store._drive(cursor_gone_op(store, session_id, cursor))
+
+
+def cursor_gone_op(store: EventStore, session_id: str, cursor: str) -> Op[bool]:
+    found = yield from store.scan_session_op(session_id, previous_cursor(cursor), 1)
     return not found or found[0].cursor != cursor
 
 
@@ -33,7 +38,13 @@ def report_rewind(
     store: EventStore, session_id: str, observer: str, lost_cursor: str, what: str
 ) -> None:
     """Say that `observer` handled the event at `lost_cursor` and the session no longer has it."""
-    latest = store.tail(session_id, 1)
+    store._drive(report_rewind_op(store, session_id, observer, lost_cursor, what))
+
+
+def report_rewind_op(
+    store: EventStore, session_id: str, observer: str, lost_cursor: str, what: str
+) -> Op[None]:
+    latest = yield from store.tail_op(session_id, 1)
     now_last = latest[0].cursor if latest else None
     log.error(
         "session %s was rewound: %s handled %s at %s, which is gone (the session now ends at %s);"
@@ -54,6 +65,6 @@ def report_rewind(
     }
     ref = StreamId(session_id, REWIND_STREAM)
     try:
-        store.append(ref, ANY, f"rewound:{observer}:{lost_cursor}", [event])
+        yield from store.append_op(ref, ANY, f"rewound:{observer}:{lost_cursor}", [event])
     except LedgerError as err:
         log.error("could not record the rewind of %s in the session: %s", session_id, err)

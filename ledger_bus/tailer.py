@@ -15,18 +15,20 @@ import time
 from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Final, Literal, TypeVar
 
 from ledger_bus.errors import LedgerError
 from ledger_bus.ids import CURSOR_ZERO, cursor_ms
 from ledger_bus.jsonl import format_time
 from ledger_bus.records import Delivery, GroupStats, RecordedEvent
-from ledger_bus.rewind import cursor_gone, report_rewind
+from ledger_bus.rewind import cursor_gone_op, report_rewind_op
 from ledger_bus.store.base import EventStore
+from ledger_bus.store.ops import Op
 
 log = logging.getLogger("ledger_bus.tailer")
 
 Handler = Callable[[RecordedEvent], object]
+T = TypeVar("T")
 REWIND_CHECK_S: Final = 1.0  # how often a consumer looks for the newest event it handled
 
 
@@ -104,6 +106,12 @@ class Tailer:
         self._next_check = 0.0
         self.rewinds = 0  # times an event handed out was found gone afterwards
 
+    # Each step is an operation (store/ops.py) on the store, run here by its own driver and by
+    # ledger_bus.aio.AsyncTailer on an asyncio one: the rules are written once.
+
+    def _drive(self, op: Op[T]) -> T:
+        return self.store._drive(op)
+
     def context(self, n: int = 20) -> list[RecordedEvent]:
         """The session's last n events, oldest first; O(n) whatever the session's length."""
         return self.store.tail(self.session_id, n)
@@ -114,10 +122,13 @@ class Tailer:
         A new group starts right after the context returned, so nothing committed in between is
         missed; an existing group keeps its place.
         """
-        events = self.context(n)
+        return self._drive(self.join_op(n))
+
+    def join_op(self, n: int = 20) -> Op[list[RecordedEvent]]:
         store, session, group = self.store, self.session_id, self.group
-        if store.group_exists(session, group):
-            gone = store.group_prune(session, group, self.options.forget_idle_ms)
+        events = yield from store.tail_op(session, n)
+        if (yield from store.group_exists_op(session, group)):
+            gone = yield from store.group_prune_op(session, group, self.options.forget_idle_ms)
             if gone:
                 log.info("forgot %d idle consumers of %s", len(gone), group)
         else:
@@ -126,9 +137,9 @@ class Tailer:
             elif n:  # the session was empty: whatever it holds by now is new
                 newest = CURSOR_ZERO
             else:
-                latest = store.tail(session, 1)
+                latest = yield from store.tail_op(session, 1)
                 newest = latest[-1].cursor if latest else CURSOR_ZERO
-            store.group_create(session, group, newest)
+            yield from store.group_create_op(session, group, newest)
         return events
 
     def _wanted(self, event: RecordedEvent) -> bool:
@@ -136,7 +147,7 @@ class Tailer:
             return False
         return self.options.types is None or event.type in self.options.types
 
-    def _sort(self, found: list[Delivery]) -> list[Delivery]:
+    def _sort(self, found: list[Delivery]) -> Op[list[Delivery]]:
         """Dead-letter the exhausted, ack the unwanted; return what the handler should see."""
         limit = self.options.max_deliveries
         unfiltered = self.options.skip_agent is None and self.options.types is None
@@ -147,21 +158,26 @@ class Tailer:
         for delivery in found:
             if delivery.deliveries > self.options.max_deliveries:
                 reason = f"not acked after {delivery.deliveries - 1} deliveries"
-                self.store.group_dead_letter(self.session_id, self.group, delivery, reason)
+                yield from self.store.group_dead_letter_op(
+                    self.session_id, self.group, delivery, reason
+                )
                 log.warning("dead-lettered %s: %s", delivery.entry_id, reason)
             elif self._wanted(delivery.event):
                 keep.append(delivery)
             else:
                 skipped.append(delivery.entry_id)
-        self.store.group_ack(self.session_id, self.group, skipped)
+        yield from self.store.group_ack_op(self.session_id, self.group, skipped)
         return keep
 
     def poll(self) -> list[Delivery]:
         """One batch: first this consumer's own unacked events (after a start, or after a read
         that failed), then events taken over from idle consumers, else new events, waiting up to
         block_ms for them."""
+        return self._drive(self.poll_op())
+
+    def poll_op(self) -> Op[list[Delivery]]:
         try:
-            batch = self._poll()
+            batch = yield from self._poll()
         except LedgerError:
             # A read that failed may have delivered events to this consumer on the server; they
             # are pending with it, and only a read of its own pending events finds them again.
@@ -172,38 +188,39 @@ class Tailer:
             self._handled = max(newest, self._handled or newest)
         return batch
 
-    def _poll(self) -> list[Delivery]:
+    def _poll(self) -> Op[list[Delivery]]:
         store, session, group, consumer = self.store, self.session_id, self.group, self.consumer
         count = self.options.count
         if self._handled is not None and (
             not self._recovered or time.monotonic() >= self._next_check
         ):
-            self._check_rewind(self._handled)
+            yield from self._check_rewind(self._handled)
         if not self._recovered:
-            self.join(0)
-            own = store.group_pending(session, group, consumer, count)
+            yield from self.join_op(0)
+            own = yield from store.group_pending_op(session, group, consumer, count)
             self._recovered = True
             if own:
-                return self._sort(own)
+                return (yield from self._sort(own))
         if self.options.claim_idle_ms is not None:
-            taken = store.group_claim(session, group, consumer, self.options.claim_idle_ms, count)
+            idle = self.options.claim_idle_ms
+            taken = yield from store.group_claim_op(session, group, consumer, idle, count)
             if taken:
-                log.info(
-                    "took over %d events idle >= %d ms", len(taken), self.options.claim_idle_ms
-                )
-                return self._sort(taken)
-        return self._sort(store.group_read(session, group, consumer, count, self.options.block_ms))
+                log.info("took over %d events idle >= %d ms", len(taken), idle)
+                return (yield from self._sort(taken))
+        block = self.options.block_ms
+        found = yield from store.group_read_op(session, group, consumer, count, block)
+        return (yield from self._sort(found))
 
-    def _check_rewind(self, handled: str) -> None:
+    def _check_rewind(self, handled: str) -> Op[None]:
         """Is the newest event handed out still there? A failover that lost it rewound the
         group too, which then hands out what replaced it as new. Looked at after a failed read
         and once every REWIND_CHECK_S: the store may have reconnected to a promoted replica
         without a word, and a read of new events cannot tell."""
         self._next_check = time.monotonic() + REWIND_CHECK_S
-        if cursor_gone(self.store, self.session_id, handled):
+        if (yield from cursor_gone_op(self.store, self.session_id, handled)):
             self.rewinds += 1
             observer = f"{self.group}/{self.consumer}"
-            report_rewind(self.store, self.session_id, observer, handled, "an event")
+            yield from report_rewind_op(self.store, self.session_id, observer, handled, "an event")
             self._handled = None
 
     def ack(self, deliveries: Iterable[Delivery]) -> int:

@@ -1,0 +1,222 @@
+"""ledger_bus.aio: the store, the recorder and the tailer as coroutines, on redis.asyncio and on
+worker threads. (The contract suite itself runs through the asyncio driver as the aio_redis and
+aio_cluster stores: conftest.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ledger_bus as lb
+from ledger_bus import aio
+from ledger_bus.recorder import UnresolvedAttempt
+from ledger_bus.server import LocalCluster, LocalServer
+
+
+def msg(body: str, agent: str = "a") -> dict[str, Any]:
+    return {"type": "message", "agent": agent, "body": body}
+
+
+@pytest.fixture(params=["redis", "cluster", "sqlite", "memory"])
+def aio_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "redis":
+        return str(request.getfixturevalue("redis_url"))
+    if request.param == "cluster":
+        cluster: LocalCluster = request.getfixturevalue("redis_cluster")
+        return cluster.url
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'aio.db'}"
+    return "memory://"
+
+
+def test_concurrent_appends_from_one_loop_each_land_once(aio_url: str, prefix: str) -> None:
+    async def main() -> None:
+        async with await aio.connect(aio_url, prefix=prefix) as store:
+            assert store.native == aio_url.startswith("redis")
+            ref = lb.StreamId("s", "main")
+            # 64 writers racing on one stream with expected versions: one wins each version.
+            results = await asyncio.gather(
+                *(store.append(ref, 0, f"w{n}", [msg(str(n))]) for n in range(64)),
+                return_exceptions=True,
+            )
+            won = [r for r in results if isinstance(r, lb.AppendResult)]
+            assert len(won) == 1
+            assert all(isinstance(r, lb.VersionConflict) for r in results if r not in won)
+            # 64 streams at once: each lands, and a retry of each deduplicates.
+            refs = [lb.StreamId("s", f"x{n}") for n in range(64)]
+            first = await asyncio.gather(*(store.append(r, 0, "a1", [msg(r.name)]) for r in refs))
+            again = await asyncio.gather(
+                *(store.append(r, lb.ANY, "a1", [msg(r.name)]) for r in refs)
+            )
+            assert [r.cursor for r in first] == [r.cursor for r in again]
+            assert all(r.deduplicated for r in again)
+            assert (await store.session_info("s")).events == 65
+            events = [e async for e in store.iter_session("s", page=10)]
+            assert len(events) == 65
+            assert [e.cursor for e in events] == sorted(e.cursor for e in events)
+
+    asyncio.run(main())
+
+
+def test_a_waiting_reader_wakes_on_an_append_without_blocking_the_loop(
+    aio_url: str, prefix: str
+) -> None:
+    async def main() -> None:
+        async with await aio.connect(aio_url, prefix=prefix) as store:
+            ref = lb.StreamId("w", "main")
+            await store.append(ref, 0, "a1", [msg("before")])
+            (before,) = await store.tail("w", 1)
+            ticks = 0
+
+            async def tick() -> None:
+                nonlocal ticks
+                while True:
+                    await asyncio.sleep(0.01)
+                    ticks += 1
+
+            ticker = asyncio.create_task(tick())
+            waiting = asyncio.create_task(store.wait_session("w", before.cursor, 5000))
+            await asyncio.sleep(0.2)
+            await store.append(ref, 1, "a2", [msg("after")])
+            found = await asyncio.wait_for(waiting, 5)
+            ticker.cancel()
+            assert [e["body"] for e in found] == ["after"]
+            assert ticks >= 10, "the loop kept running while the reader waited"
+
+    asyncio.run(main())
+
+
+def test_bad_input_is_refused_before_anything_is_written(redis_url: str, prefix: str) -> None:
+    async def main() -> None:
+        async with await aio.connect(redis_url, prefix=prefix) as store:
+            with pytest.raises(lb.InvalidEvent):
+                await store.append(lb.StreamId("b", "main"), 0, "a1", [{"type": "nope"}])
+            with pytest.raises(lb.InvalidInput):
+                await store.append("b/main", 0, "a1", [msg("x")])  # type: ignore[arg-type]
+            assert not await store.session_exists("b")
+
+    asyncio.run(main())
+
+
+def test_an_unreachable_server_is_backend_unavailable_after_the_timeout() -> None:
+    async def main() -> None:
+        store = await aio.connect("redis://127.0.0.1:1/0", timeout=0.3)
+        with pytest.raises(lb.BackendUnavailable, match="did not answer within"):
+            await store.stream_version(lb.StreamId("s", "main"))
+        await store.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_server_killed_and_restarted_under_async_appends_loses_nothing_acknowledged(
+    own_server: LocalServer, prefix: str
+) -> None:
+    async def main() -> None:
+        async with await aio.connect(own_server.url, prefix=prefix, timeout=15) as store:
+            acknowledged: list[lb.AppendResult] = []
+
+            async def writer(n: int) -> None:
+                ref = lb.StreamId("k", f"w{n}")
+                for i in range(30):
+                    acknowledged.append(await store.append(ref, i, f"{n}:{i}", [msg(str(i))]))
+
+            writers = asyncio.gather(*(writer(n) for n in range(8)))
+            await asyncio.sleep(0.05)
+            await asyncio.to_thread(own_server.kill)
+            await asyncio.to_thread(own_server.start)
+            await writers
+            found = await store.scan_session("k")
+            assert len(acknowledged) == 240
+            assert {(e.stream.name, e.version) for e in found} == {
+                (r.stream.name, r.last_version) for r in acknowledged
+            }
+
+    asyncio.run(main())
+
+
+def test_durability_beyond_local_is_refused_on_an_asyncio_cluster_client(
+    redis_cluster: LocalCluster, prefix: str
+) -> None:
+    async def main() -> None:
+        url = redis_cluster.url + "?durability=replicas:1"
+        async with await aio.connect(url, prefix=prefix) as store:
+            with pytest.raises(lb.BackendRefused, match="asyncio cluster client"):
+                await store.append(lb.StreamId("d", "main"), 0, "a1", [msg("x")])
+            assert not await store.session_exists("d")
+
+    asyncio.run(main())
+
+
+def test_the_async_recorder_records_before_calling_and_resumes_without_calling_again(
+    aio_url: str, prefix: str
+) -> None:
+    calls: list[str] = []
+
+    async def search(q: str) -> str:
+        calls.append(q)
+        await asyncio.sleep(0)
+        return f"found {q}"
+
+    def charge(amount: int) -> str:
+        calls.append(f"charge {amount}")
+        return "charged"
+
+    async def main() -> None:
+        async with await aio.connect(aio_url, prefix=prefix) as store:
+            recorder = aio.AsyncRecorder(store, "r", "planner")
+            async with recorder.run("run1") as run:
+                assert await run.call("search", {"q": "redis"}, search) == "found redis"
+                assert await run.call("charge", {"amount": 5}, charge) == "charged"
+                await run.message("done")
+            events = await store.read_stream(lb.StreamId("r", "run-run1"))
+            kinds = [e.type for e in events]
+            assert kinds[1:5] == ["tool_call", "tool_result", "tool_call", "tool_result"]
+
+            # Resumed: both results come from the ledger; neither tool runs again.
+            async with recorder.run("run1", resume=True) as run:
+                assert await run.call("search", {"q": "redis"}, search) == "found redis"
+                assert await run.call("charge", {"amount": 5}, charge) == "charged"
+            assert calls == ["redis", "charge 5"]
+
+            # A call requested and never finished (as a crash leaves it) stops the resume.
+            async with recorder.run("run2") as run:
+                done, attempt = await run.begin_call("charge", {"amount": 9})
+                assert not done
+            assert [a.tool for a in await store.open_attempts("r")] == ["charge"]
+            with pytest.raises(UnresolvedAttempt):
+                async with recorder.run("run2", resume=True) as run:
+                    await run.call("charge", {"amount": 9}, charge)
+            assert calls == ["redis", "charge 5"]
+
+    asyncio.run(main())
+
+
+def test_the_async_tailer_delivers_at_least_once_and_takes_over(aio_url: str, prefix: str) -> None:
+    async def main() -> None:
+        async with await aio.connect(aio_url, prefix=prefix) as store:
+            ref = lb.StreamId("t", "main")
+            await store.append(ref, 0, "a1", [msg("old")])
+            options = aio.TailerOptions(block_ms=100, claim_idle_ms=200)
+            first = aio.AsyncTailer(store, "t", "workers", "one", options)
+            context = await first.join(5)
+            assert [e["body"] for e in context] == ["old"]
+            for n in range(3):
+                await store.append(ref, n + 1, f"b{n}", [msg(f"new{n}")])
+            taken = await first.poll()  # taken, and never acked: "one" died
+            assert [d.event["body"] for d in taken] == ["new0", "new1", "new2"]
+
+            seen: list[str] = []
+
+            async def handle(event: lb.RecordedEvent) -> None:
+                seen.append(str(event["body"]))
+
+            second = aio.AsyncTailer(store, "t", "workers", "two", options)
+            await asyncio.sleep(0.3)
+            await second.run(handle, batches=3)
+            assert seen == ["new0", "new1", "new2"]
+            assert (await second.stats()).pending == 0
+
+    asyncio.run(main())
