@@ -183,7 +183,7 @@ def test_the_async_recorder_records_before_calling_and_resumes_without_calling_a
 
             # A call requested and never finished (as a crash leaves it) stops the resume.
             async with recorder.run("run2") as run:
-                done, attempt = await run.begin_call("charge", {"amount": 9})
+                done, _ = await run.begin_call("charge", {"amount": 9})
                 assert not done
             assert [a.tool for a in await store.open_attempts("r")] == ["charge"]
             with pytest.raises(UnresolvedAttempt):
