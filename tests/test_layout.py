@@ -26,6 +26,7 @@ MODEL: Final = {
     "server",
 }
 FEATURES: Final = {
+    "adapters",
     "aio",
     "archive",
     "conversation",

@@ -1,0 +1,303 @@
+"""A framework's tool calls, recorded as the Recorder records its own: the request committed
+before the tool runs, the outcome after, a lease held while it runs; and on a resumed run, the
+recorded outcome returned instead of running the tool again.
+
+A framework names its calls (LangGraph and the Agents SDK give each a call id from the model's
+reply); that name is the call's step, so a resumed run finds the step it had recorded. Each call
+takes its own run id (`<stream>.<step>`, or a digest of it) and holds the lease `run-<run id>`
+while it runs: the reconciler flags its attempt only once that lease has expired, so a live
+process's long tool is left alone and a killed one's is flagged after the lease and the grace
+period, and two processes resuming one thread cannot both run one call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeVar
+
+from ledger_bus.adapters.view import Views
+from ledger_bus.errors import InvalidInput, LedgerError
+from ledger_bus.ids import ANY, StreamId, check_name, derive_event_id
+from ledger_bus.recorder import (
+    ABANDONED,
+    DEFAULT_LEASE_MS,
+    Capabilities,
+    OutcomeNotRecorded,
+    RequestNotRecorded,
+    UnresolvedAttempt,
+    failure,
+)
+from ledger_bus.records import RecordedEvent
+from ledger_bus.store.base import EventStore
+from ledger_bus.store.ops import Op
+
+T = TypeVar("T")
+Outcome = Callable[[Any], tuple[str, Any]]  # a tool's value -> (status, result to record)
+
+DEFAULT_CAPABILITIES: Final = Capabilities("strict", "strict", "strict")
+
+
+def capabilities(adapter: Capabilities) -> dict[str, str]:
+    """An adapter's capability descriptor, as the events and docs spell it."""
+    return adapter.to_dict()
+
+
+@dataclass
+class _Calls:
+    """A calls stream folded: each step's tool_calls in order, each attempt's tool_result."""
+
+    calls: dict[str, list[RecordedEvent]] = field(default_factory=dict)
+    results: dict[str, RecordedEvent] = field(default_factory=dict)
+
+
+def _fold(state: _Calls, event: RecordedEvent) -> None:
+    if event.type == "tool_call" and event.step_id:
+        state.calls.setdefault(str(event.step_id), []).append(event)
+    elif event.type == "tool_result" and event.attempt_id:
+        state.results[str(event.attempt_id)] = event
+
+
+@dataclass(frozen=True)
+class Begun:
+    """A call whose request is committed and whose lease is held: run the tool, then end it."""
+
+    stream: StreamId
+    tool: str
+    step_id: str
+    attempt_id: str
+    run_id: str
+    call_id: str
+    owner: str
+
+
+class CallLedger:
+    """Records the calls of one framework's tools in a store."""
+
+    def __init__(self, store: EventStore, *, agent: str, lease_ttl_ms: int = DEFAULT_LEASE_MS):
+        self.store = store
+        self.agent = agent
+        self.lease_ttl_ms = lease_ttl_ms
+        self._views: Views[_Calls] = Views(_Calls, _fold)
+
+    def guard(self, stream: StreamId, drive: Callable[[Op[Any]], Any]) -> CallGuard:
+        """The calls of one stream (a thread's, a session's), run with `drive`."""
+        return CallGuard(self, stream, drive)
+
+    # -- the two halves of a call, as operations --------------------------------------------------
+
+    def begin_op(
+        self,
+        stream: StreamId,
+        step_id: str,
+        tool: str,
+        args: dict[str, Any],
+        safe_to_replay: bool,
+    ) -> Op[tuple[bool, Any]]:
+        """(True, the recorded result) for a step recorded with its outcome; else (False, a
+        Begun call), its request committed under its lease. UnresolvedAttempt: the step was
+        requested and never finished, and the tool is not safe to replay. RequestNotRecorded:
+        the request could not be committed; the tool must not run."""
+        state = yield from self._views.of(stream).refresh_op(self.store)
+        earlier = state.calls.get(step_id, [])
+        for call in earlier:
+            result = state.results.get(str(call.attempt_id))
+            if result is not None:
+                return True, result.get("result")
+        run_id = _run_id(stream, step_id)
+        owner = uuid.uuid4().hex
+        store, session = self.store, stream.session_id
+        lease = f"run-{run_id}"
+        taken = yield from store.lease_op("acquire", session, lease, owner, self.lease_ttl_ms)
+        if not taken:
+            raise LedgerError(f"{tool} call {step_id} is running in another live process")
+        try:
+            if earlier:
+                latest = earlier[-1]
+                if not safe_to_replay:
+                    raise UnresolvedAttempt(str(latest.attempt_id), tool)
+                # Safe to replay: close the abandoned attempt, then run a new one.
+                yield from self._write_op(
+                    stream,
+                    owner,
+                    {
+                        "type": "tool_result",
+                        "tool": tool,
+                        "attempt_id": latest.attempt_id,
+                        "step_id": step_id,
+                        "run_id": latest.run_id,
+                        "status": "error",
+                        "result": {"outcome": "unknown", "reason": ABANDONED},
+                        "parents": [latest.event_id],
+                    },
+                )
+            attempt_id = f"{step_id}#{len(earlier) + 1}"
+            if safe_to_replay:
+                yield from self._write_op(
+                    stream,
+                    owner,
+                    {
+                        "type": "mutation",
+                        "kind": "tool.declared",
+                        "tool": tool,
+                        "run_id": run_id,
+                        "safe_to_replay": True,
+                    },
+                )
+            request = {
+                "type": "tool_call",
+                "tool": tool,
+                "args": args,
+                "attempt_id": attempt_id,
+                "step_id": step_id,
+                "run_id": run_id,
+            }
+            try:
+                call_id = yield from self._write_op(stream, owner, request)
+            except LedgerError as err:
+                raise RequestNotRecorded(
+                    f"{tool} was not called: its request was not recorded: {err}"
+                ) from err
+        except BaseException:
+            yield from store.lease_op("release", session, lease, owner, 0)
+            raise
+        return False, Begun(stream, tool, step_id, attempt_id, run_id, call_id, owner)
+
+    def end_op(self, begun: Begun, status: str, result: Any) -> Op[None]:
+        """Record a begun call's outcome and let its lease go. OutcomeNotRecorded: the outcome
+        could not be committed (the attempt stays open, for the reconciler)."""
+        event = {
+            "type": "tool_result",
+            "tool": begun.tool,
+            "attempt_id": begun.attempt_id,
+            "step_id": begun.step_id,
+            "run_id": begun.run_id,
+            "status": status,
+            "result": result,
+            "parents": [begun.call_id],
+        }
+        try:
+            yield from self._write_op(begun.stream, begun.owner, event)
+        except LedgerError as err:
+            raise OutcomeNotRecorded(
+                f"{begun.tool} ran (attempt {begun.attempt_id}) but its result was not"
+                f" recorded: {err}"
+            ) from err
+        finally:
+            lease = f"run-{begun.run_id}"
+            yield from self.store.lease_op(
+                "release", begun.stream.session_id, lease, begun.owner, 0
+            )
+
+    def renew_op(self, begun: Begun) -> Op[bool]:
+        lease = f"run-{begun.run_id}"
+        return (
+            yield from self.store.lease_op(
+                "renew", begun.stream.session_id, lease, begun.owner, self.lease_ttl_ms
+            )
+        )
+
+    def _write_op(self, stream: StreamId, owner: str, event: dict[str, Any]) -> Op[str]:
+        """Append one event. Its append id names the call's attempt and this process's hold
+        of it (`owner`): the store's retries of the append land once, and a call made again
+        after its thread or session was deleted is recorded anew, not taken for a retry of
+        the deleted one (whose append ids the store keeps, spec 3.9)."""
+        event = {"agent": self.agent, **event}
+        key = f"{event['type']}:{event.get('attempt_id') or event.get('run_id')}:{owner}"
+        yield from self.store.append_op(stream, ANY, key, [event])
+        # Known without reading it back: the ledger derives it from the append.
+        return derive_event_id(stream.session_id, stream.name, key, 0)
+
+
+@dataclass
+class CallGuard:
+    """One stream's calls: begin, run the tool while its lease is renewed, end."""
+
+    ledger: CallLedger
+    stream: StreamId
+    drive: Callable[[Op[Any]], Any]
+
+    def begin_op(
+        self, step_id: str, tool: str, args: dict[str, Any], safe_to_replay: bool
+    ) -> Op[tuple[bool, Any]]:
+        return self.ledger.begin_op(self.stream, step_id, tool, args, safe_to_replay)
+
+    def finish_sync(self, begun: Begun, run: Callable[[], T], outcome: Outcome) -> T:
+        """Run the tool of a begun call (its lease renewed by a thread meanwhile) and record
+        its outcome; an exception it raises is recorded and propagates."""
+        stop = threading.Event()
+        interval = self.ledger.lease_ttl_ms / 3000
+
+        def renew() -> None:
+            while not stop.wait(interval):
+                try:
+                    if not self.drive(self.ledger.renew_op(begun)):
+                        return
+                except LedgerError:
+                    continue
+
+        renewer = threading.Thread(target=renew, name=f"lease-{begun.run_id}", daemon=True)
+        renewer.start()
+        try:
+            value = run()
+        except Exception as err:
+            stop.set()
+            renewer.join()
+            self.drive(self.ledger.end_op(begun, "error", failure(err)))
+            raise
+        stop.set()
+        renewer.join()
+        status, result = outcome(value)
+        self.drive(self.ledger.end_op(begun, status, result))
+        return value
+
+    async def finish_async(
+        self,
+        begun: Begun,
+        run: Callable[[], Awaitable[T]],
+        outcome: Outcome,
+        drive: Callable[[Op[Any]], Awaitable[Any]],
+    ) -> T:
+        """finish_sync, for a coroutine, its lease renewed by a task."""
+        interval = self.ledger.lease_ttl_ms / 3000
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(interval)
+                try:
+                    if not await drive(self.ledger.renew_op(begun)):
+                        return
+                except LedgerError:
+                    continue
+
+        renewer = asyncio.create_task(renew())
+        try:
+            value = await run()
+        except Exception as err:
+            renewer.cancel()
+            await drive(self.ledger.end_op(begun, "error", failure(err)))
+            raise
+        finally:
+            renewer.cancel()
+            await asyncio.gather(renewer, return_exceptions=True)
+        status, result = outcome(value)
+        await drive(self.ledger.end_op(begun, status, result))
+        return value
+
+
+def _run_id(stream: StreamId, step_id: str) -> str:
+    """The run id of one call: its stream and step, or a digest of them where that is no name."""
+    name = f"{stream.name}.{step_id}"
+    try:
+        if len(check_name(name, "run id")) <= 180:
+            return name
+    except InvalidInput:
+        pass
+    return f"{stream.name}.{hashlib.sha256(step_id.encode()).hexdigest()[:32]}"
+
+
+__all__ = ["Begun", "CallGuard", "CallLedger", "capabilities"]

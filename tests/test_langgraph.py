@@ -1,0 +1,238 @@
+"""The LangGraph adapter: the framework's own conformance suite on every store, and graphs of
+plain-function nodes and a tool node driven by a fake chat model, killed and resumed."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncGenerator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph.checkpoint.conformance")
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+
+import ledger_bus as lb
+from ledger_bus import aio
+from ledger_bus.adapters.langgraph import LedgerSaver
+from ledger_bus.pgserver import LocalPostgres
+from ledger_bus.reconciler import Reconciler, ReconcilerConfig
+from ledger_bus.recorder import UnresolvedAttempt
+from ledger_bus.server import LocalCluster, LocalServer
+from tests.support.graphs import ask, build
+
+
+@pytest.fixture(params=["redis", "valkey", "cluster", "sqlite", "postgresql", "memory"])
+def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "redis":
+        server: LocalServer = request.getfixturevalue("redis_server")
+        return server.url
+    if request.param == "valkey":
+        return str(request.getfixturevalue("valkey_url"))
+    if request.param == "cluster":
+        cluster: LocalCluster = request.getfixturevalue("redis_cluster")
+        return cluster.url
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'graph.db'}"
+    if request.param == "postgresql":
+        postgres: LocalPostgres = request.getfixturevalue("postgres_server")
+        return postgres.url
+    return "memory://"
+
+
+def test_the_checkpointer_passes_langgraphs_conformance_suite(
+    ledger_url: str, request: pytest.FixtureRequest
+) -> None:
+    kind = request.node.callspec.params["ledger_url"]
+
+    @checkpointer_test(name=f"LedgerSaver({kind})")
+    async def saver() -> AsyncGenerator[LedgerSaver, None]:
+        # A fresh ledger for each capability's tests, as the suite asks.
+        store = await aio.connect(ledger_url, prefix=f"lg{uuid.uuid4().hex[:10]}")
+        yield LedgerSaver(store)
+        await store.aclose()
+
+    report = asyncio.run(validate(saver))
+    report.print_report()
+    failures = {name: r.failures for name, r in report.results.items() if r.failures}
+    assert report.passed_all(), failures
+    assert report.conformance_level() == "FULL"
+    assert all(r.detected for r in report.results.values()), report.to_dict()
+
+
+# -- graphs -----------------------------------------------------------------------------------
+
+
+def test_a_graph_runs_records_its_tool_calls_and_resumes_from_its_checkpoints(
+    redis_url: str, prefix: str, tmp_path: Path
+) -> None:
+    store = lb.connect(redis_url, prefix=prefix)
+    saver = LedgerSaver(store)
+    graph = build(saver, tmp_path)
+    question, config = ask("t1")
+    final = graph.invoke(question, config)
+    assert final["messages"][-1].content == "done: charged 5; order-7 shipped"
+    assert ran(tmp_path) == {"charge": 1, "lookup": 1}
+
+    calls = store.read_stream(lb.StreamId("t1", "lg.tools"))
+    assert [(e.type, e.step_id) for e in calls if e.step_id == "call_charge"] == [
+        ("tool_call", "call_charge"),
+        ("tool_result", "call_charge"),
+    ]
+    assert store.open_attempts("t1") == []
+    # The graph's state is read back from the ledger, by a saver in another process as here.
+    state = build(LedgerSaver(lb.connect(redis_url, prefix=prefix)), tmp_path).get_state(config)
+    assert state.values["messages"][-1].content.startswith("done")
+    assert len(list(saver.list(config))) >= 4
+    store.close()
+
+
+def run_until_killed_inside_lookup(url: str, prefix: str, thread: str, where: Path) -> None:
+    """Run the graph in a process of its own, and SIGKILL it once it is inside `lookup` and
+    `charge`'s result is recorded."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.graphs", url, prefix, thread, str(where)],
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    store = lb.connect(url, prefix=prefix)
+    try:
+        deadline = time.monotonic() + 60
+        while not (
+            (where / "lookup.started").exists()
+            and any(
+                e.type == "tool_result" for e in store.read_stream(lb.StreamId(thread, "lg.tools"))
+            )
+        ):
+            assert child.poll() is None, "the graph process ended before the kill"
+            assert time.monotonic() < deadline, "the graph never reached its tools"
+            time.sleep(0.05)
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        store.close()
+
+
+def test_a_graph_killed_inside_a_tool_is_flagged_and_its_resume_runs_no_recorded_tool_again(
+    redis_url: str, prefix: str, tmp_path: Path
+) -> None:
+    run_until_killed_inside_lookup(redis_url, prefix, "t2", tmp_path)
+    assert ran(tmp_path) == {"charge": 1, "lookup": 1}
+    store = lb.connect(redis_url, prefix=prefix)
+    (attempt,) = store.open_attempts("t2")
+    assert (attempt.tool, attempt.attempt_id) == ("lookup", "call_lookup#1")
+
+    # Its lease (1 s) expires with the process; the reconciler then flags the attempt.
+    time.sleep(1.2)
+    reconciler = Reconciler(store, ReconcilerConfig(grace_s=0, sessions=("t2",)))
+    assert reconciler.run_pass().flagged == 1
+
+    # Resumed: charge's recorded result is returned, lookup's unfinished call stops the graph.
+    saver = LedgerSaver(store)
+    _, config = ask("t2")
+    with pytest.raises(UnresolvedAttempt, match="call_lookup#1"):
+        build(saver, tmp_path).invoke(None, config)
+    assert ran(tmp_path) == {"charge": 1, "lookup": 1}
+
+    # Declared safe to replay, lookup runs again; charge still does not.
+    final = build(saver, tmp_path, safe=("lookup",)).invoke(None, config)
+    assert final["messages"][-1].content == "done: charged 5; order-7 shipped"
+    assert ran(tmp_path) == {"charge": 1, "lookup": 2}
+    store.close()
+
+
+def test_a_deleted_thread_is_written_again_from_nothing(
+    redis_url: str, prefix: str, tmp_path: Path
+) -> None:
+    store = lb.connect(redis_url, prefix=prefix)
+    saver = LedgerSaver(store)
+    question, config = ask("t3")
+    build(saver, tmp_path).invoke(question, config)
+    saver.delete_thread("t3")
+    assert saver.get_tuple(config) is None
+    assert not store.session_exists("t3")
+
+    # The same thread id, the same tool call ids: a new thread, whose calls run and are kept.
+    final = build(saver, tmp_path).invoke(question, config)
+    assert final["messages"][-1].content.startswith("done")
+    assert ran(tmp_path) == {"charge": 2, "lookup": 2}
+    results = [
+        e for e in store.read_stream(lb.StreamId("t3", "lg.tools")) if e.type == "tool_result"
+    ]
+    assert len(results) == 2
+    store.close()
+
+
+def test_two_processes_write_one_thread_at_once_and_every_checkpoint_is_kept(
+    redis_url: str, prefix: str, tmp_path: Path
+) -> None:
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    writers = [
+        subprocess.Popen([sys.executable, str(script), redis_url, prefix, f"w{n}"])
+        for n in range(2)
+    ]
+    assert [w.wait(120) for w in writers] == [0, 0]
+    saver = LedgerSaver(lb.connect(redis_url, prefix=prefix))
+    config: RunnableConfig = {"configurable": {"thread_id": "shared"}}
+    found = list(saver.list(config))
+    metadata: list[dict[str, Any]] = [dict(t.metadata) for t in found]
+    assert sorted(m["writer"] for m in metadata) == ["w0"] * 30 + ["w1"] * 30
+    for t, m in zip(found, metadata, strict=True):
+        assert t.checkpoint["channel_values"] == {"n": m["step"], "by": m["writer"]}
+
+
+WRITER = """
+import sys
+import ledger_bus as lb
+from langgraph.checkpoint.base import empty_checkpoint
+from ledger_bus.adapters.langgraph import LedgerSaver
+
+url, prefix, writer = sys.argv[1:4]
+saver = LedgerSaver(lb.connect(url, prefix=prefix))
+config = {"configurable": {"thread_id": "shared", "checkpoint_ns": ""}}
+for step in range(30):
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"n": step, "by": writer}
+    cp["channel_versions"] = {"n": f"{writer}.{step}", "by": f"{writer}.{step}"}
+    meta = {"source": "loop", "step": step, "writer": writer}
+    saver.put(config, cp, meta, cp["channel_versions"])
+"""
+
+
+def ran(where: Path) -> dict[str, int]:
+    return {
+        name: len((where / name).read_text().splitlines())
+        for name in ("charge", "lookup")
+        if (where / name).exists()
+    }
+
+
+def test_an_async_graph_on_an_asyncio_store_records_and_resumes_the_same_way(
+    redis_url: str, prefix: str, tmp_path: Path
+) -> None:
+    async def main() -> None:
+        store = await aio.connect(redis_url, prefix=prefix)
+        saver = LedgerSaver(store)
+        question, config = ask("t4")
+        final = await build(saver, tmp_path).ainvoke(question, config)
+        assert final["messages"][-1].content == "done: charged 5; order-7 shipped"
+        # The thread again, from its last checkpoint: nothing is left to run.
+        await build(saver, tmp_path).ainvoke(None, config)
+        assert ran(tmp_path) == {"charge": 1, "lookup": 1}
+        with pytest.raises(lb.InvalidInput, match="async methods"):
+            saver.get_tuple(config)
+        tools = await store.read_stream(lb.StreamId("t4", "lg.tools"))
+        assert sorted(e.type for e in tools) == ["tool_call"] * 2 + ["tool_result"] * 2
+        await store.aclose()
+
+    asyncio.run(main())
