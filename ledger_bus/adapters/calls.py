@@ -62,6 +62,19 @@ def _fold(state: _Calls, event: RecordedEvent) -> None:
         state.results[str(event.attempt_id)] = event
 
 
+def _unfinished_alike(state: _Calls, tool: str, args: dict[str, Any]) -> list[RecordedEvent]:
+    """The newest attempt of `tool` with these arguments that has no result, if any."""
+    for calls in reversed(state.calls.values()):
+        latest = calls[-1]
+        if (
+            latest.get("tool") == tool
+            and latest.get("args") == args
+            and str(latest.attempt_id) not in state.results
+        ):
+            return [latest]
+    return []
+
+
 @dataclass(frozen=True)
 class Begun:
     """A call whose request is committed and whose lease is held: run the tool, then end it."""
@@ -97,17 +110,23 @@ class CallLedger:
         tool: str,
         args: dict[str, Any],
         safe_to_replay: bool,
+        match_args: bool = False,
     ) -> Op[tuple[bool, Any]]:
         """(True, the recorded result) for a step recorded with its outcome; else (False, a
         Begun call), its request committed under its lease. UnresolvedAttempt: the step was
         requested and never finished, and the tool is not safe to replay. RequestNotRecorded:
-        the request could not be committed; the tool must not run."""
+        the request could not be committed; the tool must not run.
+
+        `match_args`, for a framework whose call ids do not outlive a crash: a new step of a
+        tool called with the same arguments as an attempt requested and never finished is
+        taken for that attempt asked again."""
         state = yield from self._views.of(stream).refresh_op(self.store)
         earlier = state.calls.get(step_id, [])
         for call in earlier:
             result = state.results.get(str(call.attempt_id))
             if result is not None:
                 return True, result.get("result")
+        unfinished = earlier or (_unfinished_alike(state, tool, args) if match_args else [])
         run_id = _run_id(stream, step_id)
         owner = uuid.uuid4().hex
         store, session = self.store, stream.session_id
@@ -116,8 +135,8 @@ class CallLedger:
         if not taken:
             raise LedgerError(f"{tool} call {step_id} is running in another live process")
         try:
-            if earlier:
-                latest = earlier[-1]
+            if unfinished:
+                latest = unfinished[-1]
                 if not safe_to_replay:
                     raise UnresolvedAttempt(str(latest.attempt_id), tool)
                 # Safe to replay: close the abandoned attempt, then run a new one.
@@ -128,7 +147,7 @@ class CallLedger:
                         "type": "tool_result",
                         "tool": tool,
                         "attempt_id": latest.attempt_id,
-                        "step_id": step_id,
+                        "step_id": latest.step_id,
                         "run_id": latest.run_id,
                         "status": "error",
                         "result": {"outcome": "unknown", "reason": ABANDONED},
@@ -222,9 +241,14 @@ class CallGuard:
     drive: Callable[[Op[Any]], Any]
 
     def begin_op(
-        self, step_id: str, tool: str, args: dict[str, Any], safe_to_replay: bool
+        self,
+        step_id: str,
+        tool: str,
+        args: dict[str, Any],
+        safe_to_replay: bool,
+        match_args: bool = False,
     ) -> Op[tuple[bool, Any]]:
-        return self.ledger.begin_op(self.stream, step_id, tool, args, safe_to_replay)
+        return self.ledger.begin_op(self.stream, step_id, tool, args, safe_to_replay, match_args)
 
     def finish_sync(self, begun: Begun, run: Callable[[], T], outcome: Outcome) -> T:
         """Run the tool of a begun call (its lease renewed by a thread meanwhile) and record

@@ -1,0 +1,256 @@
+"""The OpenAI Agents SDK on the ledger: a Session, and function tools recorded before they run.
+
+    from ledger_bus import aio
+    from ledger_bus.adapters.openai_agents import LedgerSession
+
+    store = await aio.connect(url)
+    session = LedgerSession("chat-42", store)
+    agent = Agent(name="support", tools=session.record_tools([refund]))
+    await Runner.run(agent, "refund order 7", session=session)
+
+A session is a ledger session (its id, or `oa~<sha256>` for an id that is not a session id).
+Its items are the stream `oa.items`: each `add_items` is one append, atomic, of an
+`agents.item` mutation per item, under an expected version, with an append id named after that
+version and the items, so a call retried after a lost reply lands once. `pop_item` appends an
+`agents.popped` mutation that withdraws the newest item; `clear_session` an `agents.cleared`
+one that withdraws them all (and trims what it can of them, spec 3.12). Versions keep counting
+through both, so an id used again is never taken for a retry of what was withdrawn.
+`get_items(limit)` folds the stream, kept up to date a round trip at a time.
+
+Function tools: `session.record_tools(tools)` records each call as a `tool_call` in the
+session's `oa.tools` stream before the tool runs and its `tool_result` after, under a lease
+held while it runs. A run killed inside a tool leaves an open attempt the reconciler flags. The
+model names each call, but after a crash the call is asked for again under a new id, so besides
+its own id a call is matched by its tool and arguments: a call of a tool with the same arguments
+as one requested and never finished stops (UnresolvedAttempt) until that attempt is resolved,
+unless the tool is declared safe to replay; it is never run again silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeVar
+
+from agents import FunctionTool
+from agents.tool_context import ToolContext
+
+from ledger_bus.adapters.calls import CallLedger
+from ledger_bus.adapters.view import Views
+from ledger_bus.errors import InvalidInput, VersionConflict
+from ledger_bus.ids import StreamId, check_name
+from ledger_bus.recorder import DEFAULT_LEASE_MS, Capabilities
+from ledger_bus.records import RecordedEvent
+from ledger_bus.store.aio import AsyncStore
+from ledger_bus.store.base import EventStore
+from ledger_bus.store.ops import Op
+
+T = TypeVar("T")
+
+AGENT: Final = "openai-agents"
+ITEMS: Final = "oa.items"
+TOOLS: Final = "oa.tools"
+ITEM: Final = "agents.item"
+POPPED: Final = "agents.popped"
+CLEARED: Final = "agents.cleared"
+# Every function tool call is recorded before it runs and after; recovery is best effort: the
+# SDK keeps no checkpoint, so a call asked for again after a crash is matched by its tool and
+# arguments, not by an id the framework keeps.
+CAPABILITIES: Final = Capabilities(
+    request_before_call="strict",
+    record_outcome="strict",
+    recovery="best_effort",
+    profile="openai-agents",
+)
+CONFLICT_RETRIES: Final = 50
+
+
+def ledger_session(session_id: str) -> str:
+    """The ledger session of an Agents SDK session id."""
+    try:
+        return check_name(session_id, "session id")
+    except InvalidInput:
+        return "oa~" + hashlib.sha256(session_id.encode()).hexdigest()[:40]
+
+
+@dataclass
+class _Items:
+    """The items stream folded: the live items, by the version that added each."""
+
+    live: list[tuple[int, Any]] = field(default_factory=list)
+
+
+def _fold(state: _Items, event: RecordedEvent) -> None:
+    kind = event.get("kind")
+    if kind == ITEM:
+        state.live.append((event.version, event["item"]))
+    elif kind == POPPED:
+        state.live = [(v, item) for v, item in state.live if v != event["item_version"]]
+    elif kind == CLEARED:
+        state.live = []
+
+
+class LedgerSession:
+    """An Agents SDK Session (the `Session` protocol) on any ledger store.
+
+    `store`: an aio AsyncStore, or an EventStore (run on worker threads).
+    """
+
+    capabilities: Final = CAPABILITIES
+    session_settings: Any = None
+
+    def __init__(
+        self,
+        session_id: str,
+        store: EventStore | AsyncStore,
+        *,
+        lease_ttl_ms: int = DEFAULT_LEASE_MS,
+    ):
+        self.session_id = session_id
+        self.astore = store if isinstance(store, AsyncStore) else None
+        self.store: EventStore = store.core if isinstance(store, AsyncStore) else store
+        self.items = StreamId(ledger_session(session_id), ITEMS)
+        self._views: Views[_Items] = Views(_Items, _fold)
+        self.calls = CallLedger(self.store, agent=AGENT, lease_ttl_ms=lease_ttl_ms)
+
+    async def _drive(self, op: Op[T]) -> T:
+        if self.astore is not None:
+            return await self.astore.drive(op)
+        return await asyncio.to_thread(self.store._drive, op)
+
+    # -- the Session protocol -------------------------------------------------------------------
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        """The session's items, oldest first; with `limit`, the newest `limit` of them."""
+        state = await self._drive(self._views.of(self.items).refresh_op(self.store))
+        items = [item for _, item in state.live]
+        if limit is not None:
+            items = items[-limit:] if limit > 0 else []
+        return items
+
+    async def add_items(self, items: list[Any]) -> None:
+        """Append the items, in one atomic append (up to the store's events per append)."""
+        if not items:
+            return
+        events = [
+            {"type": "mutation", "agent": AGENT, "kind": ITEM, "item": item} for item in items
+        ]
+        await self._drive(self._append_op(events, _digest(items)))
+
+    async def pop_item(self) -> Any | None:
+        """Withdraw the newest item and return it (None when there is none)."""
+        return await self._drive(self._pop_op())
+
+    async def clear_session(self) -> None:
+        """Withdraw every item; the session id can be used again at once."""
+        await self._drive(self._clear_op())
+
+    # -- operations -----------------------------------------------------------------------------
+
+    def _append_op(self, events: list[dict[str, Any]], digest: str) -> Op[None]:
+        """Append `events` at the stream's version as the view knows it, again at the new one
+        while another writer gets there first."""
+        view = self._views.of(self.items)
+        for _ in range(CONFLICT_RETRIES):
+            yield from view.refresh_op(self.store)
+            version = view.version
+            try:
+                yield from self.store.append_op(
+                    self.items, version, f"oa:{version}:{digest}", events
+                )
+                return
+            except VersionConflict:
+                continue
+        raise VersionConflict(str(self.items), view.version, -1)
+
+    def _pop_op(self) -> Op[Any | None]:
+        view = self._views.of(self.items)
+        for _ in range(CONFLICT_RETRIES):
+            state = yield from view.refresh_op(self.store)
+            if not state.live:
+                return None
+            item_version, item = state.live[-1]
+            event = {
+                "type": "mutation",
+                "agent": AGENT,
+                "kind": POPPED,
+                "item_version": item_version,
+            }
+            try:
+                yield from self.store.append_op(
+                    self.items, view.version, f"pop:{view.version}", [event]
+                )
+            except VersionConflict:
+                continue
+            return item
+        raise VersionConflict(str(self.items), view.version, -1)
+
+    def _clear_op(self) -> Op[None]:
+        event = {"type": "mutation", "agent": AGENT, "kind": CLEARED}
+        # Bounded to the marker while it is appended: the append trims the items before it.
+        yield from self.store.bound_stream_op(self.items, 1, dedup_window_ms=0)
+        try:
+            yield from self._append_op([event], "cleared")
+        finally:
+            yield from self.store.bound_stream_op(self.items, None)
+
+    # -- function tools -------------------------------------------------------------------------
+
+    def record_tools(
+        self, tools: Sequence[FunctionTool], *, safe_to_replay: Sequence[str] = ()
+    ) -> list[FunctionTool]:
+        """The tools, each call of each recorded in this session before it runs and after.
+        `safe_to_replay`: tools that may run again after a crash left a call unfinished."""
+        safe = frozenset(safe_to_replay)
+        return [self._recorded(tool, tool.name in safe) for tool in tools]
+
+    def _recorded(self, tool: FunctionTool, safe: bool) -> FunctionTool:
+        invoke = tool.on_invoke_tool
+        stream = StreamId(self.items.session_id, TOOLS)
+
+        def sync(op: Op[T]) -> T:
+            return self.store._drive(op)
+
+        async def on_invoke_tool(context: ToolContext[Any], arguments: str) -> Any:
+            args = _arguments(arguments)
+            guard = self.calls.guard(stream, sync)
+            done, found = await self._drive(
+                guard.begin_op(context.tool_call_id, tool.name, args, safe, match_args=True)
+            )
+            if done:
+                return found
+            return await guard.finish_async(
+                found, lambda: invoke(context, arguments), _outcome, self._drive
+            )
+
+        return dataclasses.replace(tool, on_invoke_tool=on_invoke_tool)
+
+
+def _arguments(text: str) -> dict[str, Any]:
+    """A call's arguments as recorded: its JSON object, or the text as the model sent it."""
+    try:
+        found = json.loads(text) if text else {}
+    except ValueError:
+        return {"raw": text}
+    return found if isinstance(found, dict) else {"value": found}
+
+
+def _outcome(value: Any) -> tuple[str, Any]:
+    """A tool's output as recorded: JSON where it is JSON, else its text."""
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return "ok", str(value)
+    return "ok", value
+
+
+def _digest(items: list[Any]) -> str:
+    text = json.dumps(items, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+__all__ = ["CAPABILITIES", "LedgerSession", "ledger_session"]

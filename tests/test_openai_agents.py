@@ -1,0 +1,220 @@
+"""The OpenAI Agents SDK adapter: its Session on every store, and function tools recorded around
+a run driven by the SDK's ScriptedModel, killed inside a tool and run again."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents")
+
+from agents.exceptions import UserError
+from agents.memory.session import Session
+
+import ledger_bus as lb
+from ledger_bus import aio
+from ledger_bus.adapters.openai_agents import CAPABILITIES, LedgerSession
+from ledger_bus.reconciler import Reconciler, ReconcilerConfig, resolve_attempt
+from ledger_bus.recorder import UnresolvedAttempt
+from ledger_bus.server import LocalCluster, LocalServer
+from tests.support.agents_sdk import build, run
+from tests.support.proxy import DropProxy
+
+
+@pytest.fixture(params=["redis", "cluster", "sqlite", "memory"])
+def agents_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "redis":
+        return str(request.getfixturevalue("redis_url"))
+    if request.param == "cluster":
+        cluster: LocalCluster = request.getfixturevalue("redis_cluster")
+        return cluster.url
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'agents.db'}"
+    return "memory://"
+
+
+def item(text: str, role: str = "user") -> dict[str, Any]:
+    return {"role": role, "content": text}
+
+
+def test_the_session_keeps_adds_pops_and_clears_items(agents_url: str, prefix: str) -> None:
+    async def main() -> None:
+        store = await aio.connect(agents_url, prefix=prefix)
+        session = LedgerSession("chat 1", store)  # not a session id: kept under a digest of it
+        assert isinstance(session, Session)
+        assert await session.get_items() == []
+        assert await session.pop_item() is None
+        await session.add_items([item("a"), item("b", "assistant")])
+        await session.add_items([item("c")])
+        assert await session.get_items() == [item("a"), item("b", "assistant"), item("c")]
+        assert await session.get_items(limit=2) == [item("b", "assistant"), item("c")]
+        assert await session.get_items(limit=0) == []
+        assert await session.pop_item() == item("c")
+        assert await session.get_items() == [item("a"), item("b", "assistant")]
+
+        # Another process's session object reads what this one wrote.
+        other = LedgerSession("chat 1", store)
+        assert await other.get_items(limit=1) == [item("b", "assistant")]
+
+        await session.clear_session()
+        assert await other.get_items() == []
+        # The same id at once, the same items: written anew, never taken for a retry.
+        await other.add_items([item("a"), item("b", "assistant")])
+        assert await session.get_items() == [item("a"), item("b", "assistant")]
+        await store.aclose()
+
+    asyncio.run(main())
+
+
+def test_an_add_whose_reply_is_lost_lands_once(redis_server: LocalServer, prefix: str) -> None:
+    proxy = DropProxy(redis_server.port)
+
+    async def main() -> None:
+        url = f"redis://127.0.0.1:{proxy.port}/0"
+        store = await aio.connect(url, prefix=prefix, timeout=5)
+        session = LedgerSession("lossy", store)
+        await session.add_items([item("first")])
+        proxy.drop_next_reply_to(b"EVALSHA")
+        await session.add_items([item("second"), item("third")])
+        assert proxy.dropped == 1
+        check = LedgerSession("lossy", lb.connect(redis_server.url, prefix=prefix))
+        assert await check.get_items() == [item("first"), item("second"), item("third")]
+        await store.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        proxy.close()
+
+
+def test_a_run_records_each_function_tool_call_before_and_after(
+    redis_url: str, prefix: str, tmp_path: Path
+) -> None:
+    async def main() -> None:
+        store = await aio.connect(redis_url, prefix=prefix)
+        session = LedgerSession("run-1", store)
+        agent, model = build(session, tmp_path)
+        assert await run(agent, session) == "refunded and notified"
+        model.assert_complete()
+        assert ran(tmp_path) == {"refund": 1, "notify": 1}
+        tools = await store.read_stream(lb.StreamId("run-1", "oa.tools"))
+        assert [(e.type, e.get("tool")) for e in tools] == [
+            ("tool_call", "refund"),
+            ("tool_result", "refund"),
+            ("tool_call", "notify"),
+            ("tool_result", "notify"),
+        ]
+        assert tools[1]["result"] == "refunded 7"
+        assert await store.open_attempts("run-1") == []
+        items = await session.get_items()
+        assert items[0] == {"content": "refund order 7", "role": "user"}
+        assert len(items) >= 6  # the question, two calls, two outputs, the answer
+        assert CAPABILITIES.to_dict()["recovery"] == "best_effort"
+        await store.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_run_killed_inside_a_tool_is_flagged_and_never_runs_it_again_silently(
+    redis_url: str, prefix: str, tmp_path: Path
+) -> None:
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.support.agents_sdk",
+            redis_url,
+            prefix,
+            "crash",
+            str(tmp_path),
+        ],
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "notify.started").exists():
+            assert child.poll() is None, "the agent ended before the kill"
+            assert time.monotonic() < deadline, "the agent never reached notify"
+            time.sleep(0.05)
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    store = lb.connect(redis_url, prefix=prefix)
+    (attempt,) = store.open_attempts("crash")
+    assert (attempt.tool, attempt.attempt_id) == ("notify", "c-notify#1")
+    time.sleep(1.2)  # the process's lease (1 s) expires
+    reconciler = Reconciler(store, ReconcilerConfig(grace_s=0, sessions=("crash",)))
+    assert reconciler.run_pass().flagged == 1
+
+    async def again(calls: str, safe: tuple[str, ...] = ()) -> str:
+        session = LedgerSession("crash", store)
+        agent, _ = build(session, tmp_path, calls=calls, safe=safe)
+        return await run(agent, session)
+
+    # The run again, its model asking for the same calls under new ids: refund was finished
+    # and runs again as a new call; notify, with the same arguments, was never finished.
+    # (The SDK reports a tool's exception as a UserError, the ledger's error its cause.)
+    with pytest.raises(UserError, match="c-notify#1") as caught:
+        asyncio.run(again("d"))
+    assert isinstance(caught.value.__cause__, UnresolvedAttempt)
+    assert ran(tmp_path) == {"refund": 2, "notify": 1}
+
+    # Once someone decides (the call's outcome is unknown), it may run again.
+    resolve_attempt(store, "crash", "c-notify#1", "unknown")
+    assert asyncio.run(again("e")) == "refunded and notified"
+    assert ran(tmp_path) == {"refund": 3, "notify": 2}
+    assert store.open_attempts("crash") == []
+    store.close()
+
+
+def test_two_processes_add_to_one_session_at_once_and_every_item_lands_once(
+    redis_url: str, prefix: str, tmp_path: Path
+) -> None:
+    script = tmp_path / "adder.py"
+    script.write_text(ADDER)
+    adders = [
+        subprocess.Popen([sys.executable, str(script), redis_url, prefix, f"p{n}"])
+        for n in range(2)
+    ]
+    assert [a.wait(120) for a in adders] == [0, 0]
+
+    async def items() -> list[Any]:
+        return await LedgerSession("shared", lb.connect(redis_url, prefix=prefix)).get_items()
+
+    found = asyncio.run(items())
+    for writer in ("p0", "p1"):
+        mine = [i["content"] for i in found if i["role"] == writer]
+        assert mine == [f"{writer}-{n}" for n in range(25)], "each once, in its writer's order"
+
+
+ADDER = """
+import asyncio, sys
+import ledger_bus as lb
+from ledger_bus.adapters.openai_agents import LedgerSession
+
+url, prefix, writer = sys.argv[1:4]
+
+async def main():
+    session = LedgerSession("shared", lb.connect(url, prefix=prefix))
+    for n in range(25):
+        await session.add_items([{"role": writer, "content": f"{writer}-{n}"}])
+
+asyncio.run(main())
+"""
+
+
+def ran(where: Path) -> dict[str, int]:
+    return {
+        name: len((where / name).read_text().splitlines())
+        for name in ("refund", "notify")
+        if (where / name).exists()
+    }
