@@ -49,6 +49,8 @@ bench: install
 	$(PY) scripts/bench_breakdown.py
 	$(PY) scripts/bench_sql.py
 	$(PY) scripts/bench_lifecycle.py
+	$(PY) scripts/bench_async.py
+	$(PY) scripts/bench_adapters.py
 
 demo: install
 	$(BIN)/ledger-bus demo

@@ -15,21 +15,23 @@ import argparse
 import asyncio
 import gc
 import statistics
+import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import msgpack
 from redis.asyncio import Redis
 
 import ledger_bus as lb
 from ledger_bus import aio
+from ledger_bus.batch import prepare_append
 from ledger_bus.server import LocalServer
 from ledger_bus.store.aio import AsyncStore
+from ledger_bus.store.redis import APPEND, RedisStore
 
-try:
-    from bench import tool_call
-except ImportError:  # run from the repository root
-    from scripts.bench import tool_call
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench import tool_call
 
 WORKERS = 64
 PAYLOAD = msgpack.packb(tool_call(0))
@@ -56,20 +58,42 @@ async def main(rounds: int, per_worker: int) -> None:
                 await store.append(ref, v, f"a{v}", [tool_call(i)])
                 versions[w] = v + 1
 
+        core, client = store.core, store.client
+        assert isinstance(core, RedisStore)
+        assert client is not None
+        floor_versions = [0] * WORKERS
+
+        async def by_hand(w: int, n: int) -> None:
+            # What an append cannot do without: the event prepared, the script called directly.
+            ref = lb.StreamId(f"hand-{w}", "run")
+            keys = core._keys_of(ref)
+            for i in range(n):
+                v = floor_versions[w]
+                prepared = prepare_append(
+                    ref.session_id, "run", f"a{v}", [tool_call(i)], core.limits
+                )
+                args = core.append_args(ref, v, f"a{v}", prepared)
+                await client.evalsha(APPEND.sha, len(keys), *keys, *args)
+                floor_versions[w] = v + 1
+
         async def theirs(w: int, n: int) -> None:
             key = f"raw:{{async-{w}}}:log"
             for _ in range(n):
                 await raw.xadd(key, {"p": PAYLOAD})
 
+        await client.script_load(APPEND.text)
         await timed(theirs, max(1, per_worker // 10))
         await timed(ours, max(1, per_worker // 10))
-        ratios, mine, raws = [], [], []
+        await timed(by_hand, max(1, per_worker // 10))
+        ratios, mine, raws, hand_ratios = [], [], [], []
         for _ in range(rounds):
             theirs_rate = WORKERS * per_worker / await timed(theirs, per_worker)
             ours_rate = WORKERS * per_worker / await timed(ours, per_worker)
+            hand_rate = WORKERS * per_worker / await timed(by_hand, per_worker)
             raws.append(theirs_rate)
             mine.append(ours_rate)
             ratios.append(ours_rate / theirs_rate)
+            hand_ratios.append(hand_rate / theirs_rate)
 
         blocking = lb.connect(server.url, prefix="bench")
         ref = lb.StreamId("sync", "run")
@@ -88,6 +112,10 @@ async def main(rounds: int, per_worker: int) -> None:
         f"   ledger {statistics.median(mine):>8,.0f} ops/s"
         f"   raw {statistics.median(raws):>8,.0f} ops/s"
         f"   ratio {statistics.median(ratios):4.2f}x  (target >= 0.6x)"
+    )
+    print(
+        f"the same appends by hand (prepare_append + EVALSHA, no store machinery)"
+        f"   ratio {statistics.median(hand_ratios):4.2f}x  (what the store cannot go above)"
     )
     print(f"blocking store, one thread, single appends: {sync_rate:>8,.0f} ops/s (for scale)")
 

@@ -33,6 +33,7 @@ import asyncio
 import base64
 import builtins
 import hashlib
+import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -567,8 +568,8 @@ class LedgerSaver(BaseCheckpointSaver[int]):
                 guard.begin_op(call["id"], call["name"], call["args"], call["name"] in safe)
             )
             if done:
-                return _message(found, call)
-            return guard.finish_sync(found, lambda: execute(request), _outcome)
+                return self._replayed(found, call)
+            return guard.finish_sync(found, lambda: execute(request), self._outcome)
 
         async def awrap(request: Any, execute: Callable[[Any], Any]) -> Any:
             call = request.tool_call
@@ -577,10 +578,39 @@ class LedgerSaver(BaseCheckpointSaver[int]):
                 guard.begin_op(call["id"], call["name"], call["args"], call["name"] in safe)
             )
             if done:
-                return _message(found, call)
-            return await guard.finish_async(found, lambda: execute(request), _outcome, self._async)
+                return self._replayed(found, call)
+            return await guard.finish_async(
+                found, lambda: execute(request), self._outcome, self._async
+            )
 
         return {"wrap_tool_call": wrap, "awrap_tool_call": awrap}
+
+    def _outcome(self, value: Any) -> tuple[str, Any]:
+        """What a tool returned, as its recorded result: a ToolMessage's content, name and
+        status (readable in the ledger); anything else (a Command) in the saver's serde."""
+        if isinstance(value, ToolMessage):
+            status = "error" if value.status == "error" else "ok"
+            return status, {"content": value.content, "name": value.name, "status": value.status}
+        return "ok", {"serde": self._dump(value)}
+
+    def _replayed(self, result: Any, call: dict[str, Any]) -> Any:
+        """A call's recorded result as the tool returned it; for a tool that raised, or an
+        attempt resolved by a decision, an error ToolMessage saying so."""
+        if isinstance(result, dict) and "serde" in result:
+            return self._load(result["serde"])
+        if isinstance(result, dict) and "content" in result:
+            return ToolMessage(
+                content=result["content"],
+                name=result.get("name") or call["name"],
+                tool_call_id=call["id"],
+                status=result.get("status", "success"),
+            )
+        return ToolMessage(
+            content=f"no result: {json.dumps(result, default=str)}",
+            name=call["name"],
+            tool_call_id=call["id"],
+            status="error",
+        )
 
     def _guard(self, request: Any) -> Any:
         config = request.runtime.config if request.runtime is not None else {}
@@ -594,35 +624,6 @@ def record_tools(saver: LedgerSaver, *, safe_to_replay: Sequence[str] = ()) -> d
     """`saver.record_tools(...)`: keyword arguments for ToolNode (wrap_tool_call and
     awrap_tool_call) that record its tool calls in the saver's store."""
     return saver.record_tools(safe_to_replay=safe_to_replay)
-
-
-def _outcome(value: Any) -> tuple[str, Any]:
-    """A tool's ToolMessage as the result recorded ("ok"/"error", JSON)."""
-    if isinstance(value, ToolMessage):
-        status = "error" if value.status == "error" else "ok"
-        return status, {"content": value.content, "name": value.name, "status": value.status}
-    raise InvalidInput(
-        f"a recorded tool returns a ToolMessage; got {type(value).__name__} (a Command is not"
-        " recorded: leave such a tool out of the ToolNode that records)"
-    )
-
-
-def _message(result: dict[str, Any], call: dict[str, Any]) -> ToolMessage:
-    """The recorded result of a call as the ToolMessage the tool returned (or, for a tool that
-    raised, an error message saying what it raised)."""
-    if "content" not in result:
-        return ToolMessage(
-            content=f"{result.get('error')}: {result.get('message')}",
-            name=call["name"],
-            tool_call_id=call["id"],
-            status="error",
-        )
-    return ToolMessage(
-        content=result["content"],
-        name=result.get("name") or call["name"],
-        tool_call_id=call["id"],
-        status=result.get("status", "success"),
-    )
 
 
 def _append_id(kind: str, key: str) -> str:
