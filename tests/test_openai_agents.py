@@ -160,8 +160,14 @@ def test_a_run_killed_inside_a_tool_is_flagged_and_never_runs_it_again_silently(
         agent, _ = build(session, tmp_path, calls=calls, safe=safe)
         return await run(agent, session)
 
-    # The run again, its model asking for the same calls under new ids: refund was finished
-    # and runs again as a new call; notify, with the same arguments, was never finished.
+    # The run again, its model asking for the same calls under the same ids: refund's recorded
+    # result comes back without running it; notify was never finished.
+    with pytest.raises(UserError, match="c-notify#1"):
+        asyncio.run(again("c"))
+    assert ran(tmp_path) == {"refund": 1, "notify": 1}
+
+    # Under new ids, as a real model's would be: refund was finished and runs again as a new
+    # call; notify, with the same arguments as the unfinished call, does not.
     # (The SDK reports a tool's exception as a UserError, the ledger's error its cause.)
     with pytest.raises(UserError, match="c-notify#1") as caught:
         asyncio.run(again("d"))
