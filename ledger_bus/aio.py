@@ -238,7 +238,7 @@ class AsyncTailer:
 
     async def context(self, n: int = 20) -> list[RecordedEvent]:
         """Tailer.context."""
-        return await self.store.tail(self.core.session_id, n)
+        return await self.store.drive(self.core.context_op(n))
 
     async def join(self, n: int = 20) -> list[RecordedEvent]:
         """Tailer.join."""

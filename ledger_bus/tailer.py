@@ -114,7 +114,10 @@ class Tailer:
 
     def context(self, n: int = 20) -> list[RecordedEvent]:
         """The session's last n events, oldest first; O(n) whatever the session's length."""
-        return self.store.tail(self.session_id, n)
+        return self._drive(self.context_op(n))
+
+    def context_op(self, n: int = 20) -> Op[list[RecordedEvent]]:
+        return (yield from self.store.tail_op(self.session_id, n))
 
     def join(self, n: int = 20) -> list[RecordedEvent]:
         """Return the last-n context and make sure the group exists.
@@ -126,7 +129,7 @@ class Tailer:
 
     def join_op(self, n: int = 20) -> Op[list[RecordedEvent]]:
         store, session, group = self.store, self.session_id, self.group
-        events = yield from store.tail_op(session, n)
+        events = yield from self.context_op(n)
         if (yield from store.group_exists_op(session, group)):
             gone = yield from store.group_prune_op(session, group, self.options.forget_idle_ms)
             if gone:

@@ -23,6 +23,7 @@ from ledger_bus.recorder import Recorder, RequestNotRecorded, UnresolvedAttempt
 from ledger_bus.records import RecordedEvent
 from ledger_bus.server import LocalServer
 from ledger_bus.store.base import EventStore
+from ledger_bus.store.ops import Op
 from ledger_bus.tailer import Tailer, TailerOptions
 from tests.support.events import msg
 from tests.support.helpers import kill, start_recorded
@@ -266,10 +267,11 @@ def test_an_event_committed_while_a_tailer_joins_an_empty_session_is_delivered(
     store: EventStore,
 ) -> None:
     class Joining(Tailer):
-        def context(self, n: int = 20) -> list[RecordedEvent]:
-            events = super().context(n)
+        def context_op(self, n: int = 20) -> Op[list[RecordedEvent]]:
+            events = yield from super().context_op(n)
             # Another agent commits between the context read and the group's creation.
-            store.append(lb.StreamId("fresh", "feed"), lb.ANY, "between", [msg("between")])
+            feed = lb.StreamId("fresh", "feed")
+            yield from store.append_op(feed, lb.ANY, "between", [msg("between")])
             return events
 
     tailer = Joining(store, "fresh", "g", "c1", TailerOptions(block_ms=50))

@@ -13,7 +13,6 @@ is thrown back into the operation at its `yield`, so an operation catches what i
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import time
 from collections.abc import Callable, Generator
@@ -110,6 +109,7 @@ def run(op: Op[T], client: Any) -> T:
 
 async def run_async(op: Op[T], client: Any) -> T:
     """Run `op` to its end on an asyncio `client`, awaiting each request."""
+    import asyncio  # here: the command line never runs this, and asyncio costs it 50 ms a start
     reply: Any = None
     failure: BaseException | None = None
     while True:

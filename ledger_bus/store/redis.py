@@ -18,7 +18,6 @@ from importlib import resources
 from typing import Any, Final, TypeVar, cast
 
 import redis.exceptions as rx
-from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 
 from ledger_bus.artifacts import Artifact, unpack
@@ -181,7 +180,9 @@ class RedisStore(EventStore):
     ):
         super().__init__(limits, durability)
         self.client: Any = client  # the commands used are common to all four kinds of client
-        self.cluster = isinstance(client, (RedisCluster, AsyncRedisCluster))
+        # A cluster client, blocking or asyncio (whose module costs the command line 0.1 s to
+        # import, so it is not asked by name): both keep a map of the nodes.
+        self.cluster = hasattr(client, "nodes_manager")
         self._confirmers: dict[Durability, Confirmer] = {}
         self._default_confirmer = self._confirmer(durability)
         # What this store knows of each stream it appended to: its keys, and the highest version
