@@ -21,7 +21,7 @@ from ledger_bus.conversation import export_session
 from ledger_bus.store.redis import RedisStore
 from ledger_bus.store.tiered import TieredStore
 from tests.support.events import call, msg, result
-from tests.support.helpers import ledger_cli
+from tests.support.helpers import ledger_cli, ledger_here
 
 S = "arch-1"
 MAIN, SIDE = lb.StreamId(S, "main"), lb.StreamId(S, "side")
@@ -250,7 +250,7 @@ def test_the_command_archives_named_or_idle_sessions_and_reads_them_through(
 
     def run(*args: str, archive: str | None = None) -> subprocess.CompletedProcess[str]:
         extra = ["--archive", archive] if archive else []
-        return ledger_cli(hot_url, prefix, *extra, *args)
+        return ledger_here(hot_url, prefix, *extra, *args)
 
     assert run("archive", S).returncode == 2  # where to?
     assert run("archive", S, "--idle-after", "1d", "--to", cold_url).returncode == 2
@@ -267,7 +267,7 @@ def test_the_command_archives_named_or_idle_sessions_and_reads_them_through(
     assert "is archived in" in unread.stderr
     assert "--archive" in unread.stderr
     assert run("export", S, archive=cold_url).stdout == before
-    appended = ledger_cli(
+    appended = ledger_here(
         hot_url, prefix, "append", S, "main", "--append-id", "m9", stdin=json.dumps(msg("late"))
     )
     assert appended.returncode == 1
@@ -337,15 +337,15 @@ def test_du_shows_what_each_session_takes_by_kind_and_the_largest_first(
     assert small["append_ids"] > 0  # the deleted stream's records are counted too
     assert all(value > 0 for value in (big["streams"], big["append_ids"], big["other"]))
 
-    shown = ledger_cli(hot_url, prefix, "du")
+    shown = ledger_here(hot_url, prefix, "du")
     assert shown.returncode == 0, shown.stderr
     rows = [json.loads(line) for line in shown.stdout.splitlines()]
     assert [row["session"] for row in rows] == ["du-big", "du-small"]
     assert rows[0]["bytes"] == sum(big.values())
-    one = ledger_cli(hot_url, prefix, "--output", "table", "du", "du-small")
+    one = ledger_here(hot_url, prefix, "--output", "table", "du", "du-small")
     assert "du-small" in one.stdout
     assert "du-big" not in one.stdout
-    assert ledger_cli(hot_url, prefix, "du", "du-nobody").returncode == 6
+    assert ledger_here(hot_url, prefix, "du", "du-nobody").returncode == 6
 
 
 def test_an_archive_that_differs_is_found_out_and_nothing_is_removed(tiered: TieredStore) -> None:

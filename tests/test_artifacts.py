@@ -18,7 +18,7 @@ from ledger_bus.store.base import EventStore
 from ledger_bus.store.ops import Op
 from ledger_bus.store.redis import ARTIFACT_CHUNK, RedisStore
 from tests.support.events import call, msg, result
-from tests.support.helpers import ledger_cli
+from tests.support.helpers import ledger_here
 
 S = "art-1"
 MAIN, SIDE = lb.StreamId(S, "main"), lb.StreamId(S, "side")
@@ -167,7 +167,7 @@ def test_the_command_line_shows_values_or_references_and_writes_an_artifact_out(
         store.append(MAIN, 0, "m1", [msg(body), msg("small")])
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        done = ledger_cli(cli_url, prefix, *args)
+        done = ledger_here(cli_url, prefix, *args)
         assert done.returncode == 0, done.stderr
         return done
 
@@ -183,9 +183,9 @@ def test_the_command_line_shows_values_or_references_and_writes_an_artifact_out(
     run("artifact", S, f"sha256:{sha(body)}", str(out))
     assert out.read_bytes() == body.encode()
     assert run("artifact", S, sha(body)).stdout == body
-    missing = ledger_cli(cli_url, prefix, "artifact", S, "0" * 64)
+    missing = ledger_here(cli_url, prefix, "artifact", S, "0" * 64)
     assert missing.returncode == 6
-    assert ledger_cli(cli_url, prefix, "artifact", S, "not-a-sha").returncode == 2
+    assert ledger_here(cli_url, prefix, "artifact", S, "not-a-sha").returncode == 2
 
 
 def test_a_store_opened_for_references_reads_references_unless_a_read_says(

@@ -11,7 +11,7 @@ import ledger_bus as lb
 from ledger_bus.store.base import DEFAULT_DEDUP_WINDOW_MS, EventStore
 from ledger_bus.store.redis import RedisStore
 from tests.support.events import msg
-from tests.support.helpers import ledger_cli
+from tests.support.helpers import ledger_here
 
 S = "bound-1"
 CHECKPOINTS, MAIN = lb.StreamId(S, "checkpoints"), lb.StreamId(S, "main")
@@ -134,7 +134,7 @@ def test_a_bound_declared_on_a_long_stream_trims_it_a_little_per_append(
 
 def test_the_command_declares_shows_and_lifts_a_bound(cli_url: str, prefix: str) -> None:
     def run(*args: str) -> dict[str, object]:
-        done = ledger_cli(cli_url, prefix, *args)
+        done = ledger_here(cli_url, prefix, *args)
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)  # type: ignore[no-any-return]
 
@@ -146,7 +146,7 @@ def test_the_command_declares_shows_and_lifts_a_bound(cli_url: str, prefix: str)
             store.append(CHECKPOINTS, lb.ANY, f"c{n}", [msg(str(n))])
         assert bodies(store.read_stream(CHECKPOINTS)) == ["2", "3"]
     assert run("bound", S, "checkpoints", "--off")["keep"] is None
-    assert ledger_cli(cli_url, prefix, "bound", S, "checkpoints", "--keep", "0").returncode == 2
-    both = ledger_cli(cli_url, prefix, "bound", S, "checkpoints", "--keep", "2", "--off")
+    assert ledger_here(cli_url, prefix, "bound", S, "checkpoints", "--keep", "0").returncode == 2
+    both = ledger_here(cli_url, prefix, "bound", S, "checkpoints", "--keep", "2", "--off")
     assert both.returncode == 2
     assert "--off" in both.stderr

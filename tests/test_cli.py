@@ -1,4 +1,5 @@
-"""The `ledger-bus` command as a user runs it: real processes, a real server, exit codes."""
+"""The `ledger-bus` command as a user runs it: its entry point, a real server, exit codes; in
+processes of their own where a process matters (follow, signals, an unreachable backend)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from ledger_bus.server import free_port
-from tests.support.helpers import LEDGER_KEYS, cli_env, ledger_cli
+from tests.support.helpers import LEDGER_KEYS, cli_env, ledger_cli, ledger_here
 
 run = ledger_cli
 
@@ -37,8 +38,11 @@ MSG = {"type": "message", "agent": "lead", "body": "backend-dev will handle"}
 
 @pytest.fixture
 def ledger(cli_url: str, prefix: str) -> Any:
+    """The command, run in this process (its output and exit code as a user's process has
+    them); the tests below that need a process of its own start one with `run`."""
+
     def call(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-        return run(cli_url, prefix, *args, stdin=stdin)
+        return ledger_here(cli_url, prefix, *args, stdin=stdin)
 
     return call
 

@@ -12,7 +12,7 @@ import ledger_bus as lb
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.redis import DELETE_STREAM, RedisStore
 from tests.support.events import call, msg, result
-from tests.support.helpers import ledger_cli
+from tests.support.helpers import ledger_here
 
 S = "del-1"
 MAIN, SIDE = lb.StreamId(S, "main"), lb.StreamId(S, "side")
@@ -177,7 +177,7 @@ def test_the_command_says_what_would_go_and_deletes_only_when_told(
         fill(store)
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return ledger_cli(cli_url, prefix, *args)
+        return ledger_here(cli_url, prefix, *args)
 
     asked = run("delete", S)
     assert asked.returncode == 0, asked.stderr
@@ -209,7 +209,7 @@ def test_the_command_says_what_would_go_and_deletes_only_when_told(
     assert json.loads(whole.stdout)["deleted_events"] == 3
     assert run("tail", S).returncode == 6
     line = json.dumps(msg("after")) + "\n"
-    again = ledger_cli(
+    again = ledger_here(
         cli_url,
         prefix,
         "append",

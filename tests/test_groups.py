@@ -250,7 +250,7 @@ def test_replayed_dead_letters_are_taken_over_and_delivered_again(store: EventSt
 def test_groups_from_the_command_line(redis_url: str, prefix: str) -> None:
     import json
 
-    from tests.support.helpers import ledger_cli
+    from tests.support.helpers import ledger_here
 
     with lb.connect(redis_url, prefix=prefix) as direct:
         put(direct, "gc", "poison", "fine")
@@ -259,7 +259,7 @@ def test_groups_from_the_command_line(redis_url: str, prefix: str) -> None:
         direct.group_dead_letter("gc", "workers", poison, "kept failing")
 
     def run(*args: str) -> list[dict[str, object]]:
-        done = ledger_cli(redis_url, prefix, *args)
+        done = ledger_here(redis_url, prefix, *args)
         assert done.returncode == 0, done.stderr
         return [json.loads(line) for line in done.stdout.splitlines()]
 
@@ -271,9 +271,9 @@ def test_groups_from_the_command_line(redis_url: str, prefix: str) -> None:
     assert letter["reason"] == "kept failing"
     assert run("groups", "dead-letters", "gc", "workers", "--replay")[0]["replayed"] == 1
     assert run("groups", "reset", "gc", "workers", "--to", "0")[0]["after"] == CURSOR_ZERO
-    refused = ledger_cli(redis_url, prefix, "groups", "delete", "gc", "workers")
+    refused = ledger_here(redis_url, prefix, "groups", "delete", "gc", "workers")
     assert refused.returncode == 2
     assert run("groups", "delete", "gc", "workers", "--yes")[0]["deleted"] is True
-    missing = ledger_cli(redis_url, prefix, "groups", "delete", "gc", "workers", "--yes")
+    missing = ledger_here(redis_url, prefix, "groups", "delete", "gc", "workers", "--yes")
     assert missing.returncode == 6
     assert run("groups", "gc") == []

@@ -18,6 +18,7 @@ import pytest
 pytest.importorskip("langgraph.checkpoint.conformance")
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 
 import ledger_bus as lb
@@ -236,3 +237,27 @@ def test_an_async_graph_on_an_asyncio_store_records_and_resumes_the_same_way(
         await store.aclose()
 
     asyncio.run(main())
+
+
+def test_a_large_channel_value_is_one_artifact_however_many_checkpoints_hold_it(
+    redis_url: str, prefix: str
+) -> None:
+    store = lb.connect(redis_url, prefix=prefix, resolve_artifacts=False)
+    saver = LedgerSaver(store)
+    document = "x" * 300_000  # a retrieved document the graph carries from step to step
+    config: RunnableConfig = {"configurable": {"thread_id": "big", "checkpoint_ns": ""}}
+    for step in range(3):
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"doc": document, "step": step}
+        cp["channel_versions"] = {"doc": step + 1, "step": step + 1}
+        config = saver.put(config, cp, {"step": step}, cp["channel_versions"])
+
+    found = saver.get_tuple({"configurable": {"thread_id": "big"}})
+    assert found is not None
+    assert found.checkpoint["channel_values"] == {"doc": document, "step": 2}
+    (uses,) = store.artifact_uses("big").values()
+    assert uses == 3, "three checkpoints, one artifact"
+    # The ledger read without resolving shows references where the values were.
+    (first, *_) = store.read_stream(lb.StreamId("big", "lg.ckpt"))
+    assert any(isinstance(v, lb.ArtifactRef) for v in first.fields.values())
+    store.close()

@@ -19,7 +19,7 @@ from ledger_bus.pgserver import LocalPostgres
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.sql import SCHEMA_HEAD, SqlStore
 from tests.support.events import call, msg, result
-from tests.support.helpers import Writers, ledger_cli
+from tests.support.helpers import Writers, ledger_here
 from tests.support.proxy import DropProxy
 
 
@@ -185,7 +185,7 @@ def test_a_ledger_made_before_deletions_upgrades_and_keeps_its_sessions(tmp_path
         )
     store.close()
 
-    upgraded = ledger_cli(url, "lb", "db", "upgrade")
+    upgraded = ledger_here(url, "lb", "db", "upgrade")
     assert upgraded.returncode == 0, upgraded.stderr
 
     with lb.connect(url) as upgraded_store:
@@ -290,7 +290,7 @@ def test_the_command_line_works_on_sqlite_and_migrates_its_schema(tmp_path: Path
     url = f"sqlite:///{tmp_path / 'cli.db'}"
 
     def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-        return ledger_cli(url, "lb", *args, stdin=stdin)
+        return ledger_here(url, "lb", *args, stdin=stdin)
 
     appended = run("append", "s1", "main", "--append-id", "a", stdin=json.dumps(msg("hello")))
     assert appended.returncode == 0, appended.stderr
@@ -326,9 +326,9 @@ def test_the_command_line_works_on_sqlite_and_migrates_its_schema(tmp_path: Path
     assert "run `ledger-bus db upgrade`" in behind.stderr
     assert json.loads(run("db", "current").stdout)["up_to_date"] is False
     fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
-    made = ledger_cli(fresh, "lb", "db", "upgrade")
+    made = ledger_here(fresh, "lb", "db", "upgrade")
     assert json.loads(made.stdout) == {"prefix": "lb", "from": None, "to": SCHEMA_HEAD}
-    again = ledger_cli(fresh, "lb", "db", "upgrade")
+    again = ledger_here(fresh, "lb", "db", "upgrade")
     assert json.loads(again.stdout) == {"prefix": "lb", "from": SCHEMA_HEAD, "to": SCHEMA_HEAD}
     assert run("--url", "redis://127.0.0.1:1", "db", "current").returncode == 2
     doctor = run("doctor")

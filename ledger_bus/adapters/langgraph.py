@@ -10,8 +10,8 @@ A thread is a session (its id, or `lg~<sha256>` for an id that is not a session 
 Redis Cluster all of a thread lives in one slot. Each checkpoint namespace is a stream of the
 session (`lg.ckpt`, `lg.ckpt.<ns>`): a `langgraph.checkpoint` mutation per checkpoint, with the
 channel values that changed at it, and a `langgraph.writes` mutation per task's pending writes.
-Values are the saver's serde bytes, base64; a large one is kept as an artifact (spec 3.11),
-stored once however many checkpoints hold it. Reads fold the stream into a view that is brought
+Values are the saver's serde bytes, base64, a field each; a large one is kept as an artifact
+(spec 3.11), stored once however many checkpoints hold it. Reads fold the stream into a view that is brought
 up to date by reading what was appended since (adapters/view.py): a get_tuple is one round trip.
 
 Deleting and pruning, in an append-only log: delete_thread deletes the session (its tool calls
@@ -79,6 +79,8 @@ CAPABILITIES: Final = Capabilities(
 )
 
 Typed = list[str]  # [serde type, base64 of its bytes]
+EMPTY: Final[Typed] = ["empty", ""]  # a channel with no value at its version
+VALUE: Final = "value_"  # the fields a checkpoint event keeps its channel values in
 
 
 def thread_session(thread_id: str) -> str:
@@ -126,9 +128,8 @@ def _fold(state: _Namespace, event: RecordedEvent) -> None:
     kind = fields.get("kind")
     if kind == CHECKPOINT:
         state.thread_id, state.ns = fields["thread_id"], fields["checkpoint_ns"]
-        for channel, versions in fields.get("blobs", {}).items():
-            for version, value in versions.items():
-                state.blobs[(channel, version)] = value
+        for channel, version, name in fields.get("blobs", ()):
+            state.blobs[(channel, version)] = fields[name]
         state.checkpoints[fields["checkpoint_id"]] = _Saved(fields, event.version)
     elif kind == WRITES:
         found = state.writes.setdefault(fields["checkpoint_id"], {})
@@ -220,10 +221,10 @@ class LedgerSaver(BaseCheckpointSaver[int]):
         values = checkpoint.get("channel_values", {})
         rest = {k: v for k, v in checkpoint.items() if k != "channel_values"}
         merged = get_checkpoint_metadata(config, metadata)
-        blobs: dict[str, dict[str, Typed]] = {}
-        for channel, version in new_versions.items():
-            value = self._dump(values[channel]) if channel in values else ["empty", ""]
-            blobs.setdefault(channel, {})[str(version)] = value
+        blobs = [
+            (channel, str(version), self._dump(values[channel]) if channel in values else EMPTY)
+            for channel, version in new_versions.items()
+        ]
         event = {
             "type": "mutation",
             "agent": AGENT,
@@ -235,7 +236,7 @@ class LedgerSaver(BaseCheckpointSaver[int]):
             "graph_run_id": str(merged.get("run_id", "")),
             "checkpoint": self._dump(rest),
             "metadata": self._dump(merged),
-            "blobs": blobs,
+            **_blob_fields(blobs),
         }
         stream = namespace_stream(thread_session(thread_id), ns)
         yield from self.store.append_op(stream, ANY, _append_id("c", checkpoint["id"]), [event])
@@ -514,15 +515,19 @@ class LedgerSaver(BaseCheckpointSaver[int]):
         followed by its pending writes, for `thread_id`."""
         events: builtins.list[dict[str, Any]] = []
         for checkpoint_id in ids:
-            fields = dict(state.checkpoints[checkpoint_id].fields)
+            fields = state.checkpoints[checkpoint_id].fields
             versions = self._load(fields["checkpoint"]).get("channel_versions", {})
-            blobs: dict[str, dict[str, Typed]] = {}
-            for channel, version in versions.items():
-                typed = state.blobs.get((channel, str(version)))
-                if typed is not None:
-                    blobs.setdefault(channel, {})[str(version)] = typed
-            fields.update(thread_id=thread_id, blobs=blobs)
-            events.append({k: v for k, v in fields.items() if k != "event_id"})
+            blobs = [
+                (channel, str(version), typed)
+                for channel, version in versions.items()
+                if (typed := state.blobs.get((channel, str(version)))) is not None
+            ]
+            kept = {
+                k: v
+                for k, v in fields.items()
+                if k not in ("event_id", "blobs") and not k.startswith(VALUE)
+            }
+            events.append({**kept, "thread_id": thread_id, **_blob_fields(blobs)})
             by_task: dict[str, builtins.list[builtins.list[Any]]] = {}
             for task_id, channel, value, task_path, idx in state.writes.get(
                 checkpoint_id, {}
@@ -624,6 +629,16 @@ def record_tools(saver: LedgerSaver, *, safe_to_replay: Sequence[str] = ()) -> d
     """`saver.record_tools(...)`: keyword arguments for ToolNode (wrap_tool_call and
     awrap_tool_call) that record its tool calls in the saver's store."""
     return saver.record_tools(safe_to_replay=safe_to_replay)
+
+
+def _blob_fields(blobs: builtins.list[tuple[str, str, Typed]]) -> dict[str, Any]:
+    """Channel values as fields of a checkpoint event: `blobs` lists (channel, version, field)
+    and each value is a field of its own, so that a large value the same in many checkpoints
+    is one artifact, stored once (spec 3.11), however many events hold it."""
+    fields: dict[str, Any] = {"blobs": [[c, v, f"{VALUE}{n}"] for n, (c, v, _) in enumerate(blobs)]}
+    for n, (_, _, typed) in enumerate(blobs):
+        fields[f"{VALUE}{n}"] = typed
+    return fields
 
 
 def _append_id(kind: str, key: str) -> str:

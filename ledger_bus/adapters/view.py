@@ -10,6 +10,7 @@ session, so an event read again under the same version and cursor is the same ev
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -32,27 +33,42 @@ class StreamView(Generic[S]):
     version: int = 0
     cursor: str | None = None
     state: S = field(init=False)
+    _lock: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.state = self.make()
 
     def refresh_op(self, store: EventStore) -> Op[S]:
-        """The state with every event committed to the stream so far."""
-        after = max(0, self.version - 1)
-        found = yield from store.read_stream_op(self.stream, after, resolve_artifacts=True)
-        if self.version:
-            if not found or found[0].version != self.version or found[0].cursor != self.cursor:
-                self.version, self.cursor, self.state = 0, None, self.make()
-                found = yield from store.read_stream_op(self.stream, 0, resolve_artifacts=True)
-            else:
-                found = found[1:]
-        for event in found:
-            self.apply(self.state, event)
-            self.version, self.cursor = event.version, event.cursor
-        return self.state
+        """The state with every event committed to the stream so far.
+
+        Threads (a ToolNode's parallel calls) and coroutines may refresh one view at once: the
+        reads happen unlocked, and what they found is applied under a lock held for no I/O, each
+        event once, in version order."""
+        version, cursor = self.version, self.cursor
+        found = yield from store.read_stream_op(
+            self.stream, max(0, version - 1), resolve_artifacts=True
+        )
+        if version and (not found or found[0].version != version or found[0].cursor != cursor):
+            # Deleted, trimmed or rewritten since: read it all into a state of its own.
+            fresh = self.make()
+            last: tuple[int, str | None] = (0, None)
+            for event in (yield from store.read_stream_op(self.stream, 0, resolve_artifacts=True)):
+                self.apply(fresh, event)
+                last = (event.version, event.cursor)
+            with self._lock:
+                self.state = fresh
+                self.version, self.cursor = last
+                return fresh
+        with self._lock:
+            for event in found:
+                if event.version > self.version:
+                    self.apply(self.state, event)
+                    self.version, self.cursor = event.version, event.cursor
+            return self.state
 
     def forget(self) -> None:
-        self.version, self.cursor, self.state = 0, None, self.make()
+        with self._lock:
+            self.version, self.cursor, self.state = 0, None, self.make()
 
 
 class Views(Generic[S]):

@@ -110,6 +110,7 @@ def run(op: Op[T], client: Any) -> T:
 async def run_async(op: Op[T], client: Any) -> T:
     """Run `op` to its end on an asyncio `client`, awaiting each request."""
     import asyncio  # here: the command line never runs this, and asyncio costs it 50 ms a start
+
     reply: Any = None
     failure: BaseException | None = None
     while True:

@@ -1262,6 +1262,9 @@ class RedisStore(EventStore):
         )
         return len(claimed[0])
 
+    def now_ms(self) -> int:
+        return self._drive(self.now_ms_op())
+
     def now_ms_op(self) -> Op[int]:
         seconds, micros = yield from self._run(lambda c: c.time())
         return int(seconds) * 1000 + int(micros) // 1000

@@ -35,6 +35,32 @@ def ledger_cli(
     )
 
 
+def ledger_here(
+    url: str, prefix: str, *args: str, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """`ledger-bus ARGS` run in this process, through the same entry point and error boundary
+    (`ledger_bus.cli.main`), its streams and environment those a user's process would have:
+    for tests of what the command prints and exits with, without a second a start."""
+    from click.testing import CliRunner
+
+    from ledger_bus.cli import main
+
+    argv = sys.argv
+    env = {"LEDGER_BUS_URL": url, "LEDGER_BUS_PREFIX": prefix}
+    with CliRunner().isolation(input=stdin, env=env) as (out, err, _):
+        sys.argv = ["ledger-bus", *args]
+        try:
+            main()
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else 0
+        finally:
+            sys.argv = argv
+            sys.stdout.flush()  # as a process's streams are, when it exits
+            sys.stderr.flush()
+        stdout, stderr = out.getvalue().decode(), err.getvalue().decode()
+    return subprocess.CompletedProcess(["ledger-bus", *args], code, stdout, stderr)
+
+
 def start_recorded(
     url: str, prefix: str, folder: Path, safe: str
 ) -> tuple[subprocess.Popen[str], Path]:
