@@ -11,8 +11,9 @@ Redis Cluster all of a thread lives in one slot. Each checkpoint namespace is a 
 session (`lg.ckpt`, `lg.ckpt.<ns>`): a `langgraph.checkpoint` mutation per checkpoint, with the
 channel values that changed at it, and a `langgraph.writes` mutation per task's pending writes.
 Values are the saver's serde bytes, base64, a field each; a large one is kept as an artifact
-(spec 3.11), stored once however many checkpoints hold it. Reads fold the stream into a view that is brought
-up to date by reading what was appended since (adapters/view.py): a get_tuple is one round trip.
+(spec 3.11), stored once however many checkpoints hold it. Reads fold the stream into a view
+that is brought up to date by reading what was appended since (adapters/view.py): a get_tuple
+is one read.
 
 Deleting and pruning, in an append-only log: delete_thread deletes the session (its tool calls
 too); prune("delete") deletes the namespace streams; prune("keep_latest") and delete_for_runs
