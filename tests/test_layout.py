@@ -93,3 +93,36 @@ def test_imports_point_down_only() -> None:
             if theirs is not None and RANK[theirs] > RANK[own]:
                 upward.append(f"ledger_bus.{module} ({own}) imports ledger_bus.{target} ({theirs})")
     assert upward == []
+
+
+def test_the_core_imports_without_the_frameworks_the_adapters_need() -> None:
+    """The adapters' frameworks are extras: with them missing, ledger_bus, its asyncio API and
+    its command line import; only an adapter's own module asks for its extra."""
+    import subprocess
+    import sys
+
+    program = """
+import importlib.abc, sys
+
+class Missing(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in ("langgraph", "langchain_core", "agents", "openai"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, Missing())
+import ledger_bus, ledger_bus.aio, ledger_bus.cli.app, ledger_bus.adapters
+for adapter in ("langgraph", "openai_agents"):
+    try:
+        __import__(f"ledger_bus.adapters.{adapter}")
+    except ModuleNotFoundError:
+        print(adapter, "needs its extra")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "langgraph needs its extra",
+        "openai_agents needs its extra",
+    ]
