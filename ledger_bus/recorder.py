@@ -224,7 +224,7 @@ class Run:
     # own driver and by ledger_bus.aio.AsyncRun on an asyncio one: the rules are written once.
 
     def _drive(self, op: Op[Any]) -> Any:
-        return self.recorder.store._drive(op)
+        return self.recorder.store.run_op(op)
 
     def __enter__(self) -> Run:
         self._drive(self.acquire_op())

@@ -26,7 +26,7 @@ REWIND_KIND: Final = "ledger.rewound"
 
 def cursor_gone(store: EventStore, session_id: str, cursor: str) -> bool:
     """Whether the event committed at `cursor` is no longer in the session."""
-    return store._drive(cursor_gone_op(store, session_id, cursor))
+    return store.run_op(cursor_gone_op(store, session_id, cursor))
 
 
 def cursor_gone_op(store: EventStore, session_id: str, cursor: str) -> Op[bool]:
@@ -38,7 +38,7 @@ def report_rewind(
     store: EventStore, session_id: str, observer: str, lost_cursor: str, what: str
 ) -> None:
     """Say that `observer` handled the event at `lost_cursor` and the session no longer has it."""
-    store._drive(report_rewind_op(store, session_id, observer, lost_cursor, what))
+    store.run_op(report_rewind_op(store, session_id, observer, lost_cursor, what))
 
 
 def report_rewind_op(

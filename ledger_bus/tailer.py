@@ -110,7 +110,7 @@ class Tailer:
     # ledger_bus.aio.AsyncTailer on an asyncio one: the rules are written once.
 
     def _drive(self, op: Op[T]) -> T:
-        return self.store._drive(op)
+        return self.store.run_op(op)
 
     def context(self, n: int = 20) -> list[RecordedEvent]:
         """The session's last n events, oldest first; O(n) whatever the session's length."""

@@ -73,7 +73,7 @@ def caller(
         i = next(count)
         p: PreparedAppend = prepared[i]
         args = store.append_args(StreamId("s", "one"), None, f"a{i}", p)
-        return store._drive(store._evalsha(script, keys, args))
+        return store.run_op(store._evalsha(script, keys, args))
 
     return call
 

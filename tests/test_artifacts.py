@@ -132,7 +132,7 @@ def test_artifacts_move_in_chunks_and_an_unreferenced_upload_expires(
         store.append(MAIN, 0, "m2", [msg(lost)])
     assert not store.client.exists(store.keys.artifact(S, sha(lost)))
     prepared = prepare_append(S, "main", "m3", [msg(lost)], store.limits)
-    store._drive(store._put_artifacts(S, prepared.artifacts, again=False))
+    store.run_op(store._put_artifacts(S, prepared.artifacts, again=False))
     assert store.client.pttl(store.keys.artifact(S, sha(lost))) > 0
     with pytest.raises(lb.NotFound):
         store.artifact(S, sha(lost))

@@ -248,7 +248,7 @@ def test_a_stream_deletion_cut_short_is_finished_by_deleting_again(
             store.keys.tombstone(S),
         ]
         # One step of the deletion, as a process killed after it would leave the stream.
-        step = store._drive(store._evalsha(DELETE_STREAM, keys, ["main", 4, 0]))
+        step = store.run_op(store._evalsha(DELETE_STREAM, keys, ["main", 4, 0]))
         assert (step[0], step[1]) == (b"more", 12)
         assert [e.version for e in store.read_stream(MAIN)][:1] == [13]
         assert store.stream_version(MAIN) == 90, "the stream keeps its version meanwhile"

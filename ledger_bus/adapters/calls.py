@@ -18,7 +18,7 @@ import threading
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 from ledger_bus.adapters.view import Views
 from ledger_bus.errors import InvalidInput, LedgerError
@@ -26,7 +26,6 @@ from ledger_bus.ids import ANY, StreamId, check_name, derive_event_id
 from ledger_bus.recorder import (
     ABANDONED,
     DEFAULT_LEASE_MS,
-    Capabilities,
     OutcomeNotRecorded,
     RequestNotRecorded,
     UnresolvedAttempt,
@@ -38,13 +37,6 @@ from ledger_bus.store.ops import Op
 
 T = TypeVar("T")
 Outcome = Callable[[Any], tuple[str, Any]]  # a tool's value -> (status, result to record)
-
-DEFAULT_CAPABILITIES: Final = Capabilities("strict", "strict", "strict")
-
-
-def capabilities(adapter: Capabilities) -> dict[str, str]:
-    """An adapter's capability descriptor, as the events and docs spell it."""
-    return adapter.to_dict()
 
 
 @dataclass
@@ -324,4 +316,4 @@ def _run_id(stream: StreamId, step_id: str) -> str:
     return f"{stream.name}.{hashlib.sha256(step_id.encode()).hexdigest()[:32]}"
 
 
-__all__ = ["Begun", "CallGuard", "CallLedger", "capabilities"]
+__all__ = ["Begun", "CallGuard", "CallLedger"]

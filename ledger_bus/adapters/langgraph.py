@@ -53,7 +53,7 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 
-from ledger_bus.adapters.calls import CallLedger, capabilities
+from ledger_bus.adapters.calls import CallLedger
 from ledger_bus.adapters.view import Views
 from ledger_bus.errors import InvalidInput
 from ledger_bus.ids import ANY, StreamId, check_name
@@ -173,12 +173,12 @@ class LedgerSaver(BaseCheckpointSaver[int]):
                 "this saver runs on an asyncio store: use the graph's async methods"
                 " (ainvoke, astream), or give it a blocking store"
             )
-        return self.store._drive(op)
+        return self.store.run_op(op)
 
     async def _async(self, op: Op[T]) -> T:
         if self.astore is not None:
             return await self.astore.drive(op)
-        return await asyncio.to_thread(self.store._drive, op)
+        return await asyncio.to_thread(self.store.run_op, op)
 
     # -- serialization ------------------------------------------------------------------------
 
@@ -652,7 +652,6 @@ def _append_id(kind: str, key: str) -> str:
 __all__ = [
     "CAPABILITIES",
     "LedgerSaver",
-    "capabilities",
     "namespace_stream",
     "record_tools",
     "thread_session",

@@ -120,7 +120,7 @@ class LedgerSession:
     async def _drive(self, op: Op[T]) -> T:
         if self.astore is not None:
             return await self.astore.drive(op)
-        return await asyncio.to_thread(self.store._drive, op)
+        return await asyncio.to_thread(self.store.run_op, op)
 
     # -- the Session protocol -------------------------------------------------------------------
 
@@ -213,7 +213,7 @@ class LedgerSession:
         stream = StreamId(self.items.session_id, TOOLS)
 
         def sync(op: Op[T]) -> T:
-            return self.store._drive(op)
+            return self.store.run_op(op)
 
         async def on_invoke_tool(context: ToolContext[Any], arguments: str) -> Any:
             args = _arguments(arguments)

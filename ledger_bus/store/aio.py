@@ -77,7 +77,7 @@ class AsyncStore:
         """Run one of the core's operations to its end."""
         if self.client is not None:
             return await run_async(op, self.client)
-        return await asyncio.to_thread(self.core._drive, op)
+        return await asyncio.to_thread(self.core.run_op, op)
 
     # -- the contract ---------------------------------------------------------------------------
 

@@ -109,7 +109,7 @@ class EventStore(abc.ABC):
     # and rules once; the method of the same name runs it with this store's blocking client.
     # ledger_bus.aio runs the same operations on an asyncio client.
 
-    def _drive(self, op: Op[T]) -> T:
+    def run_op(self, op: Op[T]) -> T:
         """Run an operation to its end (a backend with a client of its own runs it there)."""
         return run(op, None)
 
@@ -142,7 +142,7 @@ class EventStore(abc.ABC):
             InvalidEvent, VersionConflict (HistoryRewound), IdempotencyConflict,
             DurabilityNotConfirmed, BackendUnavailable, BackendRefused.
         """
-        return self._drive(
+        return self.run_op(
             self.append_op(stream, expected_version, append_id, events, durability=durability)
         )
 
@@ -179,7 +179,7 @@ class EventStore(abc.ABC):
     ) -> list[RecordedEvent]:
         """Return a stream's events with versions above `after_version`, ascending; fields kept
         as artifacts are put back, or left as ArtifactRef values with resolve_artifacts=False."""
-        return self._drive(
+        return self.run_op(
             self.read_stream_op(stream, after_version, limit, resolve_artifacts=resolve_artifacts)
         )
 
@@ -216,7 +216,7 @@ class EventStore(abc.ABC):
         resolve_artifacts: bool | None = None,
     ) -> list[RecordedEvent]:
         """Return a session's events after `after_cursor`, in commit order."""
-        return self._drive(
+        return self.run_op(
             self.scan_session_op(
                 session_id, after_cursor, limit, resolve_artifacts=resolve_artifacts
             )
@@ -252,7 +252,7 @@ class EventStore(abc.ABC):
         """Yield a session's events after `after_cursor` in commit order, a page at a time."""
         cursor = after_cursor
         while True:
-            batch = self._drive(self.scan_page_op(session_id, cursor, page, resolve_artifacts))
+            batch = self.run_op(self.scan_page_op(session_id, cursor, page, resolve_artifacts))
             yield from batch
             if len(batch) < page:
                 return
@@ -278,7 +278,7 @@ class EventStore(abc.ABC):
     ) -> list[RecordedEvent]:
         """Return the session's last `n` events (before the cursor `before`, when given), oldest
         first, at a cost of O(n) whatever the session's length."""
-        return self._drive(self.tail_op(session_id, n, before, resolve_artifacts=resolve_artifacts))
+        return self.run_op(self.tail_op(session_id, n, before, resolve_artifacts=resolve_artifacts))
 
     def tail_op(
         self,
@@ -305,7 +305,7 @@ class EventStore(abc.ABC):
 
         With `after_cursor=None` only events committed after the call are returned.
         """
-        return self._drive(self.wait_session_op(session_id, after_cursor, timeout_ms, limit))
+        return self.run_op(self.wait_session_op(session_id, after_cursor, timeout_ms, limit))
 
     def wait_session_op(
         self, session_id: str, after_cursor: str | None, timeout_ms: int, limit: int = PAGE
@@ -320,7 +320,7 @@ class EventStore(abc.ABC):
 
     def artifact(self, session_id: str, sha256: str) -> bytes:
         """The bytes of one of the session's artifacts, by its sha256. NotFound: none such."""
-        return self._drive(self.artifact_op(session_id, sha256))
+        return self.run_op(self.artifact_op(session_id, sha256))
 
     def artifact_op(self, session_id: str, sha256: str) -> Op[bytes]:
         check_name(session_id, "session id")
@@ -331,7 +331,7 @@ class EventStore(abc.ABC):
 
     def artifact_uses(self, session_id: str) -> dict[str, int]:
         """The session's artifacts (sha256) with how many event fields reference each."""
-        return self._drive(self.artifact_uses_op(session_id))
+        return self.run_op(self.artifact_uses_op(session_id))
 
     def artifact_uses_op(self, session_id: str) -> Op[dict[str, int]]:
         check_name(session_id, "session id")
@@ -339,7 +339,7 @@ class EventStore(abc.ABC):
 
     def resolve(self, event: RecordedEvent) -> RecordedEvent:
         """The event with the values of its artifacts in place of their references."""
-        return self._drive(self.resolve_op(event))
+        return self.run_op(self.resolve_op(event))
 
     def resolve_op(self, event: RecordedEvent) -> Op[RecordedEvent]:
         return (yield from self._whole(event.session_id, [event], True))[0]
@@ -379,7 +379,7 @@ class EventStore(abc.ABC):
 
     def stream_version(self, stream: StreamId) -> int:
         """Return the number of events in a stream, 0 when it has none."""
-        return self._drive(self.stream_version_op(stream))
+        return self.run_op(self.stream_version_op(stream))
 
     def stream_version_op(self, stream: StreamId) -> Op[int]:
         if not isinstance(stream, StreamId):
@@ -388,7 +388,7 @@ class EventStore(abc.ABC):
 
     def session_exists(self, session_id: str) -> bool:
         """Whether any event was ever appended to the session."""
-        return self._drive(self.session_exists_op(session_id))
+        return self.run_op(self.session_exists_op(session_id))
 
     def session_exists_op(self, session_id: str) -> Op[bool]:
         check_name(session_id, "session id")
@@ -396,7 +396,7 @@ class EventStore(abc.ABC):
 
     def session_info(self, session_id: str) -> SessionInfo:
         """Return what a session holds: its streams and versions, counts, first and last cursor."""
-        return self._drive(self.session_info_op(session_id))
+        return self.run_op(self.session_info_op(session_id))
 
     def session_info_op(self, session_id: str) -> Op[SessionInfo]:
         check_name(session_id, "session id")
@@ -410,7 +410,7 @@ class EventStore(abc.ABC):
         original result (deduplicated) and never writes its events again; the session id can be
         written again, from version 1. Leases are left to expire.
         """
-        return self._drive(self.delete_session_op(session_id))
+        return self.run_op(self.delete_session_op(session_id))
 
     def delete_session_op(self, session_id: str) -> Op[Deletion]:
         check_name(session_id, "session id")
@@ -419,7 +419,7 @@ class EventStore(abc.ABC):
     def delete_stream(self, stream: StreamId) -> Deletion:
         """Remove one stream's events from its session (spec 3.9), as delete_session does for a
         whole session; the other streams keep theirs, cursors included."""
-        return self._drive(self.delete_stream_op(stream))
+        return self.run_op(self.delete_stream_op(stream))
 
     def delete_stream_op(self, stream: StreamId) -> Op[Deletion]:
         if not isinstance(stream, StreamId):
@@ -439,7 +439,7 @@ class EventStore(abc.ABC):
         appends anew. `keep=None`: unbounded again (what was trimmed stays trimmed). For streams
         whose newest events alone matter, such as a framework's checkpoints: a stream that
         carries tool calls must keep them for the reconciler."""
-        self._drive(self.bound_stream_op(stream, keep, dedup_window_ms))
+        self.run_op(self.bound_stream_op(stream, keep, dedup_window_ms))
 
     def bound_stream_op(
         self,
@@ -462,7 +462,7 @@ class EventStore(abc.ABC):
 
     def stream_bound(self, stream: StreamId) -> Bound | None:
         """What `stream` keeps, if it was declared bounded."""
-        return self._drive(self.stream_bound_op(stream))
+        return self.run_op(self.stream_bound_op(stream))
 
     def stream_bound_op(self, stream: StreamId) -> Op[Bound | None]:
         if not isinstance(stream, StreamId):
@@ -478,7 +478,7 @@ class EventStore(abc.ABC):
 
     def sessions(self, limit: int | None = None) -> list[tuple[str, int]]:
         """Return (session id, last activity in ms) pairs, most recently active first."""
-        return self._drive(self.sessions_op(limit))
+        return self.run_op(self.sessions_op(limit))
 
     def sessions_op(self, limit: int | None = None) -> Op[list[tuple[str, int]]]:
         return (yield from step(self._sessions(_check_limit(limit))))
@@ -487,15 +487,15 @@ class EventStore(abc.ABC):
 
     def acquire_lease(self, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
         """Take (or keep) the lease `name` for `owner`; False when another owner holds it."""
-        return self._drive(self.lease_op("acquire", session_id, name, owner, ttl_ms))
+        return self.run_op(self.lease_op("acquire", session_id, name, owner, ttl_ms))
 
     def renew_lease(self, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
         """Extend a lease `owner` holds; False when it expired or passed to another owner."""
-        return self._drive(self.lease_op("renew", session_id, name, owner, ttl_ms))
+        return self.run_op(self.lease_op("renew", session_id, name, owner, ttl_ms))
 
     def release_lease(self, session_id: str, name: str, owner: str) -> bool:
         """Drop a lease `owner` holds; False when it was not theirs (any more)."""
-        return self._drive(self.lease_op("release", session_id, name, owner, 0))
+        return self.run_op(self.lease_op("release", session_id, name, owner, 0))
 
     def lease_op(self, op: str, session_id: str, name: str, owner: str, ttl_ms: int) -> Op[bool]:
         """acquire, renew or release, as an operation."""
@@ -506,7 +506,7 @@ class EventStore(abc.ABC):
 
     def lease_alive(self, session_id: str, name: str) -> bool:
         """Whether anyone holds the lease `name` now."""
-        return self._drive(self.lease_alive_op(session_id, name))
+        return self.run_op(self.lease_alive_op(session_id, name))
 
     def lease_alive_op(self, session_id: str, name: str) -> Op[bool]:
         return (yield from step(self._lease_holder(session_id, name))) is not None
@@ -520,7 +520,7 @@ class EventStore(abc.ABC):
 
     def open_attempts_of(self, session_ids: list[str]) -> dict[str, list[OpenAttempt]]:
         """open_attempts of many sessions at once (one round trip on Redis)."""
-        return self._drive(self.open_attempts_of_op(session_ids))
+        return self.run_op(self.open_attempts_of_op(session_ids))
 
     def open_attempts_of_op(self, session_ids: list[str]) -> Op[dict[str, list[OpenAttempt]]]:
         found = yield from step(self._open_attempts(session_ids))
@@ -528,7 +528,7 @@ class EventStore(abc.ABC):
 
     def safe_to_replay(self, session_id: str, run_id: str | None, tool: str) -> bool:
         """Whether the run declared the tool safe to replay (unsafe is the default)."""
-        return self._drive(self.safe_to_replay_op(session_id, run_id, tool))
+        return self.run_op(self.safe_to_replay_op(session_id, run_id, tool))
 
     def safe_to_replay_op(self, session_id: str, run_id: str | None, tool: str) -> Op[bool]:
         if run_id is None:
@@ -541,12 +541,12 @@ class EventStore(abc.ABC):
         """Sessions that may have open attempts, with when one last opened (ms); from an index,
         never a scan of the keyspace. `buckets` picks some of INDEX_BUCKETS; None, all."""
         found = self._open_sessions(range(INDEX_BUCKETS) if buckets is None else buckets)
-        return self._drive(step(found))
+        return self.run_op(step(found))
 
     def forget_idle_session(self, session_id: str, opened_before_ms: int) -> bool:
         """Drop a session from the open-attempts index if it has none open and opened none since
         `opened_before_ms`; True when dropped."""
-        return self._drive(self.forget_idle_session_op(session_id, opened_before_ms))
+        return self.run_op(self.forget_idle_session_op(session_id, opened_before_ms))
 
     def forget_idle_session_op(self, session_id: str, opened_before_ms: int) -> Op[bool]:
         if (yield from step(self._open_attempts([session_id]))).get(session_id):
@@ -561,7 +561,7 @@ class EventStore(abc.ABC):
     def group_create(self, session_id: str, group: str, after_cursor: str | None) -> bool:
         """Create `group` to deliver what commits after `after_cursor` (None: the session's
         current end); False, changing nothing, when it exists already."""
-        return self._drive(self.group_create_op(session_id, group, after_cursor))
+        return self.run_op(self.group_create_op(session_id, group, after_cursor))
 
     def group_create_op(self, session_id: str, group: str, after_cursor: str | None) -> Op[bool]:
         self._check_group(session_id, group)
@@ -570,7 +570,7 @@ class EventStore(abc.ABC):
         return (yield from step(self._group_create(session_id, group, after_cursor)))
 
     def group_exists(self, session_id: str, group: str) -> bool:
-        return self._drive(self.group_exists_op(session_id, group))
+        return self.run_op(self.group_exists_op(session_id, group))
 
     def group_exists_op(self, session_id: str, group: str) -> Op[bool]:
         self._check_group(session_id, group)
@@ -582,7 +582,7 @@ class EventStore(abc.ABC):
         """Events not yet delivered to the group, now `consumer`'s, waiting up to `block_ms` for
         the first (None: no wait). A read whose reply was lost is retried by first re-reading
         the consumer's own pending events, so none is stranded. NotFound: no such group."""
-        return self._drive(self.group_read_op(session_id, group, consumer, count, block_ms))
+        return self.run_op(self.group_read_op(session_id, group, consumer, count, block_ms))
 
     def group_read_op(
         self, session_id: str, group: str, consumer: str, count: int, block_ms: int | None
@@ -598,7 +598,7 @@ class EventStore(abc.ABC):
     ) -> list[Delivery]:
         """`consumer`'s own pending events again (after a restart), oldest first; each is handed
         out once more and its delivery count says so."""
-        return self._drive(self.group_pending_op(session_id, group, consumer, count))
+        return self.run_op(self.group_pending_op(session_id, group, consumer, count))
 
     def group_pending_op(
         self, session_id: str, group: str, consumer: str, count: int
@@ -611,7 +611,7 @@ class EventStore(abc.ABC):
         self, session_id: str, group: str, consumer: str, min_idle_ms: int, count: int
     ) -> list[Delivery]:
         """Take over events pending at least `min_idle_ms` with any consumer."""
-        return self._drive(self.group_claim_op(session_id, group, consumer, min_idle_ms, count))
+        return self.run_op(self.group_claim_op(session_id, group, consumer, min_idle_ms, count))
 
     def group_claim_op(
         self, session_id: str, group: str, consumer: str, min_idle_ms: int, count: int
@@ -625,7 +625,7 @@ class EventStore(abc.ABC):
     def group_keep(self, session_id: str, group: str, consumer: str, entry_ids: list[str]) -> None:
         """Reset the idle time of events `consumer` still works on, so none is claimed from it;
         their delivery counts do not change."""
-        self._drive(self.group_keep_op(session_id, group, consumer, entry_ids))
+        self.run_op(self.group_keep_op(session_id, group, consumer, entry_ids))
 
     def group_keep_op(
         self, session_id: str, group: str, consumer: str, entry_ids: list[str]
@@ -636,7 +636,7 @@ class EventStore(abc.ABC):
 
     def group_ack(self, session_id: str, group: str, entry_ids: list[str]) -> int:
         """Mark events handled; returns how many were pending."""
-        return self._drive(self.group_ack_op(session_id, group, entry_ids))
+        return self.run_op(self.group_ack_op(session_id, group, entry_ids))
 
     def group_ack_op(self, session_id: str, group: str, entry_ids: list[str]) -> Op[int]:
         self._check_group(session_id, group)
@@ -648,7 +648,7 @@ class EventStore(abc.ABC):
         self, session_id: str, group: str, delivery: Delivery, reason: str
     ) -> None:
         """Move an event the group gives up on to its dead-letter record and ack it, atomically."""
-        self._drive(self.group_dead_letter_op(session_id, group, delivery, reason))
+        self.run_op(self.group_dead_letter_op(session_id, group, delivery, reason))
 
     def group_dead_letter_op(
         self, session_id: str, group: str, delivery: Delivery, reason: str
@@ -658,7 +658,7 @@ class EventStore(abc.ABC):
 
     def group_dead_letters(self, session_id: str, group: str) -> list[dict[str, str]]:
         """The group's dead letters, oldest first."""
-        return self._drive(self.group_dead_letters_op(session_id, group))
+        return self.run_op(self.group_dead_letters_op(session_id, group))
 
     def group_dead_letters_op(self, session_id: str, group: str) -> Op[list[dict[str, str]]]:
         self._check_group(session_id, group)
@@ -667,7 +667,7 @@ class EventStore(abc.ABC):
     def group_stats(self, session_id: str, group: str, idle_ms: int = 3_600_000) -> GroupStats:
         """Lag, pending, and consumers live and idle (idle: nothing pending, no read for
         `idle_ms`). NotFound: no such group."""
-        return self._drive(self.group_stats_op(session_id, group, idle_ms))
+        return self.run_op(self.group_stats_op(session_id, group, idle_ms))
 
     def group_stats_op(
         self, session_id: str, group: str, idle_ms: int = 3_600_000
@@ -678,7 +678,7 @@ class EventStore(abc.ABC):
     def group_prune(self, session_id: str, group: str, idle_ms: int) -> list[str]:
         """Remove the consumers idle for `idle_ms` that hold nothing pending, atomically (a
         consumer holding an event is never removed); returns their names."""
-        return self._drive(self.group_prune_op(session_id, group, idle_ms))
+        return self.run_op(self.group_prune_op(session_id, group, idle_ms))
 
     def group_prune_op(self, session_id: str, group: str, idle_ms: int) -> Op[list[str]]:
         self._check_group(session_id, group)
@@ -686,7 +686,7 @@ class EventStore(abc.ABC):
 
     def groups(self, session_id: str, idle_ms: int = 3_600_000) -> list[GroupStats]:
         """Every consumer group of the session, by name."""
-        return self._drive(self.groups_op(session_id, idle_ms))
+        return self.run_op(self.groups_op(session_id, idle_ms))
 
     def groups_op(self, session_id: str, idle_ms: int = 3_600_000) -> Op[list[GroupStats]]:
         check_name(session_id, "session id")
@@ -697,7 +697,7 @@ class EventStore(abc.ABC):
         self, session_id: str, group: str, count: int = 1000
     ) -> list[PendingEntry]:
         """The group's pending events, oldest first: who holds each, how long, how often."""
-        return self._drive(self.group_pending_entries_op(session_id, group, count))
+        return self.run_op(self.group_pending_entries_op(session_id, group, count))
 
     def group_pending_entries_op(
         self, session_id: str, group: str, count: int = 1000
@@ -707,7 +707,7 @@ class EventStore(abc.ABC):
 
     def group_delete(self, session_id: str, group: str) -> bool:
         """Remove the group and its dead letters; False when there was no such group."""
-        return self._drive(self.group_delete_op(session_id, group))
+        return self.run_op(self.group_delete_op(session_id, group))
 
     def group_delete_op(self, session_id: str, group: str) -> Op[bool]:
         self._check_group(session_id, group)
@@ -715,7 +715,7 @@ class EventStore(abc.ABC):
 
     def group_reset(self, session_id: str, group: str, cursor: str) -> None:
         """Make the group deliver what commits after `cursor` next (what it holds stays pending)."""
-        self._drive(self.group_reset_op(session_id, group, cursor))
+        self.run_op(self.group_reset_op(session_id, group, cursor))
 
     def group_reset_op(self, session_id: str, group: str, cursor: str) -> Op[None]:
         self._check_group(session_id, group)
@@ -728,7 +728,7 @@ class EventStore(abc.ABC):
         """Put the group's dead letters back: each is pending again, idle long enough for any
         consumer that takes over idle events to take it, with its delivery count reset; its dead
         letter is removed. Returns how many."""
-        return self._drive(self.group_replay_dead_letters_op(session_id, group))
+        return self.run_op(self.group_replay_dead_letters_op(session_id, group))
 
     def group_replay_dead_letters_op(self, session_id: str, group: str) -> Op[int]:
         self._check_group(session_id, group)

@@ -41,12 +41,6 @@ def call(request: Request) -> Op[Any]:
     return (yield request)
 
 
-def done(value: T) -> Op[T]:
-    """An operation that needs nothing done outside: a backend without I/O of its own."""
-    return value
-    yield  # pragma: no cover  (never reached: this makes the function a generator)
-
-
 def step(value: Op[T] | T) -> Op[T]:
     """What a backend primitive returns, as an operation: backends with a network write their
     primitives as operations; a backend without one (memory), or with a blocking driver only

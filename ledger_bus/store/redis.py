@@ -197,7 +197,7 @@ class RedisStore(EventStore):
 
     # -- the boundary: every Redis call goes through here ---------------------------------------
 
-    def _drive(self, op: Op[T]) -> T:
+    def run_op(self, op: Op[T]) -> T:
         return run(op, self.client)
 
     def _retried(self, make: Callable[[], Op[T]]) -> Op[T]:
@@ -655,7 +655,7 @@ class RedisStore(EventStore):
     # -- memory ------------------------------------------------------------------------------------
 
     def memory_of(self, session_ids: list[str]) -> dict[str, dict[str, int]]:
-        return self._drive(self.memory_of_op(session_ids))
+        return self.run_op(self.memory_of_op(session_ids))
 
     def memory_of_op(self, session_ids: list[str]) -> Op[dict[str, dict[str, int]]]:
         """Bytes each session takes in Redis, by kind of key: `log` (the events), `streams`
@@ -727,7 +727,7 @@ class RedisStore(EventStore):
         return (yield from self._retried(measure))
 
     def session_count(self) -> int:
-        return self._drive(self.session_count_op())
+        return self.run_op(self.session_count_op())
 
     def session_count_op(self) -> Op[int]:
         """Sessions in the index: ZCARD of its buckets, in one round trip."""
@@ -739,7 +739,7 @@ class RedisStore(EventStore):
         return sum(int(n) for n in (yield from self._run(pipelined(count))))
 
     def memory_info(self) -> tuple[int, int]:
-        return self._drive(self.memory_info_op())
+        return self.run_op(self.memory_info_op())
 
     def memory_info_op(self) -> Op[tuple[int, int]]:
         """(used_memory, maxmemory) of the server; on a cluster, of the primary nearest its
@@ -757,7 +757,7 @@ class RedisStore(EventStore):
 
     def generation_of(self, session_id: str) -> int:
         """How many deletions the session has seen (spec 3.9)."""
-        return self._drive(self._generation_of(session_id))
+        return self.run_op(self._generation_of(session_id))
 
     def _generation_of(self, session_id: str) -> Op[int]:
         tomb = self.keys.tombstone(session_id)
@@ -765,7 +765,7 @@ class RedisStore(EventStore):
 
     def archive_state(self, session_id: str) -> tuple[str | None, bool]:
         """(the archive the session is moving or has moved to, or None; whether it has moved)."""
-        return self._drive(self._archive_state(session_id))
+        return self.run_op(self._archive_state(session_id))
 
     def _archive_state(self, session_id: str) -> Op[tuple[str | None, bool]]:
         tomb = self.keys.tombstone(session_id)
@@ -781,12 +781,12 @@ class RedisStore(EventStore):
             pipe.hsetnx(tomb, "archive", where)
             pipe.hget(tomb, "archive")
 
-        return _text(self._drive(self._run(pipelined(mark, transaction=True)))[1])
+        return _text(self.run_op(self._run(pipelined(mark, transaction=True)))[1])
 
     def abandon_archive(self, session_id: str, where: str) -> bool:
         """Take appends again, unless the archive has finished."""
         keys, args = [self.keys.tombstone(session_id)], [where]
-        return bool(self._drive(self._retried(lambda: self._evalsha(ARCHIVE_ABANDON, keys, args))))
+        return bool(self.run_op(self._retried(lambda: self._evalsha(ARCHIVE_ABANDON, keys, args))))
 
     def end_archive(self, session_id: str, records: Iterable[AppendRecord]) -> None:
         """After the archived session was deleted there: its append_id records come back here
@@ -808,10 +808,10 @@ class RedisStore(EventStore):
         for record in records:
             batch.append(record)
             if len(batch) >= 1000:
-                self._drive(self._run(pipelined(write)))
+                self.run_op(self._run(pipelined(write)))
                 batch.clear()
         if batch:
-            self._drive(self._run(pipelined(write)))
+            self.run_op(self._run(pipelined(write)))
         now = self.now_ms()
 
         def reopen(pipe: Any) -> None:
@@ -819,7 +819,7 @@ class RedisStore(EventStore):
             pipe.hincrby(tomb, "generation", 1)
             pipe.hset(tomb, "deleted_ms", now)
 
-        self._drive(self._run(pipelined(reopen, transaction=True)))
+        self.run_op(self._run(pipelined(reopen, transaction=True)))
 
     def finish_archive(self, session_id: str, where: str, events: int) -> bool:
         """Remove the session but its tombstone, once its `events` are verified in `where`;
@@ -835,14 +835,14 @@ class RedisStore(EventStore):
             args = [now, len(streams), events, where, len(groups), *streams]
             return list((yield from self._evalsha(ARCHIVE_FINISH, [*keys, *idem], args)))
 
-        reply = self._drive(self._until_settled(session_id, attempt))
+        reply = self.run_op(self._until_settled(session_id, attempt))
         status = _text(reply[0])
         if status == "moved":
             raise Refused(
                 f"session {session_id!r} is being archived to {_text(reply[1]) or 'nowhere'},"
                 f" not {where}"
             )
-        self._drive(self._forget_session(session_id))  # "done": a crash may have come first
+        self.run_op(self._forget_session(session_id))  # "done": a crash may have come first
         return status == "ok"
 
     def _delete_one(self, session_id: str, stream: str) -> Op[tuple[int, int]]:
@@ -880,12 +880,12 @@ class RedisStore(EventStore):
         return {_text(name) for name in live} | {f.split(":", 1)[1] for f in deleted}
 
     def _append_ids(self, session_id: str) -> Iterator[AppendRecord]:
-        streams = self._drive(self._retried(lambda: self._idempotency_streams(session_id)))
+        streams = self.run_op(self._retried(lambda: self._idempotency_streams(session_id)))
         for stream in sorted(streams):
             key = self.keys.idempotency(session_id, stream)
             scan_from, seen = 0, set()  # HSCAN may return a field twice
             while True:
-                scan_from, found = self._drive(
+                scan_from, found = self.run_op(
                     self._run(lambda c: c.hscan(key, scan_from, count=1000))  # noqa: B023
                 )
                 for append_id, value in found.items():
@@ -1263,7 +1263,7 @@ class RedisStore(EventStore):
         return len(claimed[0])
 
     def now_ms(self) -> int:
-        return self._drive(self.now_ms_op())
+        return self.run_op(self.now_ms_op())
 
     def now_ms_op(self) -> Op[int]:
         seconds, micros = yield from self._run(lambda c: c.time())
@@ -1272,15 +1272,15 @@ class RedisStore(EventStore):
     def rebuild_index(self) -> int:
         """Rebuild the cross-session index from the sessions themselves; return how many."""
         pattern = self.keys.session_pattern()
-        found = self._drive(self._run(lambda c: list(c.scan_iter(match=pattern, count=1000))))
+        found = self.run_op(self._run(lambda c: list(c.scan_iter(match=pattern, count=1000))))
         count = 0
         for key in found:
             name = _text(key)
             session_id = name[name.index("{") + 1 : name.rindex("}")]
-            last = self._drive(self._last_entry_id(self.keys.log(session_id)))
+            last = self.run_op(self._last_entry_id(self.keys.log(session_id)))
             if last != "0-0":
                 index, ms = self.keys.index_of(session_id), int(last.split("-")[0])
-                self._drive(
+                self.run_op(
                     self._run(lambda c: c.zadd(index, {session_id: ms}, gt=True))  # noqa: B023
                 )
                 self._indexed.pop(session_id, None)
@@ -1298,14 +1298,14 @@ class RedisStore(EventStore):
         if not starting_with:
             raise InvalidInput("purge_sessions needs a non-empty start of session ids")
         pattern = f"{_glob_escape(self.keys.prefix)}:{{{_glob_escape(starting_with)}*}}:*"
-        found = self._drive(self._run(lambda c: list(c.scan_iter(match=pattern, count=1000))))
+        found = self.run_op(self._run(lambda c: list(c.scan_iter(match=pattern, count=1000))))
         by_session: dict[str, list[str]] = {}
         for key in found:
             name = _text(key)
             by_session.setdefault(name[name.index("{") + 1 : name.index("}")], []).append(name)
         for session_id, names in by_session.items():
-            self._drive(self._run(lambda c: c.unlink(*names)))  # noqa: B023  (called at once)
-            self._drive(self._forget_session(session_id))
+            self.run_op(self._run(lambda c: c.unlink(*names)))  # noqa: B023  (called at once)
+            self.run_op(self._forget_session(session_id))
         return sorted(by_session)
 
     def close(self) -> None:

@@ -138,7 +138,7 @@ class TieredStore(RedisStore):
         return (yield from super()._artifact_uses(session_id))
 
     def _append_ids(self, session_id: str) -> Iterator[AppendRecord]:
-        if self._drive(self._in_archive(session_id)):
+        if self.run_op(self._in_archive(session_id)):
             return self.archive._append_ids(session_id)
         return super()._append_ids(session_id)
 

@@ -33,7 +33,7 @@ def driven_async(url: str, **options: Any) -> Iterator[EventStore]:
     def drive(op: Op[Any]) -> Any:
         return wait(astore.drive(op))
 
-    core._drive = drive  # type: ignore[method-assign]
+    core.run_op = drive  # type: ignore[method-assign]
     core.close = lambda: None  # type: ignore[method-assign]
     try:
         yield core
