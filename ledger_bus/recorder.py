@@ -38,6 +38,48 @@ ABANDONED: Final = "abandoned by a crash; replayed on resume"
 _RUN_AGAIN: Final = object()  # what _replay returns when the step must be called afresh
 
 
+def request_event(
+    tool: str, args: dict[str, Any], attempt_id: str, step_id: str, **ids: Any
+) -> dict[str, Any]:
+    """A call's `tool_call`: committed before the call runs (a Run's, or an adapter's)."""
+    return {
+        "type": "tool_call",
+        "tool": tool,
+        "args": args,
+        "attempt_id": attempt_id,
+        "step_id": step_id,
+        **ids,
+    }
+
+
+def result_event(
+    tool: str, attempt_id: str, step_id: str, status: str, value: Any, **ids: Any
+) -> dict[str, Any]:
+    """A call's `tool_result`: its outcome, "ok" or "error"."""
+    return {
+        "type": "tool_result",
+        "tool": tool,
+        "attempt_id": attempt_id,
+        "step_id": step_id,
+        "status": status,
+        "result": value,
+        **ids,
+    }
+
+
+def abandoned_event(call: RecordedEvent, step_id: str, **ids: Any) -> dict[str, Any]:
+    """The `tool_result` that closes an attempt a crash left unfinished, before a tool safe to
+    replay runs again: nobody knows whether it took effect."""
+    return result_event(
+        str(call["tool"]),
+        str(call["attempt_id"]),
+        step_id,
+        "error",
+        {"outcome": "unknown", "reason": ABANDONED},
+        **ids,
+    )
+
+
 def failure(err: BaseException) -> dict[str, str]:
     """What a tool_result with status "error" records of the exception."""
     return {"error": type(err).__name__, "message": str(err)}
@@ -466,30 +508,14 @@ class Run:
         self, tool: str, args: dict[str, Any], attempt_id: str, step_id: str
     ) -> Op[str]:
         """Commit a call's tool_call; returns its event id."""
-        request = {
-            "type": "tool_call",
-            "tool": tool,
-            "args": args,
-            "attempt_id": attempt_id,
-            "step_id": step_id,
-        }
-        return (yield from self.write_op(request))
+        return (yield from self.write_op(request_event(tool, args, attempt_id, step_id)))
 
     def _result_op(
         self, tool: str, attempt_id: str, step_id: str, call_id: str, status: str, value: Any
     ) -> Op[None]:
         try:
-            yield from self.write_op(
-                {
-                    "type": "tool_result",
-                    "tool": tool,
-                    "attempt_id": attempt_id,
-                    "step_id": step_id,
-                    "status": status,
-                    "result": value,
-                },
-                parents=[call_id],
-            )
+            event = result_event(tool, attempt_id, step_id, status, value)
+            yield from self.write_op(event, parents=[call_id])
         except LedgerError as err:
             raise OutcomeNotRecorded(
                 f"{tool} ran (attempt {attempt_id}) but its result was not recorded: {err}"
@@ -507,17 +533,7 @@ class Run:
         if not safe:
             raise UnresolvedAttempt(str(latest["attempt_id"]), str(latest["tool"]))
         # Safe to replay: close the abandoned attempt explicitly, then run a new one.
-        yield from self.write_op(
-            {
-                "type": "tool_result",
-                "tool": latest["tool"],
-                "attempt_id": latest["attempt_id"],
-                "step_id": step_id,
-                "status": "error",
-                "result": {"outcome": "unknown", "reason": ABANDONED},
-            },
-            parents=[latest.event_id],
-        )
+        yield from self.write_op(abandoned_event(latest, step_id), parents=[latest.event_id])
         return _RUN_AGAIN
 
     def _load_op(self) -> Op[None]:

@@ -4,7 +4,6 @@ plain-function nodes and a tool node driven by a fake chat model, killed and res
 from __future__ import annotations
 
 import asyncio
-import signal
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from ledger_bus.reconciler import Reconciler, ReconcilerConfig
 from ledger_bus.recorder import UnresolvedAttempt
 from ledger_bus.server import LocalCluster, LocalServer
 from tests.support.graphs import ask, build
+from tests.support.helpers import kill_when_ready, runs_of
 
 
 @pytest.fixture(params=["redis", "valkey", "cluster", "sqlite", "postgresql", "memory"])
@@ -99,28 +99,15 @@ def test_a_graph_runs_records_its_tool_calls_and_resumes_from_its_checkpoints(
 def run_until_killed_inside_lookup(url: str, prefix: str, thread: str, where: Path) -> None:
     """Run the graph in a process of its own, and SIGKILL it once it is inside `lookup` and
     `charge`'s result is recorded."""
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.graphs", url, prefix, thread, str(where)],
-        cwd=Path(__file__).resolve().parent.parent,
-    )
-    store = lb.connect(url, prefix=prefix)
-    try:
-        deadline = time.monotonic() + 60
-        while not (
-            (where / "lookup.started").exists()
-            and any(
-                e.type == "tool_result" for e in store.read_stream(lb.StreamId(thread, "lg.tools"))
-            )
-        ):
-            assert child.poll() is None, "the graph process ended before the kill"
-            assert time.monotonic() < deadline, "the graph never reached its tools"
-            time.sleep(0.05)
-        child.send_signal(signal.SIGKILL)
-        child.wait(10)
-    finally:
-        if child.poll() is None:
-            child.kill()
-        store.close()
+    with lb.connect(url, prefix=prefix) as store:
+
+        def ready() -> bool:
+            calls = store.read_stream(lb.StreamId(thread, "lg.tools"))
+            started = (where / "lookup.started").exists()
+            return started and any(e.type == "tool_result" for e in calls)
+
+        args = ["tests.support.graphs", url, prefix, thread, str(where)]
+        kill_when_ready(args, ready, "the graph process")
 
 
 def test_a_graph_killed_inside_a_tool_is_flagged_and_its_resume_runs_no_recorded_tool_again(
@@ -211,11 +198,7 @@ for step in range(30):
 
 
 def ran(where: Path) -> dict[str, int]:
-    return {
-        name: len((where / name).read_text().splitlines())
-        for name in ("charge", "lookup")
-        if (where / name).exists()
-    }
+    return runs_of(where, "charge", "lookup")
 
 
 def test_an_async_graph_on_an_asyncio_store_records_and_resumes_the_same_way(

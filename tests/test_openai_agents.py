@@ -4,7 +4,6 @@ a run driven by the SDK's ScriptedModel, killed inside a tool and run again."""
 from __future__ import annotations
 
 import asyncio
-import signal
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from ledger_bus.reconciler import Reconciler, ReconcilerConfig, resolve_attempt
 from ledger_bus.recorder import UnresolvedAttempt
 from ledger_bus.server import LocalCluster, LocalServer
 from tests.support.agents_sdk import build, run
+from tests.support.helpers import kill_when_ready, runs_of
 from tests.support.proxy import DropProxy
 
 
@@ -125,29 +125,8 @@ def test_a_run_records_each_function_tool_call_before_and_after(
 def test_a_run_killed_inside_a_tool_is_flagged_and_never_runs_it_again_silently(
     redis_url: str, prefix: str, tmp_path: Path
 ) -> None:
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.support.agents_sdk",
-            redis_url,
-            prefix,
-            "crash",
-            str(tmp_path),
-        ],
-        cwd=Path(__file__).resolve().parent.parent,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "notify.started").exists():
-            assert child.poll() is None, "the agent ended before the kill"
-            assert time.monotonic() < deadline, "the agent never reached notify"
-            time.sleep(0.05)
-        child.send_signal(signal.SIGKILL)
-        child.wait(10)
-    finally:
-        if child.poll() is None:
-            child.kill()
+    args = ["tests.support.agents_sdk", redis_url, prefix, "crash", str(tmp_path)]
+    kill_when_ready(args, (tmp_path / "notify.started").exists, "the agent")
     store = lb.connect(redis_url, prefix=prefix)
     (attempt,) = store.open_attempts("crash")
     assert (attempt.tool, attempt.attempt_id) == ("notify", "c-notify#1")
@@ -219,8 +198,4 @@ asyncio.run(main())
 
 
 def ran(where: Path) -> dict[str, int]:
-    return {
-        name: len((where / name).read_text().splitlines())
-        for name in ("refund", "notify")
-        if (where / name).exists()
-    }
+    return runs_of(where, "refund", "notify")

@@ -24,12 +24,14 @@ from ledger_bus.adapters.view import Views
 from ledger_bus.errors import InvalidInput, LedgerError
 from ledger_bus.ids import ANY, StreamId, check_name, derive_event_id
 from ledger_bus.recorder import (
-    ABANDONED,
     DEFAULT_LEASE_MS,
     OutcomeNotRecorded,
     RequestNotRecorded,
     UnresolvedAttempt,
+    abandoned_event,
     failure,
+    request_event,
+    result_event,
 )
 from ledger_bus.records import RecordedEvent
 from ledger_bus.store.base import EventStore
@@ -132,20 +134,13 @@ class CallLedger:
                 if not safe_to_replay:
                     raise UnresolvedAttempt(str(latest.attempt_id), tool)
                 # Safe to replay: close the abandoned attempt, then run a new one.
-                yield from self._write_op(
-                    stream,
-                    owner,
-                    {
-                        "type": "tool_result",
-                        "tool": tool,
-                        "attempt_id": latest.attempt_id,
-                        "step_id": latest.step_id,
-                        "run_id": latest.run_id,
-                        "status": "error",
-                        "result": {"outcome": "unknown", "reason": ABANDONED},
-                        "parents": [latest.event_id],
-                    },
+                closed = abandoned_event(
+                    latest,
+                    str(latest.step_id),
+                    run_id=latest.run_id,
+                    parents=[latest.event_id],
                 )
+                yield from self._write_op(stream, owner, closed)
             attempt_id = f"{step_id}#{len(earlier) + 1}"
             if safe_to_replay:
                 yield from self._write_op(
@@ -159,14 +154,7 @@ class CallLedger:
                         "safe_to_replay": True,
                     },
                 )
-            request = {
-                "type": "tool_call",
-                "tool": tool,
-                "args": args,
-                "attempt_id": attempt_id,
-                "step_id": step_id,
-                "run_id": run_id,
-            }
+            request = request_event(tool, args, attempt_id, step_id, run_id=run_id)
             try:
                 call_id = yield from self._write_op(stream, owner, request)
             except LedgerError as err:
@@ -181,16 +169,15 @@ class CallLedger:
     def end_op(self, begun: Begun, status: str, result: Any) -> Op[None]:
         """Record a begun call's outcome and let its lease go. OutcomeNotRecorded: the outcome
         could not be committed (the attempt stays open, for the reconciler)."""
-        event = {
-            "type": "tool_result",
-            "tool": begun.tool,
-            "attempt_id": begun.attempt_id,
-            "step_id": begun.step_id,
-            "run_id": begun.run_id,
-            "status": status,
-            "result": result,
-            "parents": [begun.call_id],
-        }
+        event = result_event(
+            begun.tool,
+            begun.attempt_id,
+            begun.step_id,
+            status,
+            result,
+            run_id=begun.run_id,
+            parents=[begun.call_id],
+        )
         try:
             yield from self._write_op(begun.stream, begun.owner, event)
         except LedgerError as err:

@@ -20,7 +20,6 @@ from redis.utils import HIREDIS_AVAILABLE
 
 from ledger_bus.batch import Limits
 from ledger_bus.durability import Durability
-from ledger_bus.errors import BackendRefused
 from ledger_bus.ids import ExpectedVersion, StreamId
 from ledger_bus.records import (
     AppendResult,
@@ -395,13 +394,14 @@ async def open_async(
             resolve_artifacts=resolve_artifacts,
         )
         return AsyncStore(core)
+    import redis.exceptions as rx
     from redis.asyncio import Redis
     from redis.asyncio.cluster import RedisCluster
     from redis.asyncio.retry import Retry
     from redis.asyncio.sentinel import Sentinel
     from redis.backoff import NoBackoff
 
-    from ledger_bus.store.connection import open_sentinel, redis_retried
+    from ledger_bus.store.connection import cluster_failure, open_sentinel, redis_retried
     from ledger_bus.store.redis import RedisStore
 
     url, level = split_durability(url, durability)
@@ -414,7 +414,16 @@ async def open_async(
         settings["connection_class"] = packing_in_c(settings["connection_class"])
         for node in client.nodes_manager.startup_nodes.values():
             node.connection_class = packing_in_c(node.connection_class)
-        await run_async(redis_retried(lambda: call(_initialize), timeout, url), client)
+        seed = url.replace("+cluster", "", 1)
+
+        async def initialize(cluster: Any) -> None:
+            try:
+                await cluster.initialize()
+            except rx.RedisClusterException as err:
+                raise cluster_failure(err, seed) from err
+
+        retried = redis_retried(lambda: call(initialize), timeout, f"the cluster at {seed}")
+        await run_async(retried, client)
     else:
         if scheme.endswith("+sentinel"):
             client = open_sentinel(url, options, Sentinel)
@@ -448,20 +457,6 @@ def packing_in_c(kind: type) -> type:
 
         found = _PACKING[kind] = type(kind.__name__, (kind,), {"pack_command": pack_command})
     return found
-
-
-async def _initialize(client: Any) -> None:
-    """Read a cluster's slot map, refused at once when the node is not in cluster mode."""
-    import redis.exceptions as rx
-
-    try:
-        await client.initialize()
-    except rx.RedisClusterException as err:  # not a RedisError: say which it is
-        if "Cluster mode is not enabled" in str(err):
-            raise BackendRefused(
-                "this node is not a Redis Cluster node; use redis:// for a single server"
-            ) from None
-        raise rx.ConnectionError(str(err)) from err
 
 
 __all__ = ["AsyncStore", "open_async"]

@@ -73,14 +73,21 @@ def open_cluster(url: str, options: dict[str, Any], timeout: float) -> RedisClus
     def build() -> RedisCluster:
         try:
             return RedisCluster.from_url(url, **options)
-        except rx.RedisClusterException as err:  # not a RedisError: say which it is
-            if "Cluster mode is not enabled" in str(err):
-                raise BackendRefused(
-                    f"{url} is not a Redis Cluster node; use redis:// for a single server"
-                ) from None
-            raise rx.ConnectionError(str(err)) from err
+        except rx.RedisClusterException as err:
+            raise cluster_failure(err, url) from err
 
     return retrying(build, timeout, f"the cluster at {url}")
+
+
+def cluster_failure(err: rx.RedisClusterException, url: str) -> Exception:
+    """What reading a cluster's slot map failing means (the exception is no RedisError, so it
+    says which it is): refused at once when the node is not in cluster mode, else a lost
+    connection, retried."""
+    if "Cluster mode is not enabled" in str(err):
+        return BackendRefused(
+            f"{url} is not a Redis Cluster node; use redis:// for a single server"
+        )
+    return rx.ConnectionError(str(err))
 
 
 def open_sentinel(url: str, options: dict[str, Any], sentinel_class: Any = None) -> Any:

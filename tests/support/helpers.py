@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import ledger_bus as lb
@@ -59,6 +61,33 @@ def ledger_here(
             sys.stderr.flush()
         stdout, stderr = out.getvalue().decode(), err.getvalue().decode()
     return subprocess.CompletedProcess(["ledger-bus", *args], code, stdout, stderr)
+
+
+def kill_when_ready(args: list[str], ready: Callable[[], bool], what: str) -> None:
+    """Run `python -m ARGS` from the repository's root and SIGKILL it once `ready()` holds."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", *args], cwd=Path(__file__).resolve().parent.parent.parent
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not ready():
+            assert child.poll() is None, f"{what} ended before the kill"
+            assert time.monotonic() < deadline, f"{what} never got where it is killed"
+            time.sleep(0.05)
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+
+
+def runs_of(where: Path, *tools: str) -> dict[str, int]:
+    """How often each tool ran, by the lines it appends to `where/<tool>`."""
+    return {
+        name: len((where / name).read_text().splitlines())
+        for name in tools
+        if (where / name).exists()
+    }
 
 
 def start_recorded(
