@@ -392,7 +392,13 @@ def test_readers_and_the_recorder_notice_a_history_a_failover_rewound(pair: Pair
         direct.append(feed, lb.ANY, "e0", [msg("e0")])
         orphan = {"type": "tool_call", "agent": "a", "tool": "deploy", "attempt_id": "x1"}
         direct.append(lb.StreamId("s", "calls"), lb.ANY, "c0", [orphan])
-        wait_until(lambda: lb.connect(pair.replica.url).stream_version(feed) == 1, "replication")
+        # (the orphan too: it commits after e0, and a pass must find it on the replica)
+        calls = lb.StreamId("s", "calls")
+        replica = lb.connect(pair.replica.url)
+        wait_until(
+            lambda: replica.stream_version(feed) == 1 and replica.stream_version(calls) == 1,
+            "replication",
+        )
         # ... and a replica that stops following before they go on
         redis.Redis(port=pair.replica.port).replicaof("NO", "ONE")
         direct.append(feed, lb.ANY, "e1", [msg("e1")])
