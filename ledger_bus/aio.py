@@ -10,7 +10,8 @@
 Each class here drives the operations of its blocking counterpart (store/ops.py) on an asyncio
 client: the checks, the event ids, the lease and recovery rules and the group semantics are
 those of EventStore, Recorder and Tailer, written once. On Redis, Valkey and Redis Cluster the
-calls run on `redis.asyncio`; on SQL and memory stores, on worker threads.
+calls run on `redis.asyncio`; on SQLite and PostgreSQL, on SQLAlchemy's async engines; on the
+memory store, on worker threads.
 """
 
 from __future__ import annotations

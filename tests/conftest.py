@@ -106,6 +106,18 @@ def aio_cluster_store(redis_cluster: LocalCluster, prefix: str) -> Iterator[Even
         yield store
 
 
+@pytest.fixture
+def aio_sqlite_store(tmp_path: Path, prefix: str) -> Iterator[EventStore]:
+    with driven_async(f"sqlite:///{tmp_path / 'ledger.db'}", prefix=prefix) as store:
+        yield store
+
+
+@pytest.fixture
+def aio_postgresql_store(postgres_server: LocalPostgres, prefix: str) -> Iterator[EventStore]:
+    with driven_async(postgres_server.url, prefix=prefix) as store:
+        yield store
+
+
 @pytest.fixture(
     params=[
         "memory",
@@ -116,6 +128,8 @@ def aio_cluster_store(redis_cluster: LocalCluster, prefix: str) -> Iterator[Even
         "postgresql",
         "aio_redis",
         "aio_cluster",
+        "aio_sqlite",
+        "aio_postgresql",
     ]
 )
 def store(request: pytest.FixtureRequest) -> EventStore:

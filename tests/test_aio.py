@@ -1,10 +1,12 @@
-"""ledger_bus.aio: the store, the recorder and the tailer as coroutines, on redis.asyncio and on
-worker threads. (The contract suite itself runs through the asyncio driver as the aio_redis and
-aio_cluster stores: conftest.py.)"""
+"""ledger_bus.aio: the store, the recorder and the tailer as coroutines, on redis.asyncio, on the
+SQL store's async engines and (memory) on worker threads. (The contract suite itself runs
+through the asyncio driver as the aio_redis, aio_cluster, aio_sqlite and aio_postgresql stores:
+conftest.py.)"""
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ import pytest
 
 import ledger_bus as lb
 from ledger_bus import aio
+from ledger_bus.pgserver import LocalPostgres
 from ledger_bus.recorder import UnresolvedAttempt
 from ledger_bus.server import LocalCluster, LocalServer
 
@@ -20,7 +23,7 @@ def msg(body: str, agent: str = "a") -> dict[str, Any]:
     return {"type": "message", "agent": agent, "body": body}
 
 
-@pytest.fixture(params=["redis", "cluster", "sqlite", "memory"])
+@pytest.fixture(params=["redis", "cluster", "sqlite", "postgresql", "memory"])
 def aio_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "redis":
         return str(request.getfixturevalue("redis_url"))
@@ -29,13 +32,15 @@ def aio_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return cluster.url
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'aio.db'}"
+    if request.param == "postgresql":
+        return str(request.getfixturevalue("postgres_server").url)
     return "memory://"
 
 
 def test_concurrent_appends_from_one_loop_each_land_once(aio_url: str, prefix: str) -> None:
     async def main() -> None:
         async with await aio.connect(aio_url, prefix=prefix) as store:
-            assert store.native == aio_url.startswith("redis")
+            assert store.native == (aio_url != "memory://"), "only memory runs on threads"
             ref = lb.StreamId("s", "main")
             # 64 writers racing on one stream with expected versions: one wins each version.
             results = await asyncio.gather(
@@ -135,6 +140,69 @@ def test_a_server_killed_and_restarted_under_async_appends_loses_nothing_acknowl
             }
 
     asyncio.run(main())
+
+
+def test_postgresql_killed_under_async_appends_loses_nothing_and_the_loop_runs_meanwhile(
+    prefix: str,
+) -> None:
+    """The SQL store under asyncio retries a lost database as the blocking one does, pausing
+    on the event loop (store/sql_waits.py): other coroutines run while it waits."""
+    with LocalPostgres(fsync=False) as server:
+
+        async def main() -> None:
+            async with await aio.connect(server.url, prefix=prefix, timeout=30) as store:
+                assert store.native
+                acknowledged: list[lb.AppendResult] = []
+
+                done = asyncio.Event()
+
+                async def writer(n: int) -> None:
+                    ref = lb.StreamId("k", f"w{n}")
+                    i = 0
+                    while not done.is_set():
+                        acknowledged.append(await store.append(ref, i, f"{n}:{i}", [msg(str(i))]))
+                        i += 1
+
+                ticks = 0
+
+                async def tick() -> None:
+                    nonlocal ticks
+                    while True:
+                        await asyncio.sleep(0.01)
+                        ticks += 1
+
+                writers = asyncio.gather(*(writer(n) for n in range(8)))
+                await asyncio.sleep(0.1)
+                await asyncio.to_thread(server.kill)
+                ticker = asyncio.create_task(tick())
+                await asyncio.sleep(1.0)  # the writers retry, pausing on the loop
+                ticker.cancel()
+                await asyncio.to_thread(server.start)
+                await asyncio.sleep(0.3)
+                done.set()
+                await writers
+                assert ticks >= 20, "the loop ran while the writers waited for the database"
+                found = await store.scan_session("k")
+                assert len(acknowledged) > 8
+                assert {(e.stream.name, e.version) for e in found} == {
+                    (r.stream.name, r.last_version) for r in acknowledged
+                }
+
+        asyncio.run(main())
+
+
+def test_the_sql_extras_are_named_when_the_async_driver_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "aiosqlite", None)  # as if it were not installed
+
+    async def main() -> None:
+        needed = r"needs aiosqlite: pip install 'ledger-bus\[sql\]'"
+        with pytest.raises(lb.InvalidInput, match=needed):
+            await aio.connect(f"sqlite:///{tmp_path / 'x.db'}")
+
+    asyncio.run(main())
+    assert not (tmp_path / "x.db").exists(), "nothing was written"
 
 
 def test_durability_beyond_local_is_refused_on_an_asyncio_cluster_client(

@@ -109,7 +109,7 @@ def _open(
         if archive:
             from ledger_bus.store.tiered import TieredStore
 
-            cold = _open_sql(archive, LOCAL, prefix, limits, timeout)
+            cold = open_sql(archive, LOCAL, prefix, limits, timeout)
             return TieredStore(client, archive=cold, **settings)
         return RedisStore(client, **settings)
     if archive:
@@ -117,7 +117,7 @@ def _open(
             f"an archive is read through from a Redis store; {scheme}:// reads its own sessions"
         )
     if scheme in _SQL_SCHEMES:
-        return _open_sql(url, level, prefix, limits, timeout)
+        return open_sql(url, level, prefix, limits, timeout)
     raise InvalidInput(
         f"unsupported URL {url!r}: use redis://, rediss://, unix://, redis+cluster://,"
         " redis+sentinel://, sqlite:///PATH, postgresql://USER@HOST/DB or memory://"
@@ -185,9 +185,16 @@ def split_durability(url: str, given: str | Durability | None) -> tuple[str, Dur
     return rest, parse_durability(given or ours.get("durability", "local"), timeout_ms)
 
 
-def _open_sql(
-    url: str, level: Durability, prefix: str, limits: Limits | None, timeout: float
+def open_sql(
+    url: str,
+    level: Durability,
+    prefix: str,
+    limits: Limits | None,
+    timeout: float,
+    asynchronous: bool = False,
 ) -> SqlStore:
+    """The SQL store at `url`; `asynchronous`: on an async engine, to be called (and used)
+    through SQLAlchemy's greenlet bridge only (ledger_bus.store.aio)."""
     scheme = urlsplit(url).scheme
     if scheme not in _SQL_SCHEMES:
         raise InvalidInput(f"an archive is a SQL store (sqlite:///PATH, postgresql://...): {url!r}")
@@ -196,11 +203,19 @@ def _open_sql(
             f"a SQL store's durability is its database's own: durability {level} cannot be"
             " asked of it"
         )
+    extra = "sql" if scheme == "sqlite" else "postgres"
     try:
         from ledger_bus.store.sql import SqlStore
+
+        if asynchronous:  # what SQLAlchemy's async engines need, named before they fail
+            import greenlet  # noqa: F401
+
+            if scheme == "sqlite":
+                import aiosqlite  # noqa: F401
     except ImportError as err:
-        extra = "sql" if scheme == "sqlite" else "postgres"
         raise InvalidInput(
             f"{scheme}:// needs {err.name}: pip install 'ledger-bus[{extra}]'"
         ) from None
-    return SqlStore.from_url(url, prefix=prefix, limits=limits, timeout=timeout)
+    return SqlStore.from_url(
+        url, prefix=prefix, limits=limits, timeout=timeout, asynchronous=asynchronous
+    )

@@ -2,17 +2,20 @@
 
 An AsyncStore holds a core EventStore and runs its operations (store/ops.py): on Redis, Valkey
 and Redis Cluster over `redis.asyncio`, awaiting each request, so that a thousand coroutines
-share one connection pool and no thread; on the other backends (SQL, memory, a Redis ledger with
-an archive), whose primitives are plain blocking calls, on a worker thread each, so the event
-loop never blocks. The checks, the canonical bytes, the digests, the key layout, the scripts and
-the decoding of replies are the core's, once.
+share one connection pool and no thread. The SQL store runs on SQLAlchemy's async engines
+(aiosqlite, psycopg's AsyncConnection): its code is written against SQLAlchemy's blocking
+interface, and SQLAlchemy's greenlet bridge (`greenlet_spawn`) runs it with every database call,
+and every wait of the store's own (store/sql_waits.py), awaited on the event loop. The memory
+store and a Redis ledger with an archive, whose primitives are plain blocking calls, run on a
+worker thread each, so the loop never blocks. The checks, the canonical bytes, the digests, the
+key layout, the scripts, the statements and the decoding of replies are the core's, once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -34,10 +37,12 @@ from ledger_bus.records import (
 )
 from ledger_bus.store import (
     _REDIS_SCHEMES,
+    _SQL_SCHEMES,
     ARCHIVE_ENV,
     DEFAULT_URL,
     URL_ENV,
     connect,
+    open_sql,
     redis_options,
     redis_settings,
     split_durability,
@@ -52,17 +57,23 @@ class AsyncStore:
     """EventStore's contract, every method a coroutine; `await aio.connect(url)` gives one.
 
     `core` is the EventStore whose operations run here; `client`, the asyncio Redis client they
-    run on, or None to run them on worker threads with the core's own blocking client.
+    run on; `bridged`, whether the core (a SQL store on an async engine) runs through
+    SQLAlchemy's greenlet bridge; neither, on worker threads with the core's own blocking client.
     """
 
-    def __init__(self, core: EventStore, client: Any | None = None):
+    def __init__(self, core: EventStore, client: Any | None = None, *, bridged: bool = False):
         self.core = core
         self.client = client
+        self.bridged = bridged
+        # The core's own driver and close, kept should the core's be replaced (tests drive the
+        # core's blocking methods through this store by replacing its run_op).
+        self._run_op = core.run_op
+        self._close = core.close
 
     @property
     def native(self) -> bool:
-        """Whether the operations run on an asyncio client (False: on worker threads)."""
-        return self.client is not None
+        """Whether the operations run on the event loop (False: on worker threads)."""
+        return self.client is not None or self.bridged
 
     @property
     def limits(self) -> Limits:
@@ -76,7 +87,9 @@ class AsyncStore:
         """Run one of the core's operations to its end."""
         if self.client is not None:
             return await run_async(op, self.client)
-        return await asyncio.to_thread(self.core.run_op, op)
+        if self.bridged:
+            return await _bridge(self._run_op, op)
+        return await asyncio.to_thread(self._run_op, op)
 
     # -- the contract ---------------------------------------------------------------------------
 
@@ -356,8 +369,10 @@ class AsyncStore:
         """Release connections; the store is not used afterwards."""
         if self.client is not None:
             await self.client.aclose()
+        elif self.bridged:
+            await _bridge(self._close)
         else:
-            await asyncio.to_thread(self.core.close)
+            await asyncio.to_thread(self._close)
 
     async def __aenter__(self) -> AsyncStore:
         return self
@@ -381,6 +396,11 @@ async def open_async(
     scheme = urlsplit(url).scheme
     if scheme in _REDIS_SCHEMES:
         archive = archive or os.environ.get(ARCHIVE_ENV) or None
+    if scheme in _SQL_SCHEMES and not archive:  # with one, connect() says what is wrong
+        url, level = split_durability(url, durability)
+        sql = await _bridge(open_sql, url, level, prefix, limits, timeout, True)
+        sql.resolve_artifacts = resolve_artifacts
+        return AsyncStore(sql, bridged=True)
     if scheme not in _REDIS_SCHEMES or archive:
         # Blocking primitives: the core runs on worker threads.
         core = await asyncio.to_thread(
@@ -434,6 +454,13 @@ async def open_async(
     core = RedisStore(client, **redis_settings(options, prefix, limits, timeout, level))
     core.resolve_artifacts = resolve_artifacts
     return AsyncStore(core, client)
+
+
+async def _bridge(work: Callable[..., T], *args: Any) -> T:
+    """`work(*args)` in a greenlet whose database calls SQLAlchemy awaits on this loop."""
+    from sqlalchemy.util import greenlet_spawn
+
+    return await greenlet_spawn(work, *args)
 
 
 _PACKING: dict[type, type] = {}

@@ -471,10 +471,13 @@ class EventStore(abc.ABC):
 
     def session_count(self) -> int:
         """How many sessions hold events (those `sessions()` lists)."""
-        return len(self.sessions())
+        return self.run_op(self.session_count_op())
 
     def session_count_op(self) -> Op[int]:
-        return (yield from step(self.session_count()))
+        return (yield from step(self._session_count()))
+
+    def _session_count(self) -> int:
+        return len(self.sessions())
 
     def sessions(self, limit: int | None = None) -> list[tuple[str, int]]:
         """Return (session id, last activity in ms) pairs, most recently active first."""
@@ -540,8 +543,13 @@ class EventStore(abc.ABC):
     ) -> list[tuple[str, int]]:
         """Sessions that may have open attempts, with when one last opened (ms); from an index,
         never a scan of the keyspace. `buckets` picks some of INDEX_BUCKETS; None, all."""
-        found = self._open_sessions(range(INDEX_BUCKETS) if buckets is None else buckets)
-        return self.run_op(step(found))
+        return self.run_op(self.sessions_with_open_attempts_op(buckets))
+
+    def sessions_with_open_attempts_op(
+        self, buckets: Collection[int] | None = None
+    ) -> Op[list[tuple[str, int]]]:
+        chosen = range(INDEX_BUCKETS) if buckets is None else buckets
+        return (yield from step(self._open_sessions(chosen)))
 
     def forget_idle_session(self, session_id: str, opened_before_ms: int) -> bool:
         """Drop a session from the open-attempts index if it has none open and opened none since
@@ -758,10 +766,13 @@ class EventStore(abc.ABC):
 
     def now_ms(self) -> int:
         """The backend's clock, the one commit cursors are taken from."""
-        return time.time_ns() // 1_000_000
+        return self.run_op(self.now_ms_op())
 
     def now_ms_op(self) -> Op[int]:
-        return (yield from step(self.now_ms()))
+        return (yield from step(self._now_ms()))
+
+    def _now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
 
     def close(self) -> None:  # noqa: B027  (a backend with nothing to release keeps this)
         """Release connections; the store is not used afterwards."""

@@ -43,8 +43,8 @@ def call(request: Request) -> Op[Any]:
 
 def step(value: Op[T] | T) -> Op[T]:
     """What a backend primitive returns, as an operation: backends with a network write their
-    primitives as operations; a backend without one (memory), or with a blocking driver only
-    (SQL, run on a thread under asyncio), returns values."""
+    primitives as operations; a backend without one (memory), or whose driver looks blocking
+    (SQL: under asyncio, SQLAlchemy's greenlet bridge awaits its calls), returns values."""
     if inspect.isgenerator(value):
         return cast(T, (yield from value))
     return cast(T, value)
@@ -82,8 +82,8 @@ def retried(
         delay = min(delay * 2, 0.5)
 
 
-def run(op: Op[T], client: Any) -> T:
-    """Run `op` to its end with blocking calls on `client`."""
+def run(op: Op[T], client: Any, sleep: Callable[[float], None] = time.sleep) -> T:
+    """Run `op` to its end with blocking calls on `client`, pausing with `sleep`."""
     reply: Any = None
     failure: BaseException | None = None
     while True:
@@ -94,7 +94,7 @@ def run(op: Op[T], client: Any) -> T:
         reply, failure = None, None
         try:
             if isinstance(need, Sleep):
-                time.sleep(need.seconds)
+                sleep(need.seconds)
             else:
                 reply = need(client)
         except Exception as err:

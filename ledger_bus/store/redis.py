@@ -726,9 +726,6 @@ class RedisStore(EventStore):
 
         return (yield from self._retried(measure))
 
-    def session_count(self) -> int:
-        return self.run_op(self.session_count_op())
-
     def session_count_op(self) -> Op[int]:
         """Sessions in the index: ZCARD of its buckets, in one round trip."""
 
@@ -1261,9 +1258,6 @@ class RedisStore(EventStore):
             pipelined(replay, transaction=True), session_id, group
         )
         return len(claimed[0])
-
-    def now_ms(self) -> int:
-        return self.run_op(self.now_ms_op())
 
     def now_ms_op(self) -> Op[int]:
         seconds, micros = yield from self._run(lambda c: c.time())

@@ -4,6 +4,7 @@ blocking driver for the backends whose calls are plain functions)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -20,9 +21,10 @@ def retry_until(
     final: Callable[[Exception], LedgerError | None],
     who: str,
     describe: Callable[[Exception], str] = str,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> T:
     """Call `operation` until it returns, or `timeout` seconds have passed (BackendUnavailable);
-    `final` judges each backend error as `retried` does."""
+    `final` judges each backend error as `retried` does; `sleep` pauses between tries."""
     op = retried(lambda: call(lambda _: operation()), timeout, backend_errors, final, who, describe)
-    result: T = run(op, None)
+    result: T = run(op, None, sleep)
     return result

@@ -17,7 +17,6 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -78,8 +77,10 @@ from ledger_bus.store.base import (
     dead_letter_fields,
 )
 from ledger_bus.store.keys import bucket_of
+from ledger_bus.store.ops import Op, run
 from ledger_bus.store.retry import retry_until
 from ledger_bus.store.sql_schema import Tables, tables
+from ledger_bus.store.sql_waits import Bridged, Waits
 
 T = TypeVar("T")
 
@@ -115,12 +116,34 @@ def _pg_options(timeout: float) -> dict[str, Any]:
     }
 
 
-def open_engine(url: str, timeout: float) -> Engine:
+def open_engine(url: str, timeout: float, asynchronous: bool = False) -> Engine:
     """An engine for the URL, set up for the ledger: SQLite in WAL mode with a busy timeout and
-    its transactions begun by the store itself; PostgreSQL with a connect timeout."""
+    its transactions begun by the store itself; PostgreSQL with a connect timeout.
+
+    `asynchronous`: the sync face of an async engine (aiosqlite, psycopg's AsyncConnection),
+    for a store run through SQLAlchemy's greenlet bridge (ledger_bus.store.aio): the same
+    statements, every one awaited on the event loop.
+    """
     target = make_url(sql_url(url))
-    if target.get_backend_name() == "sqlite":
+    backend = target.get_backend_name()
+    if backend not in ("sqlite", "postgresql"):
+        raise InvalidInput(f"not a SQL URL: {url!r} (sqlite:///PATH or postgresql://USER@HOST/DB)")
+    if asynchronous:
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        driver = "sqlite+aiosqlite" if backend == "sqlite" else "postgresql+psycopg_async"
+        options = {"connect_args": {"timeout": timeout}} if backend == "sqlite" else {}
+        if backend == "postgresql":
+            options = _pg_options(timeout)
+        engine = create_async_engine(target.set(drivername=driver), **options).sync_engine
+    elif backend == "sqlite":
         engine = create_engine(target, connect_args={"timeout": timeout})
+    else:
+        # No pre-ping: it cost a round trip per call. A connection that died in the pool fails
+        # its first statement, before anything is written; SQLAlchemy then drops the pool's
+        # connections and the store's retry takes a new one.
+        engine = create_engine(target, **_pg_options(timeout))
+    if backend == "sqlite":
 
         @event.listens_for(engine, "connect")
         def _configure(dbapi: Any, record: Any) -> None:
@@ -138,13 +161,7 @@ def open_engine(url: str, timeout: float) -> Engine:
             writing = conn.get_execution_options().get("ledger_write", False)
             conn.exec_driver_sql("BEGIN IMMEDIATE" if writing else "BEGIN")
 
-        return engine
-    if target.get_backend_name() == "postgresql":
-        # No pre-ping: it cost a round trip per call. A connection that died in the pool fails
-        # its first statement, before anything is written; SQLAlchemy then drops the pool's
-        # connections and the store's retry takes a new one.
-        return create_engine(target, **_pg_options(timeout))
-    raise InvalidInput(f"not a SQL URL: {url!r} (sqlite:///PATH or postgresql://USER@HOST/DB)")
+    return engine
 
 
 DIGEST_PAGE: Final = 5000  # events a page digest covers
@@ -189,8 +206,11 @@ class SqlStore(EventStore):
         timeout: float = 10.0,
         durability: Durability = LOCAL,
         check_schema: bool = True,
+        waits: Waits | None = None,
     ):
         super().__init__(limits, durability)
+        # How a call waits: with its thread, or (under asyncio) on the event loop.
+        self.waits = waits or Waits()
         self.engine = engine
         self.postgres = engine.dialect.name == "postgresql"
         # Reads on PostgreSQL go without BEGIN and COMMIT, on connections of their own made so
@@ -201,7 +221,6 @@ class SqlStore(EventStore):
         )
         self.prefix = prefix
         self.timeout = timeout
-        self._write_lock = threading.RLock()
         self.t: Tables = tables(prefix)
         e = self.t.events
         self._tail_query = self._events(
@@ -230,9 +249,16 @@ class SqlStore(EventStore):
         timeout: float = 10.0,
         durability: Durability = LOCAL,
         check_schema: bool = True,
+        asynchronous: bool = False,
     ) -> SqlStore:
-        """A store on `url`; check_schema=False opens tables of any revision (to migrate them)."""
-        return cls(open_engine(url, timeout), prefix, limits, timeout, durability, check_schema)
+        """A store on `url`; check_schema=False opens tables of any revision (to migrate them).
+
+        `asynchronous`: on an async engine, every call run through SQLAlchemy's greenlet bridge
+        (`sqlalchemy.util.greenlet_spawn`), as ledger_bus.store.aio does.
+        """
+        engine = open_engine(url, timeout, asynchronous)
+        waits = Bridged() if asynchronous else Waits()
+        return cls(engine, prefix, limits, timeout, durability, check_schema, waits)
 
     @property
     def location(self) -> str:
@@ -325,13 +351,22 @@ class SqlStore(EventStore):
         threads writing at once made about 15 appends a second. Queued on a lock of this
         process instead, they take turns at once; other processes still meet the busy timeout.
         """
-        return self._write_lock if not self.postgres else contextlib.nullcontext()
+        return self.waits.writing() if not self.postgres else contextlib.nullcontext()
 
     def _retry(self, operation: Callable[[], T]) -> T:
         """Call `operation` again after a failure that passes, until the timeout."""
         return retry_until(
-            operation, self.timeout, _DRIVER_ERRORS, _final, "the database", _first_line
+            operation,
+            self.timeout,
+            _DRIVER_ERRORS,
+            _final,
+            "the database",
+            _first_line,
+            self.waits.sleep,
         )
+
+    def run_op(self, op: Op[T]) -> T:
+        return run(op, None, self.waits.sleep)
 
     def _run(self, work: Callable[[Connection], T], *, write: bool = True) -> T:
         """Run `work(conn)` in a transaction, again after a failure that passes."""
@@ -353,7 +388,7 @@ class SqlStore(EventStore):
             )
         return time.time_ns() // 1_000_000
 
-    def now_ms(self) -> int:
+    def _now_ms(self) -> int:
         return self._run(self._now, write=False)
 
     # -- appends ---------------------------------------------------------------------------------
@@ -412,7 +447,7 @@ class SqlStore(EventStore):
             try:
                 return sql_append.append(
                     self._sql,
-                    raw.driver_connection,
+                    raw.dbapi_connection,
                     self._channel,
                     stream,
                     expected,
@@ -787,7 +822,7 @@ class SqlStore(EventStore):
         """
 
         def poll(seconds: float) -> None:
-            time.sleep(min(POLL_S, max(0.0, seconds)))
+            self.waits.sleep(min(POLL_S, max(0.0, seconds)))
 
         if not self.postgres:
             yield poll
@@ -797,7 +832,7 @@ class SqlStore(EventStore):
         except sa_exc.DBAPIError:
             yield poll
             return
-        driver: Any = raw.driver_connection  # a psycopg connection
+        driver: Any = raw.dbapi_connection  # psycopg's, or SQLAlchemy's adapter of its async one
         try:
             driver.rollback()
             driver.autocommit = True
@@ -811,9 +846,8 @@ class SqlStore(EventStore):
             end = time.monotonic() + max(0.0, seconds)
             try:
                 while (left := end - time.monotonic()) > 0:
-                    for note in driver.notifies(timeout=left, stop_after=1):
-                        if note.payload == session_id:
-                            return
+                    if session_id in self.waits.notes(raw.driver_connection, left):
+                        return
             except Exception:
                 poll(seconds)
 
@@ -893,7 +927,7 @@ class SqlStore(EventStore):
             .values(
                 events=s.c.events - events,
                 generation=s.c.generation + 1,
-                deleted_ms=self.now_ms(),
+                deleted_ms=self._now(conn),
                 **({"opened_ms": None} if stream is None else {}),
             )
         )
@@ -1080,7 +1114,7 @@ class SqlStore(EventStore):
 
         return self._run(read, write=False)
 
-    def session_count(self) -> int:
+    def _session_count(self) -> int:
         s = self.t.sessions
         query = select(func.count()).select_from(s).where(s.c.events > 0)
         return int(self._run(lambda c: c.execute(query).scalar_one(), write=False))

@@ -226,13 +226,13 @@ def read(engine: Any, statement: str, params: dict[str, Any]) -> list[Any]:
 
     raw = engine.raw_connection()
     try:
-        driver = raw.driver_connection
+        driver = raw.dbapi_connection  # psycopg's, or SQLAlchemy's adapter of its async one
         if driver.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             driver.rollback()
         driver.autocommit = True
         try:
             with driver.cursor() as cursor:
-                cursor.execute(statement, params, prepare=True)
+                _prepared(cursor, statement, params)
                 return list(cursor.fetchall())
         finally:
             if not driver.closed:
@@ -244,6 +244,18 @@ def read(engine: Any, statement: str, params: dict[str, Any]) -> list[Any]:
         raw.close()
 
 
+def _prepared(cursor: Any, statement: str, params: dict[str, Any]) -> None:
+    """Execute `statement` prepared at once on psycopg's own cursor; SQLAlchemy's adapter of
+    its async cursor passes no options, and psycopg prepares a statement there from its fifth
+    use on a connection (its prepare_threshold)."""
+    import psycopg
+
+    if isinstance(cursor, psycopg.Cursor):
+        cursor.execute(statement, params, prepare=True)
+    else:
+        cursor.execute(statement, params)
+
+
 def append(
     sql: AppendSql,
     driver: Any,
@@ -253,7 +265,8 @@ def append(
     append_id: str,
     prepared: PreparedAppend,
 ) -> AppendResult:
-    """One append as one transaction on `driver` (a psycopg or sqlite3 connection)."""
+    """One append as one transaction on `driver` (a psycopg or sqlite3 connection, or
+    SQLAlchemy's adapter of an async one: the same calls, awaited in its greenlet bridge)."""
     if sql.postgres:
         return _call(sql, driver, channel, stream, expected, append_id, prepared)
     return _statements(sql, driver, stream, expected, append_id, prepared)
@@ -292,7 +305,7 @@ def _call(
         with driver.cursor() as cursor:
             if prepared.artifacts:
                 cursor.executemany(sql.artifact_add, artifact_rows(stream.session_id, prepared))
-            cursor.execute(sql.call, params, prepare=True)
+            _prepared(cursor, sql.call, params)
             outcome, first, last, newest = cursor.fetchone()
         if prepared.artifacts:
             if outcome == "dedup":

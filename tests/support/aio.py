@@ -1,5 +1,6 @@
 """The contract suite through the asyncio driver: a store whose every method runs its operation
-on a `redis.asyncio` client (ledger_bus.aio), awaited on an event loop of its own."""
+as ledger_bus.aio does (on a `redis.asyncio` client, or a SQL store's async engine through
+SQLAlchemy's greenlet bridge), awaited on an event loop of its own."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def driven_async(url: str, **options: Any) -> Iterator[EventStore]:
         return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
 
     astore: AsyncStore = wait(open_async(url, **options))
-    assert astore.native, "a Redis URL runs on the asyncio client, not on threads"
+    assert astore.native, "Redis and SQL run on the event loop, not on threads"
     core = astore.core
 
     def drive(op: Op[Any]) -> Any:
