@@ -47,6 +47,7 @@ from ledger_bus.store import (
     redis_settings,
     split_durability,
 )
+from ledger_bus.store.autopipe import Coalescing
 from ledger_bus.store.base import DEFAULT_DEDUP_WINDOW_MS, PAGE, EventStore
 from ledger_bus.store.ops import Op, call, run_async
 
@@ -61,10 +62,20 @@ class AsyncStore:
     SQLAlchemy's greenlet bridge; neither, on worker threads with the core's own blocking client.
     """
 
-    def __init__(self, core: EventStore, client: Any | None = None, *, bridged: bool = False):
+    def __init__(
+        self,
+        core: EventStore,
+        client: Any | None = None,
+        *,
+        bridged: bool = False,
+        coalesce: bool = False,
+    ):
         self.core = core
         self.client = client
         self.bridged = bridged
+        # What the operations' requests are made on: with `coalesce`, the client's EVALSHAs of
+        # one turn of the loop go out as one pipeline (store/autopipe.py).
+        self.requests = Coalescing(client) if coalesce else client
         # The core's own driver and close, kept should the core's be replaced (tests drive the
         # core's blocking methods through this store by replacing its run_op).
         self._run_op = core.run_op
@@ -86,7 +97,7 @@ class AsyncStore:
     async def drive(self, op: Op[T]) -> T:
         """Run one of the core's operations to its end."""
         if self.client is not None:
-            return await run_async(op, self.client)
+            return await run_async(op, self.requests)
         if self.bridged:
             return await _bridge(self._run_op, op)
         return await asyncio.to_thread(self._run_op, op)
@@ -453,7 +464,8 @@ async def open_async(
         pool.connection_class = packing_in_c(pool.connection_class)
     core = RedisStore(client, **redis_settings(options, prefix, limits, timeout, level))
     core.resolve_artifacts = resolve_artifacts
-    return AsyncStore(core, client)
+    # A cluster's client sends each command to its slot's node: coalescing is for one server.
+    return AsyncStore(core, client, coalesce=not scheme.endswith("+cluster"))
 
 
 async def _bridge(work: Callable[..., T], *args: Any) -> T:

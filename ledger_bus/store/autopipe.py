@@ -1,0 +1,96 @@
+"""Scripts called at once by many coroutines, sent to Redis together.
+
+Sixty-four coroutines appending at once each send an EVALSHA and wait for its reply: sixty-four
+connections taken from the pool, sixty-four writes, sixty-four reads, each with redis-py's work
+around it, which under asyncio costs more than the server's. `Coalescing` stands in for the
+asyncio client in the store's driver: the EVALSHAs called in one turn of the event loop go out
+as one pipeline (no MULTI: each script is atomic on its own, as it is alone), on one connection,
+one write and one read of all the replies, and each caller gets its own reply or its own error.
+A call alone in its turn goes out as it is, one pass of the loop later. Everything else goes
+straight to the client.
+
+Nothing changes for a caller: the server runs the same scripts in the order they were called;
+a connection lost under a pipeline fails every call in it with the error a lone call would
+have seen, and each retries as it would have (an append by its append_id, so nothing lands
+twice).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any
+
+
+class Coalescing:
+    """An asyncio Redis client (one server, or Sentinel's primary) whose `evalsha` calls made
+    in one turn of the event loop are sent as one pipeline."""
+
+    def __init__(self, client: Any):
+        self.client = client
+        self._queued: list[tuple[tuple[Any, ...], asyncio.Future[Any]]] | None = None
+        self._sending: set[asyncio.Task[None]] = set()  # kept: the loop holds tasks weakly
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Awaitable[Any]:
+        """The reply of EVALSHA, sent with the others called in the same turn."""
+        return self._call(("EVALSHA", sha, numkeys, *keys_and_args))
+
+    async def _call(self, command: tuple[Any, ...]) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._queued is not None:  # a batch is open this turn: join it
+            reply = loop.create_future()
+            self._queued.append((command, reply))
+            return await reply
+        # The first call of the turn opens the batch, lets the turn's other callers join it,
+        # and sends it; alone, it is sent as it is, having waited one pass of the loop.
+        own = loop.create_future()
+        batch = self._queued = [(command, own)]
+        try:
+            await asyncio.sleep(0)
+        except BaseException:  # cancelled: the others still go
+            batch.pop(0)
+            self._dispatch(batch)
+            raise
+        finally:
+            self._queued = None
+        if len(batch) == 1:
+            return await self.client.execute_command(*command)
+        self._dispatch(batch)
+        return await own
+
+    def _dispatch(self, batch: list[tuple[tuple[Any, ...], asyncio.Future[Any]]]) -> None:
+        """Send `batch` on a task of its own: its callers' replies do not hang on any one of
+        them being cancelled."""
+        if batch:
+            task = asyncio.ensure_future(self._send(batch))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+
+    async def _send(self, batch: list[tuple[tuple[Any, ...], asyncio.Future[Any]]]) -> None:
+        try:
+            if len(batch) == 1:
+                replies: list[Any] = [await self.client.execute_command(*batch[0][0])]
+            else:
+                pipe = self.client.pipeline(transaction=False)
+                for command, _ in batch:
+                    pipe.execute_command(*command)
+                replies = await pipe.execute(raise_on_error=False)
+        except Exception as err:  # the connection failed under all of them
+            for _, reply in batch:
+                if not reply.done():
+                    reply.set_exception(err)
+            return
+        except BaseException:  # cancelled (the loop is closing): so are its callers
+            for _, reply in batch:
+                reply.cancel()
+            raise
+        for (_, reply), value in zip(batch, replies, strict=True):
+            if reply.done():  # its caller was cancelled
+                continue
+            if isinstance(value, Exception):
+                reply.set_exception(value)
+            else:
+                reply.set_result(value)
