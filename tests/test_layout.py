@@ -48,6 +48,8 @@ def layer(module: str) -> str | None:
     parts = module.split(".")
     if parts[0] in ("store", "cli"):
         return parts[0]
+    if parts[0] == "ui":  # a front end, as the command line is
+        return "cli"
     if parts[0] in MODEL:
         return "model"
     if parts[0] in FEATURES:

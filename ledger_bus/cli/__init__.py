@@ -15,6 +15,7 @@ from ledger_bus.cli import demo as _demo  # noqa: F401
 from ledger_bus.cli import ledger as _ledger  # noqa: F401
 from ledger_bus.cli import lifecycle as _lifecycle  # noqa: F401
 from ledger_bus.cli import ops as _ops  # noqa: F401
+from ledger_bus.cli import ui as _ui  # noqa: F401
 from ledger_bus.cli.app import EXIT_INTERNAL, EXIT_USAGE, cli, say
 
 __all__ = ["cli", "main"]

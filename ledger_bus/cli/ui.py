@@ -1,0 +1,66 @@
+"""`ledger-bus ui`: serve the web view of the configured store."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import click
+
+from ledger_bus.cli.app import BadInput, Settings, cli, pass_settings, say
+from ledger_bus.store import DEFAULT_URL
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port."
+)
+@pass_settings
+def ui(settings: Settings, host: str, port: int) -> None:
+    """A live, read-only web view of the ledger: sessions, timelines, open calls, groups.
+
+    Listens on loopback unless --host says otherwise; needs the `ui` extra
+    (pip install 'ledger-bus[ui]').
+    """
+    try:
+        import uvicorn
+
+        from ledger_bus.ui.app import create_app
+    except ImportError as err:
+        raise BadInput(f"ledger-bus ui needs {err.name}: pip install 'ledger-bus[ui]'") from None
+    from ledger_bus import aio
+
+    if settings.url is not None and settings.url.startswith("memory:"):
+        raise BadInput("memory:// lives inside one process: give the view a Redis or SQL URL")
+
+    async def open_store() -> aio.AsyncStore:
+        return await aio.connect(
+            settings.url, timeout=settings.timeout, prefix=settings.prefix, archive=settings.archive
+        )
+
+    location = _plain(settings.url or DEFAULT_URL)
+    if not _loopback(host):
+        say(f"ledger-bus ui: listening on {host}, beyond this machine; it has no login")
+    app = create_app(open_store, location)
+    say(f"ledger-bus ui on http://{host}:{port}/ for {location}")
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _plain(url: str) -> str:
+    """The URL without a password, for pages."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url

@@ -1,0 +1,271 @@
+"""The web view's server: a Starlette app over the asyncio store, read-only.
+
+Pages are rendered on the server (Jinja2, every string escaped), with a little plain JavaScript
+for the live part: a session's newest page listens on Server-Sent Events whose id is the ledger
+cursor, so a browser that reconnects (EventSource sends Last-Event-ID) resumes after the last
+event it has, with no duplicate and no gap.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import urlencode
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from sse_starlette.sse import EventSourceResponse
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from ledger_bus.errors import BackendUnavailable, InvalidInput, LedgerError, NotFound
+from ledger_bus.filters import EventFilter
+from ledger_bus.ids import check_name, format_cursor, parse_cursor
+from ledger_bus.jsonl import event_dict, format_time
+from ledger_bus.store.aio import AsyncStore
+from ledger_bus.ui import pages
+from ledger_bus.ui.folds import Folds
+
+TEMPLATES: Final = Path(__file__).resolve().parent / "templates"
+WAIT_MS: Final = 10_000  # how long one wait for new events lasts before it looks again
+PING_S: Final = 15  # a comment on a quiet stream, so proxies and browsers keep it open
+REFRESH_MS: Final = 3_000  # how often an open page fetches its panels again
+
+Opener = Callable[[], Awaitable[AsyncStore]]
+
+
+def environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=select_autoescape(["html"], default_for_string=True, default=True),
+    )
+    env.filters["time"] = format_time
+    return env
+
+
+def create_app(
+    open_store: Opener,
+    location: str = "",
+    clock: Callable[[], datetime] | None = None,
+    refresh_ms: int = REFRESH_MS,
+) -> Starlette:
+    """The app; `open_store` gives the asyncio store at first use, `location` names it on pages,
+    `clock` is the time the dispatch board's windows are judged by (now, unless given)."""
+    env = environment()
+    folds = Folds()
+    now = clock or (lambda: datetime.now(UTC))
+    row_macro = env.get_template("_row.html").module.row  # type: ignore[attr-defined]
+    held: dict[str, AsyncStore] = {}
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            if "store" in held:
+                await held.pop("store").aclose()
+
+    async def store() -> AsyncStore:
+        found = held.get("store")
+        if found is None:  # opened at first use: a store that is down gives a page, not a crash
+            found = held["store"] = await open_store()
+        return found
+
+    def render(name: str, status: int = 200, **values: Any) -> HTMLResponse:
+        html = env.get_template(name).render(location=location, **values)
+        return HTMLResponse(html, status_code=status)
+
+    async def sessions(request: Request) -> Response:
+        match = request.query_params.get("q", "")
+        offset = _int(request, "offset", 0)
+        page = await pages.sessions_page(await store(), offset, pages.SESSIONS_PAGE, match)
+        if request.query_params.get("format") == "json":
+            return JSONResponse({"total": page.total, "sessions": [vars(r) for r in page.rows]})
+        return render("sessions.html", page=page, match=match)
+
+    async def session(request: Request) -> Response:
+        session_id = _session(request)
+        keep, search, unresolved = _filters(request)
+        before = _cursor(request.query_params.get("before"))
+        depth = _int(request, "depth", -1)
+        s = await store()
+        if not await s.session_exists(session_id):
+            raise NotFound(f"no session {session_id!r} in this ledger")
+        runs = await folds.runs(s, session_id)
+        hidden = frozenset(n.run_id for n in runs if depth >= 0 and n.depth > depth)
+        page = await pages.timeline(
+            s, session_id, before, keep, search, pages.PAGE, unresolved, hidden
+        )
+        query = _query(request, before=None)
+        if request.query_params.get("format") == "json":
+            return JSONResponse(
+                {
+                    "session": session_id,
+                    "older": page.older,
+                    "events": [r.to_dict() for r in page.rows],
+                }
+            )
+        base = f"/s/{session_id}"
+        return render(
+            "session.html",
+            session=session_id,
+            info=await s.session_info(session_id),
+            page=page,
+            runs=runs,
+            lanes=pages.swimlanes(page.rows, [n.run_id for n in runs]),
+            depth=depth if depth >= 0 else None,
+            query=query,
+            open_attempts=page.open_attempts,
+            board=await folds.board(s, session_id, now()),
+            groups=await s.groups(session_id),
+            refresh_ms=refresh_ms,
+            panels_url=f"{base}/panels",
+            filters=keep,
+            search=search,
+            unresolved=unresolved,
+            before=before,
+            live=before is None,
+            live_url=f"{base}/live?{_join(query, after=page.newest)}",
+            older_url=f"{base}?{_join(query, before=page.older)}",
+            newest_url=f"{base}?{_join(query)}",
+            export_url=f"{base}?{_join(_query(request), format='json')}",
+        )
+
+    async def panels(request: Request) -> Response:
+        session_id = _session(request)
+        s = await store()
+        if not await s.session_exists(session_id):
+            raise NotFound(f"no session {session_id!r} in this ledger")
+        return render(
+            "_panels.html",
+            session=session_id,
+            runs=await folds.runs(s, session_id),
+            open_attempts=await s.open_attempts(session_id),
+            board=await folds.board(s, session_id, now()),
+            groups=await s.groups(session_id),
+        )
+
+    async def event(request: Request) -> Response:
+        session_id = _session(request)
+        cursor = _cursor(request.path_params["cursor"])
+        assert cursor is not None
+        found = await pages.one_event(await store(), session_id, cursor)
+        if found is None:
+            raise NotFound(f"no event at {cursor} in session {session_id!r}")
+        data = event_dict(found)
+        if request.query_params.get("format") == "json":
+            return JSONResponse(data)
+        ms, seq = parse_cursor(cursor)
+        return render(
+            "event.html",
+            session=session_id,
+            event=found,
+            text=json.dumps(data, indent=2, ensure_ascii=False, default=str),
+            after_cursor=format_cursor(ms, seq + 1),
+        )
+
+    async def live(request: Request) -> Response:
+        session_id = _session(request)
+        keep, search, unresolved = _filters(request)
+        after = _cursor(request.headers.get("last-event-id") or request.query_params.get("after"))
+        s = await store()
+
+        async def events() -> AsyncIterator[dict[str, str]]:
+            nonlocal after
+            while True:
+                found = await s.wait_session(session_id, after, WAIT_MS)
+                if not found:
+                    continue
+                attempts = await s.open_attempts(session_id) if unresolved else []
+                opened = {(a.attempt_id, a.cursor) for a in attempts}
+                for e in found:
+                    after = e.cursor
+                    shown = pages.matches(e, keep, search) and (
+                        not unresolved or (e.fields.get("attempt_id"), e.cursor) in opened
+                    )
+                    # A hidden event still moves the id on: a reconnect resumes after it.
+                    html = str(row_macro(pages.Row(e), session_id)) if shown else "-"
+                    yield {"id": e.cursor, "event": "row" if shown else "skip", "data": html}
+
+        return EventSourceResponse(events(), ping=PING_S)
+
+    async def failed(request: Request, exc: Exception) -> Response:
+        status, title = _status_of(exc)
+        message = str(exc) if isinstance(exc, LedgerError) else f"{type(exc).__name__}: {exc}"
+        if request.url.path.endswith("/live") or request.query_params.get("format") == "json":
+            return JSONResponse({"error": message}, status_code=status)
+        return render("error.html", status, title=title, message=message)
+
+    routes = [
+        Route("/", sessions),
+        Route("/s/{session}", session),
+        Route("/s/{session}/e/{cursor}", event),
+        Route("/s/{session}/panels", panels),
+        Route("/s/{session}/live", live),
+    ]
+    return Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={LedgerError: failed, Exception: failed},
+    )
+
+
+def _status_of(exc: Exception) -> tuple[int, str]:
+    if isinstance(exc, NotFound):
+        return 404, "Not found"
+    if isinstance(exc, InvalidInput):
+        return 400, "Bad request"
+    if isinstance(exc, BackendUnavailable):
+        return 503, "The store is not answering"
+    return 500, "Something went wrong"
+
+
+def _session(request: Request) -> str:
+    return check_name(request.path_params["session"], "session id")
+
+
+def _cursor(value: str | None) -> str | None:
+    if not value:
+        return None
+    try:
+        parse_cursor(value)
+    except (InvalidInput, ValueError):
+        raise InvalidInput(f"not a cursor: {value!r}") from None
+    return value
+
+
+def _int(request: Request, name: str, default: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    if not raw.isdigit():
+        raise InvalidInput(f"{name} must be a whole number: {raw!r}")
+    return int(raw)
+
+
+def _filters(request: Request) -> tuple[EventFilter, str, bool]:
+    q = request.query_params
+
+    def one(name: str) -> tuple[str, ...]:
+        value = q.get(name, "")
+        return (value,) if value else ()
+
+    keep = EventFilter(
+        types=one("type"), agents=one("agent"), runs=one("run"), streams=one("stream")
+    )
+    return keep, q.get("q", ""), q.get("unresolved") == "1"
+
+
+def _query(request: Request, **drop: Any) -> dict[str, str]:
+    """The page's filter parameters (not its place in the session)."""
+    kept = ("type", "agent", "run", "stream", "q", "unresolved")
+    return {k: v for k, v in request.query_params.items() if k in kept and v and k not in drop}
+
+
+def _join(query: dict[str, str], **more: str | None) -> str:
+    return urlencode({**query, **{k: v for k, v in more.items() if v is not None}})

@@ -1,0 +1,322 @@
+"""`ledger-bus ui`: its routes and pages without a browser, and its event stream against a real
+server (ledger_bus/ui)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import redis
+from starlette.testclient import TestClient
+
+import ledger_bus as lb
+from ledger_bus import aio
+from ledger_bus.server import LocalServer, free_port
+from ledger_bus.store.base import EventStore
+from ledger_bus.ui.app import create_app
+from tests.support.helpers import ledger_here
+from tests.support.ui import served
+
+
+def msg(body: str, agent: str = "a", **more: Any) -> dict[str, Any]:
+    return {"type": "message", "agent": agent, "body": body, **more}
+
+
+def call(attempt: str, tool: str = "search", **more: Any) -> dict[str, Any]:
+    return {
+        "type": "tool_call",
+        "agent": "a",
+        "tool": tool,
+        "args": {"q": 1},
+        "attempt_id": attempt,
+        **more,
+    }
+
+
+def result(attempt: str, tool: str = "search", status: str = "ok") -> dict[str, Any]:
+    return {
+        "type": "tool_result",
+        "agent": "a",
+        "tool": tool,
+        "attempt_id": attempt,
+        "status": status,
+        "result": 7,
+    }
+
+
+@pytest.fixture
+def store(redis_url: str, prefix: str) -> Iterator[EventStore]:
+    s = lb.connect(redis_url, prefix=prefix)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def client(redis_url: str, prefix: str) -> Iterator[TestClient]:
+    app = create_app(lambda: aio.connect(redis_url, prefix=prefix), redis_url)
+    with TestClient(app) as c:
+        yield c
+
+
+def rows(html: str) -> list[str]:
+    """The cursors of the timeline's rows, in page order."""
+    return re.findall(r'<tr id="e-([0-9-]+)"', html)
+
+
+def test_sessions_are_listed_newest_first_with_counts_paging_and_a_filter(
+    store: EventStore, client: TestClient
+) -> None:
+    for n in range(60):
+        store.append(lb.StreamId(f"job-{n:02d}", "main"), 0, "a1", [msg("hi")])
+    store.append(lb.StreamId("job-59", "main"), 1, "a2", [call("t1")])
+
+    page = client.get("/")
+    assert page.status_code == 200
+    listed = re.findall(r'<tr data-session="([^"]+)"', page.text)
+    assert len(listed) == 50
+    shown = client.get("/?format=json").json()["sessions"]
+    assert [r["session_id"] for r in shown] == listed
+    assert [r["last_ms"] for r in shown] == sorted((r["last_ms"] for r in shown), reverse=True)
+    assert "1 open" in page.text
+    older = client.get("/?offset=50")
+    assert len(re.findall(r'<tr data-session="', older.text)) == 10
+    found = client.get("/?q=job-1").text
+    assert sorted(re.findall(r'<tr data-session="([^"]+)"', found)) == [
+        f"job-{n}" for n in range(10, 20)
+    ]
+    data = client.get("/?q=job-59&format=json").json()
+    assert data["sessions"][0]["events"] == 2
+    assert data["sessions"][0]["open_attempts"] == 1
+
+
+def test_a_session_page_pairs_calls_with_results_and_badges_open_ones(
+    store: EventStore, client: TestClient
+) -> None:
+    ref = lb.StreamId("s", "main")
+    store.append(ref, 0, "a1", [msg("start"), call("t1"), result("t1"), call("t2", tool="fetch")])
+    page = client.get("/s/s")
+    assert page.status_code == 200
+    assert len(rows(page.text)) == 3, "the result is on its call's row"
+    assert re.search(
+        r'data-attempt="t1".*?<span class="badge ok">ok</span> <span class="muted">\d+ ms',
+        page.text,
+        re.S,
+    )
+    assert re.search(r'data-attempt="t2".*?badge unresolved', page.text, re.S)
+    exported = client.get("/s/s?format=json").json()["events"]
+    assert exported[1]["paired_result"]["status"] == "ok"
+    assert exported[2]["badge"] == "unresolved"
+    assert [e["cursor"] for e in exported] == rows(page.text)
+
+
+def test_filters_and_search_hide_the_rest_and_unresolved_only_keeps_open_calls(
+    store: EventStore, client: TestClient
+) -> None:
+    ref = lb.StreamId("f", "main")
+    store.append(
+        ref,
+        0,
+        "a1",
+        [msg("alpha", agent="x"), msg("beta", agent="y"), call("t1"), call("t2"), result("t2")],
+    )
+    assert len(rows(client.get("/s/f?type=message").text)) == 2
+    assert len(rows(client.get("/s/f?agent=y").text)) == 1
+    searched = client.get("/s/f?q=ALPHA").text
+    assert len(rows(searched)) == 1
+    assert "alpha" in searched
+    only = (
+        client.get("/s/f?unresolved=1").json()
+        if False
+        else client.get("/s/f?unresolved=1&format=json").json()
+    )
+    assert [e["attempt_id"] for e in only["events"]] == ["t1"]
+
+
+def test_a_long_session_is_paged_and_every_event_is_on_exactly_one_page(
+    store: EventStore, client: TestClient
+) -> None:
+    ref = lb.StreamId("long", "main")
+    for n in range(0, 450, 50):
+        store.append(ref, lb.ANY, f"a{n}", [msg(f"m{n + i}") for i in range(50)])
+    seen: list[str] = []
+    url = "/s/long"
+    pages = 0
+    while url:
+        html = client.get(url).text
+        page_rows = rows(html)
+        assert len(page_rows) <= 100
+        seen = page_rows + seen
+        pages += 1
+        found = re.search(r'id="older" href="([^"]+)"', html)
+        url = found.group(1).replace("&amp;", "&") if found else ""
+    assert pages == 5
+    assert seen == [e.cursor for e in store.scan_session("long", limit=1000)]
+
+
+def test_a_filtered_page_reaches_back_through_older_pages(
+    store: EventStore, client: TestClient
+) -> None:
+    ref = lb.StreamId("sparse", "main")
+    store.append(ref, 0, "a0", [msg("needle")])
+    for n in range(3):
+        store.append(ref, lb.ANY, f"b{n}", [msg("hay") for _ in range(100)])
+    found = client.get("/s/sparse?q=needle&format=json").json()["events"]
+    assert [e["body"] for e in found] == ["needle"]
+
+
+def test_what_an_agent_wrote_is_shown_as_text(store: EventStore, client: TestClient) -> None:
+    hostile = '<script>document.title="owned"</script><img src=x onerror=alert(1)>'
+    store.append(lb.StreamId("x", "main"), 0, "a1", [msg(hostile, agent="a")])
+    html = client.get("/s/x").text
+    assert "<script>document" not in html
+    assert "<img src=x" not in html
+    assert "&lt;script&gt;document.title=&#34;owned&#34;&lt;/script&gt;" in html
+    (event,) = store.tail("x", 1)
+    single = client.get(f"/s/x/e/{event.cursor}")
+    assert single.status_code == 200
+    assert "<script>document" not in single.text
+    assert client.get(f"/s/x/e/{event.cursor}?format=json").json()["body"] == hostile
+
+
+def test_a_missing_session_a_bad_cursor_and_a_down_store_get_a_page_not_a_traceback(
+    client: TestClient,
+) -> None:
+    missing = client.get("/s/nothing-here")
+    assert missing.status_code == 404
+    assert "no session &#39;nothing-here&#39;" in missing.text
+    assert "Traceback" not in missing.text
+    assert client.get("/s/x?before=yesterday").status_code == 400
+    assert client.get("/s/x/e/1-2-3").status_code in (400, 404)
+    assert client.get("/s/bad%20id").status_code == 400
+
+    dead = create_app(lambda: aio.connect(f"redis://127.0.0.1:{free_port()}/0", timeout=0.3))
+    with TestClient(dead) as c:
+        down = c.get("/")
+        assert down.status_code == 503
+        assert "not answering" in down.text
+        assert "Traceback" not in down.text
+
+
+def test_the_view_writes_nothing(
+    redis_server: LocalServer, store: EventStore, client: TestClient
+) -> None:
+    ref = lb.StreamId("ro", "main")
+    store.append(ref, 0, "a1", [msg("x"), call("t1")])
+    raw = redis.Redis.from_url(redis_server.url)
+
+    def everything() -> dict[bytes, bytes | None]:
+        return {key: raw.dump(key) for key in sorted(raw.scan_iter(count=1000))}
+
+    before = everything()
+    (event,) = store.tail("ro", 1)
+    for path in [
+        "/",
+        "/s/ro",
+        "/s/ro?unresolved=1",
+        f"/s/ro/e/{event.cursor}",
+        "/s/ro?format=json",
+        "/s/none",
+    ]:
+        client.get(path)
+    assert everything() == before
+    raw.close()
+
+
+def test_the_live_stream_resumes_after_last_event_id_with_no_duplicate_and_no_gap(
+    redis_url: str, prefix: str, store: EventStore
+) -> None:
+    ref = lb.StreamId("live", "main")
+    store.append(ref, 0, "a0", [msg("before")])
+    (first,) = store.tail("live", 1)
+    app = create_app(lambda: aio.connect(redis_url, prefix=prefix), redis_url)
+    with served(app) as base:
+        for n in range(5):
+            store.append(ref, lb.ANY, f"a{n + 1}", [msg(f"m{n}")])
+        got = read_events(f"{base}/s/live/live?after={first.cursor}", {}, 3)
+        for n in range(5, 8):
+            store.append(ref, lb.ANY, f"a{n + 1}", [msg(f"m{n}")])
+        rest = read_events(f"{base}/s/live/live", {"Last-Event-ID": got[-1][0]}, 5)
+    ids = [i for i, _ in got + rest]
+    expected = [e.cursor for e in store.scan_session("live")][1:]
+    assert ids == expected, "every event once, in order, across the reconnect"
+    assert all("m" in data for _, data in got + rest)
+
+
+def test_hidden_events_still_move_the_stream_on(
+    redis_url: str, prefix: str, store: EventStore
+) -> None:
+    ref = lb.StreamId("hid", "main")
+    store.append(ref, 0, "a0", [msg("x")])
+    (first,) = store.tail("hid", 1)
+    store.append(
+        ref, 1, "a1", [msg("seen", agent="b"), msg("hidden", agent="c"), msg("seen2", agent="b")]
+    )
+    app = create_app(lambda: aio.connect(redis_url, prefix=prefix), redis_url)
+    with served(app) as base:
+        got = read_events(f"{base}/s/hid/live?agent=b&after={first.cursor}", {}, 3, kinds=True)
+    assert [kind for kind, _, _ in got] == ["row", "skip", "row"]
+
+
+def read_events(url: str, headers: dict[str, str], n: int, kinds: bool = False) -> list[Any]:
+    """The first `n` events of the stream at `url`: (id, data), or (event, id, data)."""
+    out: list[Any] = []
+    with httpx.stream("GET", url, headers=headers, timeout=10) as response:
+        assert response.status_code == 200
+        event: dict[str, str] = {}
+        for line in response.iter_lines():
+            if not line:
+                if "id" in event:
+                    item = (event["id"], event.get("data", ""))
+                    out.append((event.get("event", "message"), *item) if kinds else item)
+                    if len(out) == n:
+                        return out
+                event = {}
+                continue
+            name, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            event[name] = event[name] + "\n" + value if name == "data" and name in event else value
+    return out
+
+
+def test_the_command_serves_the_view_on_loopback(
+    redis_url: str, prefix: str, store: EventStore
+) -> None:
+    store.append(lb.StreamId("cmd", "main"), 0, "a1", [msg("hello")])
+    port = free_port()
+    env = {**os.environ, "LEDGER_BUS_URL": redis_url}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ledger_bus", "--prefix", prefix, "ui", "--port", str(port)],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                page = httpx.get(f"http://127.0.0.1:{port}/s/cmd", timeout=2)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                assert time.monotonic() < deadline, "the view did not start"
+                time.sleep(0.1)
+        assert page.status_code == 200
+        assert "hello" in page.text
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+
+
+def test_bad_usage_is_one_line_and_exit_2(redis_url: str, prefix: str) -> None:
+    done = ledger_here("memory://", prefix, "ui")
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert "memory://" in done.stderr
+    assert ledger_here(redis_url, prefix, "ui", "--port", "70000").returncode == 2
