@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -18,6 +19,9 @@ from starlette.testclient import TestClient
 
 import ledger_bus as lb
 from ledger_bus import aio
+from ledger_bus.dispatch import Board
+from ledger_bus.ids import CURSOR_ZERO
+from ledger_bus.recorder import Recorder
 from ledger_bus.server import LocalServer, free_port
 from ledger_bus.store.base import EventStore
 from ledger_bus.ui.app import create_app
@@ -320,3 +324,101 @@ def test_bad_usage_is_one_line_and_exit_2(redis_url: str, prefix: str) -> None:
     assert done.stderr.count("\n") == 1
     assert "memory://" in done.stderr
     assert ledger_here(redis_url, prefix, "ui", "--port", "70000").returncode == 2
+
+
+def delegated_session(store: EventStore, session: str = "tree") -> tuple[str, str]:
+    """A planner run that delegates to a writer run, which delegates to an editor run that is
+    still going; returns (writer run id, editor run id)."""
+    planner = Recorder(store, session, "planner")
+    with planner.run("plan") as run:
+        run.message("plan it")
+        writing = run.delegate("writer", "Draft it")
+        with Recorder(store, session, "writer").run(writing.child_run_id) as writer:
+            writer.message("drafting")
+            editing = writer.delegate("editor", "Edit it")
+            editor = Recorder(store, session, "editor").run(editing.child_run_id)
+            editor.__enter__()  # still running when the page is looked at
+            editor.message("editing")
+        run.finish_delegation(writing, "ok", "drafted")
+    return writing.child_run_id, editing.child_run_id
+
+
+def test_the_runs_tree_links_both_ways_with_each_runs_status_and_collapses_to_a_depth(
+    store: EventStore, client: TestClient
+) -> None:
+    writer, editor = delegated_session(store)
+    html = client.get("/s/tree").text
+    assert re.findall(r'<li data-run="([^"]+)" data-status="([^"]+)"', html) == [
+        ("plan", "ok"),
+        (writer, "ok"),
+        (editor, "running"),
+    ]
+    assert f'class="child" href="/s/tree?run={writer}"' in html
+    assert 'class="parent" href="/s/tree?run=plan"' in html
+    assert f'class="parent" href="/s/tree?run={writer}"' in html
+    lanes = re.findall(r'<g class="lane" data-run="([^"]*)"', html)
+    assert lanes == ["plan", writer, editor]
+    assert html.count('class="delegation"') == 2
+    shallow = client.get("/s/tree?depth=1&format=json").json()["events"]
+    assert {e.get("run_id") for e in shallow} == {"plan", writer}, "the editor's run is folded away"
+    only_writer = client.get(f"/s/tree?run={writer}&format=json").json()["events"]
+    assert {e["run_id"] for e in only_writer} == {writer}
+
+
+def test_a_run_whose_lease_is_gone_without_run_finished_shows_as_died(
+    store: EventStore, client: TestClient
+) -> None:
+    recorder = Recorder(store, "gone", "worker", lease_ttl_ms=200)
+    run = recorder.run("w1")
+    run.__enter__()
+    run.message("working")
+    run._let_go()  # the process died: its lease is no longer renewed
+    time.sleep(0.4)
+    assert 'data-run="w1" data-status="died"' in client.get("/s/gone/panels").text
+
+
+def test_the_dispatch_board_shows_live_and_stale_by_the_injected_clock(
+    redis_url: str, prefix: str, store: EventStore
+) -> None:
+    board = Board(store, "d")
+    t0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+    first = board.open("writer", "Draft", t0, {})
+    board.open("reviewer", "Review", t0 + timedelta(hours=20), {})
+    moment = [t0 + timedelta(hours=1)]
+    app = create_app(lambda: aio.connect(redis_url, prefix=prefix), clock=lambda: moment[0])
+    with TestClient(app) as c:
+        windows = re.findall(r'data-dispatch="([^"]+)" data-window="([^"]+)"', c.get("/s/d").text)
+        assert windows == [(first, "live"), (windows[1][0], "live")]
+        moment[0] = t0 + timedelta(hours=30)  # the first is 30 h old, the second 10 h
+        windows = re.findall(
+            r'data-dispatch="([^"]+)" data-window="([^"]+)"', c.get("/s/d/panels").text
+        )
+        assert [w for _, w in windows] == ["stale", "live"]
+        moment[0] = t0 + timedelta(hours=50)  # 50 h: in flight nowhere; 30 h
+        windows = re.findall(
+            r'data-dispatch="([^"]+)" data-window="([^"]+)"', c.get("/s/d/panels").text
+        )
+        assert [w for _, w in windows] == ["other", "stale"]
+
+
+def test_consumer_groups_show_pending_and_lag_and_lag_falls_as_a_consumer_reads(
+    store: EventStore, client: TestClient
+) -> None:
+    ref = lb.StreamId("g", "main")
+    store.append(ref, 0, "a1", [msg("x")])
+    store.group_create("g", "workers", CURSOR_ZERO)
+    store.append(ref, 1, "a2", [msg("y"), msg("z")])
+
+    def numbers() -> tuple[str, str]:
+        html = client.get("/s/g/panels").text
+        found = re.search(
+            r'data-group="workers">.*?class="pending">(\d+)<.*?class="lag">(\d+)<', html, re.S
+        )
+        assert found is not None
+        return found.group(1), found.group(2)
+
+    assert numbers() == ("0", "3")
+    delivered = store.group_read("g", "workers", "c1", 2, None)
+    assert numbers() == ("2", "1")
+    store.group_ack("g", "workers", [d.entry_id for d in delivered])
+    assert numbers() == ("0", "1")

@@ -14,10 +14,13 @@ from ledger_bus.server import free_port
 
 
 @contextmanager
-def served(app: Any) -> Iterator[str]:
-    """The app's base URL while it is served."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+def served(app: Any, port: int | None = None) -> Iterator[str]:
+    """The app's base URL while it is served (on `port`, or a free one)."""
+    port = port or free_port()
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1
+    )
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
