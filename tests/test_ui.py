@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -422,3 +423,56 @@ def test_consumer_groups_show_pending_and_lag_and_lag_falls_as_a_consumer_reads(
     assert numbers() == ("2", "1")
     store.group_ack("g", "workers", [d.entry_id for d in delivered])
     assert numbers() == ("0", "1")
+
+
+def test_the_view_runs_on_the_sql_store_too(tmp_path: Any) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    sql = lb.connect(url)
+    writer, _ = delegated_session(sql, "sqlview")
+    sql.group_create("sqlview", "workers", CURSOR_ZERO)
+    with TestClient(create_app(lambda: aio.connect(url), url)) as c:
+        html = c.get("/s/sqlview").text
+        assert f'<li data-run="{writer}" data-status="ok"' in html
+        assert 'data-group="workers"' in html
+        assert c.get("/").status_code == 200
+    sql.close()
+
+
+def test_pages_watching_one_session_share_one_wait_on_the_store(
+    redis_url: str, prefix: str, store: EventStore
+) -> None:
+    ref = lb.StreamId("shared", "main")
+    store.append(ref, 0, "a0", [msg("start")])
+    (first,) = store.tail("shared", 1)
+    raw = redis.Redis.from_url(redis_url)
+
+    def xreads() -> int:
+        return int(raw.info("commandstats").get("cmdstat_xread", {}).get("calls", 0))
+
+    app = create_app(lambda: aio.connect(redis_url, prefix=prefix), redis_url)
+    with served(app) as base:
+        got: list[list[Any]] = [[] for _ in range(5)]
+        readers = [
+            threading.Thread(
+                target=lambda k=k: got[k].extend(
+                    read_events(f"{base}/s/shared/live?after={first.cursor}", {}, 10)
+                )
+            )
+            for k in range(5)
+        ]
+        for reader in readers:
+            reader.start()
+        time.sleep(0.5)  # all five are watching
+        before = xreads()
+        for n in range(10):
+            store.append(ref, lb.ANY, f"a{n + 1}", [msg(f"m{n}")])
+            time.sleep(0.05)
+        for reader in readers:
+            reader.join(timeout=20)
+        used = xreads() - before
+    expected = [e.cursor for e in store.scan_session("shared")][1:]
+    assert all([i for i, _ in g] == expected for g in got), "each page got every event once"
+    # One watcher makes at most two XREADs an event (the wait, the read after it); a wait for
+    # each page would make fifty or more.
+    assert used <= 24, f"{used} XREADs for 10 events and 5 pages"
+    raw.close()

@@ -27,12 +27,13 @@ from ledger_bus.errors import BackendUnavailable, InvalidInput, LedgerError, Not
 from ledger_bus.filters import EventFilter
 from ledger_bus.ids import check_name, format_cursor, parse_cursor
 from ledger_bus.jsonl import event_dict, format_time
+from ledger_bus.records import RecordedEvent
 from ledger_bus.store.aio import AsyncStore
 from ledger_bus.ui import pages
 from ledger_bus.ui.folds import Folds
+from ledger_bus.ui.live import Hub
 
 TEMPLATES: Final = Path(__file__).resolve().parent / "templates"
-WAIT_MS: Final = 10_000  # how long one wait for new events lasts before it looks again
 PING_S: Final = 15  # a comment on a quiet stream, so proxies and browsers keep it open
 REFRESH_MS: Final = 3_000  # how often an open page fetches its panels again
 
@@ -58,6 +59,7 @@ def create_app(
     `clock` is the time the dispatch board's windows are judged by (now, unless given)."""
     env = environment()
     folds = Folds()
+    hub = Hub()
     now = clock or (lambda: datetime.now(UTC))
     row_macro = env.get_template("_row.html").module.row  # type: ignore[attr-defined]
     held: dict[str, AsyncStore] = {}
@@ -130,7 +132,8 @@ def create_app(
             unresolved=unresolved,
             before=before,
             live=before is None,
-            live_url=f"{base}/live?{_join(query, after=page.newest)}",
+            live_url=f"{base}/live?{_join(query)}",
+            live_after=page.newest or "",
             older_url=f"{base}?{_join(query, before=page.older)}",
             newest_url=f"{base}?{_join(query)}",
             export_url=f"{base}?{_join(_query(request), format='json')}",
@@ -175,22 +178,21 @@ def create_app(
         after = _cursor(request.headers.get("last-event-id") or request.query_params.get("after"))
         s = await store()
 
+        def rendered(e: RecordedEvent) -> str:
+            return str(row_macro(pages.Row(e), session_id))
+
         async def events() -> AsyncIterator[dict[str, str]]:
-            nonlocal after
-            while True:
-                found = await s.wait_session(session_id, after, WAIT_MS)
-                if not found:
-                    continue
-                attempts = await s.open_attempts(session_id) if unresolved else []
-                opened = {(a.attempt_id, a.cursor) for a in attempts}
-                for e in found:
-                    after = e.cursor
-                    shown = pages.matches(e, keep, search) and (
-                        not unresolved or (e.fields.get("attempt_id"), e.cursor) in opened
-                    )
-                    # A hidden event still moves the id on: a reconnect resumes after it.
-                    html = str(row_macro(pages.Row(e), session_id)) if shown else "-"
-                    yield {"id": e.cursor, "event": "row" if shown else "skip", "data": html}
+            opened: set[tuple[Any, str]] = set()
+            async for e, watcher in hub.events(s, session_id, after):
+                if unresolved and e.type == "tool_call":
+                    attempts = await s.open_attempts(session_id)
+                    opened = {(a.attempt_id, a.cursor) for a in attempts}
+                shown = pages.matches(e, keep, search) and (
+                    not unresolved or (e.fields.get("attempt_id"), e.cursor) in opened
+                )
+                # A hidden event still moves the id on: a reconnect resumes after it.
+                html = watcher.render(e, rendered) if shown else "-"
+                yield {"id": e.cursor, "event": "row" if shown else "skip", "data": html}
 
         return EventSourceResponse(events(), ping=PING_S)
 

@@ -1,7 +1,8 @@
 """What the session page shows beside its timeline: the runs with their delegations and status,
-and the dispatch board. Both are folds of the session's events, kept by the view per session and
-brought up to date from the last cursor (or version) seen, so a refresh reads only what
-committed since; the first look at a session reads it once.
+and the dispatch board. Both are folds of streams of the session (its `run-<id>` streams, its
+`dispatch` stream), kept by the view per session and brought up to date from the version each
+was folded to, so a refresh reads only what committed since; the first look at a session reads
+those streams once, and never the session's other streams.
 """
 
 from __future__ import annotations
@@ -38,20 +39,17 @@ class RunNode:
 
 @dataclass
 class RunsFold:
-    """The session's runs, folded in commit order."""
+    """The session's runs, folded from their streams (`run-<id>`), each in its own order; the
+    other streams of the session are never read."""
 
-    after: str | None = None  # the last cursor folded
     first: str | None = None  # the session's first cursor then: another means it was rewritten
-    events: int = 0
+    versions: dict[str, int] = field(default_factory=dict)  # how far each run stream is folded
     runs: dict[str, RunNode] = field(default_factory=dict)
     delegated: dict[str, tuple[str, str]] = field(
         default_factory=dict
     )  # child -> parent, objective
 
     def apply(self, event: RecordedEvent) -> None:
-        self.after = event.cursor
-        self.first = self.first or event.cursor
-        self.events += 1
         run_id = _run_of(event)
         if run_id is None:
             return
@@ -83,19 +81,20 @@ class RunsFold:
             self.runs[parent].children.append(child)
 
     def tree(self) -> list[RunNode]:
-        """The runs depth first from the roots, in the order they started; depth set."""
+        """The runs depth first from the roots, each level in the order its runs (last)
+        started; depth set."""
         out: list[RunNode] = []
 
         def visit(node: RunNode, depth: int) -> None:
             node.depth = depth
             out.append(node)
-            for child in node.children:
-                if child in self.runs:
-                    visit(self.runs[child], depth + 1)
+            children = [self.runs[c] for c in node.children if c in self.runs]
+            for child in sorted(children, key=lambda n: n.started):
+                visit(child, depth + 1)
 
-        for node in self.runs.values():
-            if node.parent is None or node.parent not in self.runs:
-                visit(node, 0)
+        roots = [n for n in self.runs.values() if n.parent is None or n.parent not in self.runs]
+        for node in sorted(roots, key=lambda n: n.started):  # in the order they started
+            visit(node, 0)
         return out
 
 
@@ -122,12 +121,19 @@ class Folds:
     async def runs(self, store: AsyncStore, session_id: str) -> list[RunNode]:
         fold = _kept(self._runs, session_id, RunsFold)
         info = await store.session_info(session_id)
-        if fold.first is not None and (
-            fold.first != info.first_cursor or info.events < fold.events
-        ):
-            fold = self._runs[session_id] = RunsFold()  # deleted and written again since
-        async for event in store.iter_session(session_id, fold.after, page=1000):
-            fold.apply(event)
+        streams = {s.name: s.version for s in info.streams if s.name.startswith(RUN_PREFIX)}
+        rewritten = fold.first != info.first_cursor or any(
+            streams.get(name, 0) < version for name, version in fold.versions.items()
+        )
+        if fold.versions and rewritten:  # deleted and written again since
+            fold = self._runs[session_id] = RunsFold()
+        fold.first = info.first_cursor
+        for name, version in streams.items():
+            done = fold.versions.get(name, 0)
+            if version > done:
+                for event in await store.read_stream(StreamId(session_id, name), done):
+                    fold.apply(event)
+                fold.versions[name] = version
         nodes = [replace(node) for node in fold.tree()]  # copies: "died" is of this look only
         for node in nodes:  # a run without run.finished whose lease is gone has died
             if node.status == "running" and not await store.lease_alive(

@@ -1,0 +1,127 @@
+"""New events for the pages that watch a session: one wait on the store per session, however
+many pages are open on it.
+
+A watcher waits on the store for the session's new events and hands each batch to every
+subscriber's queue. A subscriber that joins registers first and then catches up from its own
+cursor with reads of its own; what it reads there and what its queue brings overlap, and it
+passes on only events past the last cursor it gave, so it misses nothing and repeats nothing.
+Each event is rendered once for all of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from typing import Final
+
+from ledger_bus.ids import CURSOR_ZERO
+from ledger_bus.records import RecordedEvent
+from ledger_bus.store.aio import AsyncStore
+
+WAIT_MS: Final = 10_000  # one wait of the watcher on the store
+BACKLOG: Final = 1_000  # batches a subscriber may fall behind before it is let go
+RENDERED: Final = 2_000  # rows kept rendered, the oldest dropped first
+CATCH_UP_PAGE: Final = 500
+
+
+class Behind(Exception):
+    """A subscriber fell too far behind: its stream ends, and its page reconnects from its
+    last cursor."""
+
+
+class Watcher:
+    """The one wait on a session's new events, shared by the subscribers."""
+
+    def __init__(self, store: AsyncStore, session_id: str):
+        self.store = store
+        self.session_id = session_id
+        self.position: str | None = None
+        self.ready = asyncio.Event()  # set once `position` is known
+        self.queues: set[asyncio.Queue[list[RecordedEvent] | BaseException]] = set()
+        self.rendered: OrderedDict[str, str] = OrderedDict()
+        self.task: asyncio.Task[None] | None = None
+
+    def render(self, event: RecordedEvent, make: Callable[[RecordedEvent], str]) -> str:
+        html = self.rendered.get(event.cursor)
+        if html is None:
+            html = self.rendered[event.cursor] = make(event)
+            while len(self.rendered) > RENDERED:
+                self.rendered.popitem(last=False)
+        return html
+
+    async def run(self) -> None:
+        try:
+            # Where the shared wait starts: the session's end now. A subscriber catches up only
+            # after this is known, so its own reads reach at least this far: no gap between.
+            last = await self.store.tail(self.session_id, 1)
+            self.position = last[0].cursor if last else None
+            self.ready.set()
+            while self.queues:
+                found = await self.store.wait_session(self.session_id, self.position, WAIT_MS)
+                if not found:
+                    continue
+                self.position = found[-1].cursor
+                for queue in list(self.queues):
+                    if queue.qsize() >= BACKLOG:
+                        queue.put_nowait(Behind(f"more than {BACKLOG} batches behind"))
+                        self.queues.discard(queue)
+                    else:
+                        queue.put_nowait(found)
+        except Exception as err:  # the store failed: every subscriber ends, and reconnects
+            for queue in self.queues:
+                queue.put_nowait(err)
+            self.queues.clear()
+        finally:
+            self.ready.set()  # none waits for a watcher that has stopped
+
+
+class Hub:
+    """The watchers of the sessions being watched."""
+
+    def __init__(self) -> None:
+        self.watchers: dict[str, Watcher] = {}
+
+    async def events(
+        self, store: AsyncStore, session_id: str, after: str | None
+    ) -> AsyncIterator[tuple[RecordedEvent, Watcher]]:
+        """The session's events after `after` (None: from its start), then each new one as it
+        commits, for as long as the caller reads."""
+        queue: asyncio.Queue[list[RecordedEvent] | BaseException] = asyncio.Queue()
+        # No await until registered: subscribers arriving together find one watcher.
+        watcher = self.watchers.get(session_id)
+        if watcher is None or watcher.task is None or watcher.task.done():
+            watcher = self.watchers[session_id] = Watcher(store, session_id)
+            watcher.queues.add(queue)
+            watcher.task = asyncio.ensure_future(watcher.run())
+        else:
+            watcher.queues.add(queue)
+        given = after or CURSOR_ZERO
+        try:
+            await watcher.ready.wait()
+            while True:  # catch up with reads of its own
+                page = await store.scan_session(session_id, given, CATCH_UP_PAGE)
+                for event in page:
+                    given = event.cursor
+                    yield event, watcher
+                if len(page) < CATCH_UP_PAGE:
+                    break
+            while True:
+                batch = await queue.get()
+                if isinstance(batch, BaseException):
+                    raise batch
+                for event in batch:
+                    if event.cursor > given:
+                        given = event.cursor
+                        yield event, watcher
+        finally:
+            watcher.queues.discard(queue)
+            if not watcher.queues:
+                # Out of the map first: one who joins from here on starts a watcher of its own.
+                if self.watchers.get(session_id) is watcher:
+                    del self.watchers[session_id]
+                if watcher.task is not None:
+                    watcher.task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await watcher.task

@@ -1,0 +1,221 @@
+"""The web view's costs, measured in one run against a private Redis on loopback.
+
+1. Server time of a session's first page: a 100,000-event session against a 1,000-event one
+   (median of alternating requests, the view's folds warm; the first, cold request of each
+   printed apart). Target: within 1.5x (a page costs O(page), not O(session)).
+2. Delay from an append to its row in an open page, with 10 pages of the session open in
+   headless Chromium (a browser context each: ten viewers), against the delay from the same
+   append to its line from `ledger-bus tail --follow`, both measured in the same run. Target:
+   within 2x. BENCH_UI_PAGES=N opens N pages instead.
+
+    python scripts/bench_ui.py            # 15 rounds, 40 appends
+    python scripts/bench_ui.py --quick    # 5 rounds, 15 appends
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import httpx
+from playwright.sync_api import sync_playwright
+
+import ledger_bus as lb
+from ledger_bus.server import LocalServer, free_port
+from tests.test_ui_browser import FLAGS
+
+PAGES_OPEN = int(os.environ.get("BENCH_UI_PAGES", "10"))
+
+
+@contextmanager
+def view(url: str) -> Iterator[str]:
+    """`ledger-bus ui` on a free port, serving `url`."""
+    port = free_port()
+    env = {**os.environ, "LEDGER_BUS_URL": url}
+    command = [sys.executable, "-m", "ledger_bus", "ui", "--port", str(port)]
+    proc = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            httpx.get(base, timeout=5)
+            break
+        except httpx.TransportError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError("ledger-bus ui did not start") from None
+            time.sleep(0.1)
+    try:
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def fill(store: lb.EventStore, session: str, events: int) -> None:
+    ref = lb.StreamId(session, "main")
+    for n in range(0, events, 1000):
+        batch = [
+            {"type": "message", "agent": f"a{i % 7}", "body": f"event {n + i} " + "x" * 80}
+            for i in range(min(1000, events - n))
+        ]
+        store.append(ref, lb.ANY, f"fill-{n}", batch)
+
+
+def page_times(base: str, rounds: int) -> tuple[dict[str, float], dict[str, float]]:
+    """Median seconds per first page, warm; and the first (cold) request's, per session."""
+    cold = {}
+    warm: dict[str, list[float]] = {"small": [], "big": []}
+    with httpx.Client(timeout=60) as client:
+        for name in warm:
+            start = time.perf_counter()
+            assert client.get(f"{base}/s/{name}").status_code == 200
+            cold[name] = time.perf_counter() - start
+        for _ in range(rounds):
+            for name, times in warm.items():
+                start = time.perf_counter()
+                assert client.get(f"{base}/s/{name}").status_code == 200
+                times.append(time.perf_counter() - start)
+    return {k: statistics.median(v) for k, v in warm.items()}, cold
+
+
+def follow_delays(server: LocalServer, store: lb.EventStore, appends: int) -> list[float]:
+    """Seconds from each append to its line from `tail --follow`."""
+    env = {**os.environ, "LEDGER_BUS_URL": server.url}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ledger_bus", "--output", "jsonl", "tail", "live", "-n", "1", "-f"],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    seen: dict[str, float] = {}
+    ready = threading.Event()
+
+    def reader() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            at = time.time()
+            ready.set()
+            seen[str(json.loads(line).get("body"))] = at
+
+    threading.Thread(target=reader, daemon=True).start()
+    ready.wait(30)
+    delays = append_and_wait(store, appends, "follow", seen.get)
+    proc.terminate()
+    proc.communicate(timeout=10)
+    return delays
+
+
+def append_and_wait(
+    store: lb.EventStore, appends: int, tag: str, arrived: Any, spacing: float = 0.1
+) -> list[float]:
+    """Append `appends` messages one at a time; for each, how long after the append was sent
+    `arrived(body)` says it arrived (epoch seconds)."""
+    ref = lb.StreamId("live", "main")
+    delays = []
+    for n in range(appends):
+        body = f"{tag}-{n}"
+        sent = time.time()  # a reader may see it before the writer has the reply
+        store.append(ref, lb.ANY, body, [{"type": "message", "agent": "bench", "body": body}])
+        deadline = sent + 10
+        # Looked for only after a pause: the arrival time is taken where it arrives, and
+        # asking ten pages while they work would slow what is measured.
+        time.sleep(spacing)
+        while (at := arrived(body)) is None:
+            if time.time() > deadline:
+                raise RuntimeError(f"{body} never arrived")
+            time.sleep(spacing)
+        delays.append(at - sent)
+    return delays
+
+
+def page_delays(base: str, store: lb.EventStore, appends: int) -> tuple[list[float], list[float]]:
+    """Seconds from each append to its row: in the median page of those open, and in the
+    last page to show it."""
+    spread: list[float] = []
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, headless=True, args=FLAGS)
+        pages = []
+        for _ in range(PAGES_OPEN):
+            # A context each: ten viewers. One browser keeps six connections to a host over
+            # HTTP/1.1 for all its pages, and each open page holds one (docs/ui.md).
+            page = browser.new_context().new_page()
+            page.goto(f"{base}/s/live")
+            page.wait_for_selector("#live.on")
+            # Each page notes when each row arrived, by the machine's clock.
+            page.evaluate(
+                """() => { window.arrivals = {};
+                new MutationObserver(ms => { for (const m of ms) for (const n of m.addedNodes)
+                  if (n.querySelector) { const t = n.querySelector('td.text');
+                    if (t) window.arrivals[t.textContent] = Date.now() / 1000; } })
+                .observe(document.querySelector('#timeline tbody'), {childList: true}); }"""
+            )
+            pages.append(page)
+
+        def arrived(body: str) -> float | None:
+            times = [page.evaluate(f"window.arrivals[{body!r}] ?? null") for page in pages]
+            if None in times:
+                return None
+            middle = float(statistics.median(times))
+            spread.append(max(times) - middle)
+            return middle
+
+        delays = append_and_wait(store, appends, "page", arrived)
+        browser.close()
+    return delays, [d + extra for d, extra in zip(delays, spread, strict=True)]
+
+
+def main(rounds: int, appends: int) -> None:
+    with LocalServer(appendonly=False) as server:
+        store = lb.connect(server.url)
+        fill(store, "small", 1_000)
+        fill(store, "big", 100_000)
+        store.append(
+            lb.StreamId("live", "main"),
+            0,
+            "start",
+            [{"type": "message", "agent": "b", "body": "start"}],
+        )
+        with view(server.url) as base:  # `ledger-bus ui`, a process of its own as it runs
+            warm, cold = page_times(base, rounds)
+            follow = follow_delays(server, store, appends)
+            shown, last = page_delays(base, store, appends)
+        store.close()
+    print(f"server: {server.binary}")
+    print(
+        f"first page, 100,000 events vs 1,000: {warm['big'] * 1000:.1f} ms vs"
+        f" {warm['small'] * 1000:.1f} ms   ratio {warm['big'] / warm['small']:.2f}x"
+        f"  (target <= 1.5x)"
+    )
+    print(
+        f"  the first, cold request of each (the view folds the session's runs once):"
+        f" {cold['big'] * 1000:.0f} ms vs {cold['small'] * 1000:.0f} ms"
+    )
+    f, s, slowest = (statistics.median(d) for d in (follow, shown, last))
+    print(
+        f"append to row, {PAGES_OPEN} pages open: {s * 1000:.1f} ms (the median page),"
+        f" {slowest * 1000:.1f} ms (the last page to show it);"
+        f" append to line, tail --follow: {f * 1000:.1f} ms"
+        f"   ratio {s / f:.2f}x  (target <= 2x), last page {slowest / f:.2f}x"
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="5 rounds, 15 appends")
+    args = parser.parse_args()
+    main(5 if args.quick else 15, 15 if args.quick else 40)
