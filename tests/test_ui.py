@@ -99,6 +99,9 @@ def test_sessions_are_listed_newest_first_with_counts_paging_and_a_filter(
     data = client.get("/?q=job-59&format=json").json()
     assert data["sessions"][0]["events"] == 2
     assert data["sessions"][0]["open_attempts"] == 1
+    Board(store, "job-03").open("writer", "Draft", datetime.now(UTC), {})
+    (row,) = client.get("/?q=job-03&format=json").json()["sessions"]
+    assert row["dispatches"] == 1
 
 
 def test_a_session_page_pairs_calls_with_results_and_badges_open_ones(

@@ -237,3 +237,27 @@ def test_a_5000_event_session_pages_and_first_paints(
     print(f"5,000-event session: first page's DOM ready after {loaded:.0f} ms")
     page.click("#older")
     assert page.locator("#timeline tbody td.text").last.inner_text() == "m4899"
+
+
+def test_the_page_follows_new_rows_only_while_scrolled_to_the_bottom(
+    store: EventStore, base: str, page: Any
+) -> None:
+    ref = lb.StreamId("scroll", "main")
+    store.append(ref, 0, "a0", [msg(f"m{n}") for n in range(100)])
+    page.set_viewport_size({"width": 1000, "height": 400})
+    page.goto(f"{base}/s/scroll")
+    page.wait_for_selector("#live.on")
+    page.evaluate("document.getElementById('end').scrollIntoView({block: 'end'})")
+    page.wait_for_timeout(100)
+    store.append(ref, 100, "a1", [msg("followed")])
+    page.wait_for_selector("td.text:text-is('followed')")
+    page.wait_for_function(
+        "() => window.innerHeight + window.scrollY >= document.body.scrollHeight - 60"
+        " || document.getElementById('end').getBoundingClientRect().top <= window.innerHeight"
+    )
+    page.evaluate("window.scrollTo(0, 0)")
+    page.wait_for_timeout(100)
+    store.append(ref, 101, "a2", [msg("not followed")])
+    page.wait_for_selector("td.text:text-is('not followed')")
+    page.wait_for_timeout(200)
+    assert page.evaluate("window.scrollY") == 0, "a reader scrolled up is left where they are"

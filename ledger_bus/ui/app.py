@@ -8,6 +8,7 @@ event it has, with no duplicate and no gap.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -85,7 +86,12 @@ def create_app(
     async def sessions(request: Request) -> Response:
         match = request.query_params.get("q", "")
         offset = _int(request, "offset", 0)
-        page = await pages.sessions_page(await store(), offset, pages.SESSIONS_PAGE, match)
+        s = await store()
+        page = await pages.sessions_page(s, offset, pages.SESSIONS_PAGE, match)
+        moment = now()
+        for n, r in enumerate(page.rows):
+            flying = [d for d in await folds.board(s, r.session_id, moment) if d.where != "other"]
+            page.rows[n] = dataclasses.replace(r, dispatches=len(flying))
         if request.query_params.get("format") == "json":
             return JSONResponse({"total": page.total, "sessions": [vars(r) for r in page.rows]})
         return render("sessions.html", page=page, match=match)

@@ -31,6 +31,7 @@ class SessionRow:
     streams: int
     open_attempts: int
     flagged: int
+    dispatches: int = 0  # in flight on its dispatch board (live or stale)
 
 
 @dataclass(frozen=True)
