@@ -8,6 +8,7 @@ event it has, with no duplicate and no gap.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -73,10 +74,15 @@ def create_app(
             if "store" in held:
                 await held.pop("store").aclose()
 
+    opening = asyncio.Lock()
+
     async def store() -> AsyncStore:
-        found = held.get("store")
-        if found is None:  # opened at first use: a store that is down gives a page, not a crash
-            found = held["store"] = await open_store()
+        # Opened at first use: a store that is down gives a page, not a crash at start-up. Once:
+        # requests arriving together wait for the one that opens it.
+        async with opening:
+            found = held.get("store")
+            if found is None:
+                found = held["store"] = await open_store()
         return found
 
     def render(name: str, status: int = 200, **values: Any) -> HTMLResponse:
