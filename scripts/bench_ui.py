@@ -38,6 +38,9 @@ from ledger_bus.server import LocalServer, free_port
 from tests.test_ui_browser import FLAGS
 
 PAGES_OPEN = int(os.environ.get("BENCH_UI_PAGES", "10"))
+# Between appends: longer than the pause before an open page fetches its panels again after a
+# row (300 ms), so that each append is measured from a quiet page, for both readers alike.
+SPACING = float(os.environ.get("BENCH_UI_SPACING", "0.5"))
 
 
 @contextmanager
@@ -113,7 +116,7 @@ def follow_delays(server: LocalServer, store: lb.EventStore, appends: int) -> li
 
     threading.Thread(target=reader, daemon=True).start()
     ready.wait(30)
-    delays = append_and_wait(store, appends, "follow", seen.get)
+    delays = append_and_wait(store, appends, "follow", seen.get, SPACING)
     proc.terminate()
     proc.communicate(timeout=10)
     return delays
@@ -174,7 +177,7 @@ def page_delays(base: str, store: lb.EventStore, appends: int) -> tuple[list[flo
             spread.append(max(times) - middle)
             return middle
 
-        delays = append_and_wait(store, appends, "page", arrived)
+        delays = append_and_wait(store, appends, "page", arrived, SPACING)
         browser.close()
     return delays, [d + extra for d, extra in zip(delays, spread, strict=True)]
 
