@@ -95,9 +95,10 @@ def create_app(
         s = await store()
         page = await pages.sessions_page(s, offset, pages.SESSIONS_PAGE, match)
         moment = now()
-        for n, r in enumerate(page.rows):
-            flying = [d for d in await folds.board(s, r.session_id, moment) if d.where != "other"]
-            page.rows[n] = dataclasses.replace(r, dispatches=len(flying))
+        boards = await asyncio.gather(*(folds.board(s, r.session_id, moment) for r in page.rows))
+        for n, (r, board) in enumerate(zip(page.rows, boards, strict=True)):
+            flying = sum(1 for d in board if d.where != "other")
+            page.rows[n] = dataclasses.replace(r, dispatches=flying)
         if request.query_params.get("format") == "json":
             return JSONResponse({"total": page.total, "sessions": [vars(r) for r in page.rows]})
         return render("sessions.html", page=page, match=match)

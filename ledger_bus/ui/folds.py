@@ -7,10 +7,12 @@ those streams once, and never the session's other streams.
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from ledger_bus.dispatch import STREAM as DISPATCH_STREAM
 from ledger_bus.dispatch import BoardState, Window, is_open, window
@@ -18,6 +20,7 @@ from ledger_bus.ids import StreamId
 from ledger_bus.records import RecordedEvent
 from ledger_bus.store.aio import AsyncStore
 
+T = TypeVar("T")
 KEPT_SESSIONS: Final = 256  # folds kept in memory, the least recently looked at dropped first
 RUN_PREFIX: Final = "run-"
 
@@ -117,8 +120,22 @@ class Folds:
     def __init__(self) -> None:
         self._runs: OrderedDict[str, RunsFold] = OrderedDict()
         self._boards: OrderedDict[str, BoardState] = OrderedDict()
+        # One refresh at a time: requests arriving together (a page and its panels, the
+        # sessions list's rows) wait and find the fold done, instead of each reading the same
+        # events (folding them twice would do no harm: each fold is idempotent).
+        self._folding = asyncio.Lock()
 
     async def runs(self, store: AsyncStore, session_id: str) -> list[RunNode]:
+        async with self._folding:
+            nodes = await self._runs_of(store, session_id)
+        for node in nodes:  # a run without run.finished whose lease is gone has died
+            if node.status == "running" and not await store.lease_alive(
+                session_id, f"{RUN_PREFIX}{node.run_id}"
+            ):
+                node.status = "died"
+        return nodes
+
+    async def _runs_of(self, store: AsyncStore, session_id: str) -> list[RunNode]:
         fold = _kept(self._runs, session_id, RunsFold)
         info = await store.session_info(session_id)
         streams = {s.name: s.version for s in info.streams if s.name.startswith(RUN_PREFIX)}
@@ -134,17 +151,20 @@ class Folds:
                 for event in await store.read_stream(StreamId(session_id, name), done):
                     fold.apply(event)
                 fold.versions[name] = version
-        nodes = [replace(node) for node in fold.tree()]  # copies: "died" is of this look only
-        for node in nodes:  # a run without run.finished whose lease is gone has died
-            if node.status == "running" and not await store.lease_alive(
-                session_id, f"{RUN_PREFIX}{node.run_id}"
-            ):
-                node.status = "died"
-        return nodes
+        return [replace(node) for node in fold.tree()]  # copies: "died" is of one look only
 
     async def board(self, store: AsyncStore, session_id: str, now: datetime) -> list[Dispatch]:
         """The dispatches in flight by the spawn-log rule: live (< 24 h), stale (24-48 h), and
         those open in flight nowhere (other)."""
+        async with self._folding:
+            state = await self._board_of(store, session_id)
+        return [
+            Dispatch(window(record, now), record)
+            for record in state.records.values()
+            if is_open(record)
+        ]
+
+    async def _board_of(self, store: AsyncStore, session_id: str) -> BoardState:
         state = _kept(self._boards, session_id, BoardState)
         ref = StreamId(session_id, DISPATCH_STREAM)
         if await store.stream_version(ref) < state.version:  # deleted and written again
@@ -152,14 +172,10 @@ class Folds:
         for event in await store.read_stream(ref, state.version):
             state.apply(event.fields)
             state.version = event.version
-        return [
-            Dispatch(window(record, now), record)
-            for record in state.records.values()
-            if is_open(record)
-        ]
+        return state
 
 
-def _kept(kept: OrderedDict[str, Any], session_id: str, make: Any) -> Any:
+def _kept(kept: OrderedDict[str, T], session_id: str, make: Callable[[], T]) -> T:
     found = kept.get(session_id)
     if found is None:
         found = kept[session_id] = make()

@@ -9,13 +9,14 @@ looked at, and the page says where to go on from.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ledger_bus.filters import EventFilter
 from ledger_bus.ids import cursor_ms
 from ledger_bus.jsonl import dumps, event_dict
-from ledger_bus.records import GroupStats, OpenAttempt, RecordedEvent
+from ledger_bus.records import OpenAttempt, RecordedEvent
 from ledger_bus.store.aio import AsyncStore
 
 PAGE: Final = 100  # events a timeline page shows
@@ -58,9 +59,9 @@ async def sessions_page(
     found = [(s, ms) for s, ms in await store.sessions() if match in s]
     shown = found[offset : offset + limit]
     opened = await store.open_attempts_of([s for s, _ in shown]) if shown else {}
+    infos = await asyncio.gather(*(store.session_info(s) for s, _ in shown))  # together
     rows = []
-    for session_id, last_ms in shown:
-        info = await store.session_info(session_id)
+    for (session_id, last_ms), info in zip(shown, infos, strict=True):
         attempts = opened.get(session_id, [])
         rows.append(
             SessionRow(
@@ -230,10 +231,6 @@ async def one_event(store: AsyncStore, session_id: str, cursor: str) -> Recorded
 
     found = await store.scan_session(session_id, previous_cursor(cursor), 1)
     return found[0] if found and found[0].cursor == cursor else None
-
-
-async def groups_of(store: AsyncStore, session_id: str) -> list[GroupStats]:
-    return await store.groups(session_id)
 
 
 @dataclass(frozen=True)
