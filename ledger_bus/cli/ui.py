@@ -40,9 +40,9 @@ def ui(settings: Settings, host: str, port: int) -> None:
 
     location = _plain(settings.url or DEFAULT_URL)
     if not _loopback(host):
-        say(f"ledger-bus ui: listening on {host}, beyond this machine; it has no login")
+        say(f"listening on {host}, beyond this machine: the web view has no login")
     app = create_app(open_store, location)
-    say(f"ledger-bus ui on http://{host}:{port}/ for {location}")
+    say(f"the web view is on http://{host}:{port}/ for {location}")
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
