@@ -27,7 +27,7 @@ from ledger_bus.server import LocalServer, free_port
 from ledger_bus.store.base import EventStore
 from ledger_bus.ui.app import create_app
 from tests.support.helpers import ledger_here
-from tests.support.ui import served
+from tests.support.ui import served, view_app
 
 
 def msg(body: str, agent: str = "a", **more: Any) -> dict[str, Any]:
@@ -57,15 +57,14 @@ def result(attempt: str, tool: str = "search", status: str = "ok") -> dict[str, 
 
 
 @pytest.fixture
-def store(redis_url: str, prefix: str) -> Iterator[EventStore]:
-    s = lb.connect(redis_url, prefix=prefix)
-    yield s
-    s.close()
+def store(redis_store: EventStore) -> EventStore:
+    """The view's tests write through the Redis store (conftest's `store` is every backend)."""
+    return redis_store
 
 
 @pytest.fixture
 def client(redis_url: str, prefix: str) -> Iterator[TestClient]:
-    app = create_app(lambda: aio.connect(redis_url, prefix=prefix), redis_url)
+    app = view_app(redis_url, prefix)
     with TestClient(app) as c:
         yield c
 
@@ -243,7 +242,7 @@ def test_the_live_stream_resumes_after_last_event_id_with_no_duplicate_and_no_ga
     ref = lb.StreamId("live", "main")
     store.append(ref, 0, "a0", [msg("before")])
     (first,) = store.tail("live", 1)
-    app = create_app(lambda: aio.connect(redis_url, prefix=prefix), redis_url)
+    app = view_app(redis_url, prefix)
     with served(app) as base:
         for n in range(5):
             store.append(ref, lb.ANY, f"a{n + 1}", [msg(f"m{n}")])
@@ -266,7 +265,7 @@ def test_hidden_events_still_move_the_stream_on(
     store.append(
         ref, 1, "a1", [msg("seen", agent="b"), msg("hidden", agent="c"), msg("seen2", agent="b")]
     )
-    app = create_app(lambda: aio.connect(redis_url, prefix=prefix), redis_url)
+    app = view_app(redis_url, prefix)
     with served(app) as base:
         got = read_events(f"{base}/s/hid/live?agent=b&after={first.cursor}", {}, 3, kinds=True)
     assert [kind for kind, _, _ in got] == ["row", "skip", "row"]
@@ -389,7 +388,7 @@ def test_the_dispatch_board_shows_live_and_stale_by_the_injected_clock(
     first = board.open("writer", "Draft", t0, {})
     board.open("reviewer", "Review", t0 + timedelta(hours=20), {})
     moment = [t0 + timedelta(hours=1)]
-    app = create_app(lambda: aio.connect(redis_url, prefix=prefix), clock=lambda: moment[0])
+    app = view_app(redis_url, prefix, clock=lambda: moment[0])
     with TestClient(app) as c:
         windows = re.findall(r'data-dispatch="([^"]+)" data-window="([^"]+)"', c.get("/s/d").text)
         assert windows == [(first, "live"), (windows[1][0], "live")]
@@ -452,7 +451,7 @@ def test_pages_watching_one_session_share_one_wait_on_the_store(
     def xreads() -> int:
         return int(raw.info("commandstats").get("cmdstat_xread", {}).get("calls", 0))
 
-    app = create_app(lambda: aio.connect(redis_url, prefix=prefix), redis_url)
+    app = view_app(redis_url, prefix)
     with served(app) as base:
         got: list[list[Any]] = [[] for _ in range(5)]
         readers = [

@@ -12,14 +12,12 @@ from typing import Any
 import pytest
 
 import ledger_bus as lb
-from ledger_bus import aio
 from ledger_bus.dispatch import Board
 from ledger_bus.ids import CURSOR_ZERO
 from ledger_bus.recorder import Recorder
 from ledger_bus.server import free_port
 from ledger_bus.store.base import EventStore
-from ledger_bus.ui.app import create_app
-from tests.support.ui import served
+from tests.support.ui import served, view_app
 
 CHROMIUM = os.environ.get("LEDGER_BUS_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 # As root, with no network beyond loopback: no sandbox, no background fetches.
@@ -65,15 +63,14 @@ def page(browser: Any) -> Iterator[Any]:
 
 
 @pytest.fixture
-def store(redis_url: str, prefix: str) -> Iterator[EventStore]:
-    s = lb.connect(redis_url, prefix=prefix)
-    yield s
-    s.close()
+def store(redis_store: EventStore) -> EventStore:
+    """The view's tests write through the Redis store (conftest's `store` is every backend)."""
+    return redis_store
 
 
 @pytest.fixture
 def base(redis_url: str, prefix: str) -> Iterator[str]:
-    with served(create_app(lambda: aio.connect(redis_url, prefix=prefix), redis_url)) as url:
+    with served(view_app(redis_url, prefix)) as url:
         yield url
 
 
@@ -152,7 +149,7 @@ def test_a_server_restart_adds_no_duplicate_row(
     port = free_port()
 
     def app() -> Any:
-        return create_app(lambda: aio.connect(redis_url, prefix=prefix), redis_url)
+        return view_app(redis_url, prefix)
 
     with served(app(), port) as url:
         page.goto(f"{url}/s/r")
@@ -192,7 +189,7 @@ def test_lag_falls_on_the_open_page_when_a_consumer_reads_and_acks(
     ref = lb.StreamId("lag", "main")
     store.append(ref, 0, "a0", [msg("a"), msg("b"), msg("c")])
     store.group_create("lag", "workers", CURSOR_ZERO)
-    app = create_app(lambda: aio.connect(redis_url, prefix=prefix), redis_url, refresh_ms=200)
+    app = view_app(redis_url, prefix, refresh_ms=200)
     with served(app) as url:
         page.goto(f"{url}/s/lag")
         lag = page.locator('#groups tr[data-group="workers"] td.lag')
@@ -211,9 +208,7 @@ def test_staleness_follows_the_injected_clock(
     t0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
     dispatch = Board(store, "stale").open("writer", "Draft", t0, {})
     moment = [t0 + timedelta(hours=2)]
-    app = create_app(
-        lambda: aio.connect(redis_url, prefix=prefix), clock=lambda: moment[0], refresh_ms=200
-    )
+    app = view_app(redis_url, prefix, clock=lambda: moment[0], refresh_ms=200)
     with served(app) as url:
         page.goto(f"{url}/s/stale")
         row = page.locator(f'#board tr[data-dispatch="{dispatch}"]')

@@ -33,3 +33,11 @@ def served(app: Any, port: int | None = None) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def view_app(url: str, prefix: str, **options: Any) -> Any:
+    """The web view of the ledger at `url` under `prefix`."""
+    from ledger_bus import aio
+    from ledger_bus.ui.app import create_app
+
+    return create_app(lambda: aio.connect(url, prefix=prefix), url, **options)
