@@ -47,31 +47,29 @@ async def timed(worker: Callable[[int, int], Awaitable[None]], per_worker: int) 
     return time.perf_counter() - start
 
 
+def appends(store: AsyncStore, tag: str) -> Callable[[int, int], Awaitable[None]]:
+    """A worker making single appends with expected versions, a stream of its own each."""
+    versions = [0] * WORKERS
+
+    async def worker(w: int, n: int) -> None:
+        ref = lb.StreamId(f"{tag}-{w}", "run")
+        for i in range(n):
+            v = versions[w]
+            await store.append(ref, v, f"a{v}", [tool_call(i)])
+            versions[w] = v + 1
+
+    return worker
+
+
 async def main(rounds: int, per_worker: int) -> None:
     with LocalServer(appendonly=False) as server:
         store: AsyncStore = await aio.connect(server.url, prefix="bench")
         raw = Redis.from_url(server.url, protocol=2, max_connections=WORKERS * 2)
-        versions = [0] * WORKERS
-
-        async def ours(w: int, n: int) -> None:
-            ref = lb.StreamId(f"async-{w}", "run")
-            for i in range(n):
-                v = versions[w]
-                await store.append(ref, v, f"a{v}", [tool_call(i)])
-                versions[w] = v + 1
-
+        ours = appends(store, "async")
         core, client = store.core, store.client
         assert isinstance(core, RedisStore)
         assert client is not None
-        alone = AsyncStore(core, client)  # the same store, each EVALSHA sent alone
-        alone_versions = [0] * WORKERS
-
-        async def uncoalesced(w: int, n: int) -> None:
-            ref = lb.StreamId(f"alone-{w}", "run")
-            for i in range(n):
-                v = alone_versions[w]
-                await alone.append(ref, v, f"a{v}", [tool_call(i)])
-                alone_versions[w] = v + 1
+        uncoalesced = appends(AsyncStore(core, client), "alone")  # each EVALSHA sent alone
 
         floor_versions = [0] * WORKERS
 

@@ -23,6 +23,24 @@ def msg(body: str, agent: str = "a") -> dict[str, Any]:
     return {"type": "message", "agent": agent, "body": body}
 
 
+class Ticker:
+    """Counts 10 ms turns of the event loop while it runs: nothing blocked the loop if they
+    kept coming."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self.task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(0.01)
+            self.ticks += 1
+
+    def stop(self) -> int:
+        self.task.cancel()
+        return self.ticks
+
+
 @pytest.fixture(params=["redis", "cluster", "sqlite", "postgresql", "memory"])
 def aio_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "redis":
@@ -74,20 +92,12 @@ def test_a_waiting_reader_wakes_on_an_append_without_blocking_the_loop(
             ref = lb.StreamId("w", "main")
             await store.append(ref, 0, "a1", [msg("before")])
             (before,) = await store.tail("w", 1)
-            ticks = 0
-
-            async def tick() -> None:
-                nonlocal ticks
-                while True:
-                    await asyncio.sleep(0.01)
-                    ticks += 1
-
-            ticker = asyncio.create_task(tick())
+            ticker = Ticker()
             waiting = asyncio.create_task(store.wait_session("w", before.cursor, 5000))
             await asyncio.sleep(0.2)
             await store.append(ref, 1, "a2", [msg("after")])
             found = await asyncio.wait_for(waiting, 5)
-            ticker.cancel()
+            ticks = ticker.stop()
             assert [e["body"] for e in found] == ["after"]
             assert ticks >= 10, "the loop kept running while the reader waited"
 
@@ -163,20 +173,12 @@ def test_postgresql_killed_under_async_appends_loses_nothing_and_the_loop_runs_m
                         acknowledged.append(await store.append(ref, i, f"{n}:{i}", [msg(str(i))]))
                         i += 1
 
-                ticks = 0
-
-                async def tick() -> None:
-                    nonlocal ticks
-                    while True:
-                        await asyncio.sleep(0.01)
-                        ticks += 1
-
                 writers = asyncio.gather(*(writer(n) for n in range(8)))
                 await asyncio.sleep(0.1)
                 await asyncio.to_thread(server.kill)
-                ticker = asyncio.create_task(tick())
+                ticker = Ticker()
                 await asyncio.sleep(1.0)  # the writers retry, pausing on the loop
-                ticker.cancel()
+                ticks = ticker.stop()
                 await asyncio.to_thread(server.start)
                 await asyncio.sleep(0.3)
                 done.set()

@@ -229,6 +229,7 @@ def test_the_view_writes_nothing(
         "/s/ro?unresolved=1",
         f"/s/ro/e/{event.cursor}",
         "/s/ro?format=json",
+        "/s/ro/panels",
         "/s/none",
     ]:
         client.get(path)

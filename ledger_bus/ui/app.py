@@ -29,7 +29,7 @@ from ledger_bus.errors import BackendUnavailable, InvalidInput, LedgerError, Not
 from ledger_bus.filters import EventFilter
 from ledger_bus.ids import check_name, format_cursor, parse_cursor
 from ledger_bus.jsonl import event_dict, format_time
-from ledger_bus.records import RecordedEvent
+from ledger_bus.records import RecordedEvent, SessionInfo
 from ledger_bus.store.aio import AsyncStore
 from ledger_bus.ui import pages
 from ledger_bus.ui.folds import Folds
@@ -85,6 +85,13 @@ def create_app(
                 found = held["store"] = await open_store()
         return found
 
+    async def existing(s: AsyncStore, session_id: str) -> SessionInfo:
+        """What the session holds, read once for the page; NotFound when it holds nothing."""
+        info = await s.session_info(session_id)
+        if not info.events:
+            raise NotFound(f"no session {session_id!r} in this ledger")
+        return info
+
     def render(name: str, status: int = 200, **values: Any) -> HTMLResponse:
         html = env.get_template(name).render(location=location, **values)
         return HTMLResponse(html, status_code=status)
@@ -109,9 +116,8 @@ def create_app(
         before = _cursor(request.query_params.get("before"))
         depth = _int(request, "depth", -1)
         s = await store()
-        if not await s.session_exists(session_id):
-            raise NotFound(f"no session {session_id!r} in this ledger")
-        runs = await folds.runs(s, session_id)
+        info = await existing(s, session_id)
+        runs = await folds.runs(s, info)
         hidden = frozenset(n.run_id for n in runs if depth >= 0 and n.depth > depth)
         page = await pages.timeline(
             s, session_id, before, keep, search, pages.PAGE, unresolved, hidden
@@ -125,19 +131,22 @@ def create_app(
                     "events": [r.to_dict() for r in page.rows],
                 }
             )
+        board, groups = await asyncio.gather(
+            folds.board(s, session_id, now()), s.groups(session_id)
+        )
         base = f"/s/{session_id}"
         return render(
             "session.html",
             session=session_id,
-            info=await s.session_info(session_id),
+            info=info,
             page=page,
             runs=runs,
             lanes=pages.swimlanes(page.rows, [n.run_id for n in runs]),
             depth=depth if depth >= 0 else None,
             query=query,
             open_attempts=page.open_attempts,
-            board=await folds.board(s, session_id, now()),
-            groups=await s.groups(session_id),
+            board=board,
+            groups=groups,
             refresh_ms=refresh_ms,
             panels_url=f"{base}/panels",
             filters=keep,
@@ -155,15 +164,20 @@ def create_app(
     async def panels(request: Request) -> Response:
         session_id = _session(request)
         s = await store()
-        if not await s.session_exists(session_id):
-            raise NotFound(f"no session {session_id!r} in this ledger")
+        info = await existing(s, session_id)
+        runs, attempts, board, groups = await asyncio.gather(
+            folds.runs(s, info),
+            s.open_attempts(session_id),
+            folds.board(s, session_id, now()),
+            s.groups(session_id),
+        )
         return render(
             "_panels.html",
             session=session_id,
-            runs=await folds.runs(s, session_id),
-            open_attempts=await s.open_attempts(session_id),
-            board=await folds.board(s, session_id, now()),
-            groups=await s.groups(session_id),
+            runs=runs,
+            open_attempts=attempts,
+            board=board,
+            groups=groups,
         )
 
     async def event(request: Request) -> Response:

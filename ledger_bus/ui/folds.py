@@ -17,7 +17,7 @@ from typing import Any, Final, TypeVar
 from ledger_bus.dispatch import STREAM as DISPATCH_STREAM
 from ledger_bus.dispatch import BoardState, Window, is_open, window
 from ledger_bus.ids import StreamId
-from ledger_bus.records import RecordedEvent
+from ledger_bus.records import RecordedEvent, SessionInfo
 from ledger_bus.store.aio import AsyncStore
 
 T = TypeVar("T")
@@ -125,19 +125,22 @@ class Folds:
         # events (folding them twice would do no harm: each fold is idempotent).
         self._folding = asyncio.Lock()
 
-    async def runs(self, store: AsyncStore, session_id: str) -> list[RunNode]:
+    async def runs(self, store: AsyncStore, info: SessionInfo) -> list[RunNode]:
+        """The runs of the session `info` describes (as just read), in tree order."""
         async with self._folding:
-            nodes = await self._runs_of(store, session_id)
-        for node in nodes:  # a run without run.finished whose lease is gone has died
-            if node.status == "running" and not await store.lease_alive(
-                session_id, f"{RUN_PREFIX}{node.run_id}"
-            ):
+            nodes = await self._runs_of(store, info)
+        running = [n for n in nodes if n.status == "running"]
+        alive = await asyncio.gather(
+            *(store.lease_alive(info.session_id, f"{RUN_PREFIX}{n.run_id}") for n in running)
+        )
+        for node, live in zip(running, alive, strict=True):
+            if not live:  # a run without run.finished whose lease is gone has died
                 node.status = "died"
         return nodes
 
-    async def _runs_of(self, store: AsyncStore, session_id: str) -> list[RunNode]:
+    async def _runs_of(self, store: AsyncStore, info: SessionInfo) -> list[RunNode]:
+        session_id = info.session_id
         fold = _kept(self._runs, session_id, RunsFold)
-        info = await store.session_info(session_id)
         streams = {s.name: s.version for s in info.streams if s.name.startswith(RUN_PREFIX)}
         rewritten = fold.first != info.first_cursor or any(
             streams.get(name, 0) < version for name, version in fold.versions.items()
