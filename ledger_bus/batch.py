@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -20,7 +21,13 @@ from ledger_bus.artifacts import (
     pack,
     with_refs,
 )
-from ledger_bus.canonical import JsonValueError, canonical_bytes, digest_of_parts
+from ledger_bus.canonical import (
+    JsonValueError,
+    canonical_bytes,
+    digest_of_parts,
+    fast_bytes,
+    plain_value,
+)
 from ledger_bus.errors import InvalidEvent, InvalidInput
 from ledger_bus.events import (
     DEFAULTS,
@@ -40,6 +47,17 @@ DEFAULT_MAX_APPEND_BYTES: Final = 8 * 1024 * 1024
 _DEFAULT_ITEMS: Final = {kind: tuple(table.items()) for kind, table in DEFAULTS.items()}
 # The adapter's own validator: TypeAdapter.validate_python adds a Python-level call per event.
 _validate_event = event_adapter.validator.validate_python
+# Once validated, an event's fields hold what the vocabulary types them as (ASCII field names,
+# strings, lists of strings), but for these, which hold any JSON; a mutation's own fields may
+# be anything (None). Only these are looked at before the fast canonical path.
+_FREE_FIELDS: Final[dict[str, tuple[str, ...] | None]] = {
+    "message": (),
+    "tool_call": ("args",),
+    "tool_result": ("result",),
+    "mutation": None,
+}
+# A msgpack packer per thread: making one per append costs more than packing a small event.
+_packers = threading.local()
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,13 +80,18 @@ class Limits:
 class PreparedAppend:
     """What a store writes for one append."""
 
-    digest: str
+    sha256: bytes  # of the RFC 8785 array of the events as given
     payloads: list[bytes]  # msgpack of each event's fields, event_id filled in
     notes: list[str]  # per event, what it means for open attempts (events.attempt_note)
     # The fields moved out of the events, each artifact once, and how often the payloads
     # reference each one (by sha256).
     artifacts: tuple[Artifact, ...] = ()
     uses: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def digest(self) -> str:
+        """The sha256 in hex, as stores other than Redis keep it."""
+        return self.sha256.hex()
 
     @property
     def opens_attempts(self) -> bool:
@@ -154,8 +177,8 @@ def prepare_append(
             data["event_id"] = derive(index)
     notes = [attempt_note(data) for data in fields]
     if not moved:
-        packer = msgpack.Packer(use_bin_type=True).pack
-        return PreparedAppend(digest, [packer(data) for data in fields], notes)
+        pack_one = _packer()
+        return PreparedAppend(digest, [pack_one(data) for data in fields], notes)
     payloads: list[bytes] = []
     artifacts: dict[str, Artifact] = {}
     uses: dict[str, int] = {}
@@ -174,7 +197,29 @@ def prepare_append(
 Moved = dict[int, dict[str, Artifact]]
 
 
-def _digest(fields: list[dict[str, Any]], limits: Limits) -> tuple[str, Moved]:
+def _packer() -> Callable[[Any], bytes]:
+    found: Callable[[Any], bytes] | None = getattr(_packers, "pack", None)
+    if found is None:
+        found = _packers.pack = msgpack.Packer(use_bin_type=True).pack
+    return found
+
+
+def _canonical_events(fields: list[dict[str, Any]]) -> bytes:
+    """canonical_bytes(fields), looking only at the fields validation leaves free (the hot
+    path's check walks what it must, not the whole of every event)."""
+    for data in fields:
+        free = _FREE_FIELDS[data["type"]]
+        if free is None:
+            if not plain_value(data, 1):
+                return canonical_bytes(fields)
+            continue
+        for name in free:
+            if name in data and not plain_value(data[name], 2):
+                return canonical_bytes(fields)
+    return fast_bytes(fields) or canonical_bytes(fields)
+
+
+def _digest(fields: list[dict[str, Any]], limits: Limits) -> tuple[bytes, Moved]:
     """The sha256 of the RFC 8785 array of the events as given, once every size limit is
     checked, and the fields moved out to artifacts (by event index, then field name).
 
@@ -186,20 +231,20 @@ def _digest(fields: list[dict[str, Any]], limits: Limits) -> tuple[str, Moved]:
     if limits.artifact_threshold is not None:
         small = min(small, limits.artifact_threshold)
     try:
-        whole = canonical_bytes(fields)
+        whole = _canonical_events(fields)
     except JsonValueError:
         whole = None
     if whole is not None and len(fields) == 1 and len(whole) > small:
         # One event: the array's digest is at hand, and the event's size is the array's less
         # its brackets. Large results come one to an append; neither is made twice.
         _, moved = _checked(fields, limits, [len(whole) - 2])
-        return hashlib.sha256(whole).hexdigest(), moved
+        return hashlib.sha256(whole).digest(), moved
     if whole is None or len(whole) > small:
         parts, moved = _checked(fields, limits)
-        return digest_of_parts(parts), moved
+        return bytes.fromhex(digest_of_parts(parts)), moved
     if len(whole) - len(fields) - 1 > limits.max_append_bytes:  # less brackets and commas
         raise InvalidEvent(f"the append exceeds {limits.max_append_bytes} bytes in all")
-    return hashlib.sha256(whole).hexdigest(), {}
+    return hashlib.sha256(whole).digest(), {}
 
 
 def _checked(

@@ -140,6 +140,23 @@ def _plain(value: dict[str, Any] | list[Any], depth: int = 1) -> bool:
     return True
 
 
+def plain_value(value: Any, depth: int) -> bool:
+    """`_plain` for any value standing at nesting level `depth`, scalars included."""
+    kind = type(value)
+    if kind is dict or kind is list:
+        return _plain(value, depth)
+    return _plain([value], depth - 1)
+
+
+def fast_bytes(value: Any) -> bytes | None:
+    """RFC 8785 bytes of `value`, already known to pass `_plain` (or `plain_value`) throughout,
+    or None when orjson refuses it (a lone surrogate)."""
+    try:
+        return _fast_dumps(value)
+    except TypeError:
+        return None
+
+
 def canonical_bytes(value: Any) -> bytes:
     """Return the RFC 8785 serialisation of `value`; raise JsonValueError naming any fault."""
     if (type(value) is dict or type(value) is list) and _plain(value):

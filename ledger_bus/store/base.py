@@ -155,6 +155,20 @@ class EventStore(abc.ABC):
         *,
         durability: str | Durability | None = None,
     ) -> Op[AppendResult]:
+        expected, prepared, wanted = self._prepare(
+            stream, expected_version, append_id, events, durability
+        )
+        return (yield from step(self._append(stream, expected, append_id, prepared, wanted)))
+
+    def _prepare(
+        self,
+        stream: StreamId,
+        expected_version: ExpectedVersion,
+        append_id: str,
+        events: Sequence[object],
+        durability: str | Durability | None,
+    ) -> tuple[int | None, PreparedAppend, Durability]:
+        """An append's arguments checked, its events prepared, and the durability it waits for."""
         if not isinstance(stream, StreamId):
             raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
         expected = check_expected_version(expected_version)
@@ -167,7 +181,7 @@ class EventStore(abc.ABC):
                 else parse_durability(durability, self.durability.timeout_ms)
             )
         prepared = prepare_append(stream.session_id, stream.name, append_id, events, self.limits)
-        return (yield from step(self._append(stream, expected, append_id, prepared, wanted)))
+        return expected, prepared, wanted
 
     def read_stream(
         self,

@@ -10,14 +10,16 @@ from __future__ import annotations
 import gc
 import hashlib
 import logging
+import re
 import secrets
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Final, TypeVar, cast
 
 import redis.exceptions as rx
+from redis import Redis
 from redis.cluster import RedisCluster
 
 from ledger_bus.artifacts import Artifact, unpack
@@ -34,7 +36,7 @@ from ledger_bus.errors import (
     SessionArchived,
     VersionConflict,
 )
-from ledger_bus.ids import StreamId, cursor_ms
+from ledger_bus.ids import ExpectedVersion, StreamId, cursor_ms
 from ledger_bus.records import (
     AppendRecord,
     AppendResult,
@@ -56,11 +58,13 @@ from ledger_bus.store.base import (
     parse_open,
 )
 from ledger_bus.store.connection import redis_retried, refusal
+from ledger_bus.store.held import HeldConnections
 from ledger_bus.store.keys import Keys
 from ledger_bus.store.ops import Op, Request, call, run
 from ledger_bus.store.replication import Confirmer, LuaScript
 
 log = logging.getLogger("ledger_bus.store")
+_HEX: Final = re.compile(rb"[0-9a-f]{64}")
 
 T = TypeVar("T")
 # XRANGE and XREAD entries as redis-py returns them with decode_responses=False.
@@ -132,6 +136,37 @@ def pipelined(build: Callable[[Any], object], transaction: bool = False) -> Requ
     return request
 
 
+def _note_args(index: int, note: str, stream: str) -> tuple[Any, ...]:
+    """An event's note (events.attempt_note) as append.lua takes it: index, kind, key, value."""
+    kind, _, rest = note.partition("\x1f")
+    if kind == "o":  # the open attempt's value, but for the cursor the script appends
+        attempt, run_and_tool = rest.split("\x1f", 1)
+        return index, kind, attempt, f"{run_and_tool}\x1f{stream}\x1f"
+    if kind == "f":
+        attempt, call = rest.split("\x1f", 1)
+        return index, kind, attempt, call
+    return index, kind, rest, ""
+
+
+def idempotency_value(record: AppendRecord, generation: int) -> bytes:
+    """What lb:{S}:idem:<stream> keeps of an append (append.lua): the digest's 32 bytes, then
+    "<first version> <events> <cursor> <generation>"."""
+    events = record.last_version - record.first_version + 1
+    text = f"{record.first_version} {events} {_redis_cursor(record.cursor)} {generation}"
+    return bytes.fromhex(record.digest) + text.encode()
+
+
+def append_record(stream: str, append_id: str, value: bytes) -> AppendRecord:
+    """The append an idempotency value records, in either form append.lua reads."""
+    if len(value) > 64 and value[64:65] == b" " and _HEX.fullmatch(value[:64]):
+        digest, first, last, cursor = value.decode().split(" ")[:4]  # the older form
+    else:
+        digest = value[:32].hex()
+        first, events, cursor, _generation = value[32:].decode().split(" ")
+        last = str(int(first) + int(events) - 1)
+    return AppendRecord(stream, append_id, digest, int(first), int(last), _ledger_cursor(cursor))
+
+
 def _glob_escape(text: str) -> str:
     """`text` matched literally in a SCAN pattern."""
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
@@ -194,6 +229,9 @@ class RedisStore(EventStore):
         self.max_block_ms = max(100, int((socket_timeout - 1.0) * 1000))
         self._indexed: dict[str, int] = {}
         self._open_indexed: dict[str, int] = {}
+        # A blocking client's appends run on a connection each thread holds (the asyncio
+        # driver coalesces its appends into pipelines instead: store/autopipe.py).
+        self._held = HeldConnections(client) if isinstance(client, Redis | RedisCluster) else None
 
     # -- the boundary: every Redis call goes through here ---------------------------------------
 
@@ -241,6 +279,46 @@ class RedisStore(EventStore):
 
     # -- primitives -----------------------------------------------------------------------------
 
+    def append(
+        self,
+        stream: StreamId,
+        expected_version: ExpectedVersion,
+        append_id: str,
+        events: Sequence[object],
+        *,
+        durability: str | Durability | None = None,
+    ) -> AppendResult:
+        """EventStore.append. The common append (local durability, no artifacts) goes out on
+        this thread's held connection in one call, outside the machinery of operations, which
+        costs a single-event append a tenth of its time; anything else, and any failure of that
+        call, takes the general path (`_append`), which starts the append over: its append_id
+        makes it land once."""
+        held = self._held
+        if held is None or durability is not None or self._default_confirmer is not None:
+            return super().append(
+                stream, expected_version, append_id, events, durability=durability
+            )
+        expected, prepared, _ = self._prepare(stream, expected_version, append_id, events, None)
+        session = stream.session_id
+        if prepared.artifacts or (prepared.opens_attempts and self._open_index_due(session)):
+            return self.run_op(self._append(stream, expected, append_id, prepared, self.durability))
+        written = self._written(stream)
+        keys, known = written.keys, written.acknowledged
+        args = self.append_args(
+            stream, expected, append_id, prepared, known, False, written.generation
+        )
+        try:
+            reply = held.execute(keys[0], "EVALSHA", APPEND.sha, len(keys), *keys, *args)
+        except (rx.RedisError, OSError):
+            reply = None  # NOSCRIPT, a lost connection, a failover: the general path knows
+        if reply is None or reply[0] == b"archived":
+            return self.run_op(self._append(stream, expected, append_id, prepared, self.durability))
+        result = self._outcome(stream, expected, append_id, known, reply)
+        if not result.deduplicated and self._index_due(session, cursor_ms(result.cursor)):
+            self.run_op(self._touch_index(session, cursor_ms(result.cursor)))
+        written.acknowledge(result.last_version, int(reply[4 if result.deduplicated else 5]))
+        return result
+
     def _append(
         self,
         stream: StreamId,
@@ -250,9 +328,7 @@ class RedisStore(EventStore):
         durability: Durability,
     ) -> Op[AppendResult]:
         session = stream.session_id
-        written = self._streams.get(stream)
-        if written is None:
-            written = self._remember(self._streams, stream, _Written(self._keys_of(stream)))
+        written = self._written(stream)
         keys, known, generation = written.keys, written.acknowledged, written.generation
         if durability is self.durability:
             confirmer = self._default_confirmer
@@ -269,13 +345,33 @@ class RedisStore(EventStore):
         acks = None
         for _ in range(3):
             if confirmer is None:
-                reply = yield from self._retried(lambda: self._evalsha(APPEND, keys, args))
+                reply = yield from self._retried(lambda: self._evalsha(APPEND, keys, args, True))
             else:
                 reply, acks = yield from self._retried(lambda: confirmer.send(APPEND, keys, args))
             if reply[0] != b"noartifact":
                 break
             # Gone since it was written (a deletion of the session, its TTL): write it again.
             yield from self._put_artifacts(session, prepared.artifacts, again=True)
+        result = self._outcome(stream, expected, append_id, known, reply)
+        if not result.deduplicated:
+            yield from self._touch_index(session, cursor_ms(result.cursor))
+        if confirmer is not None:
+            result = yield from confirmer.confirm(result, acks)  # raises when not confirmed
+        # Acknowledged: a later append that finds the stream shorter in the same generation was
+        # rewound by a failover.
+        written.acknowledge(result.last_version, int(reply[4 if result.deduplicated else 5]))
+        return result
+
+    def _written(self, stream: StreamId) -> _Written:
+        written = self._streams.get(stream)
+        if written is None:
+            written = self._remember(self._streams, stream, _Written(self._keys_of(stream)))
+        return written
+
+    def _outcome(
+        self, stream: StreamId, expected: int | None, append_id: str, known: int, reply: Any
+    ) -> AppendResult:
+        """The result append.lua's reply gives, or the error it means."""
         status = _text(reply[0])
         if status == "rewound":
             raise HistoryRewound(str(stream), known, int(reply[1]))
@@ -284,7 +380,7 @@ class RedisStore(EventStore):
         if status == "idem":
             raise IdempotencyConflict(str(stream), append_id)
         if status == "archived":
-            raise SessionArchived(session, _text(reply[1]))
+            raise SessionArchived(stream.session_id, _text(reply[1]))
         if status == "noartifact":
             raise BackendUnavailable(
                 f"an artifact of the append kept going before the append: {_text(reply[1])}"
@@ -295,15 +391,7 @@ class RedisStore(EventStore):
                 f" {_text(reply[2])}; nothing written"
             )
         cursor = _ledger_cursor(reply[3])
-        result = AppendResult(stream, int(reply[1]), int(reply[2]), cursor, status == "dup")
-        if status == "ok":
-            yield from self._touch_index(session, cursor_ms(cursor))
-        if confirmer is not None:
-            result = yield from confirmer.confirm(result, acks)  # raises when not confirmed
-        # Acknowledged: a later append that finds the stream shorter in the same generation was
-        # rewound by a failover.
-        written.acknowledge(result.last_version, int(reply[5] if status == "ok" else reply[4]))
-        return result
+        return AppendResult(stream, int(reply[1]), int(reply[2]), cursor, status == "dup")
 
     def _confirmer(self, durability: Durability) -> Confirmer | None:
         """What waits for `durability` (None for local); one per level, each with its own view
@@ -331,19 +419,24 @@ class RedisStore(EventStore):
         generation: int = 0,
     ) -> list[Any]:
         """The ARGV of an append, in the order append.lua names them; `waits`: a WAIT follows."""
-        return [
+        args: list[Any] = [
             stream.name,
             -1 if expected is None else expected,
             append_id,
-            prepared.digest,
+            prepared.sha256,
             len(prepared.payloads),
             known,
             "1" if waits else "",
             generation,
             *prepared.payloads,
-            *prepared.notes,
-            *(part for use in prepared.uses for part in use),
         ]
+        noted = [(i, note) for i, note in enumerate(prepared.notes, 1) if note]
+        args.append(len(noted))
+        for index, note in noted:
+            args += _note_args(index, note, stream.name)
+        for use in prepared.uses:
+            args += use
+        return args
 
     def _artifact_keys(self, session: str, artifacts: tuple[Artifact, ...]) -> list[str]:
         """The KEYS an append with artifacts adds, in the order append.lua names them."""
@@ -444,15 +537,25 @@ class RedisStore(EventStore):
         found = yield from self._run(lambda c: c.hgetall(key))
         return {_text(sha): int(count) for sha, count in found.items()}
 
-    def _evalsha(self, script: LuaScript, keys: list[str], args: list[Any]) -> Op[Any]:
+    def _evalsha(
+        self, script: LuaScript, keys: list[str], args: list[Any], held: bool = False
+    ) -> Op[Any]:
         """Run a script by its sha, loading it first when the server lacks it (after a restart
         or failover). EVALSHA directly, not redis-py's Script wrapper: its per-call work is
-        measurable on a single-event append (docs/performance.md)."""
+        measurable on a single-event append (docs/performance.md). `held`: on this thread's
+        held connection (store/held.py), for a script that is safe to send twice."""
+        on = self._held if held else None
+
+        def request(client: Any) -> Any:
+            if on is None:
+                return client.evalsha(script.sha, len(keys), *keys, *args)
+            return on.execute(keys[0], "EVALSHA", script.sha, len(keys), *keys, *args)
+
         try:
-            return (yield lambda c: c.evalsha(script.sha, len(keys), *keys, *args))
+            return (yield request)
         except rx.NoScriptError:
             yield lambda c: c.script_load(script.text)
-            return (yield lambda c: c.evalsha(script.sha, len(keys), *keys, *args))
+            return (yield request)
 
     def _keys_of(self, stream: StreamId) -> list[str]:
         """The KEYS of an append to `stream`, in the order append.lua names them."""
@@ -473,12 +576,19 @@ class RedisStore(EventStore):
         reconciler can find. The index lives outside the session's slot, so the script cannot
         write it on a cluster; refreshing once a minute keeps the entry inside any prune window
         (see OPEN_INDEX_REFRESH_MS) at the cost of one extra round trip a minute."""
-        now = self.now_local_ms()
-        if now - self._open_indexed.get(session, -OPEN_INDEX_REFRESH_MS) < OPEN_INDEX_REFRESH_MS:
+        if not self._open_index_due(session):
             return
+        now = self.now_local_ms()
         key = self.keys.open_index_of(session)
         yield from self._run(lambda c: c.zadd(key, {session: now}))
         self._remember(self._open_indexed, session, now)
+
+    def _open_index_due(self, session: str) -> bool:
+        last = self._open_indexed.get(session, -OPEN_INDEX_REFRESH_MS)
+        return self.now_local_ms() - last >= OPEN_INDEX_REFRESH_MS
+
+    def _index_due(self, session: str, ms: int) -> bool:
+        return ms - self._indexed.get(session, -INDEX_REFRESH_MS) >= INDEX_REFRESH_MS
 
     @staticmethod
     def now_local_ms() -> int:
@@ -488,7 +598,7 @@ class RedisStore(EventStore):
         """Refresh the session's last activity after a committed append. A failure (memory full,
         a lost connection) leaves the index a little stale and is retried by the next append;
         `sessions --rebuild` repairs whatever is left."""
-        if ms - self._indexed.get(session_id, -INDEX_REFRESH_MS) < INDEX_REFRESH_MS:
+        if not self._index_due(session_id, ms):
             return
         key = self.keys.index_of(session_id)
         if (
@@ -795,10 +905,7 @@ class RedisStore(EventStore):
 
         def write(pipe: Any) -> None:
             for r in batch:
-                value = (
-                    f"{r.digest} {r.first_version} {r.last_version}"
-                    f" {_redis_cursor(r.cursor)} {generation}"
-                )
+                value = idempotency_value(r, generation)
                 pipe.hset(self.keys.idempotency(session_id, r.stream), r.append_id, value)
                 pipe.hset(tomb, f"stream:{r.stream}", 1)
 
@@ -889,15 +996,7 @@ class RedisStore(EventStore):
                     if append_id in seen:
                         continue
                     seen.add(append_id)
-                    digest, first, last, cursor = _text(value).split(" ")[:4]
-                    yield AppendRecord(
-                        stream,
-                        _text(append_id),
-                        digest,
-                        int(first),
-                        int(last),
-                        _ledger_cursor(cursor),
-                    )
+                    yield append_record(stream, _text(append_id), value)
                 if scan_from == 0:
                     break
 

@@ -4,7 +4,9 @@
 -- KEYS[2]  lb:{S}:meta          hash: stream name -> version
 -- KEYS[3]  lb:{S}:s:<stream>    stream index, one entry per append: id <first version>-0,
 --                               fields c = cursor of its first event, n = number of events
--- KEYS[4]  lb:{S}:idem:<stream> hash: append_id -> "<digest> <first> <last> <cursor>"
+-- KEYS[4]  lb:{S}:idem:<stream> hash: append_id -> "<digest><first> <n> <cursor> <generation>",
+--                               the digest its 32 raw bytes (the older form, still read:
+--                               "<digest in hex> <first> <last> <cursor> [<generation>]")
 -- KEYS[5]  lb:{S}:open          hash: attempt_id -> "<run>\31<tool>\31<stream>\31<cursor>\31<flag>"
 -- KEYS[6]  lb:{S}:safe          hash: "<run>\31<tool>" -> 1 for tools declared safe to replay
 -- KEYS[7]  lb:{S}:tomb          hash: generation (deletions so far), deleted_ms, and archive
@@ -15,18 +17,20 @@
 -- ARGV[1]  stream name
 -- ARGV[2]  expected version, or -1 for any
 -- ARGV[3]  append_id
--- ARGV[4]  sha256 hex of the RFC 8785 bytes of the events as given
+-- ARGV[4]  sha256 (32 raw bytes) of the RFC 8785 bytes of the events as given
 -- ARGV[5]  n, the number of events
 -- ARGV[6]  the highest version of this stream acknowledged to this writer (0: none known)
 -- ARGV[7]  "1" to write even a duplicate (so that a WAIT after it covers the original write)
 -- ARGV[8]  the generation the version of ARGV[6] belongs to
 -- ARGV[9 .. 8+n]     one msgpack payload per event, never decoded here
--- ARGV[9+n .. 8+2n]  one note per event for the attempt bookkeeping, "" for most:
---                    "o\31<attempt>\31<run>\31<tool>"  a tool_call opens an attempt
---                    "c\31<attempt>"                    a tool_result closes it
---                    "f\31<attempt>\31<call cursor>"    a reconcile.unresolved flags it
---                    "s\31<run>\31<tool>"               a tool.declared safe to replay
--- ARGV[9+2n ..]      per artifact of KEYS[9 ..], its sha256 and how many fields reference it
+-- ARGV[9+n]         m, the number of events with a note for the attempt bookkeeping; then
+-- ARGV[10+n ..]      per such event, in order, four: its index (1 .. n), kind, key and value,
+--                    split by the caller, so that the script matches no pattern:
+--                    o <attempt> "<run>\31<tool>\31<stream>\31"  a tool_call opens an attempt
+--                    c <attempt> ""                            a tool_result closes it
+--                    f <attempt> <call cursor, or "">          a reconcile.unresolved flags it
+--                    s "<run>\31<tool>" ""                      a tool.declared safe to replay
+-- ARGV[10+n+4m ..]   per artifact of KEYS[9 ..], its sha256 and how many fields reference it
 --
 -- A stream named in lb:{S}:bounds (spec 3.12) is trimmed after the append: see trim() below.
 -- lb:{S}:bounds, lb:{S}:t:<stream>, lb:{S}:arts and lb:{S}:art:<sha256> are named from KEYS[7]'s
@@ -39,22 +43,36 @@
 -- are consecutive in the session log (this script runs alone), which is what lets the stream
 -- index hold one entry per append.
 
+local n = tonumber(ARGV[5])
+local m = tonumber(ARGV[9 + n])
+local arts = 10 + n + 4 * m  -- where the artifacts' arguments begin
+
 -- An append that writes nothing drops the artifacts written for it that nothing references: a
 -- retry of an append recorded before, or refused, leaves nothing behind. (One written for an
 -- append of another writer that is yet to run is written again: "noartifact" below.)
 local function reply(...)
   for j = 9, #KEYS do
-    local sha = ARGV[8 + 2 * tonumber(ARGV[5]) + 2 * (j - 9) + 1]
-    if redis.call('HEXISTS', KEYS[8], sha) == 0 then redis.call('UNLINK', KEYS[j]) end
+    if redis.call('HEXISTS', KEYS[8], ARGV[arts + 2 * (j - 9)]) == 0 then
+      redis.call('UNLINK', KEYS[j])
+    end
   end
   return {...}
 end
 
 local prior = redis.call('HGET', KEYS[4], ARGV[3])
 if prior then
-  -- Records written before deletions existed have no generation: they are of the first, 0.
-  local digest, first, last, cursor, written_in =
-      string.match(prior, '^(%S+) (%d+) (%d+) (%S+) ?(%d*)$')
+  local digest, first, last, cursor, written_in
+  if string.byte(prior, 65) == 32 and string.find(string.sub(prior, 1, 64), '^%x+$') then
+    -- Written before digests were kept as bytes; before deletions existed it has no
+    -- generation: it is of the first, 0.
+    digest, first, last, cursor, written_in =
+        string.match(prior, '^(%x+) (%d+) (%d+) (%S+) ?(%d*)$')
+    digest = string.gsub(digest, '%x%x', function(h) return string.char(tonumber(h, 16)) end)
+  else
+    local count
+    first, count, cursor, written_in = string.match(prior, '^(%d+) (%d+) (%S+) (%d+)$', 33)
+    digest, last = string.sub(prior, 1, 32), tonumber(first) + tonumber(count) - 1
+  end
   if digest == ARGV[4] then
     if ARGV[7] == '1' then
       -- The reply's WAIT counts replicas that have everything this connection wrote; a retry
@@ -85,7 +103,6 @@ if expected >= 0 and expected ~= version then
   return reply('conflict', version)
 end
 
-local n = tonumber(ARGV[5])
 local prefix = string.sub(KEYS[7], 1, -5)  -- lb:{S}:tomb -> lb:{S}:
 local bound = redis.call('HGET', prefix .. 'bounds', ARGV[1])
 -- An artifact written before the call may have expired, or gone with a deletion since.
@@ -102,10 +119,7 @@ if redis.acl_check_cmd then  -- Redis 7 and Valkey; absent from test doubles
     return {'noperm', command, key}
   end
   local kinds = {}
-  for i = 1, n do
-    local note = ARGV[8 + n + i]
-    if note ~= '' then kinds[string.sub(note, 1, 1)] = true end
-  end
+  for j = 11 + n, arts - 1, 4 do kinds[ARGV[j]] = true end
   local no = refused('XADD', KEYS[1], '*', 'f', 'v') or refused('XADD', KEYS[3], '*', 'f', 'v')
       or refused('HSET', KEYS[2], 'f', 'v') or refused('HSET', KEYS[4], 'f', 'v')
       or ((kinds['o'] or kinds['f']) and refused('HSET', KEYS[5], 'f', 'v'))
@@ -125,6 +139,8 @@ end
 local first = version + 1
 local first_cursor, cursor
 local opened = 0
+local j = 10 + n  -- the next note
+local noted = m > 0 and tonumber(ARGV[j]) or 0
 for i = 1, n do
   version = version + 1
   -- A Lua number given to redis.call is printed with %.17g, about 0.45 us an event here;
@@ -132,33 +148,34 @@ for i = 1, n do
   cursor = redis.call('XADD', KEYS[1], '*', 's', ARGV[1], 'v', string.format('%d', version),
                       'p', ARGV[8 + i])
   first_cursor = first_cursor or cursor
-  local note = ARGV[8 + n + i]
-  if note ~= '' then
-    local kind, a, b, c = string.match(note, '^(%a)\31([^\31]*)\31?([^\31]*)\31?([^\31]*)$')
+  if i == noted then
+    local kind, key, value = ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
     if kind == 'o' then
-      redis.call('HSET', KEYS[5], a, b .. '\31' .. c .. '\31' .. ARGV[1] .. '\31' .. cursor .. '\31')
+      redis.call('HSET', KEYS[5], key, value .. cursor .. '\31')
       opened = opened + 1
     elseif kind == 'c' then
-      redis.call('HDEL', KEYS[5], a)
+      redis.call('HDEL', KEYS[5], key)
     elseif kind == 'f' then
-      -- Only the attempt whose tool_call the flag names (b, its cursor; '' for any) and only
-      -- once: an attempt id used again later is another attempt, flagged on its own.
-      local open = redis.call('HGET', KEYS[5], a)
+      -- Only the attempt whose tool_call the flag names (value, its cursor; '' for any) and
+      -- only once: an attempt id used again later is another attempt, flagged on its own.
+      local open = redis.call('HGET', KEYS[5], key)
       if open and string.sub(open, -1) == '\31'
-          and (b == '' or b == string.match(open, '([^\31]*)\31$')) then
-        redis.call('HSET', KEYS[5], a, open .. cursor)
+          and (value == '' or value == string.match(open, '([^\31]*)\31$')) then
+        redis.call('HSET', KEYS[5], key, open .. cursor)
       end
     elseif kind == 's' then
-      redis.call('HSET', KEYS[6], a .. '\31' .. b, 1)
+      redis.call('HSET', KEYS[6], key, 1)
     end
+    j = j + 4
+    noted = j < arts and tonumber(ARGV[j]) or 0
   end
 end
 if KEYS[9] then
   -- Referenced, the artifacts stay; the stream index says which, for a stream's deletion.
   local uses = {}
-  for j = 9, #KEYS do
-    local sha, count = ARGV[8 + 2 * n + 2 * (j - 9) + 1], ARGV[8 + 2 * n + 2 * (j - 9) + 2]
-    redis.call('PERSIST', KEYS[j])
+  for k = 9, #KEYS do
+    local sha, count = ARGV[arts + 2 * (k - 9)], ARGV[arts + 2 * (k - 9) + 1]
+    redis.call('PERSIST', KEYS[k])
     redis.call('HINCRBY', KEYS[8], sha, count)
     uses[#uses + 1] = sha .. ':' .. count
   end
@@ -175,8 +192,7 @@ else
   redis.call('XADD', KEYS[3], first .. '-0', 'c', first_cursor, 'n', n)
 end
 redis.call('HSET', KEYS[2], ARGV[1], version)
-redis.call('HSET', KEYS[4], ARGV[3],
-           ARGV[4] .. ' ' .. first .. ' ' .. version .. ' ' .. cursor .. ' ' .. generation)
+redis.call('HSET', KEYS[4], ARGV[3], ARGV[4] .. first .. ' ' .. n .. ' ' .. cursor .. ' ' .. generation)
 
 -- A bounded stream keeps at least its newest `keep` events: the appends wholly older go from
 -- the log (acknowledged in every group, their artifacts' references dropped) and from the stream

@@ -1,0 +1,125 @@
+"""The connection an append runs on, held by its thread from one append to the next.
+
+redis-py takes a connection from its pool for every command and gives it back afterwards: a
+lock, a `poll` to see that the connection is clean, bookkeeping for its metrics, twice per
+command. On a single-event append that is a fifth of the client's time (docs/performance.md).
+Here each thread keeps one connection per server instead, taken from the client's own pool, so
+everything the pool gives a connection still holds:
+
+- threads: a connection per thread, never shared; a thread's connection goes back to the pool
+  when the thread ends;
+- fork safety: a child process never uses its parent's connection (it takes its own from the
+  pool, which redis-py resets after a fork);
+- health checks: the command goes out through the connection's own `send_command`, which pings
+  first when the connection sat idle past the client's `health_check_interval`;
+- re-authentication: a new token the pool hands to connections in use (a streaming credential
+  provider's) is sent after the command, as the pool would on giving the connection back;
+- a connection the server closed while it was held fails once and is reconnected at once, the
+  command sent again (only idempotent commands come here: appends, which their append_id makes
+  land once);
+- Redis Cluster: the command goes to the node that serves its first key's slot in the client's
+  slot map, and a MOVED or ASK reply hands it to the cluster client, which follows the
+  redirection and updates the map for the next call.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from typing import Any
+
+import hiredis
+import redis.exceptions as rx
+
+_LOST: tuple[type[Exception], ...] = (rx.ConnectionError, OSError)
+
+
+class _Holder:
+    """One thread's connections, by pool; given back to their pools when the thread ends."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.connections: dict[int, Any] = {}
+
+    def hold(self, pool: Any) -> Any:
+        connection = pool.get_connection()
+        self.connections[id(pool)] = connection
+        # The holder goes with its thread (threading.local); its connections go back then.
+        weakref.finalize(self, _give_back, pool, connection, self.pid)
+        return connection
+
+
+def _give_back(pool: Any, connection: Any, pid: int) -> None:
+    if os.getpid() == pid:
+        pool.release(connection)
+
+
+class HeldConnections:
+    """Send commands on a connection each thread holds, over a blocking `redis.Redis` (or its
+    Sentinel form) or a blocking `RedisCluster`."""
+
+    def __init__(self, client: Any):
+        self.client = client
+        self._cluster = hasattr(client, "nodes_manager")
+        self._local = threading.local()
+
+    def execute(self, key: str, *args: Any) -> Any:
+        """Run the command `args`, whose first key is `key`, and return its reply."""
+        pool = self._pool_for(key)
+        if pool is None:  # the slot map has no node for the key yet: the client finds it
+            return self.client.execute_command(*args)
+        connection, reused = self._connection(pool)
+        try:
+            return self._send(connection, args)
+        except (rx.MovedError, rx.AskError):
+            if not self._cluster:
+                raise
+            return self.client.execute_command(*args)
+        except _LOST:
+            connection.disconnect()
+            if not reused:
+                raise
+        # Held since an earlier command, the connection may have been closed by the server in
+        # between (a restart, its idle timeout): one more try on a new one.
+        try:
+            return self._send(connection, args)
+        except _LOST:
+            connection.disconnect()
+            raise
+
+    def _pool_for(self, key: str) -> Any:
+        if not self._cluster:
+            return self.client.connection_pool
+        client = self.client
+        try:
+            node = client.nodes_manager.get_node_from_slot(client.keyslot(key))
+        except rx.RedisClusterException:
+            return None
+        if node.redis_connection is None:
+            return None
+        return node.redis_connection.connection_pool
+
+    def _connection(self, pool: Any) -> tuple[Any, bool]:
+        """This thread's connection to `pool`'s server, and whether it was held before."""
+        holder: _Holder | None = getattr(self._local, "holder", None)
+        if holder is None or holder.pid != os.getpid():
+            # A child process leaves its parent's connections alone: they are the parent's.
+            holder = self._local.holder = _Holder()
+        connection = holder.connections.get(id(pool))
+        if connection is None:
+            return holder.hold(pool), False
+        return connection, True
+
+    @staticmethod
+    def _send(connection: Any, args: tuple[Any, ...]) -> Any:
+        # hiredis (a dependency, through redis[hiredis]) packs the command in C, where redis-py
+        # would first walk the arguments in Python to look for bytearrays among them.
+        connection.send_packed_command([hiredis.pack_command(args)])
+        try:
+            reply = connection.read_response()
+        except rx.ResponseError:
+            connection.re_auth()
+            raise
+        connection.re_auth()
+        return reply
