@@ -1,0 +1,218 @@
+"""The connection an append runs on, held by its thread (store/held.py): what the pool gave each
+command must still hold (threads, fork, health checks, re-authentication, a connection the
+server dropped, Redis Cluster's redirections), and idempotency records in either form."""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+from redis.auth.token import SimpleToken
+
+import ledger_bus as lb
+from ledger_bus.server import LocalCluster, LocalServer
+from ledger_bus.store.redis import RedisStore
+from tests.support.events import call, msg
+
+
+@pytest.fixture
+def store(redis_server: LocalServer, prefix: str) -> Iterator[RedisStore]:
+    opened = lb.connect(redis_server.url, prefix=prefix)
+    assert isinstance(opened, RedisStore)
+    yield opened
+    opened.close()
+
+
+def _calls(client: redis.Redis, command: str) -> int:
+    stats = client.info("commandstats").get(f"cmdstat_{command}", {})
+    return int(stats.get("calls", 0))
+
+
+def test_threads_each_append_on_a_connection_of_their_own_and_give_it_back(
+    store: RedisStore,
+) -> None:
+    threads, appends = 8, 150
+    failures: list[BaseException] = []
+    start = threading.Barrier(threads)
+
+    def write(n: int) -> None:
+        ref = lb.StreamId("threads", f"t{n}")
+        start.wait()
+        try:
+            for version in range(appends):
+                result = store.append(ref, version, f"a{version}", [msg(f"{n}:{version}")])
+                assert result.last_version == version + 1
+        except BaseException as err:  # noqa: BLE001  (reported below, with the thread's own)
+            failures.append(err)
+
+    workers = [threading.Thread(target=write, args=(n,)) for n in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert failures == []
+    for n in range(threads):
+        bodies = [e.fields["body"] for e in store.read_stream(lb.StreamId("threads", f"t{n}"))]
+        assert bodies == [f"{n}:{v}" for v in range(appends)]
+    # The threads are gone: their connections are back in the pool, none held any more.
+    gc.collect()
+    pool = store.client.connection_pool
+    assert len(pool._in_use_connections) == 0
+    assert len(pool._available_connections) >= threads
+
+
+def test_a_forked_child_appends_on_its_own_connection_while_the_parent_goes_on(
+    store: RedisStore,
+) -> None:
+    parent_ref, child_ref = lb.StreamId("fork", "parent"), lb.StreamId("fork", "child")
+    store.append(parent_ref, 0, "p0", [msg("before the fork")])  # the parent holds one now
+    pid = os.fork()
+    if pid == 0:  # the child: the same store object, its parent's connection in it
+        code = 1
+        try:
+            for version in range(200):
+                store.append(child_ref, version, f"c{version}", [msg(f"child {version}")])
+            code = 0
+        finally:
+            os._exit(code)
+    for version in range(1, 201):  # at the same time as the child
+        result = store.append(parent_ref, version, f"p{version}", [msg(f"parent {version}")])
+        assert result.last_version == version + 1
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert len(store.read_stream(child_ref)) == 200
+    assert len(store.read_stream(parent_ref)) == 201
+    store.append(parent_ref, 201, "p201", [msg("after the child")])
+
+
+def test_a_held_connection_still_pings_when_idle_past_the_health_check_interval(
+    redis_server: LocalServer, prefix: str
+) -> None:
+    client = redis.Redis.from_url(redis_server.url, protocol=2, health_check_interval=1)
+    store = RedisStore(client, prefix=prefix)
+    watch = redis.Redis.from_url(redis_server.url)
+    ref = lb.StreamId("health", "main")
+    store.append(ref, 0, "a0", [msg("one")])
+    before = _calls(watch, "ping")
+    time.sleep(1.2)  # idle past the interval: the next command is preceded by a PING
+    # A retry, which commits nothing and so sends nothing but the script: the PING is the held
+    # connection's.
+    assert store.append(ref, 0, "a0", [msg("one")]).deduplicated
+    assert _calls(watch, "ping") == before + 1
+    store.close()
+    watch.close()
+
+
+def test_a_held_connection_takes_a_new_token_the_pool_hands_out(
+    redis_server: LocalServer, prefix: str
+) -> None:
+    admin = redis.Redis.from_url(redis_server.url)
+    user = f"{prefix}-user"
+    admin.execute_command("ACL", "SETUSER", user, "on", ">first", ">second", "~*", "&*", "+@all")
+    try:
+        url = f"redis://{user}:first@127.0.0.1:{redis_server.port}/0"
+        store = lb.connect(url, prefix=prefix)
+        assert isinstance(store, RedisStore)
+        ref = lb.StreamId("reauth", "main")
+        store.append(ref, 0, "a0", [msg("one")])  # held from here on
+        # What a streaming credential provider does when its token is renewed: the pool's idle
+        # connections authenticate at once, those in use once their command is done.
+        now = time.time() * 1000
+        token = SimpleToken("second", now + 60_000, now, {"oid": user})
+        store.client.connection_pool.re_auth_callback(token)
+        before = _calls(admin, "auth")
+        store.append(ref, 1, "a1", [msg("two")])
+        assert _calls(admin, "auth") == before + 1
+        # The first password is withdrawn; the held connection, authenticated with the second,
+        # goes on appending.
+        admin.execute_command("ACL", "SETUSER", user, "<first")
+        store.append(ref, 2, "a2", [msg("three")])
+        assert len(store.read_stream(ref)) == 3
+        store.close()
+    finally:
+        admin.execute_command("ACL", "DELUSER", user)
+        admin.close()
+
+
+def test_an_append_after_the_server_dropped_the_held_connection_lands_once(
+    store: RedisStore, redis_server: LocalServer
+) -> None:
+    ref = lb.StreamId("dropped", "main")
+    store.append(ref, 0, "a0", [msg("one")])
+    admin = redis.Redis.from_url(redis_server.url)
+    assert store._held is not None
+    (held,) = store._held._local.holder.connections.values()
+    held.send_command("CLIENT", "ID")
+    admin.execute_command("CLIENT", "KILL", "ID", held.read_response())
+    result = store.append(ref, 1, "a1", [msg("two")])
+    assert (result.first_version, result.deduplicated) == (2, False)
+    assert [e.fields["body"] for e in store.read_stream(ref)] == ["one", "two"]
+    admin.close()
+
+
+def test_idempotency_records_of_the_older_form_still_deduplicate(store: RedisStore) -> None:
+    ref = lb.StreamId("older", "main")
+    events = [call("att-1"), msg("and a note")]
+    first = store.append(ref, 0, "a1", events)
+    key = store.keys.idempotency("older", "main")
+    digest = store.run_op(store._run(lambda c: c.hget(key, "a1")))[:32].hex()
+    cursor = first.cursor.split("-")
+    older = f"{digest} 1 2 {int(cursor[0])}-{int(cursor[1])}"  # no generation: the first
+    store.run_op(store._run(lambda c: c.hset(key, "a1", older)))
+    again = store.append(ref, 0, "a1", events)
+    assert again.deduplicated
+    assert (again.first_version, again.last_version, again.cursor) == (1, 2, first.cursor)
+    with pytest.raises(lb.IdempotencyConflict):
+        store.append(ref, 0, "a1", [msg("other content")])
+    records = list(store._append_ids("older"))
+    assert [(r.append_id, r.digest, r.first_version, r.last_version) for r in records] == [
+        ("a1", digest, 1, 2)
+    ]
+    second = store.append(ref, 2, "a2", [msg("three")])
+    (record,) = [r for r in store._append_ids("older") if r.append_id == "a2"]
+    assert (record.first_version, record.last_version, record.cursor) == (3, 3, second.cursor)
+
+
+def test_held_connections_on_a_cluster_follow_ask_and_moved() -> None:
+    with LocalCluster(3) as cluster:
+        store = lb.connect(cluster.url, prefix="held")
+        assert isinstance(store, RedisStore)
+        session = "moving"
+        ref = lb.StreamId(session, "main")
+        store.append(ref, 0, "a0", [call("att-1")])
+        slot = store.client.keyslot(store.keys.log(session))
+        clients = {node.port: redis.Redis(port=node.port) for node in cluster.nodes}
+        ids = {port: c.execute_command("CLUSTER", "MYID").decode() for port, c in clients.items()}
+        owner = store.client.nodes_manager.get_node_from_slot(slot).port
+        target_port = next(port for port in clients if port != owner)
+        source, target = clients[owner], clients[target_port]
+        # While a slot migrates, a command of several keys runs only where all of them are
+        # (elsewhere: TRYAGAIN, retried): every key an append names exists before the move.
+        source.hset(store.keys.safe_tools(session), "r\x1ft", 1)
+        source.hset(store.keys.tombstone(session), "generation", 0)
+        # The slot migrates, its keys moved, not yet handed over: the source answers ASK.
+        target.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[owner])
+        source.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[target_port])
+        keys = source.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100)
+        source.execute_command("MIGRATE", "127.0.0.1", target_port, "", 0, 5000, "KEYS", *keys)
+        store.append(ref, 1, "a1", [msg("asked")])
+        assert _calls(target, "asking") >= 1
+        # Handed over: the held connection to the source is answered MOVED.
+        for client in clients.values():
+            client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", ids[target_port])
+        store.append(ref, 2, "a2", [msg("moved")])
+        rejected = source.info("commandstats")["cmdstat_evalsha"]["rejected_calls"]
+        assert rejected >= 2  # the ASK and the MOVED
+        for version in range(3, 6):  # straight to the target from now on
+            store.append(ref, version, f"a{version}", [msg(f"there {version}")])
+        assert source.info("commandstats")["cmdstat_evalsha"]["rejected_calls"] == rejected
+        assert [e.version for e in store.read_stream(ref)] == [1, 2, 3, 4, 5, 6]
+        assert [a.attempt_id for a in store.open_attempts(session)] == ["att-1"]
+        store.close()
+        for client in clients.values():
+            client.close()
