@@ -47,9 +47,6 @@ def tool_call(i: int) -> dict[str, Any]:
 
 
 PAYLOAD = msgpack.packb(tool_call(0))
-# The single append's server time before the leaner script (docs/performance.md), on this
-# machine; the target is 10% below it.
-BEFORE_SERVER_US = 18.6
 
 
 def timed(fn: Callable[[int], object], n: int) -> float:
@@ -153,7 +150,7 @@ def bench_server_time(store: RedisStore, raw: redis.Redis, n: int) -> None:
     print(
         f"{'server time, single append vs XADD':<44} ledger {script:7.2f} us"
         f"       raw {xadd:7.2f} us       ratio {script / xadd:5.2f}x"
-        f"  (target: {BEFORE_SERVER_US * 0.9:.1f} us, 10% below {BEFORE_SERVER_US} us)"
+        "  (target: 10% below the script before, docs/performance.md)"
     )
 
 
