@@ -128,7 +128,7 @@ def server_usec(raw: redis.Redis, command: str, run: Callable[[int], object], n:
     commandstats (what the server spent executing it, without the network or the client)."""
     raw.config_resetstat()
     timed(run, n)
-    stats = cast(dict[str, Any], raw.info("commandstats")).get(f"cmdstat_{command}", {})
+    stats = raw.info("commandstats").get(f"cmdstat_{command}", {})
     return float(stats.get("usec", 0)) / max(1, int(stats.get("calls", 0)))
 
 

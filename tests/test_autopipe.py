@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from typing import Any
 
 import redis.exceptions as rx
 from redis.asyncio import Redis
+from redis.auth.token import SimpleToken
 
 import ledger_bus as lb
 from ledger_bus import aio
@@ -126,3 +128,96 @@ def test_a_connection_lost_under_a_pipeline_fails_every_call_in_it(
 
 def msg(body: str) -> dict[str, Any]:
     return {"type": "message", "agent": "a", "body": body}
+
+
+# Busy for `ARGV[1]` milliseconds of the server's clock, then answers `ARGV[2]`.
+BUSY = """
+local t = redis.call('TIME')
+local until_us = (t[1] * 1000000 + t[2]) + tonumber(ARGV[1]) * 1000
+repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] >= until_us
+return ARGV[2]
+"""
+
+
+def _do(client: Any, *args: object) -> Any:
+    """A raw command (redis-py's execute_command has no types)."""
+    return client.execute_command(*args)
+
+
+def _commands(stats: dict[str, Any], command: str) -> int:
+    return int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
+
+
+def test_calls_one_after_another_go_out_on_one_held_connection(redis_url: str) -> None:
+    async def main() -> None:
+        probe = Redis.from_url(redis_url)
+        await probe.script_load(ECHO)
+        client = Redis.from_url(redis_url)
+        coalesced = Coalescing(client)
+        before = await received(probe)
+        for n in range(50):
+            assert await coalesced.evalsha(ECHO_SHA, 0, f"w{n}") == f"w{n}".encode()
+        with_errors = [coalesced.evalsha(ECHO_SHA, 0, "fail"), coalesced.evalsha(ECHO_SHA, 0, "x")]
+        failed, fine = await asyncio.gather(*with_errors, return_exceptions=True)
+        assert isinstance(failed, rx.ResponseError)
+        assert fine == b"x"
+        assert await received(probe) - before == 1
+        # Taken from the pool once and kept: the pool counts it in use between calls.
+        assert len(client.connection_pool._in_use_connections) == 1
+        await client.aclose()
+        await probe.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_caller_cancelled_mid_reply_leaves_no_reply_behind_for_the_next(
+    redis_url: str,
+) -> None:
+    async def main() -> None:
+        client = Redis.from_url(redis_url)
+        busy = await client.script_load(BUSY)
+        coalesced = Coalescing(client)
+        assert await coalesced.evalsha(busy, 0, 0, "warm") == b"warm"  # the held connection
+        slow = asyncio.ensure_future(coalesced.evalsha(busy, 0, 300, "late"))
+        await asyncio.sleep(0.1)
+        slow.cancel()
+        await asyncio.gather(slow, return_exceptions=True)
+        # Had the connection been kept, the cancelled call's reply would be read as this one's.
+        assert await coalesced.evalsha(busy, 0, 0, "mine") == b"mine"
+        assert await coalesced.evalsha(busy, 0, 0, "and mine") == b"and mine"
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_the_held_connection_pings_when_idle_and_takes_a_new_token(
+    redis_server: LocalServer, prefix: str
+) -> None:
+    async def main() -> None:
+        admin = Redis.from_url(redis_server.url)
+        user = f"{prefix}-user"
+        await _do(admin, "ACL", "SETUSER", user, "on", ">first", ">second", "~*", "&*", "+@all")
+        url = f"redis://{user}:first@127.0.0.1:{redis_server.port}/0"
+        client = Redis.from_url(url, health_check_interval=1)
+        await client.script_load(ECHO)
+        coalesced = Coalescing(client)
+        try:
+            assert await coalesced.evalsha(ECHO_SHA, 0, "one") == b"one"
+            pings = _commands(await admin.info("commandstats"), "ping")
+            await asyncio.sleep(1.2)
+            assert await coalesced.evalsha(ECHO_SHA, 0, "two") == b"two"
+            assert _commands(await admin.info("commandstats"), "ping") == pings + 1
+            now = time.time() * 1000
+            token = SimpleToken("second", now + 60_000, now, {"oid": user})
+            await client.connection_pool.re_auth_callback(token)
+            auths = _commands(await admin.info("commandstats"), "auth")
+            assert await coalesced.evalsha(ECHO_SHA, 0, "three") == b"three"
+            assert _commands(await admin.info("commandstats"), "auth") == auths + 1
+            await _do(admin, "ACL", "SETUSER", user, "<first")
+            assert await coalesced.evalsha(ECHO_SHA, 0, "four") == b"four"
+        finally:
+            await client.aclose()
+            await _do(admin, "ACL", "DELUSER", user)
+            await admin.aclose()
+
+    asyncio.run(main())

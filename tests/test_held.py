@@ -9,6 +9,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -26,6 +27,11 @@ def store(redis_server: LocalServer, prefix: str) -> Iterator[RedisStore]:
     assert isinstance(opened, RedisStore)
     yield opened
     opened.close()
+
+
+def _do(client: Any, *args: object) -> Any:
+    """A raw command (redis-py's execute_command has no types)."""
+    return client.execute_command(*args)
 
 
 def _calls(client: redis.Redis, command: str) -> int:
@@ -47,7 +53,7 @@ def test_threads_each_append_on_a_connection_of_their_own_and_give_it_back(
             for version in range(appends):
                 result = store.append(ref, version, f"a{version}", [msg(f"{n}:{version}")])
                 assert result.last_version == version + 1
-        except BaseException as err:  # noqa: BLE001  (reported below, with the thread's own)
+        except BaseException as err:
             failures.append(err)
 
     workers = [threading.Thread(target=write, args=(n,)) for n in range(threads)]
@@ -113,7 +119,7 @@ def test_a_held_connection_takes_a_new_token_the_pool_hands_out(
 ) -> None:
     admin = redis.Redis.from_url(redis_server.url)
     user = f"{prefix}-user"
-    admin.execute_command("ACL", "SETUSER", user, "on", ">first", ">second", "~*", "&*", "+@all")
+    _do(admin, "ACL", "SETUSER", user, "on", ">first", ">second", "~*", "&*", "+@all")
     try:
         url = f"redis://{user}:first@127.0.0.1:{redis_server.port}/0"
         store = lb.connect(url, prefix=prefix)
@@ -130,12 +136,12 @@ def test_a_held_connection_takes_a_new_token_the_pool_hands_out(
         assert _calls(admin, "auth") == before + 1
         # The first password is withdrawn; the held connection, authenticated with the second,
         # goes on appending.
-        admin.execute_command("ACL", "SETUSER", user, "<first")
+        _do(admin, "ACL", "SETUSER", user, "<first")
         store.append(ref, 2, "a2", [msg("three")])
         assert len(store.read_stream(ref)) == 3
         store.close()
     finally:
-        admin.execute_command("ACL", "DELUSER", user)
+        _do(admin, "ACL", "DELUSER", user)
         admin.close()
 
 
@@ -148,7 +154,7 @@ def test_an_append_after_the_server_dropped_the_held_connection_lands_once(
     assert store._held is not None
     (held,) = store._held._local.holder.connections.values()
     held.send_command("CLIENT", "ID")
-    admin.execute_command("CLIENT", "KILL", "ID", held.read_response())
+    _do(admin, "CLIENT", "KILL", "ID", held.read_response())
     result = store.append(ref, 1, "a1", [msg("two")])
     assert (result.first_version, result.deduplicated) == (2, False)
     assert [e.fields["body"] for e in store.read_stream(ref)] == ["one", "two"]
@@ -187,7 +193,7 @@ def test_held_connections_on_a_cluster_follow_ask_and_moved() -> None:
         store.append(ref, 0, "a0", [call("att-1")])
         slot = store.client.keyslot(store.keys.log(session))
         clients = {node.port: redis.Redis(port=node.port) for node in cluster.nodes}
-        ids = {port: c.execute_command("CLUSTER", "MYID").decode() for port, c in clients.items()}
+        ids = {port: _do(c, "CLUSTER", "MYID").decode() for port, c in clients.items()}
         owner = store.client.nodes_manager.get_node_from_slot(slot).port
         target_port = next(port for port in clients if port != owner)
         source, target = clients[owner], clients[target_port]
@@ -196,15 +202,15 @@ def test_held_connections_on_a_cluster_follow_ask_and_moved() -> None:
         source.hset(store.keys.safe_tools(session), "r\x1ft", 1)
         source.hset(store.keys.tombstone(session), "generation", 0)
         # The slot migrates, its keys moved, not yet handed over: the source answers ASK.
-        target.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[owner])
-        source.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[target_port])
-        keys = source.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100)
-        source.execute_command("MIGRATE", "127.0.0.1", target_port, "", 0, 5000, "KEYS", *keys)
+        _do(target, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[owner])
+        _do(source, "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[target_port])
+        keys = _do(source, "CLUSTER", "GETKEYSINSLOT", slot, 100)
+        _do(source, "MIGRATE", "127.0.0.1", target_port, "", 0, 5000, "KEYS", *keys)
         store.append(ref, 1, "a1", [msg("asked")])
         assert _calls(target, "asking") >= 1
         # Handed over: the held connection to the source is answered MOVED.
         for client in clients.values():
-            client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", ids[target_port])
+            _do(client, "CLUSTER", "SETSLOT", slot, "NODE", ids[target_port])
         store.append(ref, 2, "a2", [msg("moved")])
         rejected = source.info("commandstats")["cmdstat_evalsha"]["rejected_calls"]
         assert rejected >= 2  # the ASK and the MOVED

@@ -9,6 +9,13 @@ one write and one read of all the replies, and each caller gets its own reply or
 A call alone in its turn goes out as it is, one pass of the loop later. Everything else goes
 straight to the client.
 
+Calls go out on one connection the client holds, taken from its pool once: a lone call, or a
+whole batch, costs no trip through the pool (a lock, a check that the connection is clean,
+bookkeeping for metrics). While that connection waits for a batch's replies, the next turn's
+batch goes through the pool, as before. Held, it still pings after sitting idle past the
+client's `health_check_interval`, takes a new token a credential provider hands the pool, and is
+dropped (to connect again at its next use) when a read on it fails or is cancelled.
+
 Nothing changes for a caller: the server runs the same scripts in the order they were called;
 a connection lost under a pipeline fails every call in it with the error a lone call would
 have seen, and each retries as it would have (an append by its append_id, so nothing lands
@@ -21,6 +28,11 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any
 
+import hiredis
+import redis.exceptions as rx
+
+Command = tuple[Any, ...]
+
 
 class Coalescing:
     """An asyncio Redis client (one server, or Sentinel's primary) whose `evalsha` calls made
@@ -28,8 +40,10 @@ class Coalescing:
 
     def __init__(self, client: Any):
         self.client = client
-        self._queued: list[tuple[tuple[Any, ...], asyncio.Future[Any]]] | None = None
+        self._queued: list[tuple[Command, asyncio.Future[Any]]] | None = None
         self._sending: set[asyncio.Task[None]] = set()  # kept: the loop holds tasks weakly
+        self._held: Any = None  # the connection calls go out on while it is free
+        self._held_busy = False
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.client, name)
@@ -57,11 +71,40 @@ class Coalescing:
         finally:
             self._queued = None
         if len(batch) == 1:
-            return await self.client.execute_command(*command)
+            replies = await self._on_held([command])
+            if replies is None:
+                return await self.client.execute_command(*command)
+            if isinstance(replies[0], Exception):
+                raise replies[0]
+            return replies[0]
         self._dispatch(batch)
         return await own
 
-    def _dispatch(self, batch: list[tuple[tuple[Any, ...], asyncio.Future[Any]]]) -> None:
+    async def _on_held(self, commands: list[Command]) -> list[Any] | None:
+        """Each command's reply, or the error it was answered with, sent on the held connection;
+        None when that connection is busy with other calls. A failure of the connection itself
+        is raised."""
+        if self._held_busy:
+            return None
+        self._held_busy = True
+        try:
+            if self._held is None:
+                self._held = await self.client.connection_pool.get_connection()
+            connection = self._held
+            # hiredis packs in C what redis-py would first walk in Python.
+            await connection.send_packed_command([hiredis.pack_command(c) for c in commands])
+            replies: list[Any] = []
+            for _ in commands:
+                try:
+                    replies.append(await connection.read_response())
+                except rx.ResponseError as err:
+                    replies.append(err)
+            await connection.re_auth()
+            return replies
+        finally:
+            self._held_busy = False
+
+    def _dispatch(self, batch: list[tuple[Command, asyncio.Future[Any]]]) -> None:
         """Send `batch` on a task of its own: its callers' replies do not hang on any one of
         them being cancelled."""
         if batch:
@@ -69,11 +112,10 @@ class Coalescing:
             self._sending.add(task)
             task.add_done_callback(self._sending.discard)
 
-    async def _send(self, batch: list[tuple[tuple[Any, ...], asyncio.Future[Any]]]) -> None:
+    async def _send(self, batch: list[tuple[Command, asyncio.Future[Any]]]) -> None:
         try:
-            if len(batch) == 1:
-                replies: list[Any] = [await self.client.execute_command(*batch[0][0])]
-            else:
+            replies = await self._on_held([command for command, _ in batch])
+            if replies is None:
                 pipe = self.client.pipeline(transaction=False)
                 for command, _ in batch:
                     pipe.execute_command(*command)
