@@ -132,20 +132,26 @@ def server_usec(raw: redis.Redis, command: str, run: Callable[[int], object], n:
     return float(stats.get("usec", 0)) / max(1, int(stats.get("calls", 0)))
 
 
-def bench_server_time(store: RedisStore, raw: redis.Redis, n: int) -> None:
-    """Server time of a single append (one EVALSHA) against a plain XADD of its payload."""
-    ref = lb.StreamId("bench-server", "run")
-    version = [0]
+def bench_server_time(n: int) -> None:
+    """Server time of a single append (one EVALSHA) against a plain XADD of its payload, on a
+    server of their own: what ran before (a 100-event append's garbage in Lua's heap) moves it."""
+    with LocalServer(appendonly=False, extra=deployed_settings()) as server:
+        store = lb.connect(server.url, prefix="bench")
+        raw = redis.Redis(port=server.port, protocol=2)
+        ref = lb.StreamId("bench-server", "run")
+        version = [0]
 
-    def ours(i: int) -> None:
-        store.append(ref, version[0], f"v{version[0]}", [tool_call(i)])
-        version[0] += 1
+        def ours(i: int) -> None:
+            store.append(ref, version[0], f"v{version[0]}", [tool_call(i)])
+            version[0] += 1
 
-    samples = []
-    for _ in range(5):
-        xadd = server_usec(raw, "xadd", lambda _: raw.xadd("raw:server", {"p": PAYLOAD}), n)
-        script = server_usec(raw, "evalsha", ours, n)
-        samples.append((script, xadd))
+        samples = []
+        for _ in range(5):
+            xadd = server_usec(raw, "xadd", lambda _: raw.xadd("raw:server", {"p": PAYLOAD}), n)
+            script = server_usec(raw, "evalsha", ours, n)
+            samples.append((script, xadd))
+        store.close()
+        raw.close()
     script, xadd = (statistics.median(side) for side in zip(*samples, strict=True))
     print(
         f"{'server time, single append vs XADD':<44} ledger {script:7.2f} us"
@@ -272,7 +278,7 @@ def main() -> None:
         )
         bench_single(store, raw, n)
         bench_batch(store, raw, max(5, n // 50))
-        bench_server_time(store, raw, n)
+        bench_server_time(n)
         bench_read(store, raw, 10_000)
         bench_tail(store, tail_sizes)
         bench_memory("mem")
