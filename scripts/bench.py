@@ -223,6 +223,9 @@ def bench_tail(store: RedisStore, sizes: list[int]) -> None:
     print(f"{'tail at largest / tail at smallest':<44} ratio {ratio:5.2f}x  (target <= 1.2x)")
 
 
+MEMORY_SETTINGS = ("stream-node-max-bytes", "stream-node-max-entries")
+
+
 def deployed_settings() -> list[str]:
     """The settings of deploy/redis.conf that shape memory, as redis-server arguments."""
     conf = Path(__file__).resolve().parent.parent / "deploy" / "redis.conf"
@@ -232,9 +235,6 @@ def deployed_settings() -> list[str]:
         if name in MEMORY_SETTINGS:
             out += [f"--{name}", value.strip()]
     return out
-
-
-MEMORY_SETTINGS = ("stream-node-max-bytes", "stream-node-max-entries")
 
 
 def bench_memory(prefix: str, events: int = 10_000) -> None:
