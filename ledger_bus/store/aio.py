@@ -16,9 +16,10 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
+import redis.exceptions as rx
 from redis.utils import HIREDIS_AVAILABLE
 
 from ledger_bus.batch import Limits
@@ -51,6 +52,9 @@ from ledger_bus.store.autopipe import Coalescing
 from ledger_bus.store.base import DEFAULT_DEDUP_WINDOW_MS, PAGE, EventStore
 from ledger_bus.store.ops import Op, call, run_async
 
+if TYPE_CHECKING:
+    from ledger_bus.store.redis import RedisStore
+
 T = TypeVar("T")
 
 
@@ -75,11 +79,19 @@ class AsyncStore:
         self.bridged = bridged
         # What the operations' requests are made on: with `coalesce`, the client's EVALSHAs of
         # one turn of the loop go out as one pipeline (store/autopipe.py).
-        self.requests = Coalescing(client) if coalesce else client
+        self.requests: Any = Coalescing(client) if coalesce else client
         # The core's own driver and close, kept should the core's be replaced (tests drive the
         # core's blocking methods through this store by replacing its run_op).
         self._run_op = core.run_op
         self._close = core.close
+        # The Redis store's direct path for appends, on the event loop's client.
+        self._direct: RedisStore | None = None
+        self._append_sha = ""
+        if client is not None:
+            from ledger_bus.store.redis import APPEND, RedisStore
+
+            if isinstance(core, RedisStore):
+                self._direct, self._append_sha = core, APPEND.sha
 
     @property
     def native(self) -> bool:
@@ -113,10 +125,28 @@ class AsyncStore:
         *,
         durability: str | Durability | None = None,
     ) -> AppendResult:
-        """EventStore.append."""
-        return await self.drive(
-            self.core.append_op(stream, expected_version, append_id, events, durability=durability)
-        )
+        """EventStore.append. The common append to one server takes the direct path
+        (RedisStore.direct): one script call (on one server, sent with the others of its turn)."""
+        core = self._direct
+        if core is None or not core.direct_suits(durability):
+            return await self.drive(
+                self.core.append_op(
+                    stream, expected_version, append_id, events, durability=durability
+                )
+            )
+        ready = core.direct(stream, expected_version, append_id, events)
+        if ready.args is not None:
+            keys = ready.keys
+            try:
+                reply = await self.requests.evalsha(self._append_sha, len(keys), *keys, *ready.args)
+            except (rx.RedisError, OSError):
+                reply = None  # the general path knows what to do
+            result = core.settle(ready, reply)
+            if result is not None:
+                if core.index_due(result):
+                    await self.drive(core.touch_index(result))
+                return result
+        return await self.drive(ready.general())
 
     async def read_stream(
         self,
@@ -425,7 +455,6 @@ async def open_async(
             resolve_artifacts=resolve_artifacts,
         )
         return AsyncStore(core)
-    import redis.exceptions as rx
     from redis.asyncio import Redis
     from redis.asyncio.cluster import RedisCluster
     from redis.asyncio.retry import Retry
