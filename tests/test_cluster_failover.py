@@ -68,3 +68,29 @@ def test_writers_go_on_through_a_cluster_failover_and_lose_nothing_acknowledged(
     # The promoted replica now holds the session, and its old primary follows it
     assert store.client.get_node_from_key(store.keys.log("moving")).port == replica.port
     store.close()
+
+
+def test_a_local_writer_goes_on_when_its_shards_primary_dies(replicated: LocalCluster) -> None:
+    """The held connection (store/held.py) is to a primary that is gone: the cluster client
+    learns the new map, and the next try goes to the promoted replica."""
+    store = lb.connect(replicated.url, timeout=30)
+    assert isinstance(store, RedisStore)
+    index, replica = shard_of(replicated, store, "dying")
+    ref = lb.StreamId("dying", "main")
+    for version in range(5):
+        store.append(ref, version, f"a{version}", [msg(f"before {version}")])
+    primary = redis.Redis(port=replicated.nodes[index].port)
+    assert primary.wait(1, 5000) == 1  # the replica has all five: nothing acknowledged is lost
+    primary.close()
+    replicated.nodes[index].kill()
+    client = redis.Redis(port=replica.port)
+    client.execute_command("CLUSTER", "FAILOVER", "TAKEOVER")  # type: ignore[no-untyped-call]
+    deadline = time.monotonic() + 30
+    while client.info("replication")["role"] != "master":
+        assert time.monotonic() < deadline, "the replica never took over"
+        time.sleep(0.1)
+    client.close()
+    result = store.append(ref, 5, "a5", [msg("after")])
+    assert (result.first_version, result.deduplicated) == (6, False)
+    assert [e.version for e in store.read_stream(ref)] == [1, 2, 3, 4, 5, 6]
+    store.close()

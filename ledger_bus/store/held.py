@@ -18,8 +18,9 @@ everything the pool gives a connection still holds:
   command sent again (only idempotent commands come here: appends, which their append_id makes
   land once);
 - Redis Cluster: the command goes to the node that serves its first key's slot in the client's
-  slot map, and a MOVED or ASK reply hands it to the cluster client, which follows the
-  redirection and updates the map for the next call.
+  slot map; a MOVED or ASK reply, or a node that cannot be reached, hands it to the cluster
+  client, which follows the redirection, or learns the map again after a failover, for the
+  next call.
 """
 
 from __future__ import annotations
@@ -40,11 +41,11 @@ class _Holder:
 
     def __init__(self) -> None:
         self.pid = os.getpid()
-        self.connections: dict[int, Any] = {}
+        self.connections: dict[Any, Any] = {}  # by pool
 
     def hold(self, pool: Any) -> Any:
         connection = pool.get_connection()
-        self.connections[id(pool)] = connection
+        self.connections[pool] = connection
         # The holder goes with its thread (threading.local); its connections go back then.
         weakref.finalize(self, _give_back, pool, connection, self.pid)
         return connection
@@ -78,6 +79,10 @@ class HeldConnections:
             return self.client.execute_command(*args)
         except _LOST:
             connection.disconnect()
+            if self._cluster:
+                # The node may be gone (a failover): the cluster client, finding it so, learns
+                # the slot map again for the next try.
+                return self.client.execute_command(*args)
             if not reused:
                 raise
         # Held since an earlier command, the connection may have been closed by the server in
@@ -106,7 +111,7 @@ class HeldConnections:
         if holder is None or holder.pid != os.getpid():
             # A child process leaves its parent's connections alone: they are the parent's.
             holder = self._local.holder = _Holder()
-        connection = holder.connections.get(id(pool))
+        connection = holder.connections.get(pool)
         if connection is None:
             return holder.hold(pool), False
         return connection, True
