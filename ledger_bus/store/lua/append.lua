@@ -23,7 +23,7 @@
 -- ARGV[7]  "1" to write even a duplicate (so that a WAIT after it covers the original write)
 -- ARGV[8]  the generation the version of ARGV[6] belongs to
 -- ARGV[9 .. 8+n]     one msgpack payload per event, never decoded here
--- ARGV[9+n]         m, the number of events with a note for the attempt bookkeeping; then
+-- ARGV[9+n]          m, the number of events with a note for the attempt bookkeeping; then
 -- ARGV[10+n ..]      per such event, in order, four: its index (1 .. n), kind, key and value,
 --                    split by the caller, so that the script matches no pattern:
 --                    o <attempt> "<run>\31<tool>\31<stream>\31"  a tool_call opens an attempt
