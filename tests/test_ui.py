@@ -202,6 +202,10 @@ def test_a_missing_session_a_bad_cursor_and_a_down_store_get_a_page_not_a_traceb
     assert client.get("/s/x?before=yesterday").status_code == 400
     assert client.get("/s/x/e/1-2-3").status_code in (400, 404)
     assert client.get("/s/bad%20id").status_code == 400
+    # The live stream of a session that does not exist is refused, not left waiting.
+    live = client.get("/s/nothing-here/live")
+    assert live.status_code == 404
+    assert "no session 'nothing-here'" in live.json()["error"]
 
     dead = create_app(lambda: aio.connect(f"redis://127.0.0.1:{free_port()}/0", timeout=0.3))
     with TestClient(dead) as c:

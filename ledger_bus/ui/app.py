@@ -204,6 +204,7 @@ def create_app(
         keep, search, unresolved = _filters(request)
         after = _cursor(request.headers.get("last-event-id") or request.query_params.get("after"))
         s = await store()
+        await existing(s, session_id)  # a page of it would be a 404: so is its stream
 
         def rendered(e: RecordedEvent) -> str:
             return str(row_macro(pages.Row(e), session_id))
