@@ -146,7 +146,7 @@ class AsyncStore:
                 if core.index_due(result):
                     await self.drive(core.touch_index(result))
                 return result
-        return await self.drive(ready.general())
+        return await self.drive(core.general(ready))
 
     async def read_stream(
         self,

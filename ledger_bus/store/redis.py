@@ -119,7 +119,7 @@ class Direct:
     written: _Written
     keys: list[str]
     args: list[Any] | None  # None: the general path must take it
-    general: Callable[[], Op[AppendResult]]
+    prepared: PreparedAppend
 
 
 def _script(name: str) -> LuaScript:
@@ -320,7 +320,7 @@ class RedisStore(EventStore):
                 if self.index_due(result):
                     self.run_op(self.touch_index(result))
                 return result
-        return self.run_op(ready.general())
+        return self.run_op(self.general(ready))
 
     def direct_suits(self, durability: str | Durability | None) -> bool:
         """Whether an append asking for `durability` may take the direct path: only a local
@@ -336,17 +336,14 @@ class RedisStore(EventStore):
     ) -> Direct:
         """An append checked and prepared for the direct path: one script call, its keys and
         arguments (None when the append needs more: artifacts to write first, or the
-        open-attempts index to refresh), and the general path to fall back on. The direct path
+        open-attempts index to refresh); `general` is the path to fall back on. The direct path
         costs a single-event append a tenth less than the operations' machinery; any failure of
         its call, or a reply that needs more (an archived session), takes the general path,
         which starts the append over: its append_id makes it land once."""
         expected, prepared, _ = self._prepare(stream, expected_version, append_id, events, None)
         written = self._written(stream)
 
-        def general() -> Op[AppendResult]:
-            return self._append(stream, expected, append_id, prepared, self.durability)
-
-        ready = Direct(stream, expected, append_id, written, written.keys, None, general)
+        ready = Direct(stream, expected, append_id, written, written.keys, None, prepared)
         if prepared.artifacts or (
             prepared.opens_attempts and self._open_index_due(stream.session_id)
         ):
@@ -355,6 +352,12 @@ class RedisStore(EventStore):
             stream, expected, append_id, prepared, written.acknowledged, False, written.generation
         )
         return ready
+
+    def general(self, ready: Direct) -> Op[AppendResult]:
+        """The general path for an append the direct path made ready."""
+        return self._append(
+            ready.stream, ready.expected, ready.append_id, ready.prepared, self.durability
+        )
 
     def settle(self, ready: Direct, reply: Any) -> AppendResult | None:
         """The result of a direct append's reply (or the error it means); None when the general
