@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import msgpack
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from ledger_bus.artifacts import (
     DEFAULT_MAX_ARTIFACT_BYTES,
@@ -35,8 +35,8 @@ from ledger_bus.events import (
     EVENT_TYPES,
     RESERVED_FIELDS,
     attempt_note,
-    event_adapter,
     event_fields,
+    validate_given,
 )
 from ledger_bus.ids import event_id_deriver
 
@@ -45,8 +45,6 @@ DEFAULT_MAX_EVENT_BYTES: Final = 1024 * 1024
 DEFAULT_MAX_EVENTS_PER_APPEND: Final = 1000
 DEFAULT_MAX_APPEND_BYTES: Final = 8 * 1024 * 1024
 _DEFAULT_ITEMS: Final = {kind: tuple(table.items()) for kind, table in DEFAULTS.items()}
-# The adapter's own validator: TypeAdapter.validate_python adds a Python-level call per event.
-_validate_event = event_adapter.validator.validate_python
 # Once validated, an event's fields hold what the vocabulary types them as (ASCII field names,
 # strings, lists of strings), but for these, which hold any JSON; a mutation's own fields may
 # be anything (None). Only these are looked at before the fast canonical path.
@@ -100,24 +98,10 @@ class PreparedAppend:
 
 def _given_fields(index: int, raw: object) -> dict[str, Any]:
     """The event's fields as given, defaults left out, once validated against the vocabulary."""
-    model = _validate(index, raw)
-    if model is raw:
-        return event_fields(model)
-    # Strict validation coerces nothing, so the caller's dict holds exactly the validated values;
-    # reusing it saves a second pass through pydantic.
-    assert isinstance(raw, dict)
-    data = raw.copy()
-    for name, default in _DEFAULT_ITEMS[data["type"]]:
-        if name in data and data[name] == default:
-            del data[name]
-    return data
-
-
-def _validate(index: int, raw: object) -> BaseModel:
     # Dicts first: they are the common input, and a model class's isinstance test is not cheap.
     if not isinstance(raw, dict):
         if isinstance(raw, EVENT_MODELS):
-            return raw
+            return event_fields(raw)
         raise InvalidEvent(f"expected an event object, got {type(raw).__name__}", index=index)
     kind = raw.get("type")
     if kind not in EVENT_TYPES:
@@ -132,7 +116,8 @@ def _validate(index: int, raw: object) -> BaseModel:
                 "set by the ledger itself; a mutation may not carry it", index=index, field=name
             )
     try:
-        return _validate_event(raw)  # type: ignore[no-any-return]
+        # A new dict of the fields given, validated as the models validate them.
+        data: dict[str, Any] = validate_given(raw)
     except ValidationError as err:
         first = err.errors(include_url=False)[0]
         # loc is (type tag, field, ...) for a discriminated union.
@@ -145,6 +130,10 @@ def _validate(index: int, raw: object) -> BaseModel:
         elif first["type"] == "extra_forbidden":
             message = f"{raw.get('type')} events have no such field"
         raise InvalidEvent(message, index=index, field=".".join(loc) or None) from None
+    for name, default in _DEFAULT_ITEMS[kind]:
+        if name in data and data[name] == default:
+            del data[name]
+    return data
 
 
 def prepare_append(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+from pydantic_core import SchemaValidator, core_schema
 
 from ledger_bus.ids import CURSOR_PATTERN
 
@@ -98,6 +99,35 @@ Event = Annotated[Message | ToolCall | ToolResult | Mutation, Field(discriminato
 EVENT_MODELS: Final = (Message, ToolCall, ToolResult, Mutation)
 
 event_adapter: Final[TypeAdapter[Message | ToolCall | ToolResult | Mutation]] = TypeAdapter(Event)
+
+
+def _given_schema(model: type[BaseModel]) -> core_schema.TypedDictSchema:
+    """The model's fields as a typed dict's: the same checks (taken from the model's own core
+    schema, so the two cannot drift apart), but a field left out stays out, and no model object
+    is made. `type` comes first, then the fields in the model's order."""
+    schema: Any = model.__pydantic_core_schema__
+    while schema["type"] != "model":  # Mutation's is wrapped in its after-validator
+        schema = schema["schema"]
+    fields: dict[str, core_schema.TypedDictField] = {}
+    for name, field in sorted(schema["schema"]["fields"].items(), key=lambda f: f[0] != "type"):
+        inner, required = field["schema"], True
+        if inner["type"] == "default":
+            inner, required = inner["schema"], name == "type"
+        fields[name] = core_schema.typed_dict_field(inner, required=required)
+    extra = schema["config"].get("extra_fields_behavior", "forbid")
+    return core_schema.typed_dict_schema(fields, extra_behavior=extra, strict=True)
+
+
+# Validates an event given as a dict into a new dict of the fields given, in a fixed order, at
+# about 0.7 of the cost of making the model (a hundred-event append validates a hundred). Its
+# errors are the models' (same types, same locations). Mutation's after-validator is not part of
+# it: a mutation given as a dict has its reserved fields refused before (batch.py).
+validate_given: Final = SchemaValidator(
+    core_schema.tagged_union_schema(
+        {model.model_fields["type"].default: _given_schema(model) for model in EVENT_MODELS},
+        discriminator="type",
+    )
+).validate_python
 
 
 def _named_call(cursor: object) -> str:

@@ -17,9 +17,18 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 import ledger_bus as lb
+from ledger_bus.batch import _given_fields
 from ledger_bus.cli import main
+from ledger_bus.events import (
+    EVENT_TYPES,
+    RESERVED_FIELDS,
+    event_adapter,
+    event_fields,
+    validate_given,
+)
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.memory import MemoryStore
 from ledger_bus.store.redis import RedisStore
@@ -128,6 +137,53 @@ def test_an_append_of_anything_writes_it_whole_or_refuses_it_with_a_ledger_error
         return
     assert len(read) == len(events) == result.last_version - result.first_version + 1
     assert [e.fields["type"] for e in read] == [e["type"] for e in events]
+
+
+FIELDS = ["agent", "event_id", "run_id", "step_id", "attempt_id", "parents", "tool", "args"]
+FIELDS += ["status", "result", "body", "kind", "type"]
+odd_value = st.one_of(
+    st.none(),
+    st.integers(),
+    st.sampled_from(["", "ok", "x\x01", "error"]),
+    st.lists(st.sampled_from(["p", "", 1]), max_size=2),
+    st.dictionaries(st.sampled_from(["k", "type"]), st.integers(), max_size=1),
+)
+VALID = {
+    "message": {"type": "message", "agent": "a", "body": "hi"},
+    "tool_call": {"type": "tool_call", "agent": "a", "tool": "t", "attempt_id": "1"},
+    "tool_result": {"type": "tool_result", "agent": "a", "tool": "t", "attempt_id": "1"},
+    "mutation": {"type": "mutation", "agent": "a", "kind": "k"},
+}
+VALID["tool_result"]["status"] = "ok"
+
+
+@SETTINGS
+@given(
+    kind=st.sampled_from(sorted(VALID)),
+    changes=st.dictionaries(st.sampled_from(FIELDS), odd_value, max_size=2),
+    drop=st.sets(st.sampled_from(FIELDS), max_size=1),
+)
+def test_the_dict_validator_accepts_and_refuses_what_the_models_do(
+    kind: str, changes: dict[str, Any], drop: set[str]
+) -> None:
+    """batch.py validates a dict without making the model; the two must never disagree."""
+    raw = {name: value for name, value in {**VALID[kind], **changes}.items() if name not in drop}
+    if raw.get("type") not in EVENT_TYPES:
+        return  # refused by name before either is asked
+    if raw["type"] == "mutation" and RESERVED_FIELDS.intersection(raw):
+        return  # likewise
+    try:
+        model = event_adapter.validate_python(raw)
+    except ValidationError as err:
+        with pytest.raises(ValidationError) as raised:
+            validate_given(raw)
+        ours, theirs = raised.value.errors()[0], err.errors()[0]
+        assert (ours["type"], ours["loc"]) == (theirs["type"], theirs["loc"])
+        return
+    given = validate_given(raw)
+    assert given.keys() == raw.keys()
+    # What the append keeps (defaults dropped) is what the model gives.
+    assert _given_fields(0, raw) == event_fields(model)
 
 
 # -- the command line, run in this process through its entry point --------------------------------
