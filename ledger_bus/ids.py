@@ -141,6 +141,11 @@ def cursor_ms(cursor: str) -> int:
     return int(cursor[:13])
 
 
+# The UUID's variant digit from the hash's: RFC 4122 variant bits 10xx over its low two bits (a
+# table costs a hundred-event append a sixth less than int(digit, 16) per event).
+_VARIANT: Final = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
+
+
 def event_id_deriver(session_id: str, stream: str, append_id: str) -> Callable[[int], str]:
     """Return index -> derive_event_id(session_id, stream, append_id, index), for one append.
 
@@ -151,10 +156,9 @@ def event_id_deriver(session_id: str, stream: str, append_id: str) -> Callable[[
 
     def derive(index: int) -> str:
         state = common.copy()
-        state.update(str(index).encode())
+        state.update(b"%d" % index)
         h = state.hexdigest()
-        variant = "89ab"[int(h[16], 16) & 3]  # RFC 4122 variant bits 10xx
-        return f"{h[:8]}-{h[8:12]}-5{h[13:16]}-{variant}{h[17:20]}-{h[20:32]}"
+        return f"{h[:8]}-{h[8:12]}-5{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:32]}"
 
     return derive
 

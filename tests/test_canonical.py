@@ -7,6 +7,7 @@ import math
 import uuid
 from typing import Any
 
+import msgpack
 import pytest
 import rfc8785
 from hypothesis import given, settings
@@ -138,6 +139,23 @@ def test_an_appends_digest_is_the_reference_digest_of_its_events(values: list[An
     events = [_mutation(value) for value in values]
     prepared = prepare_append("s", "x", "a", events, Limits())
     assert prepared.digest == hashlib.sha256(rfc8785.dumps(events)).hexdigest()
+
+
+class Ratio(float):
+    """A float subclass, which the fast packer refuses and msgpack packs as a float."""
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(any_json | finite_floats.map(Ratio), min_size=1, max_size=5))
+def test_payloads_are_the_msgpack_of_the_events_with_their_ids(values: list[Any]) -> None:
+    events = [_mutation(value) for value in values]
+    prepared = prepare_append("s", "x", "a", events, Limits(artifact_threshold=None))
+    ids = [derive_event_id("s", "x", "a", index) for index in range(len(events))]
+    expected = [
+        msgpack.packb({**event, "event_id": id_}, use_bin_type=True)
+        for event, id_ in zip(events, ids, strict=True)
+    ]
+    assert prepared.payloads == expected
 
 
 def test_events_over_the_event_limit_together_but_not_alone_are_accepted() -> None:
