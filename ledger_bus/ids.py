@@ -141,8 +141,8 @@ def cursor_ms(cursor: str) -> int:
     return int(cursor[:13])
 
 
-# The UUID's variant digit from the hash's: RFC 4122 variant bits 10xx over its low two bits (a
-# table costs a hundred-event append a sixth less than int(digit, 16) per event).
+# The UUID's variant digit from the hash's: RFC 4122 variant bits 10xx over its low two bits. A
+# table lookup makes a hundred event ids in a sixth less time than int(digit, 16) for each.
 _VARIANT: Final = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
 
 
