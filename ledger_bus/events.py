@@ -161,6 +161,7 @@ def attempt_note(data: dict[str, Any]) -> str:
             and isinstance(data.get("run_id"), str)
             and isinstance(data.get("tool"), str)
             and "\x1f" not in data["tool"]
+            and "\x1e" not in data["tool"]
         ):
             return f"s\x1f{data['run_id']}\x1f{data['tool']}"
     return ""

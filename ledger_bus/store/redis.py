@@ -149,18 +149,6 @@ def pipelined(build: Callable[[Any], object], transaction: bool = False) -> Requ
     return request
 
 
-def _note_args(index: int, note: str, stream: str) -> tuple[Any, ...]:
-    """An event's note (events.attempt_note) as append.lua takes it: index, kind, key, value."""
-    kind, _, rest = note.partition("\x1f")
-    if kind == "o":  # the open attempt's value, but for the cursor the script appends
-        attempt, run_and_tool = rest.split("\x1f", 1)
-        return index, kind, attempt, f"{run_and_tool}\x1f{stream}\x1f"
-    if kind == "f":
-        attempt, call = rest.split("\x1f", 1)
-        return index, kind, attempt, call
-    return index, kind, rest, ""
-
-
 def idempotency_value(record: AppendRecord, generation: int) -> bytes:
     """What lb:{S}:idem:<stream> keeps of an append (append.lua): the digest's 32 bytes, then
     "<first version> <events> <cursor> <generation>"."""
@@ -491,11 +479,9 @@ class RedisStore(EventStore):
             "1" if waits else "",
             generation,
             *prepared.payloads,
+            # One argument for all the notes (append.lua): each begun by \x1e, which no id holds.
+            "\x1e" + "\x1e".join(prepared.notes),
         ]
-        noted = [(i, note) for i, note in enumerate(prepared.notes, 1) if note]
-        args.append(len(noted))
-        for index, note in noted:
-            args += _note_args(index, note, stream.name)
         for use in prepared.uses:
             args += use
         return args

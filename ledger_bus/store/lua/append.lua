@@ -23,14 +23,16 @@
 -- ARGV[7]  "1" to write even a duplicate (so that a WAIT after it covers the original write)
 -- ARGV[8]  the generation the version of ARGV[6] belongs to
 -- ARGV[9 .. 8+n]     one msgpack payload per event, never decoded here
--- ARGV[9+n]          m, the number of events with a note for the attempt bookkeeping; then
--- ARGV[10+n ..]      per such event, in order, four: its index (1 .. n), kind, key and value,
---                    split by the caller, so that the script matches no pattern:
---                    o <attempt> "<run>\31<tool>\31<stream>\31"  a tool_call opens an attempt
---                    c <attempt> ""                            a tool_result closes it
---                    f <attempt> <call cursor, or "">          a reconcile.unresolved flags it
---                    s "<run>\31<tool>" ""                      a tool.declared safe to replay
--- ARGV[10+n+4m ..]   per artifact of KEYS[9 ..], its sha256 and how many fields reference it
+-- ARGV[9+n]          the events' notes for the attempt bookkeeping (events.attempt_note), one
+--                    per event in order, each begun by \30:
+--                    o\31<attempt>\31<run>\31<tool>   a tool_call opens an attempt
+--                    c\31<attempt>                    a tool_result closes it
+--                    f\31<attempt>\31<call cursor, or "">  a reconcile.unresolved flags it
+--                    s\31<run>\31<tool>               a tool.declared marks the tool safe to replay
+--                    (empty)                           the event means nothing to attempts
+--                    One argument, read with plain finds: an argument per part cost the
+--                    client more to pack, and the server more to take in, than this reading.
+-- ARGV[10+n ..]     per artifact of KEYS[9 ..], its sha256 and how many fields reference it
 --
 -- A stream named in lb:{S}:bounds (spec 3.12) is trimmed after the append: see trim() below.
 -- lb:{S}:bounds, lb:{S}:t:<stream>, lb:{S}:arts and lb:{S}:art:<sha256> are named from KEYS[7]'s
@@ -44,8 +46,8 @@
 -- index hold one entry per append.
 
 local n = tonumber(ARGV[5])
-local m = tonumber(ARGV[9 + n])
-local arts = 10 + n + 4 * m  -- where the artifacts' arguments begin
+local notes = ARGV[9 + n]
+local arts = 10 + n  -- where the artifacts' arguments begin
 
 -- An append that writes nothing drops the artifacts written for it that nothing references: a
 -- retry of an append recorded before, or refused, leaves nothing behind. (One written for an
@@ -117,14 +119,11 @@ end
 -- every append, and at Lua's speed their making was measurable.
 local acl = redis.acl_check_cmd
 if acl then  -- Redis 7 and Valkey; absent from test doubles
-  local opens, flags, closes, safes = false, false, false, false
-  for j = 11 + n, arts - 1, 4 do
-    local kind = ARGV[j]
-    if kind == 'o' then opens = true
-    elseif kind == 'c' then closes = true
-    elseif kind == 'f' then flags = true
-    else safes = true end
-  end
+  -- A note's kind is the byte after its \30 (no id holds a control byte).
+  local opens = string.find(notes, '\30o', 1, true)
+  local flags = string.find(notes, '\30f', 1, true)
+  local closes = string.find(notes, '\30c', 1, true)
+  local safes = string.find(notes, '\30s', 1, true)
   local command, key
   if not acl('XADD', KEYS[1], '*', 'f', 'v') then command, key = 'XADD', KEYS[1]
   elseif not acl('XADD', KEYS[3], '*', 'f', 'v') then command, key = 'XADD', KEYS[3]
@@ -154,8 +153,7 @@ end
 
 local first = version + 1
 local first_cursor, cursor, first_text, text
-local j = 10 + n  -- the next note
-local noted = m > 0 and tonumber(ARGV[j]) or 0
+local at = 1  -- where the next event's note begins in `notes`, at its \30
 -- The attempts opened are written together, one HSET for the lot (a call per tool_call was a
 -- third of a 100-event append's server time), before any other note and at the end: a note
 -- that closes or flags an attempt opened earlier in the same append finds it written.
@@ -175,29 +173,39 @@ for i = 1, n do
   cursor = redis.call('XADD', KEYS[1], '*', 's', ARGV[1], 'v', text, 'p', ARGV[8 + i])
   first_cursor = first_cursor or cursor
   first_text = first_text or text
-  if i == noted then
-    local kind, key, value = ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
-    if kind == 'o' then
-      opens[#opens + 1], opens[#opens + 2] = key, value .. cursor .. '\31'
+  local ends = string.find(notes, '\30', at + 1, true) or #notes + 1
+  if ends > at + 1 then
+    local kind = string.sub(notes, at + 1, at + 1)
+    if kind == 's' then
+      redis.call('HSET', KEYS[6], string.sub(notes, at + 3, ends - 1), 1)
     else
-      write_opens()
-    end
-    if kind == 'c' then
-      redis.call('HDEL', KEYS[5], key)
-    elseif kind == 'f' then
-      -- Only the attempt whose tool_call the flag names (value, its cursor; '' for any) and
-      -- only once: an attempt id used again later is another attempt, flagged on its own.
-      local open = redis.call('HGET', KEYS[5], key)
-      if open and string.sub(open, -1) == '\31'
-          and (value == '' or value == string.match(open, '([^\31]*)\31$')) then
-        redis.call('HSET', KEYS[5], key, open .. cursor)
+      -- o, c and f: the attempt id, then (o, f) what follows it
+      local split = string.find(notes, '\31', at + 3, true)
+      if not split or split > ends then split = ends end
+      local key = string.sub(notes, at + 3, split - 1)
+      if kind == 'o' then
+        local size = #opens
+        opens[size + 1] = key
+        opens[size + 2] = string.sub(notes, split + 1, ends - 1) .. '\31' .. ARGV[1] .. '\31'
+            .. cursor .. '\31'
+      else
+        write_opens()
+        if kind == 'c' then
+          redis.call('HDEL', KEYS[5], key)
+        else
+          -- Only the attempt whose tool_call the flag names (its cursor; '' for any) and only
+          -- once: an attempt id used again later is another attempt, flagged on its own.
+          local value = string.sub(notes, split + 1, ends - 1)
+          local open = redis.call('HGET', KEYS[5], key)
+          if open and string.sub(open, -1) == '\31'
+              and (value == '' or value == string.match(open, '([^\31]*)\31$')) then
+            redis.call('HSET', KEYS[5], key, open .. cursor)
+          end
+        end
       end
-    elseif kind == 's' then
-      redis.call('HSET', KEYS[6], key, 1)
     end
-    j = j + 4
-    noted = j < arts and tonumber(ARGV[j]) or 0
   end
+  at = ends
 end
 write_opens()
 if KEYS[9] then
