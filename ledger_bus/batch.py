@@ -35,6 +35,7 @@ from ledger_bus.events import (
     RESERVED_FIELDS,
     attempt_note,
     event_fields,
+    validate_all_given,
     validate_given,
 )
 from ledger_bus.ids import event_id_deriver
@@ -127,10 +128,42 @@ def _given_fields(index: int, raw: object) -> dict[str, Any]:
         elif first["type"] == "extra_forbidden":
             message = f"{raw.get('type')} events have no such field"
         raise InvalidEvent(message, index=index, field=".".join(loc) or None) from None
-    for name, default in _DEFAULT_ITEMS[kind]:
+    _drop_defaults(data)
+    return data
+
+
+def _drop_defaults(data: dict[str, Any]) -> None:
+    """Leave out the fields given with their default value: they are not part of the event's
+    canonical form."""
+    for name, default in _DEFAULT_ITEMS[data["type"]]:
         if name in data and data[name] == default:
             del data[name]
-    return data
+
+
+def _all_given_fields(events: Sequence[object], limits: Limits) -> list[dict[str, Any]]:
+    """`_given_fields` of each event, in one call to the validator when the events are a list
+    of dicts that all validate (the common case); else event by event, which names the first
+    event at fault."""
+    if type(events) is list:
+        try:
+            fields: list[dict[str, Any]] = validate_all_given(events)
+        except ValidationError:
+            pass
+        else:
+            for data in fields:
+                if data["type"] == "mutation" and not RESERVED_FIELDS.isdisjoint(data):
+                    break  # refused by name: see _given_fields
+                _drop_defaults(data)
+            else:
+                return fields
+    fields = []
+    for index, raw in enumerate(events):
+        try:
+            fields.append(_given_fields(index, raw))
+        except InvalidEvent:
+            _checked(fields, limits)  # a fault in an earlier event is the first fault
+            raise
+    return fields
 
 
 def prepare_append(
@@ -149,13 +182,7 @@ def prepare_append(
         raise InvalidEvent(
             f"{len(events)} events in one append; the limit is {limits.max_events_per_append}"
         )
-    fields: list[dict[str, Any]] = []
-    for index, raw in enumerate(events):
-        try:
-            fields.append(_given_fields(index, raw))
-        except InvalidEvent:
-            _checked(fields, limits)  # a fault in an earlier event is the first fault
-            raise
+    fields = _all_given_fields(events, limits)
     digest, moved = _digest(fields, limits)
     derive = event_id_deriver(session_id, stream, append_id)
     for index, data in enumerate(fields):

@@ -122,11 +122,16 @@ def _given_schema(model: type[BaseModel]) -> core_schema.TypedDictSchema:
 # about 0.7 of the cost of making the model (a hundred-event append validates a hundred). Its
 # errors are the models' (same types, same locations). Mutation's after-validator is not part of
 # it: a mutation given as a dict has its reserved fields refused before (batch.py).
-validate_given: Final = SchemaValidator(
-    core_schema.tagged_union_schema(
-        {model.model_fields["type"].default: _given_schema(model) for model in EVENT_MODELS},
-        discriminator="type",
-    )
+_GIVEN: Final = core_schema.tagged_union_schema(
+    {model.model_fields["type"].default: _given_schema(model) for model in EVENT_MODELS},
+    discriminator="type",
+)
+validate_given: Final = SchemaValidator(_GIVEN).validate_python
+# The same for a whole list of events in one call, which spares a hundred-event append a
+# hundred calls into the validator (a fifth of its validation time). Only for a list whose
+# events all validate: the first fault is named event by event (batch.py).
+validate_all_given: Final = SchemaValidator(
+    core_schema.list_schema(_GIVEN, strict=True)
 ).validate_python
 
 

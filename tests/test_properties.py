@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
 import ledger_bus as lb
-from ledger_bus.batch import _given_fields
+from ledger_bus.batch import Limits, _all_given_fields, _given_fields
 from ledger_bus.cli import main
 from ledger_bus.events import (
     EVENT_TYPES,
@@ -184,6 +184,37 @@ def test_the_dict_validator_accepts_and_refuses_what_the_models_do(
     assert given.keys() == raw.keys()
     # What the append keeps (defaults dropped) is what the model gives.
     assert _given_fields(0, raw) == event_fields(model)
+
+
+odd_event = st.builds(
+    lambda kind, changes, drop: {
+        name: value for name, value in {**VALID[kind], **changes}.items() if name not in drop
+    },
+    st.sampled_from(sorted(VALID)),
+    st.dictionaries(st.sampled_from([*FIELDS, "version"]), odd_value, max_size=2),
+    st.sets(st.sampled_from(FIELDS), max_size=1),
+)
+
+
+def _first_fault(fields: Any) -> tuple[Any, ...] | list[dict[str, Any]]:
+    try:
+        return list(fields())
+    except lb.InvalidEvent as err:
+        return (err.index, err.field, str(err))
+
+
+@SETTINGS
+@given(events=st.lists(odd_event | st.sampled_from(list(VALID.values())), min_size=1, max_size=6))
+@example(events=[VALID["message"], {**VALID["mutation"], "version": 1}])  # valid, but refused
+def test_a_list_validated_in_one_call_gives_what_event_by_event_gives(
+    events: list[dict[str, Any]],
+) -> None:
+    """A list of dicts is validated in one call; its fields, or its first fault, are those of
+    the events validated one by one."""
+    one_by_one = _first_fault(lambda: [_given_fields(i, e) for i, e in enumerate(events)])
+    assert _first_fault(lambda: _all_given_fields(events, Limits())) == one_by_one
+    # A tuple of the same events takes the path event by event, to the same answer.
+    assert _first_fault(lambda: _all_given_fields(tuple(events), Limits())) == one_by_one
 
 
 # -- the command line, run in this process through its entry point --------------------------------
