@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import redis.exceptions as rx
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.auth.token import SimpleToken
 
 import ledger_bus as lb
@@ -165,6 +165,26 @@ def test_calls_one_after_another_go_out_on_one_held_connection(redis_url: str) -
         # Taken from the pool once and kept: the pool counts it in use between calls.
         assert len(client.connection_pool._in_use_connections) == 1
         await client.aclose()
+        await probe.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_pool_of_one_connection_is_not_held_from(redis_url: str) -> None:
+    """Given a client whose blocking pool has one connection, calls one after another and other
+    commands between them all get it: holding it would keep it from them."""
+
+    async def main() -> None:
+        probe = Redis.from_url(redis_url)
+        await probe.script_load(ECHO)
+        pool = BlockingConnectionPool.from_url(redis_url, max_connections=1, timeout=1)
+        client = Redis(connection_pool=pool)
+        coalesced = Coalescing(client)
+        for n in range(5):
+            assert await coalesced.evalsha(ECHO_SHA, 0, f"w{n}") == f"w{n}".encode()
+            assert await client.ping()
+        await client.aclose()
+        await pool.disconnect()  # the client was given the pool: it is not the client's to close
         await probe.aclose()
 
     asyncio.run(main())

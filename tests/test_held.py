@@ -72,6 +72,48 @@ def test_threads_each_append_on_a_connection_of_their_own_and_give_it_back(
     assert len(pool._available_connections) >= threads
 
 
+@pytest.mark.parametrize("kind", [redis.ConnectionPool, redis.BlockingConnectionPool])
+def test_a_pool_with_a_cap_is_never_starved_by_threads_holding_its_connections(
+    redis_server: LocalServer, prefix: str, kind: type[redis.ConnectionPool]
+) -> None:
+    """Given a client whose pool hands out at most four connections, when more threads than
+    that have appended and live on, every thread's appends and reads still get a connection:
+    threads hold half the pool at most (redis-py's pools hold 100 unless told otherwise)."""
+    pool = kind.from_url(redis_server.url, max_connections=4, protocol=2)
+    if isinstance(pool, redis.BlockingConnectionPool):
+        pool.timeout = 1
+    store = RedisStore(redis.Redis(connection_pool=pool), prefix=prefix, timeout=3)
+    threads = 6
+    appended, done = threading.Barrier(threads + 1), threading.Event()
+    failures: list[BaseException] = []
+
+    def write(n: int) -> None:
+        try:
+            for version in range(3):
+                ref = lb.StreamId("capped", f"t{n}")
+                store.append(ref, version, f"a{version}", [msg(f"{n}:{version}")])
+        except BaseException as err:
+            failures.append(err)
+        appended.wait()
+        done.wait(10)  # alive, as a worker of a thread pool is between its tasks
+
+    workers = [threading.Thread(target=write, args=(n,)) for n in range(threads)]
+    for worker in workers:
+        worker.start()
+    try:
+        appended.wait(10)
+        assert failures == []
+        # Every thread is alive and has appended: this one still appends and reads.
+        store.append(lb.StreamId("capped", "main"), 0, "a0", [msg("main")])
+        assert len(store.scan_session("capped")) == threads * 3 + 1
+    finally:
+        done.set()
+        for worker in workers:
+            worker.join()
+        store.close()
+        pool.disconnect()  # the client was given the pool: it is not the client's to close
+
+
 def test_a_forked_child_appends_on_its_own_connection_while_the_parent_goes_on(
     store: RedisStore,
 ) -> None:

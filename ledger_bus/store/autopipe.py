@@ -84,7 +84,9 @@ class Coalescing:
         """Each command's reply, or the error it was answered with, sent on the held connection;
         None when that connection is busy with other calls. A failure of the connection itself
         is raised."""
-        if self._held_busy:
+        # Busy; or a pool of one connection, which holding it would keep from every other call
+        # (a store holds one: half of a pool of two, as blocking threads hold half at most).
+        if self._held_busy or getattr(self.client.connection_pool, "max_connections", 0) < 2:
             return None
         self._held_busy = True
         try:

@@ -20,7 +20,11 @@ everything the pool gives a connection still holds:
 - Redis Cluster: the command goes to the node that serves its first key's slot in the client's
   slot map; a MOVED or ASK reply, or a node that cannot be reached, hands it to the cluster
   client, which follows the redirection, or learns the map again after a failover, for the
-  next call.
+  next call;
+- a pool's cap (`max_connections`, 100 by default): threads hold at most half of it between
+  them, so that the commands that take a connection each (reads, the indexes an append
+  updates, threads beyond that half) always find one. A thread that finds that half held
+  sends its commands as redis-py does, a connection each.
 """
 
 from __future__ import annotations
@@ -36,24 +40,61 @@ import redis.exceptions as rx
 _LOST: tuple[type[Exception], ...] = (rx.ConnectionError, OSError)
 
 
-class _Holder:
-    """One thread's connections, by pool; given back to their pools when the thread ends."""
+class _Counts:
+    """How many connections the threads of this process hold, by pool."""
 
     def __init__(self) -> None:
         self.pid = os.getpid()
+        self.held: dict[Any, int] = {}
+        # Reentrant: a holder's finalizer may run (garbage collection) in a thread that is
+        # counting already.
+        self.lock = threading.RLock()
+
+    def take(self, pool: Any) -> bool:
+        """Count one more connection held from `pool`, if it has room for it."""
+        with self.lock:
+            if self.pid != os.getpid():  # a forked child holds none of its parent's
+                self.pid, self.held = os.getpid(), {}
+            held = self.held.get(pool, 0)
+            if held >= getattr(pool, "max_connections", 0) // 2:
+                return False
+            self.held[pool] = held + 1
+            return True
+
+    def give(self, pool: Any, pid: int) -> None:
+        with self.lock:
+            if self.pid == pid and self.held.get(pool, 0) > 0:
+                self.held[pool] -= 1
+
+
+class _Holder:
+    """One thread's connections, by pool; given back to their pools when the thread ends."""
+
+    def __init__(self, counts: _Counts) -> None:
+        self.pid = os.getpid()
+        self.counts = counts
         self.connections: dict[Any, Any] = {}  # by pool
 
     def hold(self, pool: Any) -> Any:
-        connection = pool.get_connection()
+        """A connection of `pool` for this thread to keep, or None when the pool's half that
+        threads may hold is held."""
+        if not self.counts.take(pool):
+            return None  # asked again at the next command: a thread may have given one back
+        try:
+            connection = pool.get_connection()
+        except BaseException:
+            self.counts.give(pool, self.pid)
+            raise
         self.connections[pool] = connection
         # The holder goes with its thread (threading.local); its connections go back then.
-        weakref.finalize(self, _give_back, pool, connection, self.pid)
+        weakref.finalize(self, _give_back, pool, connection, self.pid, self.counts)
         return connection
 
 
-def _give_back(pool: Any, connection: Any, pid: int) -> None:
+def _give_back(pool: Any, connection: Any, pid: int, counts: _Counts) -> None:
     if os.getpid() == pid:
         pool.release(connection)
+        counts.give(pool, pid)
 
 
 class HeldConnections:
@@ -64,6 +105,7 @@ class HeldConnections:
         self.client = client
         self._cluster = hasattr(client, "nodes_manager")
         self._local = threading.local()
+        self._counts = _Counts()
 
     def execute(self, key: str, *args: Any) -> Any:
         """Run the command `args`, whose first key is `key`, and return its reply."""
@@ -71,6 +113,8 @@ class HeldConnections:
         if pool is None:  # the slot map has no node for the key yet: the client finds it
             return self.client.execute_command(*args)
         connection, reused = self._connection(pool)
+        if connection is None:  # the pool has no room for one more held connection
+            return self.client.execute_command(*args)
         try:
             return self._send(connection, args)
         except (rx.MovedError, rx.AskError):
@@ -106,11 +150,12 @@ class HeldConnections:
         return node.redis_connection.connection_pool
 
     def _connection(self, pool: Any) -> tuple[Any, bool]:
-        """This thread's connection to `pool`'s server, and whether it was held before."""
+        """This thread's connection to `pool`'s server (None: it holds none), and whether it
+        was held before."""
         holder: _Holder | None = getattr(self._local, "holder", None)
         if holder is None or holder.pid != os.getpid():
             # A child process leaves its parent's connections alone: they are the parent's.
-            holder = self._local.holder = _Holder()
+            holder = self._local.holder = _Holder(self._counts)
         connection = holder.connections.get(pool)
         if connection is None:
             return holder.hold(pool), False
