@@ -7,6 +7,11 @@
    headless Chromium (a browser context each: ten viewers), against the delay from the same
    append to its line from `ledger-bus tail --follow`, both measured in the same run. Target:
    within 2x. BENCH_UI_PAGES=N opens N pages instead.
+3. The same delay with the view replaced by a bare server (asyncio streams, one XREAD BLOCK on
+   the session log, a row of pre-escaped text written to every open stream at once, a page that
+   only appends it): what the machine itself costs to bring a row to that many pages, whatever
+   the server does. Where this alone passes 2x `tail --follow`'s delay, no view can meet the
+   target on the machine.
 
     python scripts/bench_ui.py            # 15 rounds, 40 appends
     python scripts/bench_ui.py --quick    # 5 rounds, 15 appends
@@ -15,6 +20,8 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import html
 import json
 import os
 import shutil
@@ -26,15 +33,19 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
+import msgpack
+import redis.asyncio
 from playwright.sync_api import sync_playwright
 
 import ledger_bus as lb
 from ledger_bus.server import LocalServer, free_port
+from ledger_bus.store.keys import Keys
+from ledger_bus.store.redis import Entries
 from tests.test_ui_browser import FLAGS
 
 PAGES_OPEN = int(os.environ.get("BENCH_UI_PAGES", "10"))
@@ -43,12 +54,65 @@ PAGES_OPEN = int(os.environ.get("BENCH_UI_PAGES", "10"))
 SPACING = float(os.environ.get("BENCH_UI_SPACING", "0.5"))
 
 
+BARE_PAGE = b"""<!doctype html><html><body><span id="live">connecting</span>
+<table id="timeline"><tbody></tbody></table><script>
+const body = document.querySelector("#timeline tbody");
+const source = new EventSource("/live");
+source.onopen = function () { document.getElementById("live").className = "on"; };
+source.addEventListener("row", function (message) {
+  const holder = document.createElement("tbody");
+  holder.innerHTML = message.data;
+  body.appendChild(holder.firstElementChild);
+});
+</script></body></html>"""
+
+
+async def bare_server(port: int, url: str) -> None:
+    """The least a server can do to bring a session's new rows to open pages: one wait on the
+    session log, each row written to every open stream at once."""
+    streams: set[asyncio.StreamWriter] = set()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        request = await reader.readuntil(b"\r\n\r\n")
+        if request.startswith(b"GET /live"):
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                b"Cache-Control: no-cache\r\n\r\n"
+            )
+            await writer.drain()
+            streams.add(writer)
+            return
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(BARE_PAGE), BARE_PAGE)
+        )
+        await writer.drain()
+        writer.close()
+
+    # redis-py cuts a read short after 5 s unless told otherwise; the wait here is 1 s at most.
+    client = redis.asyncio.Redis.from_url(url, protocol=2, socket_timeout=10)
+    log = Keys().log("live")
+    async with await asyncio.start_server(serve, "127.0.0.1", port):
+        last: bytes | str = "$"
+        while True:
+            found = cast(list[tuple[bytes, Entries]], await client.xread({log: last}, block=1000))
+            for _key, entries in found:
+                for entry_id, fields in entries:
+                    last = entry_id
+                    text = html.escape(str(msgpack.unpackb(fields[b"p"]).get("body")))
+                    message = f'event: row\ndata: <tr><td class="text">{text}</td></tr>\n\n'
+                    for writer in list(streams):
+                        writer.write(message.encode())
+
+
 @contextmanager
-def view(url: str) -> Iterator[str]:
-    """`ledger-bus ui` on a free port, serving `url`."""
+def view(url: str, bare: bool = False) -> Iterator[str]:
+    """`ledger-bus ui` on a free port, serving `url`; or, `bare`, the bare server."""
     port = free_port()
     env = {**os.environ, "LEDGER_BUS_URL": url}
     command = [sys.executable, "-m", "ledger_bus", "ui", "--port", str(port)]
+    if bare:
+        command = [sys.executable, __file__, "--bare-server", str(port), url]
     proc = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
@@ -145,7 +209,9 @@ def append_and_wait(
     return delays
 
 
-def page_delays(base: str, store: lb.EventStore, appends: int) -> tuple[list[float], list[float]]:
+def page_delays(
+    base: str, store: lb.EventStore, appends: int, tag: str = "page"
+) -> tuple[list[float], list[float]]:
     """Seconds from each append to its row: in the median page of those open, and in the
     last page to show it."""
     spread: list[float] = []
@@ -177,7 +243,7 @@ def page_delays(base: str, store: lb.EventStore, appends: int) -> tuple[list[flo
             spread.append(max(times) - middle)
             return middle
 
-        delays = append_and_wait(store, appends, "page", arrived, SPACING)
+        delays = append_and_wait(store, appends, tag, arrived, SPACING)
         browser.close()
     return delays, [d + extra for d, extra in zip(delays, spread, strict=True)]
 
@@ -197,6 +263,8 @@ def main(rounds: int, appends: int) -> None:
             warm, cold = page_times(base, rounds)
             follow = follow_delays(server, store, appends)
             shown, last = page_delays(base, store, appends)
+        with view(server.url, bare=True) as base:
+            bare, bare_last = page_delays(base, store, appends, "bare")
         store.close()
     print(f"server: {server.binary}")
     print(
@@ -215,10 +283,20 @@ def main(rounds: int, appends: int) -> None:
         f" append to line, tail --follow: {f * 1000:.1f} ms"
         f"   ratio {s / f:.2f}x  (target <= 2x), last page {slowest / f:.2f}x"
     )
+    b, b_slowest = statistics.median(bare), statistics.median(bare_last)
+    print(
+        f"  the same, a bare server in place of the view: {b * 1000:.1f} ms (the median page),"
+        f" {b_slowest * 1000:.1f} ms (the last page)   ratio {b / f:.2f}x, last page"
+        f" {b_slowest / f:.2f}x: what {PAGES_OPEN} pages cost this machine, whatever the server"
+    )
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="5 rounds, 15 appends")
+    parser.add_argument("--bare-server", nargs=2, metavar=("PORT", "URL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.bare_server:
+        asyncio.run(bare_server(int(args.bare_server[0]), args.bare_server[1]))
+        sys.exit(0)
     main(5 if args.quick else 15, 15 if args.quick else 40)
