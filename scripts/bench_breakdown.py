@@ -1,9 +1,14 @@
-"""Where a single-event append's time goes, against one raw XADD round trip, in one run.
+"""Where a single-event append's time goes, against one raw XADD round trip, in one run; and
+where a 100-event append's goes, against 100 pipelined XADDs.
 
 Prints: the client-side time of the append script called with prepared arguments, of a script
 that returns at once with the same arguments, and of one XADD; how long preparing one event
 takes in a tight loop and right after a round trip; and the script's server time with each of
-its parts left out in turn (INFO commandstats). docs/performance.md explains the figures.
+its parts left out in turn (INFO commandstats). Then, for 100 tool calls with fresh attempt ids:
+the whole append, the script call alone with its arguments prepared, the preparation alone, and
+the preparation's floor, the libraries' own calls that it makes (one validation of the list,
+one orjson, one sha256, a sha1 per event id, ormsgpack per event) with none of the Python
+around them; against 100 pipelined XADDs. docs/performance.md explains the figures.
 
     python scripts/bench_breakdown.py
 """
@@ -17,11 +22,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import orjson
+import ormsgpack
 import redis
 from bench import PAYLOAD, tool_call
 
 from ledger_bus.batch import Limits, PreparedAppend, prepare_append
-from ledger_bus.ids import StreamId
+from ledger_bus.ids import ANY, StreamId
 from ledger_bus.server import LocalServer
 from ledger_bus.store.redis import RedisStore, _script
 from ledger_bus.store.replication import LuaScript
@@ -93,6 +100,90 @@ def caller(
     return call
 
 
+def batch_parts() -> None:
+    """The 100-event append's parts, in alternating rounds, each against the same raw side."""
+    from pydantic_core import SchemaValidator, core_schema
+
+    from ledger_bus.events import EVENT_MODELS, _given_schema
+
+    each = core_schema.tagged_union_schema(
+        {model.model_fields["type"].default: _given_schema(model) for model in EVENT_MODELS},
+        discriminator="type",
+    )
+    validate = SchemaValidator(core_schema.list_schema(each, strict=True)).validate_python
+    rounds, calls = 12, 25
+    with LocalServer(appendonly=False) as server:
+        client = redis.Redis(port=server.port, protocol=2)
+        store = RedisStore(redis.Redis(port=server.port, protocol=2), prefix="batch")
+        limits = Limits()
+        made = [
+            [tool_call(k * 100 + i) for i in range(100)]
+            for k in range(rounds * calls * 4 + calls * 4)
+        ]
+        prepared = [prepare_append("c", "one", f"c{k}", made[k], limits) for k in range(len(made))]
+        count = iter(range(len(made)))
+        ref, script = StreamId("b", "one"), _script("append")
+        keys = store._keys_of(StreamId("c", "one"))
+
+        def raw() -> None:
+            pipe = client.pipeline(transaction=False)
+            for _ in range(100):
+                pipe.xadd("raw:batch", {"p": PAYLOAD})
+            pipe.execute()
+
+        def append() -> None:
+            k = next(count)
+            store.append(ref, ANY, f"b{k}", made[k])
+
+        def script_alone() -> None:
+            k = next(count)
+            args = store.append_args(StreamId("c", "one"), None, f"c{k}", prepared[k])
+            store.run_op(store._evalsha(script, keys, args))
+
+        def preparation() -> None:
+            k = next(count)
+            prepare_append("p", "one", f"p{k}", made[k], limits)
+
+        def floor() -> None:
+            k = next(count)
+            fields = validate(made[k])
+            hashlib.sha256(orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)).digest()
+            common = hashlib.sha1(b"p\x1fone\x1fx\x1f", usedforsecurity=False)
+            for i, data in enumerate(fields):
+                state = common.copy()
+                state.update(b"%d" % i)
+                data["event_id"] = state.hexdigest()
+            [ormsgpack.packb(data) for data in fields]
+
+        parts = {
+            "100 pipelined XADDs (raw)": raw,
+            "store.append of 100 tool calls": append,
+            "its script call, arguments prepared": script_alone,
+            "its preparation (prepare_append)": preparation,
+            "the preparation's floor: library calls only": floor,
+        }
+        samples: dict[str, list[float]] = {name: [] for name in parts}
+        for _ in range(rounds):
+            for name, fn in parts.items():
+                gc.collect()
+                start = time.perf_counter()
+                for _ in range(calls):
+                    fn()
+                samples[name].append((time.perf_counter() - start) / calls * 1e6)
+        client.config_resetstat()
+        for _ in range(calls):
+            script_alone()
+        server_us = float(client.info("commandstats")["cmdstat_evalsha"]["usec_per_call"])
+        print("a 100-event append, medians of alternating rounds:")
+        for name, found in samples.items():
+            print(f"  {name:<46} {statistics.median(found):7.0f} us")
+        print(f"  {'server time of the script call':<46} {server_us:7.0f} us")
+        budget = statistics.median(samples["100 pipelined XADDs (raw)"]) / 0.8
+        print(f"  {'the whole append, for 0.8x of the raw side':<46} {budget:7.0f} us at most")
+        store.close()
+        client.close()
+
+
 def main() -> None:
     with LocalServer(appendonly=False) as server:
         client = redis.Redis(port=server.port)
@@ -157,3 +248,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    batch_parts()
