@@ -82,8 +82,8 @@ class Coalescing:
 
     async def _on_held(self, commands: list[Command]) -> list[Any] | None:
         """Each command's reply, or the error it was answered with, sent on the held connection;
-        None when that connection is busy with other calls. A failure of the connection itself
-        is raised."""
+        None when that connection is busy with other calls, or when the pool has one connection
+        only. A failure of the connection itself is raised."""
         # Busy; or a pool of one connection, which holding it would keep from every other call
         # (a store holds one: half of a pool of two, as blocking threads hold half at most).
         if self._held_busy or getattr(self.client.connection_pool, "max_connections", 0) < 2:
