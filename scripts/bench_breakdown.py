@@ -19,7 +19,7 @@ import gc
 import hashlib
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -68,16 +68,18 @@ VARIANTS = {
 }
 
 
-def per_call_us(fns: dict[str, Callable[[], object]]) -> dict[str, float]:
+def per_call_us(
+    fns: Mapping[str, Callable[[], object]], rounds: int = ROUNDS, calls: int = CALLS
+) -> dict[str, float]:
     """Median microseconds per call of each function, over alternating rounds."""
     samples: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(ROUNDS):
+    for _ in range(rounds):
         for name, fn in fns.items():
             gc.collect()
             start = time.perf_counter()
-            for _ in range(CALLS):
+            for _ in range(calls):
                 fn()
-            samples[name].append((time.perf_counter() - start) / CALLS * 1e6)
+            samples[name].append((time.perf_counter() - start) / calls * 1e6)
     return {name: statistics.median(found) for name, found in samples.items()}
 
 
@@ -162,23 +164,16 @@ def batch_parts() -> None:
             "its preparation (prepare_append)": preparation,
             "the preparation's floor: library calls only": floor,
         }
-        samples: dict[str, list[float]] = {name: [] for name in parts}
-        for _ in range(rounds):
-            for name, fn in parts.items():
-                gc.collect()
-                start = time.perf_counter()
-                for _ in range(calls):
-                    fn()
-                samples[name].append((time.perf_counter() - start) / calls * 1e6)
+        timings = per_call_us(parts, rounds, calls)
         client.config_resetstat()
         for _ in range(calls):
             script_alone()
         server_us = float(client.info("commandstats")["cmdstat_evalsha"]["usec_per_call"])
         print("a 100-event append, medians of alternating rounds:")
-        for name, found in samples.items():
-            print(f"  {name:<46} {statistics.median(found):7.0f} us")
+        for name, us in timings.items():
+            print(f"  {name:<46} {us:7.0f} us")
         print(f"  {'server time of the script call':<46} {server_us:7.0f} us")
-        budget = statistics.median(samples["100 pipelined XADDs (raw)"]) / 0.8
+        budget = timings["100 pipelined XADDs (raw)"] / 0.8
         print(f"  {'the whole append, for 0.8x of the raw side':<46} {budget:7.0f} us at most")
         store.close()
         client.close()
