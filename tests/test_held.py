@@ -4,6 +4,7 @@ server dropped, Redis Cluster's redirections), and idempotency records in either
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import os
 import threading
@@ -16,6 +17,7 @@ import redis
 from redis.auth.token import SimpleToken
 
 import ledger_bus as lb
+from ledger_bus import aio
 from ledger_bus.server import LocalCluster, LocalServer
 from ledger_bus.store.redis import RedisStore
 from tests.support.events import call, msg
@@ -112,6 +114,24 @@ def test_a_pool_with_a_cap_is_never_starved_by_threads_holding_its_connections(
             worker.join()
         store.close()
         pool.disconnect()  # the client was given the pool: it is not the client's to close
+
+
+def test_the_urls_max_connections_sizes_the_pool_of_either_driver(
+    redis_server: LocalServer, prefix: str
+) -> None:
+    """docs/deploy.md, "Connections": a process that waits for many agents at once raises the
+    pool's cap in the URL, for the blocking store and the asyncio one alike."""
+    url = f"{redis_server.url}?max_connections=500"
+    with lb.connect(url, prefix=prefix) as store:
+        assert isinstance(store, RedisStore)
+        assert store.client.connection_pool.max_connections == 500
+
+    async def main() -> int:
+        async with await aio.connect(url, prefix=prefix) as opened:
+            assert opened.client is not None
+            return int(opened.client.connection_pool.max_connections)
+
+    assert asyncio.run(main()) == 500
 
 
 def test_a_forked_child_appends_on_its_own_connection_while_the_parent_goes_on(
