@@ -128,8 +128,9 @@ _GIVEN: Final = core_schema.tagged_union_schema(
 )
 validate_given: Final = SchemaValidator(_GIVEN).validate_python
 # The same for a whole list of events in one call, which spares a hundred-event append a
-# hundred calls into the validator (a fifth of its validation time). Only for a list whose
-# events all validate: the first fault is named event by event (batch.py).
+# hundred calls into the validator and the Python around each (its validation 215 against 174
+# us in one run). Only for a list whose events all validate: the first fault is named event by
+# event (batch.py).
 validate_all_given: Final = SchemaValidator(
     core_schema.list_schema(_GIVEN, strict=True)
 ).validate_python

@@ -44,6 +44,9 @@ class Coalescing:
         self._sending: set[asyncio.Task[None]] = set()  # kept: the loop holds tasks weakly
         self._held: Any = None  # the connection calls go out on while it is free
         self._held_busy = False
+        # Never from a pool of one connection, which holding would keep from every other call
+        # (a store holds one: half of a pool of two, as blocking threads hold half at most).
+        self._holdable = getattr(client.connection_pool, "max_connections", 0) >= 2
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.client, name)
@@ -84,9 +87,7 @@ class Coalescing:
         """Each command's reply, or the error it was answered with, sent on the held connection;
         None when that connection is busy with other calls, or when the pool has one connection
         only. A failure of the connection itself is raised."""
-        # Busy; or a pool of one connection, which holding it would keep from every other call
-        # (a store holds one: half of a pool of two, as blocking threads hold half at most).
-        if self._held_busy or getattr(self.client.connection_pool, "max_connections", 0) < 2:
+        if self._held_busy or not self._holdable:
             return None
         self._held_busy = True
         try:

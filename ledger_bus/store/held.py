@@ -61,9 +61,10 @@ class _Counts:
             self.held[pool] = held + 1
             return True
 
-    def give(self, pool: Any, pid: int) -> None:
+    def give(self, pool: Any) -> None:
+        """Count one connection held from `pool` given back, in the process that took it."""
         with self.lock:
-            if self.pid == pid and self.held.get(pool, 0) > 0:
+            if self.held.get(pool, 0) > 0:
                 self.held[pool] -= 1
 
 
@@ -83,7 +84,7 @@ class _Holder:
         try:
             connection = pool.get_connection()
         except BaseException:
-            self.counts.give(pool, self.pid)
+            self.counts.give(pool)
             raise
         self.connections[pool] = connection
         # The holder goes with its thread (threading.local); its connections go back then.
@@ -92,9 +93,9 @@ class _Holder:
 
 
 def _give_back(pool: Any, connection: Any, pid: int, counts: _Counts) -> None:
-    if os.getpid() == pid:
+    if os.getpid() == pid:  # a forked child's counts are its own, begun afresh
         pool.release(connection)
-        counts.give(pool, pid)
+        counts.give(pool)
 
 
 class HeldConnections:
