@@ -66,10 +66,24 @@ def _bindable(port: int) -> bool:
         return True
 
 
+def _ephemeral_low() -> int:
+    """The lowest port the kernel hands out to connections that bind none (Linux default 32768)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_cluster_port() -> int:
-    """A free port whose cluster bus port (port + 10000) is free too, as cluster nodes need."""
+    """A free port whose cluster bus port (port + 10000) is free too, as cluster nodes need.
+
+    Both ports come from below the kernel's ephemeral range: a port in that range can be taken
+    by any outgoing connection between this check and the node's bind, and a node that cannot
+    bind its bus port exits.
+    """
+    top = max(_ephemeral_low() - 10001, 10001)
     for _ in range(1000):
-        port = random.randint(20000, 55535)
+        port = random.randint(10000, top)
         if _bindable(port) and _bindable(port + 10000):
             return port
     raise BackendUnavailable("no free pair of loopback ports for a cluster node")
@@ -91,9 +105,13 @@ class LocalServer:
         config_file: str | None = None,
         extra: list[str] | None = None,
         binary: str | None = None,
+        pick_port: Callable[[], int] = free_port,
     ):
         self.binary = binary or find_server_binary()
-        self.port = port or free_port()
+        # A port picked here was free when picked, not when the server binds it: until the
+        # server has answered once, a lost race for it is retried on a fresh port.
+        self._pick_port = None if port else pick_port
+        self.port = port or pick_port()
         self._own_dir = directory is None
         self.directory = directory or tempfile.mkdtemp(prefix="ledger-bus-redis-")
         self.appendonly = appendonly
@@ -106,6 +124,20 @@ class LocalServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, wait: float = 10.0) -> LocalServer:
+        for _ in range(self._BIND_TRIES - 1):
+            try:
+                return self._start(wait)
+            except BackendUnavailable as err:
+                if self._pick_port is None or "Address already in use" not in str(err):
+                    raise
+                for name in ("stderr.log", "server.log"):  # so a later failure reads its own
+                    Path(self.directory, name).unlink(missing_ok=True)
+                self.port = self._pick_port()
+        return self._start(wait)
+
+    _BIND_TRIES = 5
+
+    def _start(self, wait: float) -> LocalServer:
         args = [self.binary]
         if self.config_file:
             args.append(self.config_file)
@@ -137,6 +169,7 @@ class LocalServer:
             while True:
                 try:
                     if client.ping():
+                        self._pick_port = None  # answered: restarts keep this port
                         return self
                 except redis.exceptions.BusyLoadingError:
                     pass
@@ -198,7 +231,7 @@ class LocalCluster:
     def __init__(self, size: int = 3, replicas: int = 0):
         def node() -> LocalServer:
             return LocalServer(
-                port=free_cluster_port(),
+                pick_port=free_cluster_port,
                 appendonly=False,
                 extra=["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"],
             )
