@@ -134,6 +134,27 @@ def test_the_urls_max_connections_sizes_the_pool_of_either_driver(
     assert asyncio.run(main()) == 500
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://127.0.0.1:1/0?max_connections=many",
+        "redis+cluster://127.0.0.1:1/0?max_connections=many",
+        "redis+sentinel://127.0.0.1:1/ledger/0?max_connections=many",
+        "redis+sentinel://127.0.0.1:1/ledger/0?max_connections=-3",
+    ],
+)
+def test_a_cap_that_is_no_number_is_invalid_input_for_either_driver(url: str) -> None:
+    # Refused as the URL is read, before any connection is tried (nothing listens on port 1).
+    with pytest.raises(lb.InvalidInput, match="max_connections"):
+        lb.connect(url, timeout=0.5)
+
+    async def main() -> None:
+        await aio.connect(url, timeout=0.5)
+
+    with pytest.raises(lb.InvalidInput, match="max_connections"):
+        asyncio.run(main())
+
+
 def test_a_forked_child_appends_on_its_own_connection_while_the_parent_goes_on(
     store: RedisStore,
 ) -> None:

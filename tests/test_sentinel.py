@@ -3,6 +3,7 @@ under writers, and the store following Sentinel to the promoted replica."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +12,9 @@ import pytest
 import redis
 
 import ledger_bus as lb
+from ledger_bus import aio
 from ledger_bus.server import LocalServer
+from ledger_bus.store.redis import RedisStore
 from tests.support.events import msg
 from tests.support.helpers import Writers
 
@@ -75,11 +78,22 @@ def watched(tmp_path: Path) -> Iterator[Watched]:
 
 
 def test_a_sentinel_url_reaches_the_primary_it_names(watched: Watched) -> None:
-    with lb.connect(watched.url + "?durability=replicas:1") as store:
+    with lb.connect(watched.url + "?durability=replicas:1&max_connections=7") as store:
         result = store.append(lb.StreamId("s", "main"), 0, "a1", [msg("via sentinel")])
+        assert isinstance(store, RedisStore)
+        # docs/deploy.md, "Connections": the URL's cap reaches the primary's pool here too.
+        assert store.client.connection_pool.max_connections == 7
     assert result.replicas == 1
+
+    async def main() -> int:
+        async with await aio.connect(watched.url + "?max_connections=9") as opened:
+            await opened.append(lb.StreamId("s", "main"), 1, "a2", [msg("via sentinel, async")])
+            assert opened.client is not None
+            return int(opened.client.connection_pool.max_connections)
+
+    assert asyncio.run(main()) == 9
     with lb.connect(watched.primary.url) as direct:
-        assert direct.stream_version(lb.StreamId("s", "main")) == 1
+        assert direct.stream_version(lb.StreamId("s", "main")) == 2
 
 
 def test_a_bad_sentinel_url_is_invalid_input() -> None:
@@ -116,3 +130,39 @@ def test_writers_go_on_through_a_sentinel_failover_and_lose_nothing_acknowledged
     with lb.connect(watched.replica.url) as promoted:
         writers.assert_kept_in(promoted)
     assert writers.unconfirmed > 0, "no append met the moment with no replica attached"
+
+
+def test_closing_a_store_closes_its_connections_to_the_sentinels(watched: Watched) -> None:
+    """A process that opens and closes stores (a CLI call each, a web request each) leaves
+    nothing open on the sentinels, with either driver."""
+
+    def on_sentinels() -> int:
+        total = 0
+        for sentinel in watched.sentinels:
+            with redis.Redis(port=sentinel.port) as client:
+                total += int(client.info("clients")["connected_clients"])
+        return total
+
+    def settles_at(count: int) -> bool:
+        deadline = time.monotonic() + 5
+        while on_sentinels() != count:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    before = on_sentinels()
+    store = lb.connect(watched.url)
+    store.append(lb.StreamId("s", "main"), lb.ANY, "b1", [msg("blocking")])
+    assert on_sentinels() > before
+    store.close()
+    assert settles_at(before)
+
+    async def main() -> None:
+        opened = await aio.connect(watched.url)
+        await opened.append(lb.StreamId("s", "main"), lb.ANY, "b2", [msg("asyncio")])
+        assert on_sentinels() > before
+        await opened.aclose()
+        assert settles_at(before)
+
+    asyncio.run(main())

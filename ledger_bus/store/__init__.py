@@ -93,7 +93,7 @@ def _open(
         from redis.cluster import RedisCluster
         from redis.retry import Retry
 
-        from ledger_bus.store.connection import open_cluster, open_sentinel
+        from ledger_bus.store.connection import open_cluster, open_sentinel, parsed
         from ledger_bus.store.redis import RedisStore
 
         options = redis_options(timeout, level)
@@ -104,7 +104,7 @@ def _open(
         elif scheme.endswith("+sentinel"):
             client = open_sentinel(url, options)
         else:
-            client = redis.Redis.from_url(url, health_check_interval=30, **options)
+            client = parsed(lambda: redis.Redis.from_url(url, health_check_interval=30, **options))
         settings = redis_settings(options, prefix, limits, timeout, level)
         if archive:
             from ledger_bus.store.tiered import TieredStore

@@ -50,6 +50,7 @@ from ledger_bus.store import (
 )
 from ledger_bus.store.autopipe import Coalescing
 from ledger_bus.store.base import DEFAULT_DEDUP_WINDOW_MS, PAGE, EventStore
+from ledger_bus.store.connection import sentinels_of
 from ledger_bus.store.ops import Op, call, run_async
 
 if TYPE_CHECKING:
@@ -410,6 +411,8 @@ class AsyncStore:
         """Release connections; the store is not used afterwards."""
         if self.client is not None:
             await self.client.aclose()
+            for sentinel in sentinels_of(self.client):
+                await sentinel.aclose()
         elif self.bridged:
             await _bridge(self._close)
         else:
@@ -461,7 +464,7 @@ async def open_async(
     from redis.asyncio.sentinel import Sentinel
     from redis.backoff import NoBackoff
 
-    from ledger_bus.store.connection import cluster_failure, open_sentinel, redis_retried
+    from ledger_bus.store.connection import cluster_failure, open_sentinel, parsed, redis_retried
     from ledger_bus.store.redis import RedisStore
 
     url, level = split_durability(url, durability)
@@ -469,7 +472,7 @@ async def open_async(
     options["retry"] = Retry(NoBackoff(), 0)  # the store retries, to a deadline of its own
     client: Any
     if scheme.endswith("+cluster"):
-        client = RedisCluster.from_url(url.replace("+cluster", "", 1), **options)
+        client = parsed(lambda: RedisCluster.from_url(url.replace("+cluster", "", 1), **options))
         settings = client.nodes_manager.connection_kwargs
         settings["connection_class"] = packing_in_c(settings["connection_class"])
         for node in client.nodes_manager.startup_nodes.values():
@@ -488,7 +491,7 @@ async def open_async(
         if scheme.endswith("+sentinel"):
             client = open_sentinel(url, options, Sentinel)
         else:
-            client = Redis.from_url(url, health_check_interval=30, **options)
+            client = parsed(lambda: Redis.from_url(url, health_check_interval=30, **options))
         pool = client.connection_pool
         pool.connection_class = packing_in_c(pool.connection_class)
     core = RedisStore(client, **redis_settings(options, prefix, limits, timeout, level))

@@ -66,13 +66,22 @@ def _final(err: Exception) -> LedgerError | None:
     return refusal(err)
 
 
+def parsed(make: Callable[[], T]) -> T:
+    """`make()`, which builds a client from a URL: a bad value in the URL's query (redis-py
+    raises ValueError, "Invalid value for 'max_connections' in connection URL.") is bad input."""
+    try:
+        return make()
+    except ValueError as err:
+        raise InvalidInput(str(err)) from None
+
+
 def open_cluster(url: str, options: dict[str, Any], timeout: float) -> RedisCluster:
     """A cluster client, which reads the slot map as it is built: retried like any call until
     `timeout`, and refused at once when the node answers that it is not in cluster mode."""
 
     def build() -> RedisCluster:
         try:
-            return RedisCluster.from_url(url, **options)
+            return parsed(lambda: RedisCluster.from_url(url, **options))
         except rx.RedisClusterException as err:
             raise cluster_failure(err, url) from err
 
@@ -93,8 +102,9 @@ def cluster_failure(err: rx.RedisClusterException, url: str) -> Exception:
 def open_sentinel(url: str, options: dict[str, Any], sentinel_class: Any = None) -> Any:
     """A client of the primary that Sentinel names: `redis+sentinel://H:P,H2:P2/MASTER/DB`
     (`rediss+sentinel://` for TLS to the data nodes; user and password in the URL are the data
-    nodes', `?sentinel_password=` the sentinels'). After a failover, the next connection it makes
-    asks the sentinels again, so the store's retries find the new primary."""
+    nodes', `?sentinel_password=` the sentinels', and `?max_connections=` caps the primary's
+    pool as on redis:// URLs). After a failover, the next connection it makes asks the sentinels
+    again, so the store's retries find the new primary."""
     from redis.sentinel import Sentinel
 
     kind = sentinel_class or Sentinel  # redis.asyncio.sentinel.Sentinel for an asyncio client
@@ -116,9 +126,22 @@ def open_sentinel(url: str, options: dict[str, Any], sentinel_class: Any = None)
         data["password"] = unquote(parts.password)
     if parts.scheme.startswith("rediss"):
         data["ssl"] = True
+    if "max_connections" in query:
+        # As redis-py reads it from a redis:// URL: an integer, 0 for no cap.
+        cap = query["max_connections"]
+        if not cap.isdigit():
+            raise InvalidInput("Invalid value for 'max_connections' in connection URL.")
+        data["max_connections"] = int(cap)
     timeouts = {k: options[k] for k in ("socket_timeout", "socket_connect_timeout")}
     if "sentinel_password" in query:
         timeouts["password"] = query["sentinel_password"]
     sentinel = kind(hosts, sentinel_kwargs=timeouts, **timeouts)
     db = int(names[1]) if len(names) == 2 else 0
     return sentinel.master_for(names[0], db=db, **data)
+
+
+def sentinels_of(client: Any) -> list[Any]:
+    """The clients of the sentinels that `client`, from open_sentinel, asks for its primary:
+    closing `client` closes its pool of the primary's connections, not theirs."""
+    manager = getattr(getattr(client, "connection_pool", None), "sentinel_manager", None)
+    return list(manager.sentinels) if manager is not None else []

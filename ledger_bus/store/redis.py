@@ -57,7 +57,7 @@ from ledger_bus.store.base import (
     dead_letter_fields,
     parse_open,
 )
-from ledger_bus.store.connection import redis_retried, refusal
+from ledger_bus.store.connection import redis_retried, refusal, sentinels_of
 from ledger_bus.store.held import HeldConnections
 from ledger_bus.store.keys import Keys
 from ledger_bus.store.ops import Op, Request, call, run
@@ -1451,3 +1451,5 @@ class RedisStore(EventStore):
 
     def close(self) -> None:
         self.client.close()
+        for sentinel in sentinels_of(self.client):
+            sentinel.close()
