@@ -14,6 +14,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from pathlib import Path
 from types import TracebackType
 
 import psycopg
@@ -45,8 +46,12 @@ def postgres_bin() -> str:
 class LocalPostgres:
     """initdb, then postgres on 127.0.0.1:`port`; `url` names its database `ledger`."""
 
-    def __init__(self, port: int | None = None, fsync: bool = True):
-        self.port = port or free_port()
+    def __init__(
+        self, port: int | None = None, fsync: bool = True, pick_port: Callable[[], int] = free_port
+    ):
+        # As LocalServer's: a port picked here is picked again if it is lost before the bind.
+        self._pick_port = None if port else pick_port
+        self.port = port or pick_port()
         self.fsync = fsync
         self.bin = postgres_bin()
         self.directory = tempfile.mkdtemp(prefix="ledger-bus-pg-")
@@ -69,6 +74,18 @@ class LocalPostgres:
             raise BackendUnavailable(f"{os.path.basename(args[0])} failed: {done.stderr.strip()}")
 
     def start(self, wait: float = 30.0) -> LocalPostgres:
+        for _ in range(4):
+            try:
+                return self._start(wait)
+            except BackendUnavailable:
+                log = Path(self.directory, "postgres.log")
+                if self._pick_port is None or "Address already in use" not in log.read_text():
+                    raise
+                log.unlink()
+                self.port = self._pick_port()
+        return self._start(wait)
+
+    def _start(self, wait: float) -> LocalPostgres:
         if not os.path.exists(self.data):
             self._run(
                 os.path.join(self.bin, "initdb"),
@@ -104,6 +121,7 @@ class LocalPostgres:
         while True:
             try:
                 self._create_database()
+                self._pick_port = None  # answered: restarts keep this port
                 return self
             except psycopg.OperationalError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:

@@ -6,11 +6,13 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import psycopg
 import pytest
 import redis
 
 from ledger_bus.errors import BackendUnavailable
-from ledger_bus.server import LocalServer, _ephemeral_low, free_cluster_port
+from ledger_bus.pgserver import LocalPostgres
+from ledger_bus.server import LocalServer, _ephemeral_low, free_cluster_port, free_port
 
 CLUSTER = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
 
@@ -38,6 +40,17 @@ def test_a_cluster_node_whose_bus_port_was_taken_after_the_pick_starts_on_anothe
         with server:
             assert server.port != first
             assert redis.Redis(port=server.port).ping()
+
+
+def test_a_postgres_whose_port_was_taken_after_the_pick_starts_on_another() -> None:
+    first = free_port()
+    picks = iter([first])
+    with taken(first):
+        server = LocalPostgres(fsync=False, pick_port=lambda: next(picks, None) or free_port())
+        with server:
+            assert server.port != first
+            with psycopg.connect(server.url) as conn:
+                assert conn.execute("SELECT 1").fetchone() == (1,)
 
 
 def test_a_port_the_caller_named_is_not_swapped_for_another() -> None:
