@@ -8,7 +8,8 @@ its parts left out in turn (INFO commandstats). Then, for 100 tool calls with fr
 the whole append, the script call alone with its arguments prepared, the preparation alone, and
 the preparation's floor, the libraries' own calls that it makes (one validation of the list,
 one orjson, one sha256, a sha1 per event id, ormsgpack per event) with none of the Python
-around them; against 100 pipelined XADDs. docs/performance.md explains the figures.
+around them; against 100 pipelined XADDs. Last, the preparation stage by stage, in a loop and
+right after a round trip. docs/performance.md explains the figures.
 
     python scripts/bench_breakdown.py
 """
@@ -27,9 +28,9 @@ import ormsgpack
 import redis
 from bench import PAYLOAD, tool_call
 
-from ledger_bus.batch import Limits, PreparedAppend, prepare_append
-from ledger_bus.events import validate_all_given
-from ledger_bus.ids import ANY, StreamId
+from ledger_bus.batch import Limits, PreparedAppend, _all_given_fields, _digest, prepare_append
+from ledger_bus.events import attempt_note, validate_all_given
+from ledger_bus.ids import ANY, StreamId, event_id_deriver
 from ledger_bus.server import LocalServer
 from ledger_bus.store.redis import RedisStore, _script
 from ledger_bus.store.replication import LuaScript
@@ -173,6 +174,59 @@ def batch_parts() -> None:
         client.close()
 
 
+def preparation_stages() -> None:
+    """The 100-event preparation stage by stage, in a loop and right after a round trip (100
+    pipelined XADDs, as the raw side sends them): how much the same calls cost an append, whose
+    preparation always runs right after the reply to the one before."""
+    stages = ("validation", "size checks and digest", "event ids", "attempt notes", "msgpack")
+    limits = Limits()
+    with LocalServer(appendonly=False) as server:
+        client = redis.Redis(port=server.port, protocol=2)
+
+        def round_trip() -> None:
+            pipe = client.pipeline(transaction=False)
+            for _ in range(100):
+                pipe.xadd("raw:batch", {"p": PAYLOAD})
+            pipe.execute()
+
+        print("a 100-event append's preparation, stage by stage, medians of alternating blocks:")
+        print(f"  {'':<26} {'in a loop':>10} {'after a round trip':>19}")
+        found: dict[str, dict[str, list[float]]] = {
+            label: {name: [] for name in (*stages, "all")} for label in ("loop", "after")
+        }
+        k = 0
+        for block in range(40):  # alternating blocks of 50, the first 10 of each not counted
+            label = "after" if block % 2 else "loop"
+            for i in range(50):
+                if label == "after":
+                    round_trip()
+                k += 1
+                events = [tool_call(k * 100 + j) for j in range(100)]
+                marks = [time.perf_counter_ns()]
+                fields = _all_given_fields(events, limits)
+                marks.append(time.perf_counter_ns())
+                _digest(fields, limits)
+                marks.append(time.perf_counter_ns())
+                derive = event_id_deriver("p", "one", f"p{k}")
+                for index, data in enumerate(fields):
+                    data["event_id"] = derive(index)
+                marks.append(time.perf_counter_ns())
+                [attempt_note(data) for data in fields]
+                marks.append(time.perf_counter_ns())
+                [ormsgpack.packb(data) for data in fields]
+                marks.append(time.perf_counter_ns())
+                if i >= 10:
+                    taken = found[label]
+                    for name, start, end in zip(stages, marks, marks[1:], strict=False):
+                        taken[name].append((end - start) / 1000)
+                    taken["all"].append((marks[-1] - marks[0]) / 1000)
+        for name in (*stages, "all"):
+            loop = statistics.median(found["loop"][name])
+            after = statistics.median(found["after"][name])
+            print(f"  {name:<26} {loop:7.0f} us {after:15.0f} us")
+        client.close()
+
+
 def main() -> None:
     with LocalServer(appendonly=False) as server:
         client = redis.Redis(port=server.port)
@@ -238,3 +292,4 @@ def main() -> None:
 if __name__ == "__main__":
     main()
     batch_parts()
+    preparation_stages()
