@@ -261,10 +261,31 @@ class LocalCluster:
                 first = index * share
                 last = self.SLOTS - 1 if index == len(self.nodes) - 1 else first + share - 1
                 client.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)  # type: ignore[no-untyped-call]
-            for server in everyone[1:]:
-                clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", server.port)  # type: ignore[no-untyped-call]
+            met = [0.0]
+
+            def known() -> bool:
+                if all(_known(c, len(everyone)) for c in clients):
+                    return True
+                # A handshake that did not complete is dropped by the node after a while; a
+                # MEET again (which changes nothing for a node already known) starts it over.
+                if time.monotonic() - met[0] > 5:
+                    for server in everyone[1:]:
+                        clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", server.port)  # type: ignore[no-untyped-call]
+                    met[0] = time.monotonic()
+                return False
+
             deadline = time.monotonic() + wait
-            self._wait(lambda: all(_known(c, len(everyone)) for c in clients), deadline)
+            self._wait(
+                known,
+                deadline,
+                lambda: (
+                    "nodes known to each, by port: "
+                    + ", ".join(
+                        f"{c.connection_pool.connection_kwargs['port']}: {_count(c)}"
+                        for c in clients
+                    )
+                ),
+            )
             for primary, group in zip(self.nodes, self.replicas, strict=True):
                 primary_id = _command(redis.Redis(port=primary.port), "CLUSTER", "MYID")
                 for replica in group:
@@ -279,10 +300,13 @@ class LocalCluster:
         return self
 
     @staticmethod
-    def _wait(condition: Callable[[], bool], deadline: float) -> None:
+    def _wait(
+        condition: Callable[[], bool], deadline: float, state: Callable[[], str] | None = None
+    ) -> None:
         while not condition():
             if time.monotonic() > deadline:
-                raise BackendUnavailable("the cluster did not reach state ok")
+                found = f" ({state()})" if state is not None else ""
+                raise BackendUnavailable(f"the cluster did not reach state ok{found}")
             time.sleep(0.1)
 
     def close(self) -> None:
@@ -304,8 +328,12 @@ def _command(client: redis.Redis, *args: object) -> str:
     return found.decode() if isinstance(found, bytes) else str(found)
 
 
+def _count(client: redis.Redis) -> int:
+    return int(client.cluster("INFO").get("cluster_known_nodes", 0))
+
+
 def _known(client: redis.Redis, count: int) -> bool:
-    return int(client.cluster("INFO").get("cluster_known_nodes", 0)) >= count
+    return _count(client) >= count
 
 
 def _ok(client: redis.Redis) -> bool:

@@ -3,8 +3,8 @@ where a 100-event append's goes, against 100 pipelined XADDs.
 
 Prints: the client-side time of the append script called with prepared arguments, of a script
 that returns at once with the same arguments, and of one XADD; how long preparing one event
-takes in a tight loop and right after a round trip; and the script's server time with each of
-its parts left out in turn (INFO commandstats). Then, for 100 tool calls with fresh attempt ids:
+takes in a tight loop, right after a round trip, and after a sleep or a busy wait of 200 us;
+and the script's server time with each of its parts left out in turn (INFO commandstats). Then, for 100 tool calls with fresh attempt ids:
 the whole append, the script call alone with its arguments prepared, the preparation alone, and
 the preparation's floor, the libraries' own calls that it makes (one validation of the list,
 one orjson, one sha256, a sha1 per event id, ormsgpack per event) with none of the Python
@@ -254,9 +254,18 @@ def main() -> None:
         def round_trip() -> None:
             client.xadd("x", {"p": PAYLOAD})
 
+        def spin() -> None:
+            until = time.perf_counter_ns() + 200_000
+            while time.perf_counter_ns() < until:
+                pass
+
+        # Whether the round trip's cost to the code after it is the wait itself: the core idles
+        # while the client sleeps in recv, as it does in time.sleep; in a spin it never idles.
         between_calls: list[tuple[str, Callable[[], None] | None]] = [
             ("prepare one event, tight loop", None),
             ("prepare one event, after each XADD", round_trip),
+            ("prepare one event, after a 200 us sleep", lambda: time.sleep(0.0002)),
+            ("prepare one event, after a 200 us spin", spin),
         ]
         for label, between in between_calls:
             found = []
