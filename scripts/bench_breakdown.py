@@ -4,12 +4,13 @@ where a 100-event append's goes, against 100 pipelined XADDs.
 Prints: the client-side time of the append script called with prepared arguments, of a script
 that returns at once with the same arguments, and of one XADD; how long preparing one event
 takes in a tight loop, right after a round trip, and after a sleep or a busy wait of 200 us;
-and the script's server time with each of its parts left out in turn (INFO commandstats). Then, for 100 tool calls with fresh attempt ids:
-the whole append, the script call alone with its arguments prepared, the preparation alone, and
-the preparation's floor, the libraries' own calls that it makes (one validation of the list,
-one orjson, one sha256, a sha1 per event id, ormsgpack per event) with none of the Python
-around them; against 100 pipelined XADDs. Last, the preparation stage by stage, in a loop and
-right after a round trip. docs/performance.md explains the figures.
+and the script's server time with each of its parts left out in turn (INFO commandstats).
+Then, for 100 tool calls with fresh attempt ids: the whole append, the script call alone with
+its arguments prepared, the preparation alone, and the preparation's floor, the libraries' own
+calls that it makes (one validation of the list, one orjson, one sha256, a sha1 per event id,
+ormsgpack per event) with none of the Python around them; against 100 pipelined XADDs. Last,
+the preparation stage by stage, in a loop and right after a round trip. docs/performance.md
+explains the figures.
 
     python scripts/bench_breakdown.py
 """
