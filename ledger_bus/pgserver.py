@@ -21,7 +21,7 @@ from types import TracebackType
 import psycopg
 
 from ledger_bus.errors import BackendUnavailable
-from ledger_bus.server import free_port
+from ledger_bus.server import free_port, start_on_a_free_port
 
 
 class NoPostgres(BackendUnavailable):
@@ -75,16 +75,12 @@ class LocalPostgres:
             raise BackendUnavailable(f"{os.path.basename(args[0])} failed: {done.stderr.strip()}")
 
     def start(self, wait: float = 30.0) -> LocalPostgres:
-        for _ in range(4):
-            try:
-                return self._start(wait)
-            except BackendUnavailable:
-                log = Path(self.directory, "postgres.log")
-                if self._pick_port is None or "Address already in use" not in log.read_text():
-                    raise
-                log.unlink()
-                self.port = self._pick_port()
-        return self._start(wait)
+        return start_on_a_free_port(
+            lambda: self._start(wait),
+            [Path(self.directory, "postgres.log")],
+            self._pick_port,
+            lambda port: setattr(self, "port", port),
+        )
 
     def _start(self, wait: float) -> LocalPostgres:
         if not os.path.exists(self.data):

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import Final, TypeVar
 
 import redis
 
@@ -89,6 +90,38 @@ def free_cluster_port() -> int:
     raise BackendUnavailable("no free pair of loopback ports for a cluster node")
 
 
+T = TypeVar("T")
+
+# How many times a server whose port was picked for it starts over on a fresh port.
+_BIND_TRIES: Final = 5
+
+
+def start_on_a_free_port(
+    start: Callable[[], T],
+    logs: list[Path],
+    pick_port: Callable[[], int] | None,
+    moved: Callable[[int], None],
+) -> T:
+    """`start()`; while it fails because the server lost its port ("Address already in use" in
+    one of its `logs`) and the port was picked for it (`pick_port`, None for a port the caller
+    named or one the server has bound before), the logs are cleared, `moved` is given a fresh
+    port and the server started again."""
+    for _ in range(_BIND_TRIES - 1):
+        try:
+            return start()
+        except BackendUnavailable:
+            lost = any(
+                log.exists() and "Address already in use" in log.read_text(errors="replace")
+                for log in logs
+            )
+            if pick_port is None or not lost:
+                raise
+            for log in logs:  # so that a later failure reads its own
+                log.unlink(missing_ok=True)
+            moved(pick_port())
+    return start()
+
+
 class LocalServer:
     """A redis-server process on a loopback port with its own directory.
 
@@ -124,18 +157,12 @@ class LocalServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, wait: float = 10.0) -> LocalServer:
-        for _ in range(self._BIND_TRIES - 1):
-            try:
-                return self._start(wait)
-            except BackendUnavailable as err:
-                if self._pick_port is None or "Address already in use" not in str(err):
-                    raise
-                for name in ("stderr.log", "server.log"):  # so a later failure reads its own
-                    Path(self.directory, name).unlink(missing_ok=True)
-                self.port = self._pick_port()
-        return self._start(wait)
-
-    _BIND_TRIES = 5
+        return start_on_a_free_port(
+            lambda: self._start(wait),
+            [Path(self.directory, name) for name in ("stderr.log", "server.log")],
+            self._pick_port,
+            lambda port: setattr(self, "port", port),
+        )
 
     def _start(self, wait: float) -> LocalServer:
         args = [self.binary]
@@ -261,17 +288,18 @@ class LocalCluster:
                 first = index * share
                 last = self.SLOTS - 1 if index == len(self.nodes) - 1 else first + share - 1
                 client.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)  # type: ignore[no-untyped-call]
-            met = [0.0]
+            met = 0.0
 
             def known() -> bool:
+                nonlocal met
                 if all(_known(c, len(everyone)) for c in clients):
                     return True
                 # A handshake that did not complete is dropped by the node after a while; a
                 # MEET again (which changes nothing for a node already known) starts it over.
-                if time.monotonic() - met[0] > 5:
+                if time.monotonic() - met > 5:
                     for server in everyone[1:]:
                         clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", server.port)  # type: ignore[no-untyped-call]
-                    met[0] = time.monotonic()
+                    met = time.monotonic()
                 return False
 
             deadline = time.monotonic() + wait
@@ -281,8 +309,7 @@ class LocalCluster:
                 lambda: (
                     "nodes known to each, by port: "
                     + ", ".join(
-                        f"{c.connection_pool.connection_kwargs['port']}: {_count(c)}"
-                        for c in clients
+                        f"{n.port}: {_count(c)}" for n, c in zip(everyone, clients, strict=True)
                     )
                 ),
             )

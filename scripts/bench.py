@@ -49,6 +49,14 @@ def tool_call(i: int) -> dict[str, Any]:
 PAYLOAD = msgpack.packb(tool_call(0))
 
 
+def pipelined_xadds(client: redis.Redis, key: str = "raw:batch", count: int = 100) -> None:
+    """The raw side of a many-event append: `count` XADDs of PAYLOAD in one round trip."""
+    pipe = client.pipeline(transaction=False)
+    for _ in range(count):
+        pipe.xadd(key, {"p": PAYLOAD})
+    pipe.execute()
+
+
 def timed(fn: Callable[[int], object], n: int) -> float:
     """Seconds for fn(0..n-1)."""
     gc.collect()  # each side starts from the same heap state, and pays for its own garbage
@@ -120,10 +128,7 @@ def bench_batch(store: RedisStore, raw: redis.Redis, n: int, rounds: int = 15) -
         counter[0] += 1
 
     def theirs(_: int) -> None:
-        pipe = raw.pipeline(transaction=False)
-        for _ in range(100):
-            pipe.xadd("raw:batch", {"p": PAYLOAD})
-        pipe.execute()
+        pipelined_xadds(raw)
 
     compare(
         "100-event append vs 100 pipelined XADDs",
@@ -185,10 +190,7 @@ def bench_read(store: RedisStore, raw: redis.Redis, events: int) -> None:
     session = "bench-read"
     fill(store, session, "run", events)
     for i in range(0, events, 1000):
-        pipe = raw.pipeline(transaction=False)
-        for _ in range(min(1000, events - i)):
-            pipe.xadd("raw:read", {"p": PAYLOAD})
-        pipe.execute()
+        pipelined_xadds(raw, "raw:read", min(1000, events - i))
     ref = lb.StreamId("bench-read", "run")
 
     def raw_read(_: int) -> list[Any]:

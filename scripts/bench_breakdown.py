@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 import ormsgpack
 import redis
-from bench import PAYLOAD, tool_call
+from bench import PAYLOAD, pipelined_xadds, tool_call
 
 from ledger_bus.batch import Limits, PreparedAppend, _all_given_fields, _digest, prepare_append
 from ledger_bus.events import attempt_note, validate_all_given
@@ -121,12 +121,6 @@ def batch_parts() -> None:
         ref, script = StreamId("b", "one"), _script("append")
         keys = store._keys_of(StreamId("c", "one"))
 
-        def raw() -> None:
-            pipe = client.pipeline(transaction=False)
-            for _ in range(100):
-                pipe.xadd("raw:batch", {"p": PAYLOAD})
-            pipe.execute()
-
         def append() -> None:
             k = next(count)
             store.append(ref, ANY, f"b{k}", made[k])
@@ -154,7 +148,7 @@ def batch_parts() -> None:
             [ormsgpack.packb(data) for data in fields]
 
         parts = {
-            "100 pipelined XADDs (raw)": raw,
+            "100 pipelined XADDs (raw)": lambda: pipelined_xadds(client),
             "store.append of 100 tool calls": append,
             "its script call alone, as the direct path sends it": script_alone,
             "its preparation (prepare_append)": preparation,
@@ -184,12 +178,6 @@ def preparation_stages() -> None:
     with LocalServer(appendonly=False) as server:
         client = redis.Redis(port=server.port, protocol=2)
 
-        def round_trip() -> None:
-            pipe = client.pipeline(transaction=False)
-            for _ in range(100):
-                pipe.xadd("raw:batch", {"p": PAYLOAD})
-            pipe.execute()
-
         print("a 100-event append's preparation, stage by stage, medians of alternating blocks:")
         print(f"  {'':<26} {'in a loop':>10} {'after a round trip':>19}")
         found: dict[str, dict[str, list[float]]] = {
@@ -200,9 +188,10 @@ def preparation_stages() -> None:
             label = "after" if block % 2 else "loop"
             for i in range(50):
                 if label == "after":
-                    round_trip()
+                    pipelined_xadds(client)
                 k += 1
                 events = [tool_call(k * 100 + j) for j in range(100)]
+                # prepare_append's steps for events without artifacts, in its order
                 marks = [time.perf_counter_ns()]
                 fields = _all_given_fields(events, limits)
                 marks.append(time.perf_counter_ns())
