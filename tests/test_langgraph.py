@@ -28,7 +28,7 @@ from ledger_bus.reconciler import Reconciler, ReconcilerConfig
 from ledger_bus.recorder import UnresolvedAttempt
 from ledger_bus.server import LocalCluster, LocalServer
 from tests.support.graphs import ask, build
-from tests.support.helpers import kill_when_ready, runs_of
+from tests.support.helpers import kill_when_ready, ledger_here, runs_of
 
 
 @pytest.fixture(params=["redis", "valkey", "cluster", "sqlite", "postgresql", "memory"])
@@ -135,6 +135,39 @@ def test_a_graph_killed_inside_a_tool_is_flagged_and_its_resume_runs_no_recorded
     final = build(saver, tmp_path, safe=("lookup",)).invoke(None, config)
     assert final["messages"][-1].content == "done: charged 5; order-7 shipped"
     assert ran(tmp_path) == {"charge": 1, "lookup": 2}
+    store.close()
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "content", "status"),
+    [
+        ("--ok", '"order-7 shipped by hand"', "order-7 shipped by hand", "success"),
+        ("--ok", '{"eta": 3}', '{"eta": 3}', "success"),
+        ("--error", '"the courier lost it"', "the courier lost it", "error"),
+    ],
+)
+def test_an_outcome_an_operator_resolves_is_the_tool_message_the_resumed_graph_gets(
+    redis_url: str,
+    prefix: str,
+    tmp_path: Path,
+    flag: str,
+    value: str,
+    content: str,
+    status: str,
+) -> None:
+    # Given a graph killed inside lookup, and an operator who learned what lookup did
+    run_until_killed_inside_lookup(redis_url, prefix, "t-res", tmp_path)
+    resolved = ledger_here(redis_url, prefix, "resolve", "t-res", "call_lookup#1", flag, value)
+    assert resolved.returncode == 0, resolved.stderr
+    # When the thread is resumed
+    store = lb.connect(redis_url, prefix=prefix)
+    _, config = ask("t-res")
+    final = build(LedgerSaver(store), tmp_path).invoke(None, config)
+    # Then lookup did not run again, and the graph got the decided outcome as lookup's message
+    assert ran(tmp_path) == {"charge": 1, "lookup": 1}
+    (message,) = [m for m in final["messages"] if getattr(m, "tool_call_id", "") == "call_lookup"]
+    assert (message.content, message.status, message.name) == (content, status, "lookup")
+    assert store.open_attempts("t-res") == []
     store.close()
 
 

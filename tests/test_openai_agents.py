@@ -24,7 +24,7 @@ from ledger_bus.reconciler import Reconciler, ReconcilerConfig, resolve_attempt
 from ledger_bus.recorder import UnresolvedAttempt
 from ledger_bus.server import LocalCluster, LocalServer
 from tests.support.agents_sdk import build, run
-from tests.support.helpers import kill_when_ready, runs_of
+from tests.support.helpers import kill_when_ready, ledger_here, runs_of
 from tests.support.proxy import DropProxy
 
 
@@ -153,11 +153,59 @@ def test_a_run_killed_inside_a_tool_is_flagged_and_never_runs_it_again_silently(
     assert isinstance(caught.value.__cause__, UnresolvedAttempt)
     assert ran(tmp_path) == {"refund": 2, "notify": 1}
 
-    # Once someone decides (the call's outcome is unknown), it may run again.
+    # Once someone decides (the call's outcome is unknown), the call asked again gets that
+    # decision, and notify does not run again: only a tool declared safe to replay would.
     resolve_attempt(store, "crash", "c-notify#1", "unknown")
     assert asyncio.run(again("e")) == "refunded and notified"
-    assert ran(tmp_path) == {"refund": 3, "notify": 2}
+    assert ran(tmp_path) == {"refund": 3, "notify": 1}
     assert store.open_attempts("crash") == []
+    (taken,) = [
+        e
+        for e in store.read_stream(lb.StreamId("crash", "oa.tools"))
+        if e.type == "tool_result" and e.step_id == "e-notify"
+    ]
+    assert taken.get("status") == "error"
+    assert taken.get("result") == {"outcome": "unknown", "resolved_by": "operator"}
+    store.close()
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "output"),
+    [
+        ("--ok", '"refunded 42"', "refunded 42"),
+        ("--error", '"the bank said no"', "error: the bank said no"),
+    ],
+)
+def test_an_outcome_an_operator_resolves_is_what_the_rerun_gets_and_the_tool_runs_no_more(
+    redis_url: str, prefix: str, tmp_path: Path, flag: str, value: str, output: str
+) -> None:
+    # Given a run killed inside notify, and an operator who resolved its call from the shell
+    args = ["tests.support.agents_sdk", redis_url, prefix, "res", str(tmp_path)]
+    kill_when_ready(args, (tmp_path / "notify.started").exists, "the agent")
+    done = ledger_here(redis_url, prefix, "resolve", "res", "c-notify#1", flag, value)
+    assert done.returncode == 0, done.stderr
+    store = lb.connect(redis_url, prefix=prefix)
+
+    async def again(calls: str) -> tuple[str, list[Any]]:
+        session = LedgerSession("res", store)
+        agent, model = build(session, tmp_path, calls=calls)
+        return await run(agent, session), model
+
+    # When the run is started again and its model asks for notify under a new id
+    final, _ = asyncio.run(again("d"))
+    # Then notify does not run: the model is handed the recorded outcome as notify's output
+    assert final == "refunded and notified"
+    assert ran(tmp_path) == {"refund": 2, "notify": 1}
+    outputs = [
+        i["output"]
+        for i in asyncio.run(LedgerSession("res", store).get_items())
+        if i.get("type") == "function_call_output" and i.get("call_id") == "d-notify"
+    ]
+    assert outputs == [output]
+    # And the outcome is handed over once: a later, deliberate call with the same arguments runs
+    asyncio.run(again("e"))
+    assert ran(tmp_path) == {"refund": 3, "notify": 2}
+    assert store.open_attempts("res") == []
     store.close()
 
 

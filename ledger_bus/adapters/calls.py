@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import threading
 import uuid
 from collections.abc import Awaitable, Callable
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ledger_bus.adapters.view import Views
-from ledger_bus.errors import InvalidInput, LedgerError
+from ledger_bus.errors import InvalidInput, LedgerError, VersionConflict
 from ledger_bus.ids import ANY, StreamId, check_name, derive_event_id
 from ledger_bus.recorder import (
     DEFAULT_LEASE_MS,
@@ -47,13 +48,36 @@ class _Calls:
 
     calls: dict[str, list[RecordedEvent]] = field(default_factory=dict)
     results: dict[str, RecordedEvent] = field(default_factory=dict)
+    # The event ids of the outcomes a later call has taken: each is handed over once.
+    taken: set[str] = field(default_factory=set)
 
 
 def _fold(state: _Calls, event: RecordedEvent) -> None:
     if event.type == "tool_call" and event.step_id:
         state.calls.setdefault(str(event.step_id), []).append(event)
+        state.taken.update(event.parents)
     elif event.type == "tool_result" and event.attempt_id:
         state.results[str(event.attempt_id)] = event
+
+
+def _decided_alike(
+    state: _Calls, agent: str, tool: str, args: dict[str, Any]
+) -> RecordedEvent | None:
+    """The oldest outcome of `tool` with these arguments that someone other than the framework
+    (an operator's `ledger-bus resolve`) recorded for a call it never finished, and that no
+    later call has taken yet: the outcome of the call a rerun reaches again."""
+    for calls in state.calls.values():
+        latest = calls[-1]
+        result = state.results.get(str(latest.attempt_id))
+        if (
+            result is not None
+            and result.agent != agent
+            and result.event_id not in state.taken
+            and latest.get("tool") == tool
+            and latest.get("args") == args
+        ):
+            return result
+    return None
 
 
 def _unfinished_alike(state: _Calls, tool: str, args: dict[str, Any]) -> list[RecordedEvent]:
@@ -106,20 +130,37 @@ class CallLedger:
         safe_to_replay: bool,
         match_args: bool = False,
     ) -> Op[tuple[bool, Any]]:
-        """(True, the recorded result) for a step recorded with its outcome; else (False, a
-        Begun call), its request committed under its lease. UnresolvedAttempt: the step was
+        """(True, the recorded tool_result) for a step recorded with its outcome; else (False,
+        a Begun call), its request committed under its lease. UnresolvedAttempt: the step was
         requested and never finished, and the tool is not safe to replay. RequestNotRecorded:
         the request could not be committed; the tool must not run.
 
         `match_args`, for a framework whose call ids do not outlive a crash: a new step of a
         tool called with the same arguments as an attempt requested and never finished is
-        taken for that attempt asked again."""
-        state = yield from self._views.of(stream).refresh_op(self.store)
+        taken for that attempt asked again; and so is a new step like an attempt whose outcome
+        an operator decided, which gets that outcome (once) instead of running the tool."""
+        view = self._views.of(stream)
+        state = yield from view.refresh_op(self.store)
         earlier = state.calls.get(step_id, [])
         for call in earlier:
             result = state.results.get(str(call.attempt_id))
             if result is not None:
-                return True, result.get("result")
+                return True, result
+        while match_args and not earlier:
+            decided = _decided_alike(state, self.agent, tool, args)
+            if decided is None:
+                break
+            try:
+                outcome = yield from self._take_op(stream, view.version, step_id, decided, args)
+            except VersionConflict:
+                state = yield from view.refresh_op(self.store)  # another call took one first
+                earlier = state.calls.get(step_id, [])
+                continue
+            return True, outcome
+        for call in earlier:
+            result = state.results.get(str(call.attempt_id))
+            if result is not None:
+                return True, result
         unfinished = earlier or (_unfinished_alike(state, tool, args) if match_args else [])
         run_id = _run_id(stream, step_id)
         owner = uuid.uuid4().hex
@@ -165,6 +206,39 @@ class CallLedger:
             yield from store.lease_op("release", session, lease, owner, 0)
             raise
         return False, Begun(stream, tool, step_id, attempt_id, run_id, call_id, owner)
+
+    def _take_op(
+        self,
+        stream: StreamId,
+        version: int,
+        step_id: str,
+        decided: RecordedEvent,
+        args: dict[str, Any],
+    ) -> Op[RecordedEvent]:
+        """Record that the call `step_id` got the outcome `decided` without running: its
+        request and that outcome, in one append at the stream's `version` (so two calls never
+        take one outcome), the request linked to the decision. Returns the outcome recorded."""
+        tool = str(decided["tool"])
+        run_id = _run_id(stream, step_id)
+        attempt_id = f"{step_id}#1"
+        key = f"take:{attempt_id}:{decided.event_id}"
+        call_id = derive_event_id(stream.session_id, stream.name, key, 0)
+        request = request_event(
+            tool, args, attempt_id, step_id, run_id=run_id, parents=[decided.event_id]
+        )
+        outcome = result_event(
+            tool,
+            attempt_id,
+            step_id,
+            str(decided["status"]),
+            decided.get("result"),
+            run_id=run_id,
+            parents=[call_id, decided.event_id],
+        )
+        events = [{"agent": self.agent, **request}, {"agent": self.agent, **outcome}]
+        yield from self.store.append_op(stream, version, key, events)
+        found = yield from self._views.of(stream).refresh_op(self.store)
+        return found.results[attempt_id]
 
     def end_op(self, begun: Begun, status: str, result: Any) -> Op[None]:
         """Record a begun call's outcome and let its lease go. OutcomeNotRecorded: the outcome
@@ -292,6 +366,24 @@ class CallGuard:
         return value
 
 
+def decided_text(result: Any) -> str:
+    """A recorded outcome as the text a model reads: a string as it is, JSON otherwise; an
+    outcome nobody knows (`ledger-bus resolve --unknown`, or a crash before a replay) says so."""
+    if isinstance(result, str):
+        return result
+    if isinstance(result, dict) and result.get("outcome") in ("unknown", "retried"):
+        by = result.get("resolved_by")
+        said = f"the outcome of this call is {result['outcome']}" + (
+            f" (decided by {by})" if by else ""
+        )
+        if result.get("retry_attempt"):
+            said += f"; retried as {result['retry_attempt']}"
+        return said + "; it was not run again"
+    if isinstance(result, dict) and set(result) == {"error", "message"}:
+        return f"{result['error']}: {result['message']}"
+    return json.dumps(result, ensure_ascii=False, sort_keys=True)
+
+
 def _run_id(stream: StreamId, step_id: str) -> str:
     """The run id of one call: its stream and step, or a digest of them where that is no name."""
     name = f"{stream.name}.{step_id}"
@@ -303,4 +395,4 @@ def _run_id(stream: StreamId, step_id: str) -> str:
     return f"{stream.name}.{hashlib.sha256(step_id.encode()).hexdigest()[:32]}"
 
 
-__all__ = ["Begun", "CallGuard", "CallLedger"]
+__all__ = ["Begun", "CallGuard", "CallLedger", "decided_text"]

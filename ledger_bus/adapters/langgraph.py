@@ -34,7 +34,7 @@ import asyncio
 import base64
 import builtins
 import hashlib
-import json
+import random
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -53,7 +53,7 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 
-from ledger_bus.adapters.calls import CallLedger
+from ledger_bus.adapters.calls import CallLedger, decided_text
 from ledger_bus.adapters.view import Views
 from ledger_bus.errors import InvalidInput
 from ledger_bus.ids import ANY, StreamId, check_name
@@ -82,6 +82,7 @@ CAPABILITIES: Final = Capabilities(
 Typed = list[str]  # [serde type, base64 of its bytes]
 EMPTY: Final[Typed] = ["empty", ""]  # a channel with no value at its version
 VALUE: Final = "value_"  # the fields a checkpoint event keeps its channel values in
+UNIQUE: Final = "unique"  # a checkpoint's `versions`: written by a saver that makes them so
 
 
 def thread_session(thread_id: str) -> str:
@@ -130,7 +131,7 @@ def _fold(state: _Namespace, event: RecordedEvent) -> None:
     if kind == CHECKPOINT:
         state.thread_id, state.ns = fields["thread_id"], fields["checkpoint_ns"]
         for channel, version, name in fields.get("blobs", ()):
-            state.blobs[(channel, version)] = fields[name]
+            state.blobs[(channel, version_key(version))] = fields[name]
         state.checkpoints[fields["checkpoint_id"]] = _Saved(fields, event.version)
     elif kind == WRITES:
         found = state.writes.setdefault(fields["checkpoint_id"], {})
@@ -141,7 +142,23 @@ def _fold(state: _Namespace, event: RecordedEvent) -> None:
             found[key] = [fields["task_id"], channel, value, fields.get("task_path", ""), idx]
 
 
-class LedgerSaver(BaseCheckpointSaver[int]):
+def version_key(version: object) -> str:
+    """A channel version as this saver keeps it: LangGraph's own form, `<32-digit counter>.<16
+    characters of a random draw>`, unique per write, so that two branches forked from one
+    checkpoint never share a (channel, version) pair. A thread written when this saver numbered
+    versions 1, 2, 3 reads its whole numbers in that form, with a draw of zero: ordered as
+    before, and below every version written after them."""
+    text = str(version)
+    if text.isdigit():
+        return f"{int(text):032}.{0.0:016}"
+    return text
+
+
+def _versions(found: dict[str, Any]) -> dict[str, str]:
+    return {channel: version_key(version) for channel, version in found.items()}
+
+
+class LedgerSaver(BaseCheckpointSaver[str]):
     """A LangGraph checkpointer on any ledger store (Redis, Valkey, Redis Cluster, SQLite,
     PostgreSQL, memory), sync and async.
 
@@ -223,7 +240,11 @@ class LedgerSaver(BaseCheckpointSaver[int]):
         rest = {k: v for k, v in checkpoint.items() if k != "channel_values"}
         merged = get_checkpoint_metadata(config, metadata)
         blobs = [
-            (channel, str(version), self._dump(values[channel]) if channel in values else EMPTY)
+            (
+                channel,
+                version_key(version),
+                self._dump(values[channel]) if channel in values else EMPTY,
+            )
             for channel, version in new_versions.items()
         ]
         event = {
@@ -237,6 +258,9 @@ class LedgerSaver(BaseCheckpointSaver[int]):
             "graph_run_id": str(merged.get("run_id", "")),
             "checkpoint": self._dump(rest),
             "metadata": self._dump(merged),
+            # Versions as get_next_version makes them (or as the caller gave them): read back
+            # as they were put.
+            "versions": UNIQUE,
             **_blob_fields(blobs),
         }
         stream = namespace_stream(thread_session(thread_id), ns)
@@ -388,9 +412,16 @@ class LedgerSaver(BaseCheckpointSaver[int]):
         self, thread_id: str, ns: str, state: _Namespace, fields: dict[str, Any]
     ) -> CheckpointTuple:
         checkpoint = self._load(fields["checkpoint"])
+        if fields.get("versions") != UNIQUE:
+            # Written when this saver numbered versions 1, 2, 3: read in today's form, since
+            # LangGraph compares versions and a whole number beside a string would not compare.
+            checkpoint["channel_versions"] = _versions(checkpoint.get("channel_versions", {}))
+            checkpoint["versions_seen"] = {
+                node: _versions(seen) for node, seen in checkpoint.get("versions_seen", {}).items()
+            }
         values = {}
         for channel, version in checkpoint.get("channel_versions", {}).items():
-            typed = state.blobs.get((channel, str(version)))
+            typed = state.blobs.get((channel, version_key(version)))
             if typed is not None and typed[0] != "empty":
                 values[channel] = self._load(typed)
         checkpoint_id = fields["checkpoint_id"]
@@ -519,9 +550,9 @@ class LedgerSaver(BaseCheckpointSaver[int]):
             fields = state.checkpoints[checkpoint_id].fields
             versions = self._load(fields["checkpoint"]).get("channel_versions", {})
             blobs = [
-                (channel, str(version), typed)
+                (channel, version_key(version), typed)
                 for channel, version in versions.items()
-                if (typed := state.blobs.get((channel, str(version)))) is not None
+                if (typed := state.blobs.get((channel, version_key(version)))) is not None
             ]
             kept = {
                 k: v
@@ -554,8 +585,16 @@ class LedgerSaver(BaseCheckpointSaver[int]):
     def _chunk(self) -> int:
         return max(1, self.store.limits.max_events_per_append)
 
-    def get_next_version(self, current: int | None, channel: None) -> int:
-        return 1 if current is None else int(current) + 1
+    def get_next_version(self, current: str | int | None, channel: None) -> str:
+        """The version after `current`, as LangGraph's own savers make it: a counter one up and
+        a random part, so that a version is never written twice, on any branch."""
+        if current is None:
+            counter = 0
+        elif isinstance(current, int):
+            counter = current
+        else:
+            counter = int(str(current).split(".")[0])
+        return f"{counter + 1:032}.{random.random():016}"
 
     # -- tool calls ---------------------------------------------------------------------------
 
@@ -599,23 +638,26 @@ class LedgerSaver(BaseCheckpointSaver[int]):
             return status, {"content": value.content, "name": value.name, "status": value.status}
         return "ok", {"serde": self._dump(value)}
 
-    def _replayed(self, result: Any, call: dict[str, Any]) -> Any:
-        """A call's recorded result as the tool returned it; for a tool that raised, or an
-        attempt resolved by a decision, an error ToolMessage saying so."""
-        if isinstance(result, dict) and "serde" in result:
-            return self._load(result["serde"])
-        if isinstance(result, dict) and "content" in result:
-            return ToolMessage(
-                content=result["content"],
-                name=result.get("name") or call["name"],
-                tool_call_id=call["id"],
-                status=result.get("status", "success"),
-            )
+    def _replayed(self, recorded: RecordedEvent, call: dict[str, Any]) -> Any:
+        """A call's recorded outcome as the tool returned it. An outcome someone else decided
+        (`ledger-bus resolve --ok VALUE`, `--error VALUE`) is a ToolMessage of that value,
+        successful or not; a tool that raised, or an outcome nobody knows, an error one."""
+        result = recorded.get("result")
+        if recorded.agent == AGENT and isinstance(result, dict):
+            if "serde" in result:
+                return self._load(result["serde"])
+            if "content" in result:
+                return ToolMessage(
+                    content=result["content"],
+                    name=result.get("name") or call["name"],
+                    tool_call_id=call["id"],
+                    status=result.get("status", "success"),
+                )
         return ToolMessage(
-            content=f"no result: {json.dumps(result, default=str)}",
+            content=decided_text(result),
             name=call["name"],
             tool_call_id=call["id"],
-            status="error",
+            status="success" if recorded.get("status") == "ok" else "error",
         )
 
     def _guard(self, request: Any) -> Any:

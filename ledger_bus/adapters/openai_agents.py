@@ -39,7 +39,7 @@ from typing import Any, Final, TypeVar
 from agents import FunctionTool
 from agents.tool_context import ToolContext
 
-from ledger_bus.adapters.calls import CallLedger
+from ledger_bus.adapters.calls import CallLedger, decided_text
 from ledger_bus.adapters.view import Views
 from ledger_bus.errors import InvalidInput, VersionConflict
 from ledger_bus.ids import StreamId, check_name
@@ -222,7 +222,7 @@ class LedgerSession:
                 guard.begin_op(context.tool_call_id, tool.name, args, safe, match_args=True)
             )
             if done:
-                return found
+                return _replayed(found)
             return await guard.finish_async(
                 found, lambda: invoke(context, arguments), _outcome, self._drive
             )
@@ -246,6 +246,16 @@ def _outcome(value: Any) -> tuple[str, Any]:
     except (TypeError, ValueError):
         return "ok", str(value)
     return "ok", value
+
+
+def _replayed(recorded: RecordedEvent) -> Any:
+    """A call's recorded outcome as its function tool's output: the value of an ok outcome
+    (the tool's own, or one an operator decided with `ledger-bus resolve --ok`), else a text
+    the model reads as a failure that was not retried."""
+    result = recorded.get("result")
+    if recorded.get("status") == "ok":
+        return result
+    return f"error: {decided_text(result)}"
 
 
 def _digest(items: list[Any]) -> str:
