@@ -149,12 +149,12 @@ class AsyncRun:
 
     async def message(self, body: str, **ids: Any) -> str:
         """Run.message."""
-        return await self.store.drive(self.core.write_op({"type": "message", "body": body, **ids}))
+        return await self.store.drive(self.core.said_op({"type": "message", "body": body, **ids}))
 
     async def mutate(self, kind: str, **fields: Any) -> str:
         """Run.mutate."""
         event = {"type": "mutation", "kind": kind, **fields}
-        return await self.store.drive(self.core.write_op(event))
+        return await self.store.drive(self.core.said_op(event))
 
     async def checkpoint(self, state: dict[str, Any]) -> None:
         """Run.checkpoint."""

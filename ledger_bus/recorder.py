@@ -80,6 +80,12 @@ def abandoned_event(call: RecordedEvent, step_id: str, **ids: Any) -> dict[str, 
     )
 
 
+def abandoned(result: RecordedEvent) -> bool:
+    """Whether a tool_result only closes an attempt that a crash left unfinished, before the
+    tool (safe to replay) ran again: no outcome of the step, which a later attempt has."""
+    return result.get("result") == {"outcome": "unknown", "reason": ABANDONED}
+
+
 def failure(err: BaseException) -> dict[str, str]:
     """What a tool_result with status "error" records of the exception."""
     return {"error": type(err).__name__, "message": str(err)}
@@ -159,7 +165,18 @@ class _History:
     version: int = 0
     attempts: dict[str, list[RecordedEvent]] = field(default_factory=dict)  # step -> tool_calls
     results: dict[str, RecordedEvent] = field(default_factory=dict)  # attempt -> tool_result
+    said: list[RecordedEvent] = field(default_factory=list)  # messages and mutations, in order
     checkpoint: dict[str, Any] | None = None
+
+
+# What a run writes of its own life, each time it starts or ends: never replayed.
+LIFECYCLE: Final = frozenset({"run.started", "run.resumed", "run.finished", "tool.declared"})
+# What the ledger sets on an event, or the run itself: not what the agent said.
+_NOT_SAID: Final = frozenset({"event_id", "agent", "run_id", "parents"})
+
+
+def _what_was_said(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if k not in _NOT_SAID}
 
 
 class Recorder:
@@ -245,6 +262,7 @@ class Run:
         self._owner = uuid.uuid4().hex
         self._history = _History()
         self._calls = 0
+        self._said = 0  # messages and mutations this execution wrote (or found, resumed)
         self._checkpoints = 0
         self._declared: set[str] = set()
         self._lost = threading.Event()
@@ -395,11 +413,24 @@ class Run:
 
     def message(self, body: str, **ids: Any) -> str:
         """Record that this agent said something; returns the event id."""
-        return self._write({"type": "message", "body": body, **ids})
+        return str(self._drive(self.said_op({"type": "message", "body": body, **ids})))
 
     def mutate(self, kind: str, **fields: Any) -> str:
         """Record a change of session state; the log, not a side field, is its source of truth."""
-        return self._write({"type": "mutation", "kind": kind, **fields})
+        return str(self._drive(self.said_op({"type": "mutation", "kind": kind, **fields})))
+
+    def said_op(self, event: dict[str, Any]) -> Op[str]:
+        """Write the run's next message or mutation, unless it is a resumed run's replay of
+        one: the n-th that the run says is the n-th it said before the crash, and when that
+        one is recorded with the same content, its event id is returned and nothing is
+        written, as a call recorded before is not called again. A run that says something
+        else at that point has gone another way, and what it says now is written."""
+        position = self._said
+        self._said += 1
+        said = self._history.said
+        if position < len(said) and _what_was_said(said[position].fields) == _what_was_said(event):
+            return said[position].event_id
+        return (yield from self.write_op(event))
 
     def checkpoint(self, state: dict[str, Any]) -> None:
         """Keep the framework's native state, losslessly, in the run's own native stream."""
@@ -524,7 +555,7 @@ class Run:
     def _replay_op(self, step_id: str, earlier: list[RecordedEvent], safe: bool) -> Op[Any]:
         for call in earlier:
             result = self._history.results.get(str(call["attempt_id"]))
-            if result is None:
+            if result is None or abandoned(result):
                 continue
             if result["status"] == "ok":
                 return result.get("result")
@@ -532,8 +563,10 @@ class Run:
         latest = earlier[-1]
         if not safe:
             raise UnresolvedAttempt(str(latest["attempt_id"]), str(latest["tool"]))
-        # Safe to replay: close the abandoned attempt explicitly, then run a new one.
-        yield from self.write_op(abandoned_event(latest, step_id), parents=[latest.event_id])
+        # Safe to replay: close the abandoned attempt explicitly (unless a crash right after its
+        # close left it closed), then run a new one.
+        if str(latest["attempt_id"]) not in self._history.results:
+            yield from self.write_op(abandoned_event(latest, step_id), parents=[latest.event_id])
         return _RUN_AGAIN
 
     def _load_op(self) -> Op[None]:
@@ -546,11 +579,14 @@ class Run:
                 # is not this one's to replay.
                 history.attempts.clear()
                 history.results.clear()
+                history.said.clear()
                 self._incarnation = event.version
             elif event.type == "tool_call":
                 history.attempts.setdefault(str(event.step_id), []).append(event)
             elif event.type == "tool_result":
                 history.results[str(event.attempt_id)] = event
+            elif event.get("kind") not in LIFECYCLE:
+                history.said.append(event)
         # Only the last checkpoint counts; each holds a whole state, so the others are not read.
         last = yield from store.stream_version_op(self.native)
         if last:

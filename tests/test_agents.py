@@ -24,9 +24,9 @@ from ledger_bus.records import RecordedEvent
 from ledger_bus.server import LocalServer
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.ops import Op
-from ledger_bus.tailer import Tailer, TailerOptions
+from ledger_bus.tailer import Tailer, TailerOptions, render_context
 from tests.support.events import msg
-from tests.support.helpers import kill, start_recorded
+from tests.support.helpers import kill, kill_when_ready, start_recorded
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -415,6 +415,56 @@ def test_a_resumed_run_finds_its_delegations_instead_of_asking_again(store: Even
     results = Counter(e.attempt_id for e in events if e.type == "tool_result")
     assert calls == {first.attempt_id: 1, done.attempt_id: 1}
     assert results == {first.attempt_id: 1, done.attempt_id: 1}
+
+
+def test_a_run_resumed_twice_after_kills_says_each_thing_once(
+    redis_url: str, prefix: str, tmp_path: Path
+) -> None:
+    # Given a run killed inside its last call, twice, each time after saying what it says
+    marker = tmp_path / "ran"
+    args = ["tests.support.workers", "chatty", redis_url, prefix, "chat", str(marker)]
+    for _ in range(2):
+        marker.unlink(missing_ok=True)
+        kill_when_ready(
+            [*args, "hang"],
+            lambda: marker.exists() and "prod started" in marker.read_text(),
+            "the run",
+        )
+    # When it is resumed a third time and finishes
+    finished = subprocess.run(
+        [sys.executable, "-m", *args, "finish"], cwd=ROOT, timeout=60, check=False
+    )
+    assert finished.returncode == 0
+    # Then every message and mutation it said is in the session once, as the context shows it
+    store = lb.connect(redis_url, prefix=prefix)
+    said = [
+        e.get("body") or e.get("kind")
+        for e in store.scan_session("chat")
+        if e.type == "message" or e.get("kind") in ("task.claimed", "task.done")
+    ]
+    assert said == ["w3 starting 30 lookups", "task.claimed", "halfway", "task.done"]
+    assert render_context(store.tail("chat", 50)).count("w3 starting 30 lookups") == 1
+    store.close()
+
+
+def test_a_resumed_run_that_says_something_else_writes_it(store: EventStore) -> None:
+    # Given a run that said two things and crashed
+    recorder = Recorder(store, "diverge", "agent")
+    run = recorder.run("r1")
+    run.__enter__()
+    run.message("plan A")
+    run.message("step 1")
+    run._let_go()  # as a crash leaves it: no run.finished
+    # When its resume says the first the same and the second otherwise
+    with recorder.run("r1", resume=True) as again:
+        same = again.message("plan A")
+        other = again.message("step 1, the other way")
+    # Then the first is the one recorded, the second written
+    bodies = [e.get("body") for e in store.read_stream(lb.StreamId("diverge", "run-r1"))]
+    assert [b for b in bodies if b] == ["plan A", "step 1", "step 1, the other way"]
+    first = next(e for e in store.read_stream(lb.StreamId("diverge", "run-r1")) if e.get("body"))
+    assert same == first.event_id
+    assert other != same
 
 
 def test_resume_restores_the_last_checkpoint(store: EventStore) -> None:

@@ -29,6 +29,7 @@ from ledger_bus.recorder import (
     OutcomeNotRecorded,
     RequestNotRecorded,
     UnresolvedAttempt,
+    abandoned,
     abandoned_event,
     failure,
     request_event,
@@ -76,6 +77,16 @@ def _decided_alike(
             and latest.get("tool") == tool
             and latest.get("args") == args
         ):
+            return result
+    return None
+
+
+def _outcome_of(state: _Calls, calls: list[RecordedEvent]) -> RecordedEvent | None:
+    """The outcome of a step's attempts: the first result that is not only the close of an
+    attempt a crash abandoned."""
+    for call in calls:
+        result = state.results.get(str(call.attempt_id))
+        if result is not None and not abandoned(result):
             return result
     return None
 
@@ -142,10 +153,8 @@ class CallLedger:
         view = self._views.of(stream)
         state = yield from view.refresh_op(self.store)
         earlier = state.calls.get(step_id, [])
-        for call in earlier:
-            result = state.results.get(str(call.attempt_id))
-            if result is not None:
-                return True, result
+        if (found := _outcome_of(state, earlier)) is not None:
+            return True, found
         while match_args and not earlier:
             decided = _decided_alike(state, self.agent, tool, args)
             if decided is None:
@@ -157,10 +166,8 @@ class CallLedger:
                 earlier = state.calls.get(step_id, [])
                 continue
             return True, outcome
-        for call in earlier:
-            result = state.results.get(str(call.attempt_id))
-            if result is not None:
-                return True, result
+        if (found := _outcome_of(state, earlier)) is not None:
+            return True, found
         unfinished = earlier or (_unfinished_alike(state, tool, args) if match_args else [])
         run_id = _run_id(stream, step_id)
         owner = uuid.uuid4().hex
@@ -174,14 +181,16 @@ class CallLedger:
                 latest = unfinished[-1]
                 if not safe_to_replay:
                     raise UnresolvedAttempt(str(latest.attempt_id), tool)
-                # Safe to replay: close the abandoned attempt, then run a new one.
-                closed = abandoned_event(
-                    latest,
-                    str(latest.step_id),
-                    run_id=latest.run_id,
-                    parents=[latest.event_id],
-                )
-                yield from self._write_op(stream, owner, closed)
+                # Safe to replay: close the abandoned attempt (unless a crash right after its
+                # close left it closed), then run a new one.
+                if str(latest.attempt_id) not in state.results:
+                    closed = abandoned_event(
+                        latest,
+                        str(latest.step_id),
+                        run_id=latest.run_id,
+                        parents=[latest.event_id],
+                    )
+                    yield from self._write_op(stream, owner, closed)
             attempt_id = f"{step_id}#{len(earlier) + 1}"
             if safe_to_replay:
                 yield from self._write_op(

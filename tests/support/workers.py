@@ -83,6 +83,27 @@ def recorded(url: str, prefix: str, session: str, run_id: str, marker: str, safe
         )
 
 
+def chatty(url: str, prefix: str, session: str, marker: str, ending: str) -> None:
+    """A resumed run that says things, changes state and calls tools between them; with
+    `ending` "hang" it hangs inside its last call until it is killed, else it finishes."""
+    from ledger_bus.recorder import Recorder
+
+    store = lb.connect(url, prefix=prefix)
+    recorder = Recorder(store, session, "w3", lease_ttl_ms=1000)
+    with recorder.run("w3", resume=True, lease_wait_ms=5000) as run:
+        run.message("w3 starting 30 lookups")
+        run.mutate("task.claimed", task_id="t7")
+        run.call("lookup", {"n": 1}, lambda n: side_effect(marker, f"lookup {n}"))
+        run.message("halfway", step_id="s2")
+        run.call(
+            "deploy",
+            {"env": "prod"},
+            lambda env: hang(marker, env) if ending == "hang" else side_effect(marker, env),
+            safe_to_replay=True,
+        )
+        run.mutate("task.done", task_id="t7")
+
+
 def side_effect(marker: str, what: str) -> dict[str, str]:
     with open(marker, "a", encoding="utf-8") as out:
         out.write(what + "\n")
@@ -117,6 +138,8 @@ if __name__ == "__main__":
         consume(args[0], args[1], args[2], args[3], args[4], int(args[5]), int(args[6]))
     elif name == "recorded":
         recorded(*args)
+    elif name == "chatty":
+        chatty(*args)
     elif name == "archive_killed":
         archive_killed(*args)
     else:
