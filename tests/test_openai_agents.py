@@ -4,6 +4,7 @@ a run driven by the SDK's ScriptedModel, killed inside a tool and run again."""
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import time
@@ -227,6 +228,95 @@ def test_two_processes_add_to_one_session_at_once_and_every_item_lands_once(
     for writer in ("p0", "p1"):
         mine = [i["content"] for i in found if i["role"] == writer]
         assert mine == [f"{writer}-{n}" for n in range(25)], "each once, in its writer's order"
+
+
+SHARER = """
+import asyncio, json, sys, time
+import ledger_bus as lb
+from ledger_bus.adapters.openai_agents import LedgerSession
+
+url, prefix, writer, start_at, phase = sys.argv[1:6]
+
+async def main():
+    session = LedgerSession("two", lb.connect(url, prefix=prefix))
+    await session.get_items()  # connected before the start
+    time.sleep(max(0.0, float(start_at) - time.time()))
+    if phase == "add":
+        for _ in range(50):
+            await session.add_items([{"role": "user", "content": "the same"}])
+    else:
+        popped = []
+        while (found := await session.pop_item()) is not None:
+            popped.append(found["content"])
+        print(json.dumps(popped))
+
+asyncio.run(main())
+"""
+
+
+async def _share_in_threads(store: lb.EventStore, phase: str) -> list[list[str]]:
+    """Two sessions of one id in one process, each on threads of its own, as SHARER does."""
+    out: list[list[str]] = []
+
+    async def one() -> None:
+        session = LedgerSession("two", store)
+        popped: list[str] = []
+        if phase == "add":
+            for _ in range(50):
+                await session.add_items([{"role": "user", "content": "the same"}])
+        else:
+            while (found := await session.pop_item()) is not None:
+                popped.append(found["content"])
+        out.append(popped)
+
+    await asyncio.gather(one(), one())
+    return out
+
+
+@pytest.mark.parametrize("agents_url", ["memory", "redis", "sqlite"], indirect=True)
+def test_two_writers_on_one_session_store_each_add_and_hand_out_each_pop_once(
+    agents_url: str, prefix: str, tmp_path: Path
+) -> None:
+    # One store for this process's sessions (a memory store is seen by this process alone).
+    store = lb.connect(agents_url, prefix=prefix)
+
+    def share(phase: str) -> list[list[str]]:
+        if agents_url == "memory://":
+            return asyncio.run(_share_in_threads(store, phase))
+        script = tmp_path / "sharer.py"
+        script.write_text(SHARER)
+        start = str(time.time() + 1.5)
+        procs = [
+            subprocess.Popen(
+                [sys.executable, str(script), agents_url, prefix, f"p{n}", start, phase],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for n in range(2)
+        ]
+        outs = [p.communicate(timeout=120)[0] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0]
+        return [json.loads(o) for o in outs if o.strip()]
+
+    async def items() -> list[Any]:
+        return await LedgerSession("two", store).get_items()
+
+    # Given two writers adding the same item 50 times each, at the same moment
+    share("add")
+    # Then all 100 adds are stored
+    assert len(asyncio.run(items())) == 100
+
+    # Given 100 items told apart, then two writers popping until none is left, at once
+    async def number() -> None:
+        session = LedgerSession("two", store)
+        await session.clear_session()
+        await session.add_items([item(f"item-{n}") for n in range(100)])
+
+    asyncio.run(number())
+    popped = [p for out in share("pop") for p in out]
+    # Then each item was handed out exactly once, and none is left
+    assert sorted(popped) == sorted(f"item-{n}" for n in range(100))
+    assert asyncio.run(items()) == []
 
 
 ADDER = """

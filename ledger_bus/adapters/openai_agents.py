@@ -10,11 +10,11 @@
 
 A session is a ledger session (its id, or `oa~<sha256>` for an id that is not a session id).
 Its items are the stream `oa.items`: each `add_items` is one append, atomic, of an
-`agents.item` mutation per item, under an expected version, with an append id named after that
-version and the items, so a call retried after a lost reply lands once. `pop_item` appends an
-`agents.popped` mutation that withdraws the newest item; `clear_session` an `agents.cleared`
-one that withdraws them all (and trims what it can of them, spec 3.12). Versions keep counting
-through both, so an id used again is never taken for a retry of what was withdrawn.
+`agents.item` mutation per item, with an append id made for that one call, so the store's retry
+of it after a lost reply lands once and two writers adding the same items at once add them
+twice. `pop_item` appends an `agents.popped` mutation that withdraws the newest item, at the
+version it read it at, so two pops at once never hand out one item; `clear_session` an
+`agents.cleared` one that withdraws them all (and trims what it can of them, spec 3.12).
 `get_items(limit)` folds the stream, kept up to date a round trip at a time.
 
 Function tools: `session.record_tools(tools)` records each call as a `tool_call` in the
@@ -32,6 +32,7 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
@@ -42,7 +43,7 @@ from agents.tool_context import ToolContext
 from ledger_bus.adapters.calls import CallLedger, decided_text
 from ledger_bus.adapters.view import Views
 from ledger_bus.errors import InvalidInput, VersionConflict
-from ledger_bus.ids import StreamId, check_name
+from ledger_bus.ids import ANY, StreamId, check_name
 from ledger_bus.recorder import DEFAULT_LEASE_MS, Capabilities
 from ledger_bus.records import RecordedEvent
 from ledger_bus.store.aio import AsyncStore
@@ -139,7 +140,7 @@ class LedgerSession:
         events = [
             {"type": "mutation", "agent": AGENT, "kind": ITEM, "item": item} for item in items
         ]
-        await self._drive(self._append_op(events, _digest(items)))
+        await self._drive(self._append_op(events, _call_id("add")))
 
     async def pop_item(self) -> Any | None:
         """Withdraw the newest item and return it (None when there is none)."""
@@ -151,24 +152,18 @@ class LedgerSession:
 
     # -- operations -----------------------------------------------------------------------------
 
-    def _append_op(self, events: list[dict[str, Any]], digest: str) -> Op[None]:
-        """Append `events` at the stream's version as the view knows it, again at the new one
-        while another writer gets there first."""
-        view = self._views.of(self.items)
-        for _ in range(CONFLICT_RETRIES):
-            yield from view.refresh_op(self.store)
-            version = view.version
-            try:
-                yield from self.store.append_op(
-                    self.items, version, f"oa:{version}:{digest}", events
-                )
-                return
-            except VersionConflict:
-                continue
-        raise VersionConflict(str(self.items), view.version, -1)
+    def _append_op(self, events: list[dict[str, Any]], append_id: str) -> Op[None]:
+        """Append `events` wherever the stream is: items from other writers may come between
+        two calls, never inside one. `append_id` names this one call (the store's retries of
+        it after a lost reply land once); two calls adding the same items are two appends."""
+        yield from self.store.append_op(self.items, ANY, append_id, events)
 
     def _pop_op(self) -> Op[Any | None]:
+        """Withdraw the newest item at the version it was read at: a writer who got there
+        first (another pop, an add) makes this pop read again and take the newest then, so
+        each item is handed out once."""
         view = self._views.of(self.items)
+        append_id = _call_id("pop")
         for _ in range(CONFLICT_RETRIES):
             state = yield from view.refresh_op(self.store)
             if not state.live:
@@ -181,9 +176,7 @@ class LedgerSession:
                 "item_version": item_version,
             }
             try:
-                yield from self.store.append_op(
-                    self.items, view.version, f"pop:{view.version}", [event]
-                )
+                yield from self.store.append_op(self.items, view.version, append_id, [event])
             except VersionConflict:
                 continue
             return item
@@ -194,7 +187,7 @@ class LedgerSession:
         # Bounded to the marker while it is appended: the append trims the items before it.
         yield from self.store.bound_stream_op(self.items, 1, dedup_window_ms=0)
         try:
-            yield from self._append_op([event], "cleared")
+            yield from self._append_op([event], _call_id("clear"))
         finally:
             yield from self.store.bound_stream_op(self.items, None)
 
@@ -258,9 +251,9 @@ def _replayed(recorded: RecordedEvent) -> Any:
     return f"error: {decided_text(result)}"
 
 
-def _digest(items: list[Any]) -> str:
-    text = json.dumps(items, sort_keys=True, default=str, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+def _call_id(kind: str) -> str:
+    """The append id of one call of the session: made once, kept across its retries."""
+    return f"oa:{kind}:{uuid.uuid4().hex}"
 
 
 __all__ = ["CAPABILITIES", "LedgerSession", "ledger_session"]
