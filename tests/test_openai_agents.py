@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,10 @@ from ledger_bus import aio
 from ledger_bus.adapters.openai_agents import CAPABILITIES, LedgerSession
 from ledger_bus.reconciler import Reconciler, ReconcilerConfig, resolve_attempt
 from ledger_bus.recorder import UnresolvedAttempt
+from ledger_bus.records import AppendResult
 from ledger_bus.server import LocalCluster, LocalServer
+from ledger_bus.store.memory import MemoryStore
+from ledger_bus.store.ops import Op
 from tests.support.agents_sdk import build, run
 from tests.support.helpers import kill_when_ready, ledger_here, runs_of
 from tests.support.proxy import DropProxy
@@ -317,6 +321,40 @@ def test_two_writers_on_one_session_store_each_add_and_hand_out_each_pop_once(
     # Then each item was handed out exactly once, and none is left
     assert sorted(popped) == sorted(f"item-{n}" for n in range(100))
     assert asyncio.run(items()) == []
+
+
+class Interleaved(MemoryStore):
+    """A memory store that runs `beside` (once) just before the next append: another writer
+    getting in between a session's read and its write, every time, not by chance."""
+
+    beside: Callable[[], object] | None = None
+
+    def append_op(self, *args: Any, **kwargs: Any) -> Op[AppendResult]:
+        beside, self.beside = self.beside, None
+        if beside is not None:
+            beside()
+        return (yield from super().append_op(*args, **kwargs))
+
+
+def test_a_writer_between_a_read_and_a_write_is_neither_lost_nor_handed_the_same_item() -> None:
+    # Given two sessions of one id, the second writing between the first's read and its write
+    store = Interleaved()
+    first, second = LedgerSession("two", store), LedgerSession("two", store)
+    same = [item("the same")]
+    store.beside = lambda: asyncio.run(second.add_items(same))
+    # When both add the same item
+    asyncio.run(first.add_items(same))
+    # Then both adds are stored
+    assert asyncio.run(first.get_items()) == same + same
+    # When both pop, the second between the first's read and its write
+    asyncio.run(first.clear_session())
+    asyncio.run(first.add_items([item("a"), item("b")]))
+    got: list[Any] = []
+    store.beside = lambda: got.append(asyncio.run(second.pop_item()))
+    got.append(asyncio.run(first.pop_item()))
+    # Then each got an item of its own, and none is left
+    assert sorted(i["content"] for i in got) == ["a", "b"]
+    assert asyncio.run(first.get_items()) == []
 
 
 ADDER = """
