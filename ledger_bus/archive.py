@@ -117,7 +117,7 @@ def archive_session(
         ref = StreamId(session_id, info.name)
         bound = hot.stream_bound(ref)
         if bound is not None:
-            cold.bound_stream(ref, bound.keep, bound.dedup_window_ms)
+            cold.bound_stream(ref, bound.keep, bound.dedup_window_ms, only=bound.only)
     artifacts = hot.artifact_uses(session_id)
     for sha, uses in artifacts.items():
         cold.restore_artifact(session_id, sha, hot.artifact(session_id, sha), uses)

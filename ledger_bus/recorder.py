@@ -83,7 +83,7 @@ def abandoned_event(call: RecordedEvent, step_id: str, **ids: Any) -> dict[str, 
 def abandoned(result: RecordedEvent) -> bool:
     """Whether a tool_result only closes an attempt that a crash left unfinished, before the
     tool (safe to replay) ran again: no outcome of the step, which a later attempt has."""
-    return result.get("result") == {"outcome": "unknown", "reason": ABANDONED}
+    return bool(result.get("result") == {"outcome": "unknown", "reason": ABANDONED})
 
 
 def failure(err: BaseException) -> dict[str, str]:

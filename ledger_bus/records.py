@@ -190,9 +190,18 @@ class Bound:
 
     keep: int
     dedup_window_ms: int
+    # Trim only at appends whose append_id begins with this (a rewrite's own appends), so that
+    # a bound its writer never lifted (killed inside the rewrite) trims nothing else.
+    only: str | None = None
+
+    def applies_to(self, append_id: str) -> bool:
+        return self.only is None or append_id.startswith(self.only)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"keep": self.keep, "dedup_window_ms": self.dedup_window_ms}
+        found: dict[str, Any] = {"keep": self.keep, "dedup_window_ms": self.dedup_window_ms}
+        if self.only is not None:
+            found["only"] = self.only
+        return found
 
 
 @dataclass(frozen=True, slots=True)

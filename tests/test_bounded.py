@@ -116,6 +116,25 @@ def test_a_bound_is_declared_changed_and_lifted(store: EventStore) -> None:
     assert store.stream_bound(CHECKPOINTS) is None, "a bound goes with its stream"
 
 
+def test_a_bound_for_one_writers_appends_trims_at_those_alone(store: EventStore) -> None:
+    # Given a stream of three, bounded to one for the appends whose ids begin "rw:"
+    for n in range(3):
+        store.append(CHECKPOINTS, lb.ANY, f"c{n}", [msg(str(n))])
+    store.bound_stream(CHECKPOINTS, keep=1, dedup_window_ms=0, only="rw:")
+    assert store.stream_bound(CHECKPOINTS) == lb.Bound(1, 0, "rw:")
+    # When someone else appends, nothing is trimmed
+    store.append(CHECKPOINTS, lb.ANY, "other", [msg("3")])
+    assert bodies(store.read_stream(CHECKPOINTS)) == ["0", "1", "2", "3"]
+    # When the rewrite appends, what came before goes
+    store.append(CHECKPOINTS, lb.ANY, "rw:1", [msg("kept")])
+    assert bodies(store.read_stream(CHECKPOINTS)) == ["kept"]
+    # And a bound its writer never lifted goes on trimming nothing
+    store.append(CHECKPOINTS, lb.ANY, "later", [msg("later")])
+    assert bodies(store.read_stream(CHECKPOINTS)) == ["kept", "later"]
+    with pytest.raises(lb.InvalidInput):
+        store.bound_stream(CHECKPOINTS, keep=1, only="has space")
+
+
 def test_a_bound_declared_on_a_long_stream_trims_it_a_little_per_append(
     redis_store: RedisStore,
 ) -> None:

@@ -525,18 +525,22 @@ class LedgerSaver(BaseCheckpointSaver[str]):
     ) -> Op[None]:
         """Leave only the `kept` checkpoints (and their writes) in the stream: appended again,
         each with every channel value it needs, while the stream is bounded to them, so that
-        the append that completes them trims everything before it (spec 3.12)."""
+        the append that completes them trims everything before it (spec 3.12). The bound is
+        for the rewrite's own appends: a process killed before it is lifted leaves the old
+        checkpoints with copies of the kept ones (the same state), and a bound that trims no
+        checkpoint written after."""
         if not kept:
             yield from self.store.delete_stream_op(stream)
             self._views.of(stream).forget()
             return
         assert state.thread_id is not None
         events = self._whole(state, sorted(kept), state.thread_id)
-        yield from self.store.bound_stream_op(stream, len(events), dedup_window_ms=0)
+        rewrite = f"r:{uuid.uuid4().hex}"
+        yield from self.store.bound_stream_op(stream, len(events), dedup_window_ms=0, only=rewrite)
         try:
             for start in range(0, len(events), self._chunk()):
                 chunk = events[start : start + self._chunk()]
-                yield from self.store.append_op(stream, ANY, _append_id("r", stream.name), chunk)
+                yield from self.store.append_op(stream, ANY, f"{rewrite}:{start}", chunk)
         finally:
             yield from self.store.bound_stream_op(stream, None)
 

@@ -184,10 +184,12 @@ class LedgerSession:
 
     def _clear_op(self) -> Op[None]:
         event = {"type": "mutation", "agent": AGENT, "kind": CLEARED}
-        # Bounded to the marker while it is appended: the append trims the items before it.
-        yield from self.store.bound_stream_op(self.items, 1, dedup_window_ms=0)
+        # Bounded to the marker while it is appended: the append trims the items before it. The
+        # bound is for this append alone: killed before it is lifted, it trims nothing more.
+        append_id = _call_id("clear")
+        yield from self.store.bound_stream_op(self.items, 1, dedup_window_ms=0, only=append_id)
         try:
-            yield from self._append_op([event], _call_id("clear"))
+            yield from self._append_op([event], append_id)
         finally:
             yield from self.store.bound_stream_op(self.items, None)
 

@@ -267,10 +267,15 @@ class AsyncStore:
         return await self.drive(self.core.delete_stream_op(stream))
 
     async def bound_stream(
-        self, stream: StreamId, keep: int | None, dedup_window_ms: int = DEFAULT_DEDUP_WINDOW_MS
+        self,
+        stream: StreamId,
+        keep: int | None,
+        dedup_window_ms: int = DEFAULT_DEDUP_WINDOW_MS,
+        *,
+        only: str | None = None,
     ) -> None:
         """EventStore.bound_stream."""
-        await self.drive(self.core.bound_stream_op(stream, keep, dedup_window_ms))
+        await self.drive(self.core.bound_stream_op(stream, keep, dedup_window_ms, only=only))
 
     async def stream_bound(self, stream: StreamId) -> Bound | None:
         """EventStore.stream_bound."""

@@ -445,6 +445,8 @@ class EventStore(abc.ABC):
         stream: StreamId,
         keep: int | None,
         dedup_window_ms: int = DEFAULT_DEDUP_WINDOW_MS,
+        *,
+        only: str | None = None,
     ) -> None:
         """Declare `stream` bounded (spec 3.12): from its next append on, it keeps at least its
         newest `keep` events, trimming older ones a whole append at a time (with the references
@@ -452,14 +454,20 @@ class EventStore(abc.ABC):
         after it committed, so a retry within that window still deduplicates, and one after it
         appends anew. `keep=None`: unbounded again (what was trimmed stays trimmed). For streams
         whose newest events alone matter, such as a framework's checkpoints: a stream that
-        carries tool calls must keep them for the reconciler."""
-        self.run_op(self.bound_stream_op(stream, keep, dedup_window_ms))
+        carries tool calls must keep them for the reconciler.
+
+        `only`: the bound trims at appends whose append_id begins with it, and at no other. A
+        rewrite (append what stays, trim what came before) bounds its stream `only` for its own
+        appends: a process killed inside it leaves a bound that trims nothing written after."""
+        self.run_op(self.bound_stream_op(stream, keep, dedup_window_ms, only=only))
 
     def bound_stream_op(
         self,
         stream: StreamId,
         keep: int | None,
         dedup_window_ms: int = DEFAULT_DEDUP_WINDOW_MS,
+        *,
+        only: str | None = None,
     ) -> Op[None]:
         if not isinstance(stream, StreamId):
             raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
@@ -471,7 +479,11 @@ class EventStore(abc.ABC):
             or dedup_window_ms < 0
         ):
             raise InvalidInput(f"dedup_window_ms must be an int >= 0, got {dedup_window_ms!r}")
-        bound = None if keep is None else Bound(keep, dedup_window_ms)
+        if only is not None and (
+            not isinstance(only, str) or not only or any(c.isspace() for c in only)
+        ):
+            raise InvalidInput(f"only must be a non-empty string without spaces, got {only!r}")
+        bound = None if keep is None else Bound(keep, dedup_window_ms, only)
         yield from step(self._set_bound(stream, bound))
 
     def stream_bound(self, stream: StreamId) -> Bound | None:

@@ -215,7 +215,7 @@ class MemoryStore(EventStore):
                 result.cursor,
             )
             bound = state.bounds.get(stream.name)
-            if bound is not None:
+            if bound is not None and bound.applies_to(append_id):
                 state.trim(stream.name, bound, now)
             self._changed.notify_all()
             return result

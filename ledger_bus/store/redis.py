@@ -570,6 +570,8 @@ class RedisStore(EventStore):
             yield from self._run(lambda c: c.hdel(key, stream.name))
         else:
             value = f"{bound.keep} {bound.dedup_window_ms}"
+            if bound.only is not None:
+                value += f" {bound.only}"
             yield from self._run(lambda c: c.hset(key, stream.name, value))
 
     def _bound(self, stream: StreamId) -> Op[Bound | None]:
@@ -577,8 +579,8 @@ class RedisStore(EventStore):
         found = yield from self._run(lambda c: c.hget(key, stream.name))
         if found is None:
             return None
-        keep, window = _text(found).split()
-        return Bound(int(keep), int(window))
+        keep, window, *only = _text(found).split()
+        return Bound(int(keep), int(window), only[0] if only else None)
 
     def _artifact_uses(self, session_id: str) -> Op[dict[str, int]]:
         key = self.keys.artifact_uses(session_id)

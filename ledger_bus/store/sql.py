@@ -85,7 +85,7 @@ from ledger_bus.store.sql_waits import Bridged, Waits
 T = TypeVar("T")
 
 MIGRATIONS: Final = Path(__file__).with_name("migrations")
-SCHEMA_HEAD: Final = "0004"  # the newest migration; tests/test_sql.py holds the two together
+SCHEMA_HEAD: Final = "0005"  # the newest migration; tests/test_sql.py holds the two together
 BOUND_TTL: Final = 5.0  # seconds a stream's bound, as read, is taken for its bound
 POLL_S: Final = 0.02  # how often a waiting read looks again
 RESTORE_BATCH: Final = 5000  # events restored per transaction
@@ -464,7 +464,7 @@ class SqlStore(EventStore):
         result = self._retry(attempt)
         if not result.deduplicated:
             bound = self._bound_of(stream)
-            if bound is not None:
+            if bound is not None and bound.applies_to(append_id):
                 self._run(lambda conn: self._trim(conn, stream, bound))
         return result
 
@@ -537,6 +537,7 @@ class SqlStore(EventStore):
                         stream=stream.name,
                         keep=bound.keep,
                         dedup_ms=bound.dedup_window_ms,
+                        only=bound.only,
                     )
                 )
 
@@ -545,11 +546,11 @@ class SqlStore(EventStore):
 
     def _bound(self, stream: StreamId) -> Bound | None:
         b = self.t.bounds
-        query = select(b.c.keep, b.c.dedup_ms).where(
+        query = select(b.c.keep, b.c.dedup_ms, b.c.only).where(
             b.c.session_id == stream.session_id, b.c.stream == stream.name
         )
         row = self._run(lambda c: c.execute(query).first(), write=False)
-        return None if row is None else Bound(int(row.keep), int(row.dedup_ms))
+        return None if row is None else Bound(int(row.keep), int(row.dedup_ms), row.only)
 
     def restore(
         self,

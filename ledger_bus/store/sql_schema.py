@@ -175,6 +175,7 @@ def tables(prefix: str = "lb") -> Tables:
         Column("stream", NAME, primary_key=True),
         Column("keep", BigInteger, nullable=False),  # events kept, at least (spec 3.12)
         Column("dedup_ms", BigInteger, nullable=False),  # how long trimmed append_ids are kept
+        Column("only", NAME, nullable=True),  # trims only at append_ids that begin with it
     )
     return Tables(
         metadata,

@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 import time
+from typing import Any
 
 import ledger_bus as lb
 
@@ -115,6 +116,42 @@ def hang(marker: str, env: str) -> None:
     time.sleep(3600)
 
 
+def rewrite_killed(url: str, prefix: str, what: str, kill_before: str) -> None:
+    """Run one rewrite (`clear` of an Agents SDK session, `prune` or `delete_for_runs` of a
+    LangGraph thread) and die by SIGKILL just before its `kill_before`-th write of a bound or an
+    append, its appends made two events at most, so that a kill lands inside it."""
+    import asyncio
+
+    store = lb.connect(url, prefix=prefix)
+    writes = 0
+
+    def counted(write: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            nonlocal writes
+            writes += 1
+            if writes == int(kill_before):
+                os.kill(os.getpid(), signal.SIGKILL)
+            return write(*args, **kwargs)
+
+        return wrapper
+
+    store.append_op = counted(store.append_op)  # type: ignore[method-assign]
+    store.bound_stream_op = counted(store.bound_stream_op)  # type: ignore[method-assign]
+    if what == "clear":
+        from ledger_bus.adapters.openai_agents import LedgerSession
+
+        asyncio.run(LedgerSession("rewritten", store).clear_session())
+        return
+    from ledger_bus.adapters.langgraph import LedgerSaver
+
+    saver = LedgerSaver(store)
+    saver._chunk = lambda: 2  # type: ignore[method-assign]
+    if what == "prune":
+        saver.prune(["rewritten"], strategy="keep_latest")
+    else:
+        saver.delete_for_runs([str(run) for run in sys.argv[6:]])
+
+
 def archive_killed(url: str, prefix: str, archive: str, session: str, kill_at: str) -> None:
     """Archive a session, and die by SIGKILL as step `kill_at` begins (ledger_bus.archive)."""
     from ledger_bus.archive import archive_session
@@ -140,6 +177,8 @@ if __name__ == "__main__":
         recorded(*args)
     elif name == "chatty":
         chatty(*args)
+    elif name == "rewrite_killed":
+        rewrite_killed(*args[:4])
     elif name == "archive_killed":
         archive_killed(*args)
     else:

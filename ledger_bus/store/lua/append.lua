@@ -107,6 +107,13 @@ end
 
 local prefix = string.sub(KEYS[7], 1, -5)  -- lb:{S}:tomb -> lb:{S}:
 local bound = redis.call('HGET', prefix .. 'bounds', ARGV[1])
+-- "<keep> <window ms>", or "<keep> <window ms> <only>": a bound for the appends whose
+-- append_id begins with <only> (a rewrite's own), inert for every other append.
+local keep, window_ms, only
+if bound then
+  keep, window_ms, only = string.match(bound, '^(%d+) (%d+) ?(%S*)$')
+  if only ~= '' and string.sub(ARGV[3], 1, #only) ~= only then bound = nil end
+end
 -- An artifact written before the call may have expired, or gone with a deletion since.
 for j = 9, #KEYS do
   if redis.call('EXISTS', KEYS[j]) == 0 then return {'noartifact', KEYS[j]} end
@@ -282,7 +289,6 @@ local function trim(upto, window_ms, now_ms)
 end
 
 if bound then
-  local keep, window_ms = string.match(bound, '^(%d+) (%d+)$')
   trim(version - tonumber(keep), tonumber(window_ms), tonumber(string.match(cursor, '^(%d+)')))
 end
 return {'ok', first, version, cursor, opened, tonumber(generation)}
