@@ -2,7 +2,10 @@
 
 Export writes what `ledger-bus scan` prints, so `tail -n 20 conversation.jsonl | jq .` reads it.
 Import appends each line's event to its stream, in file order, with append ids derived from the
-file itself, so importing the same file twice changes nothing.
+file itself. It is idempotent by event id: a line whose event id is in the session already (or
+earlier in the file) with the same content is skipped, and one whose event id is there with
+other content refuses the whole import before anything is written. So importing the same file
+twice, or a session's own export into it, changes nothing.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import IO, Any, Final
 
 from ledger_bus.batch import prepare_append
-from ledger_bus.errors import InvalidEvent, InvalidInput
+from ledger_bus.errors import InvalidEvent, InvalidInput, Refused
 from ledger_bus.events import RESERVED_FIELDS
 from ledger_bus.filters import EventFilter, select
 from ledger_bus.ids import ANY, StreamId, check_name
@@ -49,9 +52,10 @@ class ImportBatch:
 
 @dataclass(frozen=True, slots=True)
 class ImportReport:
-    events: int
+    events: int  # written, or found written by an earlier import of the same batch
     appends: int
     deduplicated: int
+    skipped: int = 0  # lines whose event was in the session already
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -78,12 +82,14 @@ def plan_import(
     session_id: str,
     lines: Iterable[bytes | str],
     default_stream: str = DEFAULT_STREAM,
-) -> list[ImportBatch]:
+) -> ImportPlan:
     """Parse and validate a whole conversation.jsonl before anything is written.
 
-    Raises InvalidInput (or InvalidEvent) naming the line of the first fault.
+    Raises InvalidInput (or InvalidEvent) naming the line of the first fault; Refused naming
+    the line whose event id is in the session already with other content.
     """
     check_name(session_id, "session id")
+    known = _known_events(store, session_id)
     batches: list[ImportBatch] = []
     current: list[tuple[int, dict[str, Any]]] = []
     current_stream = ""
@@ -105,26 +111,63 @@ def plan_import(
         batches.append(ImportBatch(ref, append_id, events, current[0][0]))
         current.clear()
 
+    skipped = 0
     for number, stream, event in _parse(lines, default_stream):
+        event_id = event.get("event_id")
+        if isinstance(event_id, str):
+            content = _content(event)
+            there = known.get(event_id)
+            if there is not None:
+                if there != content:
+                    raise Refused(
+                        f"line {number}: event {event_id!r} is in session {session_id!r}"
+                        " already, with other content; nothing was imported"
+                    )
+                skipped += 1
+                continue
+            known[event_id] = content
         if stream != current_stream or len(current) >= IMPORT_BATCH:
             close()
             current_stream = stream
         current.append((number, event))
     close()
-    return batches
+    return ImportPlan(batches, skipped)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportPlan:
+    """What an import appends, and how many lines it skips (their events are there already)."""
+
+    batches: list[ImportBatch]
+    skipped: int
+
+
+def _content(fields: dict[str, Any]) -> dict[str, Any]:
+    """What two records of one event must agree on: all but where and when it was committed."""
+    return {k: v for k, v in fields.items() if k not in RESERVED_FIELDS and k != "event_id"}
+
+
+def _known_events(store: EventStore, session_id: str) -> dict[str, dict[str, Any]]:
+    """The session's events by event id, each by its content (read once, before the import)."""
+    if not store.session_exists(session_id):
+        return {}
+    return {e.event_id: _content(e.fields) for e in store.iter_session(session_id)}
 
 
 def run_import(
     store: EventStore,
-    batches: list[ImportBatch],
+    plan: ImportPlan,
     progress: Callable[[int], None] | None = None,
 ) -> ImportReport:
     """Append planned batches in file order; an already imported batch deduplicates."""
     events = deduplicated = 0
+    batches = plan.batches
     for batch in batches:
         result = store.append(batch.stream, ANY, batch.append_id, batch.events)
         events += len(batch.events)
         deduplicated += result.deduplicated
         if progress:
             progress(len(batch.events))
-    return ImportReport(events=events, appends=len(batches), deduplicated=deduplicated)
+    return ImportReport(
+        events=events, appends=len(batches), deduplicated=deduplicated, skipped=plan.skipped
+    )

@@ -179,8 +179,9 @@ def test_export_then_import_recreates_the_session_and_a_second_import_changes_no
     first = ledger("import", "dst", str(target))
     second = ledger("import", "dst", str(target))
     assert first.returncode == second.returncode == 0
-    assert json.loads(first.stdout)["deduplicated"] == 0
-    assert json.loads(second.stdout)["deduplicated"] == json.loads(second.stdout)["appends"] == 3
+    assert json.loads(first.stdout)["deduplicated"] == json.loads(first.stdout)["skipped"] == 0
+    assert json.loads(second.stdout)["skipped"] == 4
+    assert json.loads(second.stdout)["appends"] == 0
 
     def essence(output: str) -> list[tuple[Any, ...]]:
         return [
@@ -198,6 +199,40 @@ def test_export_then_import_recreates_the_session_and_a_second_import_changes_no
 
     assert essence(ledger("export", "dst").stdout) == essence(target.read_text())
     assert len(lines(ledger("export", "dst").stdout)) == 4
+
+
+def test_a_session_imported_into_itself_is_as_it_was(ledger: Any, tmp_path: Path) -> None:
+    # Given a session, exported
+    ledger("append", "team-1", "orchestrator", "--append-id", "o1", stdin=jsonl(CALL, MSG))
+    ledger("append", "team-1", "lead", "--append-id", "l1", stdin=jsonl(MSG))
+    target = tmp_path / "f.jsonl"
+    assert ledger("export", "team-1", str(target)).returncode == 0
+    # When its export is imported into it
+    done = ledger("import", "team-1", str(target))
+    # Then nothing is written: every event is there once
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["skipped"] == 3
+    assert ledger("export", "team-1").stdout == target.read_text()
+
+
+def test_an_import_whose_event_id_is_there_with_other_content_is_refused_whole(
+    ledger: Any, tmp_path: Path
+) -> None:
+    # Given a session, and a file of a new event followed by one of its ids with another body
+    ledger("append", "team-2", "lead", "--append-id", "l1", stdin=jsonl(MSG))
+    (there,) = lines(ledger("export", "team-2").stdout)
+    changed = {**there, "body": "not what was said"}
+    source = tmp_path / "f.jsonl"
+    source.write_text(jsonl({"type": "message", "agent": "x", "body": "new"}, changed))
+    before = ledger("export", "team-2").stdout
+    # When it is imported
+    refused = ledger("import", "team-2", str(source))
+    # Then it is refused, naming the line and the id, and nothing of it is written
+    assert refused.returncode == 1
+    assert "line 2" in refused.stderr
+    assert there["event_id"] in refused.stderr
+    assert refused.stderr.count("\n") == 1
+    assert ledger("export", "team-2").stdout == before
 
 
 def test_import_of_a_bad_file_names_the_line_and_writes_nothing(

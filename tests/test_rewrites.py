@@ -38,8 +38,10 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def killed(url: str, prefix: str, what: str, kill_before: int, *runs: str) -> None:
     """Run the rewrite in a process of its own, killed before its n-th write."""
     done = subprocess.run(
-        [sys.executable, "-m", "tests.support.workers", "rewrite_killed", url, prefix, what]
-        + [str(kill_before), *runs],
+        [
+            *(sys.executable, "-m", "tests.support.workers", "rewrite_killed"),
+            *(url, prefix, what, str(kill_before), *runs),
+        ],
         cwd=ROOT,
         timeout=120,
         check=False,
@@ -101,8 +103,13 @@ def rewrite(saver: LedgerSaver, what: str, runs: list[str]) -> None:
 # The writes of a rewrite: the bound (1), its appends of two events (2, ...), the bound lifted.
 @pytest.mark.parametrize(
     ("what", "kill_before"),
-    [("prune", 2), ("prune", 3), ("delete_for_runs", 2), ("delete_for_runs", 3)]
-    + [("delete_for_runs", 5)],
+    [
+        ("prune", 2),
+        ("prune", 3),
+        ("delete_for_runs", 2),
+        ("delete_for_runs", 3),
+        ("delete_for_runs", 5),
+    ],
 )
 def test_a_rewrite_of_a_thread_killed_at_any_step_leaves_the_old_state_or_the_new(
     url: str, what: str, kill_before: int

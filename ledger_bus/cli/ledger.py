@@ -310,14 +310,14 @@ def export(settings: Settings, /, session: str, file: str | None, **filters: Any
 def import_(settings: Settings, session: str, file: Any, default_stream: str) -> None:
     """A conversation.jsonl into a session; importing the same file again changes nothing."""
     store = settings.store()
-    batches = plan_import(store, session, file, default_stream)
-    total = sum(len(b.events) for b in batches)
+    plan = plan_import(store, session, file, default_stream)
+    total = sum(len(b.events) for b in plan.batches)
     if sys.stderr.isatty():
         from rich.progress import Progress
 
         with Progress(transient=True) as bar:
             task = bar.add_task(f"importing into {session}", total=total)
-            report = run_import(store, batches, lambda n: bar.advance(task, n))
+            report = run_import(store, plan, lambda n: bar.advance(task, n))
     else:
-        report = run_import(store, batches)
+        report = run_import(store, plan)
     show_record(settings, {"session": session, **report.to_dict()})
