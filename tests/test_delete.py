@@ -192,10 +192,14 @@ def test_the_command_says_what_would_go_and_deletes_only_when_told(
     assert json.loads(run("delete", S, "side").stdout)["would_delete_events"] == 1
     assert len(run("scan", S).stdout.splitlines()) == 4, "nothing deleted without --yes"
 
+    # Deleting is safe to retry: what holds nothing deletes 0 events, exit 0, and says so.
     missing_stream = run("delete", S, "sid", "--yes")
-    assert missing_stream.returncode == 6
-    assert "did you mean side" in missing_stream.stderr
-    assert run("delete", "del-nobody", "--yes").returncode == 6
+    assert missing_stream.returncode == 0, missing_stream.stderr
+    assert json.loads(missing_stream.stdout)["deleted_events"] == 0
+    assert "nothing to delete" in missing_stream.stderr
+    assert run("delete", S, "sid").returncode == 6, "asked without --yes, it names the typo"
+    assert "did you mean side" in run("delete", S, "sid").stderr
+    assert run("delete", "del-nobody", "--yes").returncode == 0
     assert run("delete", "bad id", "--yes").returncode == 2
 
     one = run("delete", S, "side", "--yes")
@@ -207,6 +211,9 @@ def test_the_command_says_what_would_go_and_deletes_only_when_told(
     }
     whole = run("delete", S, "--yes")
     assert json.loads(whole.stdout)["deleted_events"] == 3
+    retried = run("delete", S, "--yes")
+    assert retried.returncode == 0, retried.stderr
+    assert json.loads(retried.stdout)["deleted_events"] == 0
     assert run("tail", S).returncode == 6
     line = json.dumps(msg("after")) + "\n"
     again = ledger_here(

@@ -157,17 +157,22 @@ class Settings:
         closest sessions it does hold, instead of printing nothing as if all were well."""
         store = self.store()
         if not store.session_exists(session_id):
-            archived = store.archive_state(session_id)[0] if isinstance(store, RedisStore) else None
-            if archived is not None:
-                raise NotFound(
-                    f"session {session_id!r} is archived in {archived}: read it with --archive"
-                    f" (or {ARCHIVE_ENV}) naming that store"
-                )
+            self.not_archived(session_id)
             known = [s for s, _ in store.sessions(limit=1000)]
             close = difflib.get_close_matches(session_id, known, n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise NotFound(f"no such session {session_id!r}{hint}")
         return store
+
+    def not_archived(self, session_id: str) -> None:
+        """NotFound (exit 6) naming where `session_id` went, when it was archived from here."""
+        store = self.store()
+        archived = store.archive_state(session_id)[0] if isinstance(store, RedisStore) else None
+        if archived is not None:
+            raise NotFound(
+                f"session {session_id!r} is archived in {archived}: read it with --archive"
+                f" (or {ARCHIVE_ENV}) naming that store"
+            )
 
     @property
     def as_table(self) -> bool:

@@ -48,6 +48,22 @@ def delete(settings: Settings, session: str, stream: str | None, yes: bool) -> N
     The append ids stay recorded, so a late retry of an old append never writes its events back;
     the session (or stream) can be written again, from version 1.
     """
+    if yes:
+        # Safe to retry, as the API is: a session (or stream) deleted already, or never
+        # written, deletes 0 events and exits 0.
+        store = settings.store()
+        if not store.session_exists(session):
+            settings.not_archived(session)
+        done = (
+            store.delete_session(session)
+            if stream is None
+            else store.delete_stream(StreamId(session, stream))
+        )
+        show_record(settings, done.to_dict())
+        if not done.events:
+            what = repr(session) if stream is None else f"{session!r} stream {stream!r}"
+            say(f"nothing to delete: {what} holds no events (deleted already, or never written)")
+        return
     store = settings.session(session)
     info = store.session_info(session)
     versions = {s.name: s.version for s in info.streams}
@@ -55,28 +71,20 @@ def delete(settings: Settings, session: str, stream: str | None, yes: bool) -> N
         close = difflib.get_close_matches(stream, list(versions), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise NotFound(f"session {session!r} has no stream {stream!r}{hint}")
-    if not yes:
-        going = versions if stream is None else {stream: versions[stream]}
-        show_record(
-            settings,
-            {
-                "session": session,
-                "stream": stream,
-                "would_delete_events": info.events if stream is None else versions[stream],
-                "streams": ", ".join(f"{name} ({v})" for name, v in sorted(going.items())),
-                "open_attempts": sum(
-                    1 for a in store.open_attempts(session) if stream in (None, a.stream)
-                ),
-            },
-        )
-        say("nothing deleted: run again with --yes to delete")
-        return
-    done = (
-        store.delete_session(session)
-        if stream is None
-        else store.delete_stream(StreamId(session, stream))
+    going = versions if stream is None else {stream: versions[stream]}
+    show_record(
+        settings,
+        {
+            "session": session,
+            "stream": stream,
+            "would_delete_events": info.events if stream is None else versions[stream],
+            "streams": ", ".join(f"{name} ({v})" for name, v in sorted(going.items())),
+            "open_attempts": sum(
+                1 for a in store.open_attempts(session) if stream in (None, a.stream)
+            ),
+        },
     )
-    show_record(settings, done.to_dict())
+    say("nothing deleted: run again with --yes to delete")
 
 
 def open_archive(settings: Settings, to: str | None) -> SqlStore:
