@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -324,6 +325,28 @@ def test_the_command_serves_the_view_on_loopback(
     finally:
         proc.terminate()
         proc.communicate(timeout=10)
+
+
+def test_a_port_taken_is_one_line_and_exit_2(redis_url: str, prefix: str) -> None:
+    # Given a port something else listens on
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        # When the view is asked to listen there
+        done = subprocess.run(
+            [sys.executable, "-m", "ledger_bus", "--prefix", prefix, "ui", "--port", str(port)],
+            env={**os.environ, "LEDGER_BUS_URL": redis_url},
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    # Then it says so in one line, without an address it never served, and exits 2
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "http://" not in done.stderr
 
 
 def test_bad_usage_is_one_line_and_exit_2(redis_url: str, prefix: str) -> None:

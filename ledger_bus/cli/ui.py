@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 
 import click
 
@@ -42,8 +43,32 @@ def ui(settings: Settings, host: str, port: int) -> None:
     if not _loopback(host):
         say(f"listening on {host}, beyond this machine: the web view has no login")
     app = create_app(open_store, location)
-    say(f"the web view is on http://{host}:{port}/ for {location}")
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    # Bound here, before the address is printed: a port taken is one line and exit 2, not the
+    # address followed by the server's own error.
+    listener = _listen(host, port)
+    say(f"the web view is on http://{host}:{listener.getsockname()[1]}/ for {location}")
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    server.run(sockets=[listener])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port; BadInput (exit 2) when it cannot be had."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        listener = socket.socket(family, kind, proto)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            listener.bind(address)
+            listener.listen(2048)
+        except OSError:
+            listener.close()
+            raise
+    except OSError as err:
+        raise BadInput(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
+    listener.set_inheritable(True)
+    return listener
 
 
 def _loopback(host: str) -> bool:
