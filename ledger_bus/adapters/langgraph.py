@@ -40,18 +40,23 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar, cast
 
-from langchain_core.messages import ToolMessage
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import (
-    WRITES_IDX_MAP,
-    BaseCheckpointSaver,
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
-    CheckpointTuple,
-    get_checkpoint_id,
-    get_checkpoint_metadata,
-)
+from ledger_bus.extras import needs
+
+try:
+    from langchain_core.messages import ToolMessage
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import (
+        WRITES_IDX_MAP,
+        BaseCheckpointSaver,
+        ChannelVersions,
+        Checkpoint,
+        CheckpointMetadata,
+        CheckpointTuple,
+        get_checkpoint_id,
+        get_checkpoint_metadata,
+    )
+except ImportError as err:
+    raise needs(err, "ledger_bus.adapters.langgraph") from None
 
 from ledger_bus.adapters.calls import CallLedger, decided_text
 from ledger_bus.adapters.view import Views

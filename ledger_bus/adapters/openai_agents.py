@@ -37,8 +37,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
-from agents import FunctionTool
-from agents.tool_context import ToolContext
+from ledger_bus.extras import needs
+
+try:
+    from agents import FunctionTool
+    from agents.tool_context import ToolContext
+except ImportError as err:
+    raise needs(err, "ledger_bus.adapters.openai_agents") from None
 
 from ledger_bus.adapters.calls import CallLedger, decided_text
 from ledger_bus.adapters.view import Views

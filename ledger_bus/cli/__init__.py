@@ -17,6 +17,7 @@ from ledger_bus.cli import lifecycle as _lifecycle  # noqa: F401
 from ledger_bus.cli import ops as _ops  # noqa: F401
 from ledger_bus.cli import ui as _ui  # noqa: F401
 from ledger_bus.cli.app import EXIT_INTERNAL, EXIT_USAGE, cli, say
+from ledger_bus.extras import missing_extra
 
 __all__ = ["cli", "main"]
 
@@ -40,6 +41,12 @@ def main() -> NoReturn:
         code = 0
     except (click.Abort, KeyboardInterrupt):
         code = 130
+    except ImportError as err:
+        said = missing_extra(err)
+        if said is None or os.environ.get(DEBUG_ENV):
+            raise
+        say(said)
+        code = EXIT_USAGE
     except Exception as err:
         if os.environ.get(DEBUG_ENV):
             raise

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ledger_bus.batch import PreparedAppend
 from ledger_bus.durability import Durability
@@ -23,7 +23,9 @@ from ledger_bus.ids import StreamId
 from ledger_bus.records import AppendRecord, AppendResult, Deletion, RecordedEvent, SessionInfo
 from ledger_bus.store.ops import Op, Sleep
 from ledger_bus.store.redis import RedisStore
-from ledger_bus.store.sql import SqlStore
+
+if TYPE_CHECKING:  # SQLAlchemy is the `sql` extra's: a Redis user without it lists sessions
+    from ledger_bus.store.sql import SqlStore
 
 ARCHIVED_TTL: Final = 5.0  # seconds a session found archived is taken for archived
 T = TypeVar("T")
