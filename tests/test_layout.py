@@ -17,6 +17,7 @@ MODEL: Final = {
     "durability",
     "errors",
     "events",
+    "extras",
     "files",
     "ids",
     "jsonl",
