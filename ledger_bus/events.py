@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
-from pydantic_core import SchemaValidator, core_schema
+from pydantic_core import CoreConfig, SchemaValidator, core_schema
 
 from ledger_bus.ids import CURSOR_PATTERN
 
@@ -115,7 +115,12 @@ def _given_schema(model: type[BaseModel]) -> core_schema.TypedDictSchema:
             inner, required = inner["schema"], name == "type"
         fields[name] = core_schema.typed_dict_field(inner, required=required)
     extra = schema["config"].get("extra_fields_behavior", "forbid")
-    return core_schema.typed_dict_schema(fields, extra_behavior=extra, strict=True)
+    # Strict through and through: the fields' own schemas come out of the model without the
+    # model's config (strict=True), so the typed dict says it again for them; without it bytes
+    # pass for strings (b"x" for an agent).
+    return core_schema.typed_dict_schema(
+        fields, extra_behavior=extra, strict=True, config=CoreConfig(strict=True)
+    )
 
 
 # Validates an event given as a dict into a new dict of the fields given, in a fixed order, at

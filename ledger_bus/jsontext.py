@@ -59,6 +59,12 @@ def parse_json_values(data: bytes, what: str) -> list[Any]:
             value, position = decoder.raw_decode(text, position)
         except json.JSONDecodeError as err:
             raise InvalidInput(f"{what} line {err.lineno}: not JSON: {err.msg}") from None
+        except ValueError:  # an integer of more digits than Python reads (4300)
+            line = text.count("\n", 0, position) + 1
+            raise InvalidInput(
+                f"{what} line {line}: a number too long to read (the ledger carries integers"
+                " within +-(2**53-1))"
+            ) from None
         except RecursionError:
             line = text.count("\n", 0, position) + 1
             raise InvalidInput(f"{what} line {line}: JSON nested too deeply to read") from None

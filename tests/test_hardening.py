@@ -15,7 +15,7 @@ import pytest
 import ledger_bus as lb
 from ledger_bus.reconciler import FLAG_KIND, Reconciler, ReconcilerConfig
 from ledger_bus.store.base import EventStore
-from tests.support.helpers import cli_env, kill, ledger_cli, start_recorded
+from tests.support.helpers import cli_env, kill, ledger_cli, ledger_here, start_recorded
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -279,3 +279,18 @@ def test_reconcile_check_without_a_heartbeat_exits_1(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert "no heartbeat" in done.stderr
+
+
+def test_an_integer_too_long_to_read_on_stdin_is_one_line_and_exit_2(redis_url: str) -> None:
+    # Given an append whose second line holds a 5000-digit integer
+    lines = json.dumps({"type": "message", "agent": "a", "body": "x"}) + "\n"
+    lines += '{"type": "mutation", "agent": "a", "kind": "k", "n": ' + "9" * 5000 + "}\n"
+    # When it is appended
+    done = ledger_here(
+        redis_url, "bigint", "append", "s1", "main", "--append-id", "a1", stdin=lines
+    )
+    # Then one line names the line, exit 2, and nothing is written
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1
+    assert "stdin line 2" in done.stderr
+    assert ledger_here(redis_url, "bigint", "tail", "s1").returncode == 6

@@ -23,6 +23,7 @@ import ledger_bus as lb
 from ledger_bus.batch import Limits, _all_given_fields, _given_fields
 from ledger_bus.cli import main
 from ledger_bus.events import (
+    DEFAULTS,
     EVENT_TYPES,
     RESERVED_FIELDS,
     event_adapter,
@@ -326,3 +327,74 @@ def test_floats_that_json_cannot_carry_are_refused() -> None:
                 "a",
                 [{"type": "mutation", "agent": "a", "kind": "k", "x": bad}],
             )
+
+
+# Values of the wrong type where the ledger wants text or whole numbers: bytes, numbers too big
+# for JSON to carry exactly, booleans, floats, and what a loose parser would turn into a string.
+wrong = st.one_of(
+    st.binary(max_size=4),
+    st.integers(min_value=2**53, max_value=2**80),
+    st.integers(max_value=-(2**53)),
+    st.booleans(),
+    st.floats(allow_nan=True),
+    st.just(b"x"),
+    st.just(bytearray(b"ok")),
+    st.integers(min_value=0, max_value=9),
+)
+field_value = st.one_of(wrong, name, json_value)
+STRICT_FIELDS = ["agent", "body", "tool", "kind", "attempt_id", "run_id", "step_id", "event_id"]
+
+
+@st.composite
+def loose_event(draw: st.DrawFn) -> dict[str, Any]:
+    """A valid event, one to three of whose fields (or a mutation's data) hold odd values."""
+    kind = draw(st.sampled_from(sorted(VALID)))
+    out: dict[str, Any] = dict(VALID[kind])
+    for field in draw(st.lists(st.sampled_from(STRICT_FIELDS), min_size=1, max_size=3)):
+        out[field] = draw(field_value)
+    if kind == "mutation" and draw(st.booleans()):
+        out[draw(st.sampled_from(["data", "n", "blob"]))] = draw(field_value)
+    if draw(st.booleans()):
+        out["parents"] = draw(st.lists(field_value, max_size=2))
+    return out
+
+
+def as_given(event: dict[str, Any], recorded: dict[str, Any]) -> dict[str, Any]:
+    """The recorded fields, without those the ledger fills in when the event gave none."""
+    drop = {"event_id"} if "event_id" not in event else set()
+    return {k: v for k, v in recorded.items() if k not in drop}
+
+
+@settings(
+    max_examples=2000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    stream=name,
+    append_id=st.one_of(text, wrong),
+    events=st.lists(loose_event(), min_size=1, max_size=3),
+)
+def test_odd_types_are_refused_never_coerced_and_a_refusal_writes_nothing(
+    target: EventStore, stream: Any, append_id: Any, events: list[dict[str, Any]]
+) -> None:
+    # Given an append whose fields may hold bytes, huge or wrongly typed numbers, odd names
+    before = fingerprint(target)
+    try:
+        ref = lb.StreamId("fuzz", stream)
+        result = target.append(ref, lb.ANY, append_id, events)
+    except lb.InvalidInput:
+        # Then a refusal is InvalidInput (InvalidEvent among them), and writes nothing
+        assert fingerprint(target) == before, "a refused append wrote something"
+        return
+    except lb.IdempotencyConflict:
+        return  # the same append id drawn again with other events: refused, nothing written
+    # And what is taken is read back exactly as it was given: no bytes became text
+    if result.deduplicated:
+        return
+    read = target.read_stream(ref, after_version=result.first_version - 1)
+    given = [
+        {k: v for k, v in e.items() if k not in DEFAULTS[e["type"]] or DEFAULTS[e["type"]][k] != v}
+        for e in events
+    ]
+    assert [as_given(e, r.fields) for e, r in zip(events, read, strict=True)] == given
