@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 import ledger_bus as lb
+from ledger_bus.pgserver import LocalPostgres
 from ledger_bus.reconciler import FLAG_KIND, Reconciler, ReconcilerConfig
+from ledger_bus.server import LocalServer, free_port
 from ledger_bus.store.base import EventStore
 from tests.support.helpers import cli_env, kill, ledger_cli, ledger_here, start_recorded
 
@@ -294,3 +296,34 @@ def test_an_integer_too_long_to_read_on_stdin_is_one_line_and_exit_2(redis_url: 
     assert done.stderr.count("\n") == 1
     assert "stdin line 2" in done.stderr
     assert ledger_here(redis_url, "bigint", "tail", "s1").returncode == 6
+
+
+def test_a_one_shot_command_where_nothing_listens_says_so_at_once() -> None:
+    # Given a port where nothing listens, and a retry timeout of a minute
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    # When a one-shot command is run there, then it exits 5 long before the minute is up
+    done = subprocess.run(
+        [sys.executable, "-m", "ledger_bus", "--url", url, "--timeout", "60", "tail", "s1"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
+    )
+    assert done.returncode == 5
+    assert done.stderr.count("\n") == 1
+    assert "connection refused" in done.stderr
+
+
+def test_redis_url_at_a_postgresql_port_says_it_is_not_redis(
+    postgres_server: LocalPostgres,
+) -> None:
+    url = f"redis://127.0.0.1:{postgres_server.port}/0"
+    done = ledger_here(url, "p", "--timeout", "60", "tail", "s1")
+    assert done.returncode == 5
+    assert "no Redis at" in done.stderr
+
+
+def test_a_database_that_is_not_a_number_is_bad_input(redis_server: LocalServer) -> None:
+    done = ledger_here(f"redis://127.0.0.1:{redis_server.port}/abc", "p", "tail", "s1")
+    assert done.returncode == 2
+    assert "database" in done.stderr

@@ -84,7 +84,7 @@ def follow(
     )
     check_name(group, "group name")  # bad input is said before anything else
     check_name(consumer, "consumer name")
-    store = settings.store()
+    store = settings.store(patient=not once)
     if not store.session_exists(session):
         say(f"no session {session!r} yet: waiting for its first event")
     tailer = Tailer(store, session, group, consumer, options)

@@ -23,6 +23,7 @@ from ledger_bus.errors import (
     VersionConflict,
 )
 from ledger_bus.store import ARCHIVE_ENV, DEFAULT_URL, URL_ENV, EventStore, connect
+from ledger_bus.store.contact import check_first_contact
 from ledger_bus.store.redis import RedisStore
 
 EXIT_OK: Final = 0
@@ -133,7 +134,10 @@ class Settings:
     refs: bool = False  # show artifacts as their references (spec 3.11), not their values
     _store: EventStore | None = None
 
-    def store(self) -> EventStore:
+    def store(self, *, patient: bool = False) -> EventStore:
+        """The store at --url. A one-shot command finds out at once that nothing listens there
+        (exit 5 within a second); `patient`, for the commands that run for long, keeps
+        retrying with backoff instead."""
         if self._store is None:
             if (self.url or "").startswith("memory:"):
                 # Each command is a process of its own: a memory store would start empty, and
@@ -142,6 +146,8 @@ class Settings:
                     "memory:// lives inside one process, and each ledger-bus command is one of"
                     " its own: use a Redis URL (or the Python API for memory://)"
                 )
+            if not patient:
+                check_first_contact(self.url or os.environ.get(URL_ENV) or DEFAULT_URL)
             self._store = connect(
                 self.url,
                 timeout=self.timeout,

@@ -208,7 +208,7 @@ def export_(settings: Settings, session: str, file: str | None) -> None:
 @pass_settings
 def mirror(settings: Settings, session: str, directory: str, once: bool) -> None:
     """Keep DIR/SESSION/conversation.jsonl up to date: lines appended as events commit."""
-    follower = Mirror(settings.store(), session, directory)
+    follower = Mirror(settings.store(patient=not once), session, directory)
     if once:
         follower.catch_up()
         return

@@ -166,7 +166,7 @@ def tail(settings: Settings, /, session: str, count: int, follow: bool, **filter
         events = select_tail(settings.session(session), session, count, keep)
         show_events(settings, events, session)
         return
-    store = settings.store()
+    store = settings.store(patient=True)
     if not store.session_exists(session):
         say(f"no session {session!r} yet: waiting for its first event")
     stop_on_sigterm()

@@ -183,7 +183,9 @@ def reconcile(
     metrics = None
     if metrics_port is not None:
         try:
-            metrics = ReconcilerMetrics(metrics_port, metrics_address, settings.store())
+            metrics = ReconcilerMetrics(
+                metrics_port, metrics_address, settings.store(patient=not once)
+            )
         except OSError as err:
             raise BadInput(
                 f"cannot serve metrics on {metrics_address}:{metrics_port}: {err}"
@@ -191,7 +193,7 @@ def reconcile(
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    reconciler = Reconciler(settings.store(), config, metrics=metrics, archive=cold)
+    reconciler = Reconciler(settings.store(patient=not once), config, metrics=metrics, archive=cold)
     try:
         report = reconciler.run_forever(stop, heartbeat=heartbeat, once=once)
     finally:
