@@ -5,7 +5,7 @@ the same states and the same histories on LedgerSaver as on InMemorySaver, branc
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -33,7 +33,7 @@ def lookup(key: str) -> str:
     return f"{key} shipped"
 
 
-def _model(messages: list[BaseMessage]) -> AIMessage:
+def _model(messages: Sequence[BaseMessage]) -> AIMessage:
     """A scripted model: a call of lookup for each question, a summary of what came back."""
     last = messages[-1]
     if isinstance(last, HumanMessage):
