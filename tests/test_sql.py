@@ -4,7 +4,9 @@ their cursors, a tail that uses the index, the schema's version, and faults of t
 from __future__ import annotations
 
 import io
+import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -452,3 +454,51 @@ def test_racing_first_acquires_and_group_creations_have_one_winner(sql_store: Sq
         thread.join(timeout=60)
     assert sorted(leases) == [False] * 5 + [True], leases
     assert sorted(groups) == [False] * 5 + [True], groups
+
+
+@pytest.mark.slow
+def test_postgres_restarted_under_writers_is_a_lost_connection_not_a_refusal(
+    own_postgres: LocalPostgres,
+) -> None:
+    # Given writers appending, when PostgreSQL is shut down fast (SQLSTATE 57P01 to every
+    # session) and started again
+    with Writers(own_postgres.url, "restart", names=("w0", "w1")) as writers:
+        writers.wait_for(30)
+        own_postgres.stop()
+        counts = writers.counts()
+        own_postgres.start()
+        # Then they go on: the terminated connections were retried, not refused
+        writers.wait_for(30, than=counts)
+    with lb.connect(own_postgres.url) as store:
+        writers.assert_kept_in(store)
+        assert writers.lost_in(store) == 0
+
+
+@pytest.mark.parametrize(
+    ("user", "database"), [("nobody", "ledger"), ("postgres", "no_such_database")]
+)
+def test_a_user_or_database_postgres_does_not_know_is_refused_at_once(
+    postgres_server: LocalPostgres, user: str, database: str
+) -> None:
+    url = f"postgresql://{user}@127.0.0.1:{postgres_server.port}/{database}"
+    done = subprocess.run(
+        [sys.executable, "-m", "ledger_bus", "--url", url, "--timeout", "60", "tail", "s1"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 8, done.stderr
+    assert done.stderr.count("\n") == 1
+    assert "does not exist" in done.stderr
+
+
+def test_a_listener_that_never_answers_is_unavailable_not_refused() -> None:
+    # Given a port that takes connections and never says a word
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"postgresql://postgres@127.0.0.1:{silent.getsockname()[1]}/ledger"
+        done = ledger_here(url, "lb", "--timeout", "2", "tail", "s1")
+    assert done.returncode == 5, done.stderr
+    assert done.stderr.count("\n") == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from typing import NoReturn
@@ -27,6 +28,12 @@ DEBUG_ENV = "LEDGER_BUS_DEBUG"
 def main() -> NoReturn:
     """Entry point: the error boundary. Whatever happens, the user sees one line on stderr and a
     documented exit code, never a traceback (set LEDGER_BUS_DEBUG=1 to see one)."""
+    if not os.environ.get(DEBUG_ENV):
+        # SQLAlchemy's pool logs, with a traceback, each connection it could not reset after
+        # the server dropped it (a restart); the store retries those, and the user is told
+        # what came of it in one line.
+        logging.getLogger("sqlalchemy.pool").addHandler(logging.NullHandler())
+        logging.getLogger("sqlalchemy.pool").propagate = False
     try:
         code = cli.main(prog_name="ledger-bus", standalone_mode=False)
     except click.UsageError as err:

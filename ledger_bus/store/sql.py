@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import os
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -90,7 +91,18 @@ BOUND_TTL: Final = 5.0  # seconds a stream's bound, as read, is taken for its bo
 POLL_S: Final = 0.02  # how often a waiting read looks again
 RESTORE_BATCH: Final = 5000  # events restored per transaction
 # SQLSTATEs worth running the transaction again for: serialization failure, deadlock.
-_RETRY_STATES: Final = frozenset({"40001", "40P01"})
+# Serialization failure, deadlock; and the server shutting down or restarting
+# (admin_shutdown, crash_shutdown, cannot_connect_now): a lost connection, to be tried again.
+_RETRY_STATES: Final = frozenset({"40001", "40P01", "57P01", "57P02", "57P03"})
+# What a server says at connect time, without a SQLSTATE, that no retry changes: bad
+# credentials, a user or a database that does not exist, a client the server does not let in.
+_REFUSED_AT_CONNECT: Final = (
+    "password authentication failed",
+    "no password supplied",
+    "does not exist",
+    "no pg_hba.conf entry",
+    "unable to open database",
+)
 _SQLITE_BUSY: Final = ("database is locked", "database is busy", "database table is locked")
 
 
@@ -359,11 +371,26 @@ class SqlStore(EventStore):
             operation,
             self.timeout,
             _DRIVER_ERRORS,
-            _final,
-            "the database",
+            self._final,
+            self._who,
             _first_line,
             self.waits.sleep,
         )
+
+    @property
+    def _who(self) -> str:
+        """The database, as errors name it: a SQLite file by its absolute path, so that a
+        relative `sqlite:///data/x.db` says which directory it was taken from."""
+        database = self.engine.url.database
+        if self.postgres or not database or database == ":memory:":
+            return "the database"
+        return f"the SQLite database {os.path.abspath(database)}"
+
+    def _final(self, err: Exception) -> LedgerError | None:
+        verdict = _final(err)
+        if verdict is not None and not self.postgres:
+            return BackendRefused(f"{self._who} refused: {_first_line(err)}")
+        return verdict
 
     def run_op(self, op: Op[T]) -> T:
         return run(op, None, self.waits.sleep)
@@ -1691,9 +1718,12 @@ def _classify(err: BaseException) -> str:
     message = str(orig).lower()
     if any(busy in message for busy in _SQLITE_BUSY):
         return "retry"
-    name = type(orig).__name__
-    if name in ("OperationalError", "InterfaceError") and state is None:
+    # By the class and its bases: psycopg's ConnectionTimeout is an OperationalError too.
+    names = {c.__name__ for c in type(orig).__mro__}
+    if names & {"OperationalError", "InterfaceError"} and state is None:
         # Connection refused, a server going away, a timeout: psycopg and sqlite3 say these
-        # without a SQLSTATE.
-        return "refused" if "unable to open database" in message else "retry"
+        # without a SQLSTATE; so do refusals at connect time, which are final.
+        if any(refused in message for refused in _REFUSED_AT_CONNECT):
+            return "refused"
+        return "retry"
     return "refused"
