@@ -3,6 +3,7 @@ server (ledger_bus/ui)."""
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import socket
@@ -506,3 +507,36 @@ def test_pages_watching_one_session_share_one_wait_on_the_store(
     # each page would make fifty or more.
     assert used <= 24, f"{used} XREADs for 10 events and 5 pages"
     raw.close()
+
+
+ODD_IDS = ["team/alpha", "org/user", "a<b", 'q"x', "x>y", "..", "victim/panels", "~tilde", "ok-1"]
+
+
+def test_every_session_on_the_list_opens_from_its_own_link_whatever_its_id(
+    store: EventStore, redis_url: str, prefix: str
+) -> None:
+    # Given sessions whose ids hold slashes, dots, brackets and quotes, and one named like a page
+    for n, session_id in enumerate(ODD_IDS):
+        store.append(lb.StreamId(session_id, "main"), 0, "a1", [msg(f"said in session {n}")])
+    store.append(lb.StreamId("victim", "main"), 0, "a1", [msg("said in victim")])
+    with served(view_app(redis_url, prefix)) as base:
+        listing = httpx.get(f"{base}/?q=", timeout=10).text
+        found = re.findall(r'<td><a href="(/s/[^"]*)">([^<]*)</a></td>', listing)
+        links = {html.unescape(name): html.unescape(href) for href, name in found}
+        # When each is opened from its link on the list
+        for n, session_id in enumerate(ODD_IDS):
+            page = httpx.get(base + links[session_id], timeout=10)
+            # Then it is that session's page, and no other's
+            assert page.status_code == 200, (session_id, links[session_id])
+            assert f"said in session {n}" in page.text, session_id
+            assert "said in victim" not in page.text
+            # And its parts (the panels, an event) open from it too
+            panels = httpx.get(base + links[session_id] + "/panels", timeout=10)
+            assert panels.status_code == 200, session_id
+        # And a name that reorders the text around it shows its controls
+        store.append(lb.StreamId("bidi", "main"), 0, "a1", [msg("invoice\u202eevil\u202cfdp.exe")])
+        page = httpx.get(f"{base}/s/bidi", timeout=10).text
+        assert "invoice\u27e8U+202E\u27e9evil\u27e8U+202C\u27e9fdp.exe" in page
+        assert "\u202e" not in page
+        # And a path that names no session's encoding is a clean 4xx
+        assert httpx.get(f"{base}/s/~%%%", timeout=10).status_code in (400, 404)

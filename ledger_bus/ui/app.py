@@ -9,8 +9,10 @@ event it has, with no duplicate and no gap.
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import json
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -19,6 +21,7 @@ from typing import Any, Final
 from urllib.parse import urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -42,12 +45,30 @@ REFRESH_MS: Final = 3_000  # how often an open page fetches its panels again
 Opener = Callable[[], Awaitable[AsyncStore]]
 
 
+# Characters that reorder the text around them (bidi embeddings, overrides and isolates, and
+# the marks): `invoice\u202eevil\u202cfdp.exe` would read "invoicelivefdp.exe". Shown by name.
+_BIDI: Final = {
+    ord(c): f"\u27e8U+{ord(c):04X}\u27e9" for c in "\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+}
+_BIDI.update({ord(c): f"\u27e8U+{ord(c):04X}\u27e9" for c in "\u2066\u2067\u2068\u2069\u061c"})
+
+
+def shown(value: Any) -> Any:
+    """What a template prints of a value: text an agent wrote with its bidi controls made
+    visible (markup the view made itself passes as it is)."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return value.translate(_BIDI)
+    return value
+
+
 def environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
         autoescape=select_autoescape(["html"], default_for_string=True, default=True),
+        finalize=shown,
     )
     env.filters["time"] = format_time
+    env.filters["session_path"] = session_path
     return env
 
 
@@ -134,7 +155,7 @@ def create_app(
         board, groups = await asyncio.gather(
             folds.board(s, session_id, now()), s.groups(session_id)
         )
-        base = f"/s/{session_id}"
+        base = session_path(session_id)
         return render(
             "session.html",
             session=session_id,
@@ -255,8 +276,30 @@ def _status_of(exc: Exception) -> tuple[int, str]:
     return 500, "Something went wrong"
 
 
+# A session id that is safe as it is in a path segment; any other goes as `~` + base64url.
+_PLAIN_SEGMENT: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def session_path(session_id: str) -> str:
+    """The path of a session's page. Its id is one path segment whatever it holds: servers
+    and browsers decode `%2F` back to `/` and resolve `..` before routing, so an id such as
+    `team/alpha`, `..` or `victim/panels` would open another page; such an id goes in
+    base64url behind a `~` (`/s/~dGVhbS9hbHBoYQ`), which no plain id begins with."""
+    if _PLAIN_SEGMENT.fullmatch(session_id):
+        return f"/s/{session_id}"
+    encoded = base64.urlsafe_b64encode(session_id.encode("utf-8", "surrogatepass"))
+    return f"/s/~{encoded.decode().rstrip('=')}"
+
+
 def _session(request: Request) -> str:
-    return check_name(request.path_params["session"], "session id")
+    segment = request.path_params["session"]
+    if segment.startswith("~"):
+        try:
+            data = base64.urlsafe_b64decode(segment[1:] + "=" * (-len(segment[1:]) % 4))
+            segment = data.decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            raise InvalidInput(f"not a session's path: {segment[:80]!r}") from None
+    return check_name(segment, "session id")
 
 
 def _cursor(value: str | None) -> str | None:
