@@ -42,12 +42,13 @@ def check_first_contact(url: str) -> None:
         return  # slow, unreachable for now, or reset: the store's retries decide
     if not first:
         raise BackendUnavailable(
-            f"no Redis at {host}:{port}: the server there closed the connection without a"
-            " Redis reply (another service on that port?)"
+            f"no Redis at this address ({host}:{port}): the server there closed the connection"
+            " without a Redis reply (another service on that port?)"
         )
     if first[0] not in _RESP:
         raise BackendUnavailable(
-            f"no Redis at {host}:{port}: its reply is not Redis's (another service on that port?)"
+            f"no Redis at this address ({host}:{port}): its reply is not Redis's (another"
+            " service on that port?)"
         )
 
 
