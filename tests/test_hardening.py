@@ -302,13 +302,7 @@ def test_a_one_shot_command_where_nothing_listens_says_so_at_once() -> None:
     # Given a port where nothing listens, and a retry timeout of a minute
     url = f"redis://127.0.0.1:{free_port()}/0"
     # When a one-shot command is run there, then it exits 5 long before the minute is up
-    done = subprocess.run(
-        [sys.executable, "-m", "ledger_bus", "--url", url, "--timeout", "60", "tail", "s1"],
-        capture_output=True,
-        text=True,
-        timeout=20,
-        check=False,
-    )
+    done = ledger_cli(url, "p", "--timeout", "60", "tail", "s1", timeout=20)
     assert done.returncode == 5
     assert done.stderr.count("\n") == 1
     assert "connection refused" in done.stderr

@@ -28,7 +28,7 @@ from ledger_bus.recorder import Recorder
 from ledger_bus.server import LocalServer, free_port
 from ledger_bus.store.base import EventStore
 from ledger_bus.ui.app import create_app
-from tests.support.helpers import ledger_here
+from tests.support.helpers import ledger_cli, ledger_here
 from tests.support.ui import served, view_app
 
 
@@ -335,14 +335,7 @@ def test_a_port_taken_is_one_line_and_exit_2(redis_url: str, prefix: str) -> Non
         taken.listen(1)
         port = taken.getsockname()[1]
         # When the view is asked to listen there
-        done = subprocess.run(
-            [sys.executable, "-m", "ledger_bus", "--prefix", prefix, "ui", "--port", str(port)],
-            env={**os.environ, "LEDGER_BUS_URL": redis_url},
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
+        done = ledger_cli(redis_url, prefix, "ui", "--port", str(port), timeout=30)
     # Then it says so in one line, without an address it never served, and exits 2
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1
@@ -530,13 +523,13 @@ def test_every_session_on_the_list_opens_from_its_own_link_whatever_its_id(
             assert page.status_code == 200, (session_id, links[session_id])
             assert f"said in session {n}" in page.text, session_id
             assert "said in victim" not in page.text
-            # And its parts (the panels, an event) open from it too
+            # And its panels open from it too
             panels = httpx.get(base + links[session_id] + "/panels", timeout=10)
             assert panels.status_code == 200, session_id
         # And a name that reorders the text around it shows its controls
         store.append(lb.StreamId("bidi", "main"), 0, "a1", [msg("invoice\u202eevil\u202cfdp.exe")])
-        page = httpx.get(f"{base}/s/bidi", timeout=10).text
-        assert "invoice\u27e8U+202E\u27e9evil\u27e8U+202C\u27e9fdp.exe" in page
-        assert "\u202e" not in page
+        shown = httpx.get(f"{base}/s/bidi", timeout=10).text
+        assert "invoice\u27e8U+202E\u27e9evil\u27e8U+202C\u27e9fdp.exe" in shown
+        assert "\u202e" not in shown
         # And a path that names no session's encoding is a clean 4xx
         assert httpx.get(f"{base}/s/~%%%", timeout=10).status_code in (400, 404)
