@@ -540,12 +540,17 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             return
         assert state.thread_id is not None
         events = self._whole(state, sorted(kept), state.thread_id)
+        # The bound is for the last append alone: one before it would trim kept checkpoints
+        # that are not yet appended again, and a kill there would lose them.
         rewrite = f"r:{uuid.uuid4().hex}"
-        yield from self.store.bound_stream_op(stream, len(events), dedup_window_ms=0, only=rewrite)
+        last = f"{rewrite}:last"
+        yield from self.store.bound_stream_op(stream, len(events), dedup_window_ms=0, only=last)
         try:
-            for start in range(0, len(events), self._chunk()):
+            starts = range(0, len(events), self._chunk())
+            for start in starts:
                 chunk = events[start : start + self._chunk()]
-                yield from self.store.append_op(stream, ANY, f"{rewrite}:{start}", chunk)
+                append_id = last if start == starts[-1] else f"{rewrite}:{start}"
+                yield from self.store.append_op(stream, ANY, append_id, chunk)
         finally:
             yield from self.store.bound_stream_op(stream, None)
 
