@@ -61,6 +61,14 @@ class ImportReport:
         return asdict(self)
 
 
+@dataclass(frozen=True, slots=True)
+class ImportPlan:
+    """What an import appends, and how many lines it skips (their events are there already)."""
+
+    batches: list[ImportBatch]
+    skipped: int
+
+
 def _parse(
     lines: Iterable[bytes | str], default_stream: str
 ) -> Iterator[tuple[int, str, dict[str, Any]]]:
@@ -134,14 +142,6 @@ def plan_import(
     return ImportPlan(batches, skipped)
 
 
-@dataclass(frozen=True, slots=True)
-class ImportPlan:
-    """What an import appends, and how many lines it skips (their events are there already)."""
-
-    batches: list[ImportBatch]
-    skipped: int
-
-
 def _content(fields: dict[str, Any]) -> dict[str, Any]:
     """What two records of one event must agree on: all but where and when it was committed."""
     return {k: v for k, v in fields.items() if k not in RESERVED_FIELDS and k != "event_id"}
@@ -149,8 +149,6 @@ def _content(fields: dict[str, Any]) -> dict[str, Any]:
 
 def _known_events(store: EventStore, session_id: str) -> dict[str, dict[str, Any]]:
     """The session's events by event id, each by its content (read once, before the import)."""
-    if not store.session_exists(session_id):
-        return {}
     return {e.event_id: _content(e.fields) for e in store.iter_session(session_id)}
 
 

@@ -153,21 +153,18 @@ class CallLedger:
         view = self._views.of(stream)
         state = yield from view.refresh_op(self.store)
         earlier = state.calls.get(step_id, [])
-        if (found := _outcome_of(state, earlier)) is not None:
-            return True, found
-        while match_args and not earlier:
-            decided = _decided_alike(state, self.agent, tool, args)
-            if decided is None:
+        while True:
+            if (found := _outcome_of(state, earlier)) is not None:
+                return True, found
+            decided = _decided_alike(state, self.agent, tool, args) if match_args else None
+            if earlier or decided is None:
                 break
             try:
-                outcome = yield from self._take_op(stream, view.version, step_id, decided, args)
+                yield from self._take_op(stream, view.version, step_id, decided, args)
+                return True, decided
             except VersionConflict:
-                state = yield from view.refresh_op(self.store)  # another call took one first
+                state = yield from view.refresh_op(self.store)  # another writer came first
                 earlier = state.calls.get(step_id, [])
-                continue
-            return True, outcome
-        if (found := _outcome_of(state, earlier)) is not None:
-            return True, found
         unfinished = earlier or (_unfinished_alike(state, tool, args) if match_args else [])
         run_id = _run_id(stream, step_id)
         owner = uuid.uuid4().hex
@@ -223,10 +220,10 @@ class CallLedger:
         step_id: str,
         decided: RecordedEvent,
         args: dict[str, Any],
-    ) -> Op[RecordedEvent]:
+    ) -> Op[None]:
         """Record that the call `step_id` got the outcome `decided` without running: its
         request and that outcome, in one append at the stream's `version` (so two calls never
-        take one outcome), the request linked to the decision. Returns the outcome recorded."""
+        take one outcome), the request linked to the decision."""
         tool = str(decided["tool"])
         run_id = _run_id(stream, step_id)
         attempt_id = f"{step_id}#1"
@@ -246,8 +243,6 @@ class CallLedger:
         )
         events = [{"agent": self.agent, **request}, {"agent": self.agent, **outcome}]
         yield from self.store.append_op(stream, version, key, events)
-        found = yield from self._views.of(stream).refresh_op(self.store)
-        return found.results[attempt_id]
 
     def end_op(self, begun: Begun, status: str, result: Any) -> Op[None]:
         """Record a begun call's outcome and let its lease go. OutcomeNotRecorded: the outcome
