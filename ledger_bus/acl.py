@@ -25,15 +25,17 @@ _READ: Final = (
     "+xrange +xrevrange +xread +xlen +hget +hmget +hgetall +hscan +hlen +hexists +get +zrange"
     " +zrevrange"
 )
-# The commands the append script runs, and the index refreshed around it.
-_APPEND: Final = "+xadd +hset +hdel +zadd"
+# The commands the append script runs, and the indexes listed around it (an append that opens
+# attempts takes back its provisional entry in the open-sessions index).
+_APPEND: Final = "+xadd +hset +hdel +zadd +zrem"
 # Consumer groups on a session log, with the dead-letter move (MULTI/EXEC) and the prune script.
 _GROUPS: Final = (
     "+xreadgroup +xack +xautoclaim +xclaim +xpending +xgroup|create +xgroup|delconsumer"
     " +xinfo|groups +xinfo|consumers +multi +exec"
 )
-# Deleting sessions and streams (delete_session.lua, delete_stream.lua, the index entries after).
-_DELETE: Final = "+exists +hkeys +unlink +xdel +xtrim +hincrby +xinfo|groups +xinfo|stream +zrem"
+# Deleting sessions and streams (delete_session.lua, delete_stream.lua; the index entries after
+# with _APPEND's ZREM).
+_DELETE: Final = "+exists +hkeys +unlink +xdel +xtrim +hincrby +xinfo|groups +xinfo|stream"
 # Whatever a cluster client asks to find the slots.
 _CLUSTER: Final = "+cluster|slots +cluster|shards +cluster|nodes +cluster|info +readonly"
 _OPERATE: Final = "+info +config|get +scan +slowlog|get +latency|latest +memory|usage"
@@ -49,7 +51,7 @@ def role_rules(role: str, prefix: str = "lb") -> str:
         f"(+exists +hset +pexpire +multi +exec +hstrlen +rename +unlink +persist +hincrby"
         f" ~{prefix}:{{*}}:art:* ~{prefix}:{{*}}:arts)"
     )
-    forget = f"(+zscore +zrem ~{prefix}:open-sessions:*)"
+    forget = f"(+zscore +zscan +zrem ~{prefix}:open-sessions:*)"
     if role == "writer":
         # An agent: appends, reads, its runs' leases, following a session through a group, and
         # deleting (frameworks delete their threads).

@@ -6,7 +6,7 @@ A session is archived in steps, each of which a crash may interrupt and the next
 2. mark: the session's tombstone names the archive; from then on Redis refuses appends to it
    (SessionArchived), so what is copied is the whole session;
 3. copy: its events, with their streams, versions, cursors and event ids, its append_id
-   records, its artifacts and its streams' bounds, into the archive (SqlStore.restore skips
+   records, its artifacts and its streams' bounds, into the archive (SqlStore.restore_moved skips
    what an earlier run copied);
 4. verify: the archive holds the same events, in the same order, with the same content, every
    append_id record, and every artifact, whole; and (unless forced) no run of the session holds
@@ -111,7 +111,7 @@ def archive_session(
     step("copy")
     copied = _Copied()
     # The events as they are kept, references and all: the artifacts follow on their own.
-    cold.restore(hot.iter_session(session_id, resolve_artifacts=False), seen=copied.copied)
+    cold.restore_moved(hot.iter_session(session_id, resolve_artifacts=False), seen=copied.copied)
     records = cold.restore_append_ids(session_id, hot.iter_append_ids(session_id))
     for info in hot.session_info(session_id).streams:
         ref = StreamId(session_id, info.name)

@@ -1,11 +1,17 @@
 """The conversation log: a session as conversation.jsonl, one event a line, and back.
 
 Export writes what `ledger-bus scan` prints, so `tail -n 20 conversation.jsonl | jq .` reads it.
-Import appends each line's event to its stream, in file order, with append ids derived from the
-file itself. It is idempotent by event id: a line whose event id is in the session already (or
-earlier in the file) with the same content is skipped, and one whose event id is there with
-other content refuses the whole import before anything is written. So importing the same file
-twice, or a session's own export into it, changes nothing.
+Import is idempotent by event id: a line whose event id is in the session already (or earlier
+in the file) with the same content is skipped, and one whose event id is there with other
+content refuses the whole import before anything is written. So importing the same file twice,
+or a session's own export into it, changes nothing.
+
+A ledger export (every line with its `version` and `cursor`) imported where its events fit (an
+empty session, or one holding the file's first events, as an import cut short leaves it) keeps
+its versions, cursors, event ids and so `recorded_at` exactly: the store restores the events as
+they were recorded. Any other file (a conversation.jsonl without ledger fields, or a session
+that went on since) is appended: each line's event to its stream, in file order, with append
+ids derived from the file itself, and new versions and cursors.
 """
 
 from __future__ import annotations
@@ -18,9 +24,10 @@ from ledger_bus.batch import prepare_append
 from ledger_bus.errors import InvalidEvent, InvalidInput, Refused
 from ledger_bus.events import RESERVED_FIELDS
 from ledger_bus.filters import EventFilter, select
-from ledger_bus.ids import ANY, StreamId, check_name
+from ledger_bus.ids import ANY, StreamId, check_name, parse_cursor
 from ledger_bus.jsonl import event_line
 from ledger_bus.jsontext import parse_json, text_lines
+from ledger_bus.records import RecordedEvent
 from ledger_bus.store.base import EventStore
 
 IMPORT_BATCH: Final = 100
@@ -56,6 +63,7 @@ class ImportReport:
     appends: int
     deduplicated: int
     skipped: int = 0  # lines whose event was in the session already
+    kept_cursors: bool = False  # restored as recorded: versions, cursors and times kept
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -67,11 +75,20 @@ class ImportPlan:
 
     batches: list[ImportBatch]
     skipped: int
+    # The events as recorded, when the file is a ledger export that fits the session: restored
+    # with their versions and cursors instead of appended.
+    recorded: list[RecordedEvent] | None = None
 
 
-def _parse(
-    lines: Iterable[bytes | str], default_stream: str
-) -> Iterator[tuple[int, str, dict[str, Any]]]:
+@dataclass(frozen=True, slots=True)
+class _Line:
+    number: int
+    stream: str
+    event: dict[str, Any]
+    placed: tuple[int, str] | None  # (version, cursor), where a ledger export says it was
+
+
+def _parse(lines: Iterable[bytes | str], default_stream: str) -> Iterator[_Line]:
     for number, line in text_lines(lines, "file"):
         obj = parse_json(line, f"line {number}")
         if not isinstance(obj, dict):
@@ -82,7 +99,16 @@ def _parse(
         except InvalidInput as err:
             raise InvalidInput(f"line {number}: {err}") from None
         event = {k: v for k, v in obj.items() if k not in RESERVED_FIELDS}
-        yield number, stream, event
+        version, cursor = obj.get("version"), obj.get("cursor")
+        placed = None
+        if type(version) is int and version >= 1 and isinstance(cursor, str):
+            try:
+                parse_cursor(cursor)
+            except InvalidInput:
+                pass  # no cursor of a ledger's: the line is appended
+            else:
+                placed = (version, cursor)
+        yield _Line(number, stream, event, placed)
 
 
 def plan_import(
@@ -97,7 +123,9 @@ def plan_import(
     the line whose event id is in the session already with other content.
     """
     check_name(session_id, "session id")
-    known = _known_events(store, session_id)
+    held = list(store.iter_session(session_id))
+    known = {e.event_id: _content(e.fields) for e in held}
+    kept: list[_Line] = []
     batches: list[ImportBatch] = []
     current: list[tuple[int, dict[str, Any]]] = []
     current_stream = ""
@@ -120,7 +148,8 @@ def plan_import(
         current.clear()
 
     skipped = 0
-    for number, stream, event in _parse(lines, default_stream):
+    for line in _parse(lines, default_stream):
+        number, stream, event = line.number, line.stream, line.event
         event_id = event.get("event_id")
         if isinstance(event_id, str):
             content = _content(event)
@@ -138,8 +167,31 @@ def plan_import(
             close()
             current_stream = stream
         current.append((number, event))
+        kept.append(line)
     close()
-    return ImportPlan(batches, skipped)
+    return ImportPlan(batches, skipped, _as_recorded(session_id, held, kept))
+
+
+def _as_recorded(
+    session_id: str, held: list[RecordedEvent], lines: list[_Line]
+) -> list[RecordedEvent] | None:
+    """The lines as the events they record, if each says where it was recorded (a ledger
+    export) and all of them fit after what the session holds: cursors ascending above its
+    newest, each stream's versions going on from its own. None: the lines are to be appended."""
+    newest = held[-1].cursor if held else ""
+    versions = {e.stream.name: e.version for e in held}
+    recorded = []
+    for line in lines:
+        if line.placed is None:
+            return None
+        version, cursor = line.placed
+        if cursor <= newest or versions.get(line.stream, version - 1) != version - 1:
+            return None
+        newest, versions[line.stream] = cursor, version
+        recorded.append(
+            RecordedEvent(StreamId(session_id, line.stream), version, cursor, line.event)
+        )
+    return recorded or None
 
 
 def _content(fields: dict[str, Any]) -> dict[str, Any]:
@@ -147,17 +199,24 @@ def _content(fields: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if k not in RESERVED_FIELDS and k != "event_id"}
 
 
-def _known_events(store: EventStore, session_id: str) -> dict[str, dict[str, Any]]:
-    """The session's events by event id, each by its content (read once, before the import)."""
-    return {e.event_id: _content(e.fields) for e in store.iter_session(session_id)}
-
-
 def run_import(
     store: EventStore,
     plan: ImportPlan,
     progress: Callable[[int], None] | None = None,
 ) -> ImportReport:
-    """Append planned batches in file order; an already imported batch deduplicates."""
+    """Restore the planned events as recorded, or append the planned batches in file order (an
+    already imported batch deduplicates)."""
+    if plan.recorded is not None:
+        written = store.restore(plan.recorded)
+        if progress:
+            progress(len(plan.recorded))
+        return ImportReport(
+            events=len(plan.recorded),
+            appends=0,
+            deduplicated=len(plan.recorded) - written,
+            skipped=plan.skipped,
+            kept_cursors=True,
+        )
     events = deduplicated = 0
     batches = plan.batches
     for batch in batches:

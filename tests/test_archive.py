@@ -354,7 +354,7 @@ def test_an_archive_that_differs_is_found_out_and_nothing_is_removed(tiered: Tie
     # The archive already holds the session's cursors, one event with other content.
     events = tiered.scan_session(S)
     altered = dataclasses.replace(events[2], fields={**events[2].fields, "body": "forged"})
-    tiered.archive.restore([*events[:2], altered, *events[3:]])
+    tiered.archive.restore_moved([*events[:2], altered, *events[3:]])
 
     with pytest.raises(lb.Refused, match="differing from event 1 on"):
         archive_session(tiered, tiered.archive, S)

@@ -201,6 +201,56 @@ def test_export_then_import_recreates_the_session_and_a_second_import_changes_no
     assert len(lines(ledger("export", "dst").stdout)) == 4
 
 
+def test_a_ledger_export_imported_into_an_empty_session_keeps_versions_cursors_and_times(
+    ledger: Any, tmp_path: Path
+) -> None:
+    # Given a session of interleaved streams, an open call and a field kept as an artifact,
+    # exported
+    ledger("append", "team-1", "orchestrator", "--append-id", "o1", stdin=jsonl(CALL, MSG))
+    ledger("append", "team-1", "lead", "--append-id", "l1", stdin=jsonl(MSG))
+    big = {**MSG, "body": "y" * 70_000}
+    ledger("append", "team-1", "orchestrator", "--append-id", "o2", stdin=jsonl(big))
+    exported = tmp_path / "f.jsonl"
+    assert ledger("export", "team-1", str(exported)).returncode == 0
+
+    # When it is imported into an empty session, then again
+    first = ledger("import", "team-2", str(exported))
+    again = ledger("import", "team-2", str(exported))
+
+    # Then every line is as it was but the session: versions, cursors, event ids, recorded_at
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["kept_cursors"] is True
+    assert json.loads(again.stdout)["skipped"] == 4
+    theirs = [{**e, "session": "team-1"} for e in lines(ledger("export", "team-2").stdout)]
+    assert theirs == lines(exported.read_text())
+    # and the call is open in it as in the original
+    assert lines(ledger("unresolved", "team-2").stdout)[0]["attempt_id"] == "t1"
+    # And the session goes on after the imported events
+    done = ledger("append", "team-2", "lead", "--append-id", "l2", stdin=jsonl(MSG))
+    assert json.loads(done.stdout)["first_version"] == 2
+    assert json.loads(done.stdout)["cursor"] > theirs[-1]["cursor"]
+
+
+def test_a_ledger_export_into_a_session_that_went_on_is_appended_with_new_cursors(
+    ledger: Any, tmp_path: Path
+) -> None:
+    # Given an export of one session and another session with events of its own
+    ledger("append", "src", "lead", "--append-id", "l1", stdin=jsonl(MSG))
+    exported = tmp_path / "f.jsonl"
+    ledger("export", "src", str(exported))
+    ledger("append", "dst", "lead", "--append-id", "l1", stdin=jsonl(CALL))
+    # When the export is imported into it
+    done = ledger("import", "dst", str(exported))
+    # Then its event is appended after what the session holds
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["kept_cursors"] is False
+    events = lines(ledger("export", "dst").stdout)
+    assert [(e["stream"], e["version"], e["type"]) for e in events] == [
+        ("lead", 1, "tool_call"),
+        ("lead", 2, "message"),
+    ]
+
+
 def test_a_session_imported_into_itself_is_as_it_was(ledger: Any, tmp_path: Path) -> None:
     # Given a session, exported
     ledger("append", "team-1", "orchestrator", "--append-id", "o1", stdin=jsonl(CALL, MSG))

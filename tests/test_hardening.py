@@ -17,7 +17,9 @@ from ledger_bus.pgserver import LocalPostgres
 from ledger_bus.reconciler import FLAG_KIND, Reconciler, ReconcilerConfig
 from ledger_bus.server import LocalServer, free_port
 from ledger_bus.store.base import EventStore
+from ledger_bus.store.redis import RedisStore
 from tests.support.helpers import cli_env, kill, ledger_cli, ledger_here, start_recorded
+from tests.support.snapshot import whole_state
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -321,3 +323,67 @@ def test_a_database_that_is_not_a_number_is_bad_input(redis_server: LocalServer)
     done = ledger_here(f"redis://127.0.0.1:{redis_server.port}/abc", "p", "tail", "s1")
     assert done.returncode == 2
     assert "database" in done.stderr
+
+
+# -- a refused append writes nothing, anywhere ----------------------------------------------------
+
+
+@pytest.fixture(params=["memory", "redis", "sqlite"])
+def each_store(request: pytest.FixtureRequest) -> EventStore:
+    return request.getfixturevalue(f"{request.param}_store")  # type: ignore[no-any-return]
+
+
+CALL = {"type": "tool_call", "agent": "a", "tool": "t", "args": {}, "attempt_id": "x#1"}
+
+
+def test_a_refused_append_that_opens_an_attempt_writes_nothing_anywhere_the_index_included(
+    each_store: EventStore,
+) -> None:
+    # Given a session with one event, and a store that has listed nothing in the indexes yet
+    ref = lb.StreamId("refused", "main")
+    each_store.append(ref, 0, "m-1", [{"type": "message", "agent": "a", "body": "hi"}])
+    before = whole_state(each_store)
+
+    # When appends that would open an attempt are refused: a stale version, an id reused
+    with pytest.raises(lb.VersionConflict):
+        each_store.append(ref, 0, "c-1", [CALL])
+    with pytest.raises(lb.IdempotencyConflict):
+        each_store.append(ref, lb.ANY, "m-1", [CALL])
+    # and an append to a session that does not exist is refused as well
+    with pytest.raises(lb.VersionConflict):
+        each_store.append(lb.StreamId("never", "main"), 3, "c-1", [CALL])
+
+    # Then every key (every row) is as it was, the open-attempts index included
+    assert whole_state(each_store) == before
+    assert each_store.sessions_with_open_attempts() == []
+
+    # And the same append, no longer stale, lists its session for the reconciler
+    each_store.append(ref, 1, "c-1", [CALL])
+    assert [s for s, _ in each_store.sessions_with_open_attempts()] == ["refused"]
+
+
+def test_a_writer_that_died_between_listing_and_append_still_names_its_session(
+    redis_store: EventStore,
+) -> None:
+    # Given a provisional entry its writer never settled (killed after the listing), and the
+    # attempt that writer's append opened
+    assert isinstance(redis_store, RedisStore)
+    ref = lb.StreamId("orphaned", "main")
+    key = redis_store.keys.open_index_of("orphaned")
+    redis_store.client.zadd(key, {"orphaned\x1fdeadbeef": 1_000})
+    redis_store.client.zadd(key, {"orphaned-too\x1f0000": 2_000})
+    redis_store.append(ref, 0, "c-1", [CALL])
+    redis_store.client.zrem(key, "orphaned")  # as if this append's own listing never settled
+
+    # Then the reconciler's index names each session once
+    listed = dict(redis_store.sessions_with_open_attempts())
+    assert set(listed) >= {"orphaned", "orphaned-too"}
+    assert listed["orphaned"] == 1_000
+
+    # And forgetting a session with nothing open drops its provisional entries, and only its own
+    assert not redis_store.forget_idle_session("orphaned", 10_000)  # x#1 is open
+    result = {"type": "tool_result", "agent": "a", "tool": "t", "attempt_id": "x#1"}
+    redis_store.append(ref, 1, "r-1", [{**result, "status": "ok", "result": 1}])
+    assert redis_store.forget_idle_session("orphaned", 10_000)
+    assert redis_store.client.zrange(key, 0, -1) in ([b"orphaned-too\x1f0000"], [])
+    assert "orphaned" not in dict(redis_store.sessions_with_open_attempts())

@@ -33,6 +33,7 @@ from ledger_bus.events import (
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.memory import MemoryStore
 from ledger_bus.store.redis import RedisStore
+from tests.support.snapshot import whole_state
 
 SETTINGS = settings(
     max_examples=150,
@@ -100,21 +101,11 @@ def event(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def fingerprint(store: EventStore) -> Any:
-    """Everything the store holds, in a form that shows any write."""
-    if isinstance(store, MemoryStore):
-        return {
-            sid: (len(s.cursors), sorted(s.open), len(s.idempotency))
-            for sid, s in store._sessions_by_id.items()
-        }
-    assert isinstance(store, RedisStore)
-    client = store.client
-    # Session keys only: an append that opens an attempt lists its session in the open-sessions
-    # index before its script runs, refused or not (spec 6); that index is a hint, not a record.
-    keys = sorted(client.scan_iter(match=f"{store.keys.prefix}:{{*}}:*", count=1000))
-    return [(key, client.type(key), client.memory_usage(key)) for key in keys]
+    """Everything the store holds, in a form that shows any write (the indexes included)."""
+    return whole_state(store)
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "sqlite"])
 def target(request: pytest.FixtureRequest) -> EventStore:
     return request.getfixturevalue(f"{request.param}_store")  # type: ignore[no-any-return]
 
@@ -132,7 +123,9 @@ def test_an_append_of_anything_writes_it_whole_or_refuses_it_with_a_ledger_error
         assert fingerprint(target) == before, "a refused append wrote something"
         return
     except lb.IdempotencyConflict:
-        return  # the same ids drawn twice with other content: refused, nothing written
+        # the same ids drawn twice with other content: refused, nothing written
+        assert fingerprint(target) == before, "a refused append wrote something"
+        return
     read = target.read_stream(ref, after_version=result.first_version - 1)
     if result.deduplicated:
         return
@@ -388,7 +381,9 @@ def test_odd_types_are_refused_never_coerced_and_a_refusal_writes_nothing(
         assert fingerprint(target) == before, "a refused append wrote something"
         return
     except lb.IdempotencyConflict:
-        return  # the same append id drawn again with other events: refused, nothing written
+        # the same append id drawn again with other events: refused, nothing written
+        assert fingerprint(target) == before, "a refused append wrote something"
+        return
     # And what is taken is read back exactly as it was given: no bytes became text
     if result.deduplicated:
         return

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -52,6 +52,7 @@ from ledger_bus.store.autopipe import Coalescing
 from ledger_bus.store.base import DEFAULT_DEDUP_WINDOW_MS, PAGE, EventStore
 from ledger_bus.store.connection import sentinels_of
 from ledger_bus.store.ops import Op, call, run_async
+from ledger_bus.store.restore import restore_batches
 
 if TYPE_CHECKING:
     from ledger_bus.store.redis import RedisStore
@@ -257,6 +258,13 @@ class AsyncStore:
     async def session_info(self, session_id: str) -> SessionInfo:
         """EventStore.session_info."""
         return await self.drive(self.core.session_info_op(session_id))
+
+    async def restore(self, events: Iterable[RecordedEvent]) -> int:
+        """EventStore.restore."""
+        written = 0
+        for batch in restore_batches(events, self.core.limits):
+            written += await self.drive(self.core.restore_batch_op(batch))
+        return written
 
     async def delete_session(self, session_id: str) -> Deletion:
         """EventStore.delete_session."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Final, TypeVar, Union
 
 from ledger_bus.artifacts import ArtifactRef, check_sha, refs_in, resolved
@@ -34,6 +34,7 @@ from ledger_bus.records import (
 )
 from ledger_bus.store.keys import INDEX_BUCKETS
 from ledger_bus.store.ops import Op, run, step
+from ledger_bus.store.restore import RestoreBatch, restore_batches
 
 PAGE: Final = 1000
 REMEMBERED: Final = 10_000  # entries a per-store table keeps before it starts over
@@ -384,6 +385,27 @@ class EventStore(abc.ABC):
             d if d.event is e else Delivery(e, d.entry_id, d.deliveries)
             for d, e in zip(found, events, strict=True)
         ]
+
+    def restore(self, events: Iterable[RecordedEvent]) -> int:
+        """Write recorded events as they are, with their streams, versions, cursors and event ids:
+        a session moved here, or a ledger export imported into an empty session. Return how many
+        were written.
+
+        Events come whole (as `iter_session` yields them), in commit order, each above its
+        session's newest cursor and at the next version of its stream (a stream's first event
+        here may have any version: a bound may have trimmed those before it), so what an
+        append writes afterwards sorts after them; they are validated as an append's are. A
+        batch already written (its cursors at or below the session's newest) is skipped, so a
+        restore cut short can be run again. Open attempts follow from the events, as they do
+        for appends; no append_id is recorded. Raises InvalidInput for events out of order,
+        VersionConflict for a gap in a stream's versions; nothing of the batch is written."""
+        return sum(
+            self.run_op(self.restore_batch_op(batch))
+            for batch in restore_batches(events, self.limits)
+        )
+
+    def restore_batch_op(self, batch: RestoreBatch) -> Op[int]:
+        return (yield from step(self._restore_batch(batch)))
 
     def iter_append_ids(self, session_id: str) -> Iterator[AppendRecord]:
         """Yield what the store keeps of each append of a session for idempotency, in no
@@ -820,6 +842,9 @@ class EventStore(abc.ABC):
         prepared: PreparedAppend,
         durability: Durability,
     ) -> Step[AppendResult]: ...
+
+    @abc.abstractmethod
+    def _restore_batch(self, batch: RestoreBatch) -> Step[int]: ...
 
     @abc.abstractmethod
     def _read_stream(

@@ -34,6 +34,7 @@ from ledger_bus.store.base import (
     parse_open,
 )
 from ledger_bus.store.keys import bucket_of
+from ledger_bus.store.restore import RestoreBatch
 
 
 @dataclass
@@ -177,7 +178,8 @@ class MemoryStore(EventStore):
                 f"memory:// keeps nothing beyond this process: durability {durability}"
             )
         with self._changed:
-            state = self._session(stream.session_id)
+            # A session is made only by an append that writes: one refused leaves no trace.
+            state = self._sessions_by_id.get(stream.session_id) or _Session()
             prior = state.idempotency.get((stream.name, append_id))
             if prior is not None:
                 digest, first, last, cursor = prior
@@ -189,6 +191,7 @@ class MemoryStore(EventStore):
             if expected is not None and expected != version:
                 raise VersionConflict(str(stream), expected, version)
             now = time.time_ns() // 1_000_000
+            self._sessions_by_id.setdefault(stream.session_id, state)
             if prepared.opens_attempts:
                 self._open_index[stream.session_id] = now
             cursors = cursors_after(state.newest(), now, len(prepared.payloads))
@@ -219,6 +222,41 @@ class MemoryStore(EventStore):
                 state.trim(stream.name, bound, now)
             self._changed.notify_all()
             return result
+
+    def _restore_batch(self, batch: RestoreBatch) -> int:
+        stream = batch.stream
+        with self._changed:
+            state = self._sessions_by_id.get(stream.session_id) or _Session()
+            newest = state.newest()
+            cursors = batch.cursors
+            if cursors[-1] <= newest:
+                return 0  # written by an earlier run of the same restore
+            if cursors[0] <= newest:
+                raise InvalidInput(
+                    f"{batch.events[0]!r}: events to restore must come in commit order"
+                )
+            version = state.versions.get(stream.name)
+            if version is not None and version != batch.first_version - 1:
+                raise VersionConflict(str(stream), batch.first_version - 1, version)
+            self._sessions_by_id.setdefault(stream.session_id, state)
+            prepared = batch.prepared
+            if prepared.opens_attempts:
+                self._open_index[stream.session_id] = time.time_ns() // 1_000_000
+            positions = state.streams.setdefault(stream.name, [])
+            for event, payload, note in zip(
+                batch.events, prepared.payloads, prepared.notes, strict=True
+            ):
+                positions.append(len(state.entries))
+                state.cursors.append(event.cursor)
+                state.entries.append((stream.name, event.version, payload))
+                _note(state, note, stream.name, event.cursor)
+            state.versions[stream.name] = batch.events[-1].version
+            for artifact in prepared.artifacts:
+                state.artifacts.setdefault(artifact.ref.sha256, artifact.data)
+            for sha, count in prepared.uses:
+                state.uses[sha] = state.uses.get(sha, 0) + count
+            self._changed.notify_all()
+            return len(cursors)
 
     def _read_stream(self, stream: StreamId, after: int, count: int) -> list[RecordedEvent]:
         with self._changed:

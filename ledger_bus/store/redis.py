@@ -62,6 +62,7 @@ from ledger_bus.store.held import HeldConnections
 from ledger_bus.store.keys import Keys
 from ledger_bus.store.ops import Op, Request, call, run
 from ledger_bus.store.replication import Confirmer, LuaScript
+from ledger_bus.store.restore import RestoreBatch
 
 log = logging.getLogger("ledger_bus.store")
 _HEX: Final = re.compile(rb"[0-9a-f]{64}")
@@ -81,6 +82,9 @@ INDEX_REFRESH_MS: Final = 1000
 # by default, never below OPEN_INDEX_REFRESH_MS * 2 in ReconcilerConfig) and nothing is open, so
 # an entry refreshed this recently is still there whenever the script opens an attempt.
 OPEN_INDEX_REFRESH_MS: Final = 60_000
+# Between a session id and the token of an append's provisional entry in the open-attempts
+# index; no session id holds a control character.
+OPEN_MEMBER_SEP: Final = "\x1f"
 # Appends one call of delete_stream.lua deletes, at most: up to 1,000 events each (the append
 # limit), it holds the server for a few milliseconds, not for the whole stream.
 DELETE_CHUNK: Final = 20
@@ -128,6 +132,7 @@ def _script(name: str) -> LuaScript:
 
 
 APPEND: Final = _script("append")
+RESTORE: Final = _script("restore")
 LEASE: Final = _script("lease")
 FORGET_SESSION: Final = _script("forget_session")
 PRUNE_CONSUMERS: Final = _script("prune_consumers")
@@ -387,8 +392,9 @@ class RedisStore(EventStore):
         args = self.append_args(
             stream, expected, append_id, prepared, known, confirmer is not None, generation
         )
+        listed = None
         if prepared.opens_attempts:
-            yield from self._refresh_open_index(session)
+            listed = yield from self._list_open_session(session)
         if prepared.artifacts:
             keys = [*keys, *self._artifact_keys(session, prepared.artifacts)]
             yield from self._put_artifacts(session, prepared.artifacts, again=False)
@@ -402,6 +408,8 @@ class RedisStore(EventStore):
                 break
             # Gone since it was written (a deletion of the session, its TTL): write it again.
             yield from self._put_artifacts(session, prepared.artifacts, again=True)
+        if listed is not None:
+            yield from self._settle_open_listing(session, listed, reply[0] in (b"ok", b"dup"))
         result = self._outcome(stream, expected, append_id, known, reply)
         if not result.deduplicated:
             yield from self._touch_index(session, cursor_ms(result.cursor))
@@ -411,6 +419,47 @@ class RedisStore(EventStore):
         # rewound by a failover.
         written.acknowledge(result.last_version, int(reply[4 if result.deduplicated else 5]))
         return result
+
+    def _restore_batch(self, batch: RestoreBatch) -> Op[int]:
+        stream, prepared = batch.stream, batch.prepared
+        session = stream.session_id
+        keys = self._keys_of(stream)
+        args: list[Any] = [
+            stream.name,
+            batch.first_version,
+            len(batch.events),
+            *(_redis_cursor(c) for c in batch.cursors),
+            *prepared.payloads,
+            "\x1e" + "\x1e".join(prepared.notes),
+        ]
+        for use in prepared.uses:
+            args += use
+        listed = None
+        if prepared.opens_attempts:
+            listed = yield from self._list_open_session(session, due=True)
+        if prepared.artifacts:
+            keys += self._artifact_keys(session, prepared.artifacts)
+            yield from self._put_artifacts(session, prepared.artifacts, again=False)
+        for _ in range(3):
+            reply = yield from self._retried(lambda: self._evalsha(RESTORE, keys, args))
+            if reply[0] != b"noartifact":
+                break
+            yield from self._put_artifacts(session, prepared.artifacts, again=True)
+        if listed is not None:
+            yield from self._settle_open_listing(session, listed, reply[0] == b"ok")
+        status = _text(reply[0])
+        if status == "conflict":
+            raise VersionConflict(str(stream), batch.first_version - 1, int(reply[1]))
+        if status == "order":
+            raise InvalidInput(
+                f"{batch.events[0]!r}: events to restore must come in commit order, above the"
+                " session's newest cursor"
+            )
+        if status != "ok":
+            self._outcome(stream, None, "restore", 0, reply)  # raises what the reply means
+        if int(reply[1]):
+            yield from self._touch_index(session, cursor_ms(batch.cursors[-1]))
+        return int(reply[1])
 
     def _written(self, stream: StreamId) -> _Written:
         written = self._streams.get(stream)
@@ -620,18 +669,39 @@ class RedisStore(EventStore):
             self.keys.tombstone(session),
         ]
 
-    def _refresh_open_index(self, session: str) -> Op[None]:
+    def _list_open_session(self, session: str, due: bool = False) -> Op[str | None]:
         """List the session in the open-attempts index before an append that opens attempts: a
         writer killed right after its request committed must not leave an open attempt that no
         reconciler can find. The index lives outside the session's slot, so the script cannot
-        write it on a cluster; refreshing once a minute keeps the entry inside any prune window
-        (see OPEN_INDEX_REFRESH_MS) at the cost of one extra round trip a minute."""
-        if not self._open_index_due(session):
-            return
-        now = self.now_local_ms()
+        write it on a cluster. The entry is provisional, a member of this append's own
+        (`<session>\x1f<token>`), so that an append refused takes back exactly what it wrote
+        whatever other writers of the session listed meanwhile; `_settle_open_listing` makes
+        it the session's own once the script has run. Listing once a minute keeps the entry
+        inside any prune window (see OPEN_INDEX_REFRESH_MS) at the cost of two extra round
+        trips a minute. Returns the provisional member, None when no listing was due."""
+        if not (due or self._open_index_due(session)):
+            return None
+        member = f"{session}{OPEN_MEMBER_SEP}{secrets.token_hex(8)}"
         key = self.keys.open_index_of(session)
-        yield from self._run(lambda c: c.zadd(key, {session: now}))
-        self._remember(self._open_indexed, session, now)
+        yield from self._run(lambda c: c.zadd(key, {member: self.now_local_ms()}))
+        return member
+
+    def _settle_open_listing(self, session: str, member: str, committed: bool) -> Op[None]:
+        """After the script: a committed append lists the session under its own name, and the
+        provisional member goes either way (an append refused writes nothing, the index
+        included). Left behind only by a writer that died in between, the member still names
+        the session to the reconciler, which forgets it with the session."""
+        key = self.keys.open_index_of(session)
+        now = self.now_local_ms()
+
+        def settle(pipe: Any) -> None:
+            if committed:
+                pipe.zadd(key, {session: now}, gt=True)
+            pipe.zrem(key, member)
+
+        settled = yield from self._quietly("open-attempts index listing", pipelined(settle))
+        if settled and committed:
+            self._remember(self._open_indexed, session, now)
 
     def _open_index_due(self, session: str) -> bool:
         last = self._open_indexed.get(session, -OPEN_INDEX_REFRESH_MS)
@@ -1117,11 +1187,18 @@ class RedisStore(EventStore):
                 pipe.zrange(self.keys.open_index(number), 0, -1, withscores=True)
 
         found_all = yield from self._run(pipelined(read))
-        return sorted((_text(s), int(ms)) for found in found_all for s, ms in found)
+        # A provisional member (`_list_open_session`) names its session before the separator.
+        newest: dict[str, int] = {}
+        for found in found_all:
+            for member, ms in found:
+                session = _text(member).split(OPEN_MEMBER_SEP, 1)[0]
+                newest[session] = max(int(ms), newest.get(session, 0))
+        return sorted(newest.items())
 
     def _forget_open_session(self, session_id: str, opened_before_ms: int) -> Op[bool]:
         keys = [self.keys.open_index_of(session_id)]
-        args: list[Any] = [session_id, opened_before_ms]
+        pattern = f"{_glob_escape(session_id)}{OPEN_MEMBER_SEP}*"
+        args: list[Any] = [session_id, opened_before_ms, pattern]
         return bool((yield from self._retried(lambda: self._evalsha(FORGET_SESSION, keys, args))))
 
     # -- consumer groups ------------------------------------------------------------------------

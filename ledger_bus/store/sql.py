@@ -79,6 +79,7 @@ from ledger_bus.store.base import (
 )
 from ledger_bus.store.keys import bucket_of
 from ledger_bus.store.ops import Op, run
+from ledger_bus.store.restore import RestoreBatch
 from ledger_bus.store.retry import retry_until
 from ledger_bus.store.sql_schema import Tables, tables
 from ledger_bus.store.sql_waits import Bridged, Waits
@@ -579,13 +580,16 @@ class SqlStore(EventStore):
         row = self._run(lambda c: c.execute(query).first(), write=False)
         return None if row is None else Bound(int(row.keep), int(row.dedup_ms), row.only)
 
-    def restore(
+    def restore_moved(
         self,
         events: Iterable[RecordedEvent],
         seen: Callable[[RecordedEvent, bytes], object] | None = None,
     ) -> int:
         """Write recorded events as they are, with their streams, versions, cursors and event ids:
-        a session moved here from another store. Return how many were written.
+        a session moved here from another store by `ledger-bus archive`, its artifacts copied
+        on their own (`restore_artifact`). Return how many were written. Unlike `restore`, the
+        fields are kept as given, artifact references included, without validation: they come
+        from a store that validated them; and the batches are larger (COPY on PostgreSQL).
 
         Events come in commit order; each must be above its session's newest cursor and the next
         version of its stream, so what an append writes afterwards sorts after them. An event
@@ -614,6 +618,20 @@ class SqlStore(EventStore):
             batch.append(recorded)
         flush()
         return written
+
+    def _restore_batch(self, batch: RestoreBatch) -> int:
+        """EventStore.restore's batch: validated, its big fields kept as artifacts."""
+        rows = sql_append.artifact_rows(batch.stream.session_id, batch.prepared)
+
+        def write(conn: Connection) -> int:
+            written = self._restore(conn, batch.events, batch.prepared.payloads)
+            if written and rows:
+                driver_cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+                driver_cursor.executemany(self._sql.artifact_add, rows)
+                driver_cursor.close()
+            return written
+
+        return self._run(write)
 
     def _restore(self, conn: Connection, events: list[RecordedEvent], payloads: list[bytes]) -> int:
         t = self.t
@@ -673,7 +691,10 @@ class SqlStore(EventStore):
     def _insert_events(
         self, conn: Connection, session_id: str, events: list[RecordedEvent], payloads: list[bytes]
     ) -> None:
-        if not self.postgres:  # sqlite3's executemany runs in C
+        driver_cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        # sqlite3's executemany runs in C; psycopg's async adapter has no COPY to offer.
+        if not self.postgres or not hasattr(driver_cursor, "copy"):
+            driver_cursor.close()
             conn.execute(
                 insert(self.t.events),
                 [
@@ -691,7 +712,6 @@ class SqlStore(EventStore):
         # psycopg's executemany sends a statement per row; COPY streams them, several times
         # faster than that or than one statement from arrays.
         columns = "session_id, cursor, stream, version, payload"
-        driver_cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
         with driver_cursor.copy(f"COPY {self.t.events.name} ({columns}) FROM STDIN") as copy:
             for e, payload in zip(events, payloads, strict=True):
                 copy.write_row((session_id, e.cursor, e.stream.name, e.version, payload))
