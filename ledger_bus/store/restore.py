@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from ledger_bus.batch import Limits, PreparedAppend, prepare_append
-from ledger_bus.errors import InvalidEvent, InvalidInput
+from ledger_bus.errors import InvalidEvent, InvalidInput, VersionConflict
 from ledger_bus.ids import StreamId, parse_cursor
 from ledger_bus.records import RecordedEvent
 
@@ -42,10 +42,12 @@ class RestoreBatch:
 
 def restore_batches(events: Iterable[RecordedEvent], limits: Limits) -> Iterator[RestoreBatch]:
     """Group recorded events (commit order) into batches, each validated and encoded; raise
-    InvalidInput naming the first event out of commit order or with a gap in its stream."""
+    InvalidInput naming the first event out of commit order, VersionConflict for a gap in a
+    stream's versions."""
     chunk = min(RESTORE_CHUNK, limits.max_events_per_append)
     batch: list[RecordedEvent] = []
     last: dict[str, tuple[int, int]] = {}  # session -> the newest cursor given
+    versions: dict[StreamId, int] = {}  # stream -> the version of its last event given
 
     def ready() -> RestoreBatch:
         first = batch[0]
@@ -64,6 +66,12 @@ def restore_batches(events: Iterable[RecordedEvent], limits: Limits) -> Iterator
         if cursor <= last.get(event.session_id, (-1, -1)):
             raise InvalidInput(f"{event!r}: events to restore must come in commit order")
         last[event.session_id] = cursor
+        # A gap within what is given is refused before the batch before it is written; one
+        # between what is given and what the store holds, by the store.
+        previous = versions.get(event.stream, event.version - 1)
+        if event.version != previous + 1:
+            raise VersionConflict(str(event.stream), previous, event.version - 1)
+        versions[event.stream] = event.version
         if batch and (
             event.stream != batch[-1].stream
             or event.version != batch[-1].version + 1

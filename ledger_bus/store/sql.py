@@ -18,7 +18,10 @@ import dataclasses
 import hashlib
 import json
 import os
+import sqlite3
+import threading
 import time
+import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -103,6 +106,7 @@ _REFUSED_AT_CONNECT: Final = (
     "does not exist",
     "no pg_hba.conf entry",
     "unable to open database",
+    "readonly database",  # a SQLite file this user may read and not write
 )
 _SQLITE_BUSY: Final = ("database is locked", "database is busy", "database table is locked")
 
@@ -162,7 +166,8 @@ def open_engine(url: str, timeout: float, asynchronous: bool = False) -> Engine:
         def _configure(dbapi: Any, record: Any) -> None:
             dbapi.isolation_level = None  # the store says BEGIN itself (below)
             cursor = dbapi.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
+            # Settings of this connection alone; WAL mode is the file's, set when the ledger's
+            # tables are made (SqlStore.upgrade), so that merely opening a file changes nothing.
             cursor.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
             cursor.execute("PRAGMA synchronous=FULL")  # an acknowledged append survives a crash
             cursor.close()
@@ -250,6 +255,10 @@ class SqlStore(EventStore):
         self._bounds: dict[StreamId, tuple[float, Bound | None]] = {}
         self._channel = f"{prefix}_appended"  # NOTIFY, with the session id as payload
         self._sql = sql_append.AppendSql.build(prefix, self.postgres)
+        # SQLite with no ledger in the file yet (or no file): reads see an empty ledger, and
+        # the first write makes the tables. A read never creates a file or adds a table.
+        self._absent = False
+        self._making = threading.Lock()
         if check_schema:
             self._check_schema()
 
@@ -312,24 +321,90 @@ class SqlStore(EventStore):
         return str(found) if found is not None else None
 
     def _check_schema(self) -> None:
-        """A new database gets the tables; one whose schema is behind is refused, naming the
-        command that brings it up to date."""
+        """A new PostgreSQL database gets the tables; a SQLite file without them (or no file)
+        is read as an empty ledger until the first write makes them; a schema behind is
+        refused, naming the command that brings it up to date."""
+        if not self._file_exists():
+            self._read_empty()
+            return
         current = self._run(self._current, write=False)
         if current == SCHEMA_HEAD:
             return
-        head = SCHEMA_HEAD
         names = self._run(lambda c: set(inspect(c).get_table_names()), write=False)
         if current is None and not names & {t.name for t in self.t.metadata.sorted_tables}:
-            self.upgrade()
+            if self.postgres:
+                self.upgrade()
+            else:
+                self._read_empty()
             return
         raise BackendRefused(
             f"the ledger's tables are at schema revision {current or 'none'}, this ledger-bus"
-            f" needs {head}: run `ledger-bus db upgrade`"
+            f" needs {SCHEMA_HEAD}: run `ledger-bus db upgrade`"
         )
 
+    def _file_exists(self) -> bool:
+        """False for a SQLite URL naming a file that is not there (connecting would make it)."""
+        database = self.engine.url.database
+        if self.postgres or not database or database == ":memory:":
+            return True
+        return os.path.exists(database)
+
+    def _read_empty(self) -> None:
+        """Serve reads from an empty ledger in memory, until the tables are made here (by this
+        store's first write, or by another process: `_look_again`)."""
+        # One database in memory shared by this store's connections (each thread has its own),
+        # kept while `_keeper` is open.
+        name = f"file:lb-empty-{uuid.uuid4().hex}?mode=memory&cache=shared"
+        empty = create_engine(
+            "sqlite://",
+            creator=lambda: sqlite3.connect(name, uri=True, check_same_thread=False),
+        )
+        self._keeper = empty.raw_connection()
+        self.t.metadata.create_all(empty)
+        self._reads = empty
+        self._absent = True
+
+    def _look_again(self) -> None:
+        """While reads see an empty ledger: read the file's from now on if another process has
+        made the ledger's tables in it since."""
+        if not self._file_exists():
+            return
+        with self.engine.connect() as conn:
+            current = self._current(conn)
+        if current is None:
+            return
+        self._read_the_file()
+        if current != SCHEMA_HEAD:
+            self._check_schema()
+
+    def _make_tables(self) -> None:
+        """Before the first write to a SQLite file without the ledger: make its tables (once,
+        however many threads write first)."""
+        with self._making:
+            if not self._absent:
+                return
+            self._absent = False  # the upgrade's own transactions are writes
+            try:
+                self.upgrade()
+            except BaseException:
+                self._absent = True
+                raise
+            self._read_the_file()
+
+    def _read_the_file(self) -> None:
+        """Reads go to the file from now on: its ledger is there."""
+        self._absent = False
+        empty, self._reads = self._reads, self.engine
+        self._keeper.close()
+        empty.dispose()
+
     def upgrade(self) -> str:
-        """Bring the tables to the newest schema revision; return it."""
+        """Bring the tables to the newest schema revision; return it. A SQLite file is put in
+        WAL mode (the file's own setting, kept), so readers never wait for the writer."""
         from alembic import command
+
+        if not self.postgres:
+            self._retry(self._wal)
 
         def migrate(conn: Connection) -> str:
             if self.postgres:  # processes starting at once migrate one at a time
@@ -340,6 +415,13 @@ class SqlStore(EventStore):
 
         return self._run(migrate, write=True)
 
+    def _wal(self) -> None:
+        raw = self.engine.raw_connection()  # outside a transaction, where the mode can change
+        try:
+            raw.cursor().execute("PRAGMA journal_mode=WAL")
+        finally:
+            raw.close()
+
     def schema_revision(self) -> tuple[str | None, str | None]:
         """(the revision the tables are at, the newest this ledger-bus knows)."""
         return self._run(self._revisions, write=False)
@@ -348,6 +430,8 @@ class SqlStore(EventStore):
 
     @contextmanager
     def _connection(self, write: bool) -> Iterator[Connection]:
+        if self._absent:
+            self._make_tables() if write else self._look_again()
         with (
             self._writing() if write else contextlib.nullcontext(),
             (self.engine if write else self._reads).connect() as opened,
@@ -471,6 +555,8 @@ class SqlStore(EventStore):
                 return write()
 
         def write() -> AppendResult:
+            if self._absent:
+                self._make_tables()
             raw = self.engine.raw_connection()
             try:
                 return sql_append.append(
@@ -1682,6 +1768,8 @@ class SqlStore(EventStore):
         return self._run(replay)
 
     def close(self) -> None:
+        if self._absent:
+            self._read_the_file()
         self.engine.dispose()
         self._reads.dispose()
 
