@@ -50,9 +50,19 @@ def check_name(value: object, what: str) -> str:
     if not isinstance(value, str) or not _NAME.fullmatch(value):
         raise InvalidInput(
             f"{what} must be 1-200 characters with no whitespace, control characters or braces;"
-            f" got {value!r}"
+            f" got {quoted(value)}"
         )
     return value
+
+
+def quoted(value: object, width: int = 80) -> str:
+    """`value` as an error message quotes it: its repr, cut to `width` characters with the
+    length said, so that a hostile megabyte never becomes a megabyte of error line."""
+    text = repr(value)
+    if len(text) <= width:
+        return text
+    size = f" of {len(value)} characters" if isinstance(value, str | bytes) else ""
+    return f"{text[:width]}… (cut{size})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -182,6 +182,18 @@ class LocalPostgres:
         # Its backends see the postmaster gone and exit; a new postmaster waits for them.
         time.sleep(0.5)
 
+    def kill_postmaster(self) -> None:
+        """SIGKILL the postmaster alone, as the OOM killer would: its backends find it gone and
+        exit on their own; `start()` brings it back once they have."""
+        pid = self._postmaster()
+        children = _children(pid) if pid is not None else []
+        self._signal(signal.SIGKILL, 30)
+        if self.proc is not None:
+            self.proc.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while any(_alive(child) for child in children) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
@@ -203,6 +215,14 @@ class LocalPostgres:
         trace: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _children(pid: int) -> list[int]:

@@ -533,3 +533,135 @@ def test_every_session_on_the_list_opens_from_its_own_link_whatever_its_id(
         assert "\u202e" not in shown
         # And a path that names no session's encoding is a clean 4xx
         assert httpx.get(f"{base}/s/~%%%", timeout=10).status_code in (400, 404)
+
+
+# -- the view under attack (docs/ui.md) -----------------------------------------------------------
+
+ODD_PATHS = [
+    "/s/..%2f..",
+    "/s/..%2F..%2Fetc%2Fpasswd",
+    "/s/%00",
+    "/s/a%00b",
+    "/s/" + "a" * 10_000,
+    "/s/~" + "A" * 10_000,
+    "/s/~!!!not-base64",
+    "/s/%ff%fe",
+    "/s/x/e/" + "9" * 5_000,
+    "/s/x/e/..%2f..",
+    "/?offset=" + "9" * 5_000,
+    "/?offset=-1",
+    "/s/x?before=" + "z" * 10_000,
+]
+
+
+@pytest.mark.parametrize("path", ODD_PATHS, ids=lambda p: p[:24])
+def test_an_odd_path_is_a_clean_4xx_page_of_bounded_size(
+    store: EventStore, client: TestClient, path: str
+) -> None:
+    store.append(lb.StreamId("x", "main"), lb.ANY, "a1", [msg("there")])
+    got = client.get(path)
+    assert 400 <= got.status_code < 500, (got.status_code, got.text[:200])
+    assert "Traceback" not in got.text
+    assert len(got.content) < 8_000, "an error page never echoes a hostile value whole"
+
+
+@pytest.mark.parametrize(
+    "last_event_id",
+    ["garbage", "1-2-3", "../../", "9" * 100, "0-" + "9" * 50_000, "\u202e1-1", "-1--1"],
+    ids=lambda v: v[:12],
+)
+def test_a_garbage_or_huge_last_event_id_is_a_clean_4xx(
+    store: EventStore, client: TestClient, last_event_id: str
+) -> None:
+    store.append(lb.StreamId("x", "main"), lb.ANY, "a1", [msg("there")])
+    got = client.get("/s/x/live", headers={b"Last-Event-ID": last_event_id.encode()})
+    assert got.status_code == 400, got.text[:200]
+    assert len(got.content) < 2_000
+    assert "not a cursor" in got.json()["error"]
+
+
+def test_no_route_writes_to_the_ledger_whatever_it_is_asked(
+    redis_server: LocalServer, store: EventStore, client: TestClient
+) -> None:
+    # Given a session, and every key of the server before
+    ref = lb.StreamId("ro", "main")
+    store.append(ref, 0, "a1", [msg("x"), call("t1")])
+    raw = redis.Redis.from_url(redis_server.url)
+
+    def everything() -> dict[bytes, bytes | None]:
+        return {key: raw.dump(key) for key in sorted(raw.scan_iter(count=1000))}
+
+    before = everything()
+    (event,) = store.tail("ro", 1)
+    # When every route is asked, with every method, and odd paths besides
+    paths = ["/", "/s/ro", f"/s/ro/e/{event.cursor}", "/s/ro/panels", *ODD_PATHS]
+    for path in paths:
+        for method in ("GET", "POST", "PUT", "DELETE", "PATCH"):
+            client.request(method, path)
+    live_url = f"/s/ro/live?after={CURSOR_ZERO}"
+    with (
+        served(client.app) as base,
+        httpx.Client(timeout=5) as http,
+        http.stream("GET", base + live_url) as live,
+    ):
+        next(live.iter_lines())
+    # Then no key was written, added or removed
+    assert everything() == before
+    raw.close()
+
+
+def test_event_streams_opened_and_closed_leave_the_servers_memory_and_files_as_they_were(
+    redis_url: str, prefix: str, store: EventStore
+) -> None:
+    # Given `ledger-bus ui` in a process of its own, with a session to watch
+    store.append(lb.StreamId("w", "main"), 0, "a1", [msg("x")])
+    port = free_port()
+    env = {**os.environ, "LEDGER_BUS_URL": redis_url, "LEDGER_BUS_PREFIX": prefix}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ledger_bus", "ui", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+
+    def files() -> int:
+        return len(os.listdir(f"/proc/{server.pid}/fd"))
+
+    def memory_kb() -> int:
+        with open(f"/proc/{server.pid}/status") as status:
+            line = next(s for s in status if s.startswith("VmRSS:"))
+        return int(line.split()[1])
+
+    def streams(n: int) -> None:
+        with httpx.Client(timeout=5) as http:
+            for _ in range(n):
+                with http.stream("GET", f"{base}/s/w/live?after={CURSOR_ZERO}") as live:
+                    next(live.iter_lines())
+
+    def settled(probe: Any, want: int) -> int:
+        deadline = time.monotonic() + 10
+        while probe() > want and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return int(probe())
+
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                httpx.get(base, timeout=1)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "the view never came up"
+                time.sleep(0.1)
+        streams(20)  # the store's connections and the server's first allocations
+        fds, rss = settled(files, 0), memory_kb()
+        # When 200 event streams are opened and closed
+        streams(200)
+        # Then the server holds the files it held, and about the memory
+        assert settled(files, fds) == fds
+        grown = memory_kb() - rss
+        assert grown < 8_000, f"the server kept {grown} kB after 200 streams closed"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

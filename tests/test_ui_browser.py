@@ -256,3 +256,88 @@ def test_the_page_follows_new_rows_only_while_scrolled_to_the_bottom(
     page.wait_for_selector("td.text:text-is('not followed')")
     page.wait_for_timeout(200)
     assert page.evaluate("window.scrollY") == 0, "a reader scrolled up is left where they are"
+
+
+# What agents write, at its worst: markup, script URLs, bidi overrides, a megabyte, deep JSON.
+HOSTILE = [
+    "<script>alert('s')</script>",
+    '"><img src=x onerror="alert(\'i\')">',
+    "javascript:alert('j')",
+    "'-alert('q')-'",
+    "invoice\u202eevil\u202cfdp.exe",
+    "</td></tr></table><svg onload=alert('v')>",
+]
+HOSTILE_IDS = [
+    "<script>alert('s')</script>",
+    '"><img/src=x/onerror=alert(1)>',
+    "javascript:alert(2)",
+    "team/<b>alpha</b>",
+    "\u202eexe.txt",
+]
+
+
+def deep_json(levels: int) -> object:
+    value: object = "bottom"
+    for _ in range(levels):
+        value = {"a": [value]}
+    return value
+
+
+def test_what_agents_write_runs_no_script_on_any_page_and_every_page_loads(
+    store: EventStore, base: str, page: Any
+) -> None:
+    # Given sessions whose ids, streams, agents, tools, args, bodies and mutation fields carry
+    # markup, script URLs, bidi overrides, a megabyte with no space and deep JSON
+    page.add_init_script(
+        "window.__calls = 0; for (const f of ['alert', 'confirm', 'prompt'])"
+        " window[f] = () => { window.__calls += 1; };"
+    )
+    for n, session in enumerate(HOSTILE_IDS):
+        events: list[dict[str, Any]] = []
+        for text in HOSTILE:
+            events += [
+                {"type": "message", "agent": f"a{text}"[:200].replace(" ", "_"), "body": text},
+                {
+                    "type": "tool_call",
+                    "agent": "a",
+                    "tool": text.replace(" ", "_")[:100],
+                    "args": {text: text, "deep": deep_json(40)},
+                    "attempt_id": f"c{len(events)}",
+                },
+                {"type": "mutation", "agent": "a", "kind": text, text[:20]: text},
+            ]
+        events.append({"type": "message", "agent": "a", "body": "B" * (1 << 20)})
+        stream = HOSTILE_IDS[(n + 1) % len(HOSTILE_IDS)].replace("/", "_")
+        store.append(lb.StreamId(session, stream), lb.ANY, "hostile", events)
+
+    # When every session is opened from its link on the list, and an event and the panels of each
+    page.goto(base)
+    links = page.eval_on_selector_all(
+        "a[href^='/s/']", "els => [...new Set(els.map(e => e.getAttribute('href')))]"
+    )
+    assert len(links) == len(HOSTILE_IDS)
+    for link in links:
+        page.goto(base + link)
+        page.wait_for_selector("#timeline tbody tr")
+        assert page.locator("#timeline tbody tr").count() == 3 * len(HOSTILE) + 1
+        # the megabyte is cut on the timeline (its event's page has it whole)
+        longest = page.evaluate(
+            "() => Math.max(...[...document.querySelectorAll('#timeline td.text')]"
+            ".map(td => td.textContent.length))"
+        )
+        assert longest < 3_000
+        event_link = page.locator("#timeline tbody tr td.mono a").last.get_attribute("href")
+        page.goto(base + event_link)
+        assert len(page.locator("#event").inner_text()) > 1 << 20
+        page.goto(base + link + "/panels")
+
+        assert page.evaluate("() => window.__calls") == 0
+
+        # Then no script of theirs ran, no element of theirs was made, no link of theirs is live
+        page.goto(base + link)
+        assert page.evaluate("() => window.__calls") == 0
+        assert page.locator("#timeline img, #timeline svg, #timeline script").count() == 0
+        assert page.locator("a[href^='javascript:' i]").count() == 0
+        # and bidi overrides show by name, never reordering the text around them
+        assert "\u202e" not in page.locator("body").inner_text()
+    assert page.dialogs == []

@@ -30,7 +30,7 @@ from starlette.routing import Route
 
 from ledger_bus.errors import BackendUnavailable, InvalidInput, LedgerError, NotFound
 from ledger_bus.filters import EventFilter
-from ledger_bus.ids import check_name, format_cursor, parse_cursor
+from ledger_bus.ids import check_name, format_cursor, parse_cursor, quoted
 from ledger_bus.jsonl import event_dict, format_time
 from ledger_bus.records import RecordedEvent, SessionInfo
 from ledger_bus.store.aio import AsyncStore
@@ -298,7 +298,7 @@ def _session(request: Request) -> str:
             data = base64.urlsafe_b64decode(segment[1:] + "=" * (-len(segment[1:]) % 4))
             segment = data.decode("utf-8")
         except (ValueError, UnicodeDecodeError):
-            raise InvalidInput(f"not a session's path: {segment[:80]!r}") from None
+            raise InvalidInput(f"not a session's path: {quoted(segment)}") from None
     return check_name(segment, "session id")
 
 
@@ -308,7 +308,7 @@ def _cursor(value: str | None) -> str | None:
     try:
         parse_cursor(value)
     except (InvalidInput, ValueError):
-        raise InvalidInput(f"not a cursor: {value!r}") from None
+        raise InvalidInput(f"not a cursor: {quoted(value)}") from None
     return value
 
 
@@ -316,8 +316,8 @@ def _int(request: Request, name: str, default: int) -> int:
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
-    if not raw.isdigit():
-        raise InvalidInput(f"{name} must be a whole number: {raw!r}")
+    if not raw.isdigit() or len(raw) > 15:
+        raise InvalidInput(f"{name} must be a whole number below 10**15: {quoted(raw)}")
     return int(raw)
 
 

@@ -22,6 +22,7 @@ from ledger_bus.store.aio import AsyncStore
 PAGE: Final = 100  # events a timeline page shows
 SCAN_BUDGET: Final = 5_000  # events a filtered page looks at, at most, before it stops
 SESSIONS_PAGE: Final = 50
+SHOWN_CHARS: Final = 2_000  # of an event's gist on a timeline row; the event's page has it whole
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,15 @@ class Row:
     def attempt(self) -> str | None:
         attempt = self.event.fields.get("attempt_id")
         return str(attempt) if attempt is not None else None
+
+    def shown(self) -> str:
+        """The gist as the timeline shows it: at most SHOWN_CHARS characters. The browser lays
+        out a long unbroken value in a table cell in time that grows faster than its length
+        (a 1 MB argument took over a minute); the whole is on the event's own page."""
+        text = self.summary()
+        if len(text) <= SHOWN_CHARS:
+            return text
+        return f"{text[:SHOWN_CHARS]}… ({len(text) - SHOWN_CHARS:,} more characters)"
 
     def summary(self) -> str:
         """The event's gist, as text (the template escapes it)."""
