@@ -1,9 +1,9 @@
 """ledger-bus: a durable, append-only event log for multi-agent systems, on Redis Streams."""
 
-from ledger_bus.artifacts import ArtifactRef
-from ledger_bus.batch import Limits
-from ledger_bus.durability import Durability
-from ledger_bus.errors import (
+from ledger_bus.model.artifacts import ArtifactRef
+from ledger_bus.model.batch import Limits
+from ledger_bus.model.durability import Durability
+from ledger_bus.model.errors import (
     BackendRefused,
     BackendUnavailable,
     DurabilityNotConfirmed,
@@ -17,9 +17,9 @@ from ledger_bus.errors import (
     SessionArchived,
     VersionConflict,
 )
-from ledger_bus.events import Event, Message, Mutation, ToolCall, ToolResult
-from ledger_bus.ids import ANY, StreamId
-from ledger_bus.records import Bound, Deletion
+from ledger_bus.model.events import Event, Message, Mutation, ToolCall, ToolResult
+from ledger_bus.model.ids import ANY, StreamId
+from ledger_bus.model.records import Bound, Deletion
 from ledger_bus.store import AppendResult, EventStore, RecordedEvent, connect
 
 __version__ = "0.1.0"

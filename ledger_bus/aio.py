@@ -23,7 +23,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Literal
 
-from ledger_bus.errors import LedgerError
+from ledger_bus.model.errors import LedgerError
+from ledger_bus.model.records import Delivery, GroupStats, RecordedEvent
 from ledger_bus.recorder import (
     DEFAULT_LEASE_MS,
     Attempt,
@@ -33,7 +34,6 @@ from ledger_bus.recorder import (
     Run,
     failure,
 )
-from ledger_bus.records import Delivery, GroupStats, RecordedEvent
 from ledger_bus.store.aio import AsyncStore, open_async
 from ledger_bus.tailer import Tailer, TailerOptions
 

@@ -27,9 +27,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ledger_bus.errors import NotFound, Refused
-from ledger_bus.ids import StreamId
-from ledger_bus.records import RecordedEvent
+from ledger_bus.model.errors import NotFound, Refused
+from ledger_bus.model.ids import StreamId
+from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import PAGE
 from ledger_bus.store.redis import RedisStore
 from ledger_bus.store.sql import DIGEST_PAGE, PageDigests, SqlStore

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from typing import Any, Final
 
 import ledger_bus
-from ledger_bus.ids import CURSOR_ZERO
+from ledger_bus.model.ids import CURSOR_ZERO
+from ledger_bus.model.records import RecordedEvent
 from ledger_bus.recorder import Recorder
-from ledger_bus.records import RecordedEvent
 from ledger_bus.store.base import EventStore
 from ledger_bus.tailer import Tailer, TailerOptions, render_context
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal, TypeVar
 
-from ledger_bus.errors import InvalidInput, LedgerError, NotFound, Refused, VersionConflict
-from ledger_bus.ids import StreamId
+from ledger_bus.model.errors import InvalidInput, LedgerError, NotFound, Refused, VersionConflict
+from ledger_bus.model.ids import StreamId
 from ledger_bus.store.base import EventStore
 
 STREAM: Final = "dispatch"

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import redis
 
-from ledger_bus.durability import LOCAL, Durability
+from ledger_bus.model.durability import LOCAL, Durability
 from ledger_bus.store.redis import fullest
 
 Level = Literal["ok", "warn", "fail"]

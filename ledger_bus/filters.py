@@ -14,9 +14,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
 
-from ledger_bus.errors import InvalidInput
-from ledger_bus.ids import CURSOR_PATTERN, StreamId, format_cursor, parse_cursor, previous_cursor
-from ledger_bus.records import RecordedEvent
+from ledger_bus.model.errors import InvalidInput
+from ledger_bus.model.ids import (
+    CURSOR_PATTERN,
+    StreamId,
+    format_cursor,
+    parse_cursor,
+    previous_cursor,
+)
+from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import PAGE, EventStore
 
 _DATE: Final = re.compile(r"\d{4}-\d{2}-\d{2}")

@@ -15,10 +15,10 @@ import threading
 from pathlib import Path
 from typing import Final
 
-from ledger_bus.errors import LedgerError
-from ledger_bus.ids import CURSOR_ZERO, check_name
-from ledger_bus.jsonl import event_line
-from ledger_bus.records import RecordedEvent
+from ledger_bus.model.errors import LedgerError
+from ledger_bus.model.ids import CURSOR_ZERO, check_name
+from ledger_bus.model.jsonl import event_line
+from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import EventStore
 
 FILE_NAME: Final = "conversation.jsonl"

@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
-from ledger_bus.errors import (
+from ledger_bus.filters import EventFilter, select
+from ledger_bus.model.errors import (
     HistoryRewound,
     IdempotencyConflict,
     InvalidInput,
@@ -28,11 +29,10 @@ from ledger_bus.errors import (
     NotFound,
     Refused,
 )
-from ledger_bus.files import replace_whole
-from ledger_bus.filters import EventFilter, select
-from ledger_bus.ids import ANY, StreamId
-from ledger_bus.jsonl import format_time
-from ledger_bus.records import AppendResult, OpenAttempt, RecordedEvent
+from ledger_bus.model.files import replace_whole
+from ledger_bus.model.ids import ANY, StreamId
+from ledger_bus.model.jsontext import format_time
+from ledger_bus.model.records import AppendResult, OpenAttempt, RecordedEvent
 from ledger_bus.rewind import report_rewind
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.keys import INDEX_BUCKETS

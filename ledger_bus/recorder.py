@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final, Literal
 
-from ledger_bus.errors import DurabilityNotConfirmed, HistoryRewound, LedgerError
-from ledger_bus.ids import ANY, StreamId, derive_event_id
-from ledger_bus.records import AppendResult, RecordedEvent
+from ledger_bus.model.errors import DurabilityNotConfirmed, HistoryRewound, LedgerError
+from ledger_bus.model.ids import ANY, StreamId, derive_event_id
+from ledger_bus.model.records import AppendResult, RecordedEvent
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.ops import Op, Sleep
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from ledger_bus.errors import LedgerError
-from ledger_bus.ids import ANY, StreamId, previous_cursor
+from ledger_bus.model.errors import LedgerError
+from ledger_bus.model.ids import ANY, StreamId, previous_cursor
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.ops import Op
 

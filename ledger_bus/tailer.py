@@ -17,10 +17,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Final, Literal, TypeVar
 
-from ledger_bus.errors import LedgerError
-from ledger_bus.ids import CURSOR_ZERO, cursor_ms
-from ledger_bus.jsonl import format_time
-from ledger_bus.records import Delivery, GroupStats, RecordedEvent
+from ledger_bus.model.errors import LedgerError
+from ledger_bus.model.ids import CURSOR_ZERO, cursor_ms
+from ledger_bus.model.jsontext import format_time
+from ledger_bus.model.records import Delivery, GroupStats, RecordedEvent
 from ledger_bus.rewind import cursor_gone_op, report_rewind_op
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.ops import Op

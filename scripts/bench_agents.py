@@ -25,7 +25,7 @@ import msgpack
 import redis
 
 import ledger_bus as lb
-from ledger_bus.ids import CURSOR_ZERO
+from ledger_bus.model.ids import CURSOR_ZERO
 from ledger_bus.server import LocalServer
 from ledger_bus.store.redis import Entries
 from ledger_bus.tailer import Tailer, TailerOptions

@@ -27,7 +27,7 @@ from redis.asyncio import Redis
 
 import ledger_bus as lb
 from ledger_bus import aio
-from ledger_bus.batch import prepare_append
+from ledger_bus.model.batch import prepare_append
 from ledger_bus.server import LocalServer
 from ledger_bus.store.aio import AsyncStore
 from ledger_bus.store.redis import APPEND, RedisStore

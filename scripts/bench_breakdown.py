@@ -29,9 +29,15 @@ import ormsgpack
 import redis
 from bench import PAYLOAD, pipelined_xadds, tool_call
 
-from ledger_bus.batch import Limits, PreparedAppend, _all_given_fields, _digest, prepare_append
-from ledger_bus.events import attempt_note, validate_all_given
-from ledger_bus.ids import ANY, StreamId, event_id_deriver
+from ledger_bus.model.batch import (
+    Limits,
+    PreparedAppend,
+    _all_given_fields,
+    _digest,
+    prepare_append,
+)
+from ledger_bus.model.events import attempt_note, validate_all_given
+from ledger_bus.model.ids import ANY, StreamId, event_id_deriver
 from ledger_bus.server import LocalServer
 from ledger_bus.store.redis import RedisStore, _script
 from ledger_bus.store.replication import LuaScript

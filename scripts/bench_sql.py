@@ -36,10 +36,10 @@ from sqlalchemy import (
 )
 
 import ledger_bus as lb
-from ledger_bus.ids import format_cursor
-from ledger_bus.pgserver import LocalPostgres
+from ledger_bus.model.ids import format_cursor
 from ledger_bus.server import LocalServer
 from ledger_bus.store.sql import SqlStore
+from tests.support.pgserver import LocalPostgres
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import PAYLOAD, compare, timed, tool_call

@@ -14,8 +14,8 @@ from typing import Any
 
 import rfc8785
 
-# The spec's normal form, written out here rather than imported from ledger_bus.events: vectors
-# made from the code's own table could not catch a mistake in it.
+# The spec's normal form, written out here rather than imported from ledger_bus.model.events:
+# vectors made from the code's own table could not catch a mistake in it.
 COMMON: dict[str, Any] = {
     "event_id": None,
     "run_id": None,

@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 
 import ledger_bus
-from ledger_bus.pgserver import LocalPostgres
-from ledger_bus.server import LocalCluster, LocalServer, valkey_binary
+from ledger_bus.server import LocalServer, valkey_binary
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.memory import MemoryStore
 from ledger_bus.store.redis import RedisStore
 from tests.support.aio import driven_async
+from tests.support.cluster import LocalCluster
+from tests.support.pgserver import LocalPostgres
 
 
 @pytest.fixture(scope="session")

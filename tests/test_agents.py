@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 import ledger_bus as lb
+from ledger_bus.model.records import RecordedEvent
 from ledger_bus.recorder import Recorder, RequestNotRecorded, UnresolvedAttempt
-from ledger_bus.records import RecordedEvent
 from ledger_bus.server import LocalServer
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.ops import Op

@@ -14,9 +14,10 @@ import pytest
 
 import ledger_bus as lb
 from ledger_bus import aio
-from ledger_bus.pgserver import LocalPostgres
 from ledger_bus.recorder import UnresolvedAttempt
-from ledger_bus.server import LocalCluster, LocalServer
+from ledger_bus.server import LocalServer
+from tests.support.cluster import LocalCluster
+from tests.support.pgserver import LocalPostgres
 
 
 def msg(body: str, agent: str = "a") -> dict[str, Any]:

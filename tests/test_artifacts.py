@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import ledger_bus as lb
-from ledger_bus.artifacts import JSON, TEXT, ArtifactRef
-from ledger_bus.batch import Limits, prepare_append
+from ledger_bus.model.artifacts import JSON, TEXT, ArtifactRef
+from ledger_bus.model.batch import Limits, prepare_append
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.ops import Op
 from ledger_bus.store.redis import ARTIFACT_CHUNK, RedisStore

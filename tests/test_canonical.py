@@ -13,8 +13,8 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger_bus.batch import Limits, prepare_append
-from ledger_bus.canonical import (
+from ledger_bus.model.batch import Limits, prepare_append
+from ledger_bus.model.canonical import (
     MAX_SAFE_INTEGER,
     JsonValueError,
     _fast_dumps,
@@ -23,8 +23,8 @@ from ledger_bus.canonical import (
     check_json,
     digest_of_parts,
 )
-from ledger_bus.errors import InvalidEvent
-from ledger_bus.ids import EVENT_ID_NAMESPACE, derive_event_id
+from ledger_bus.model.errors import InvalidEvent
+from ledger_bus.model.ids import EVENT_ID_NAMESPACE, derive_event_id
 
 # Text over the whole of Unicode except lone surrogates, with the C0 controls, quotes and
 # backslashes that the two escapers must agree on made likely.

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import ledger_bus as lb
-from ledger_bus.batch import Limits, prepare_append
+from ledger_bus.model.batch import Limits, prepare_append
 from ledger_bus.store.base import EventStore
 
 ROOT = Path(__file__).resolve().parent.parent / "conformance"

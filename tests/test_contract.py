@@ -8,6 +8,7 @@ import time
 import pytest
 
 import ledger_bus as lb
+from ledger_bus.model.ids import derive_event_id
 from ledger_bus.store.base import EventStore
 from tests.support.events import call, msg
 from tests.support.helpers import LEDGER_KEYS
@@ -126,7 +127,7 @@ def test_generated_event_ids_are_stable_across_retries_and_given_ones_are_kept(
     assert ids[1] == "mine"
     assert ids[0] != ids[1]
     assert [e.event_id for e in store.read_stream(REF)] == ids
-    assert ids[0] == lb.ids.derive_event_id("s1", "run-a", "a1", 0)
+    assert ids[0] == derive_event_id("s1", "run-a", "a1", 0)
 
 
 def test_cursors_increase_strictly_across_streams_in_commit_order(store: EventStore) -> None:

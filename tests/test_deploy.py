@@ -8,8 +8,8 @@ from typing import Any
 
 import yaml
 
-from ledger_bus.acl import acl_file
 from ledger_bus.cli import cli
+from ledger_bus.store.acl import acl_file
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger_bus.extras import EXTRA_OF
+from ledger_bus.model.extras import EXTRA_OF
 from tests.support.helpers import ROOT
 
 # Run as a program: hide one module (an import of it fails as if it were not installed), then

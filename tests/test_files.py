@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger_bus.files import replace_whole
+from ledger_bus.model.files import replace_whole
 
 
 def test_a_file_is_replaced_only_when_its_writer_finishes(tmp_path: Path) -> None:

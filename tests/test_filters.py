@@ -9,7 +9,7 @@ import pytest
 
 import ledger_bus as lb
 from ledger_bus.filters import EventFilter, parse_bound, select, select_tail
-from ledger_bus.records import RecordedEvent
+from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.memory import MemoryStore
 from tests.support.helpers import ledger_cli

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 import ledger_bus as lb
-from ledger_bus.ids import CURSOR_ZERO
+from ledger_bus.model.ids import CURSOR_ZERO
+from ledger_bus.model.records import Delivery
 from ledger_bus.server import LocalServer
 from ledger_bus.store.base import EventStore
 from ledger_bus.tailer import Tailer, TailerOptions
@@ -20,7 +21,7 @@ def put(store: EventStore, session: str, *bodies: str) -> None:
     store.append(lb.StreamId(session, "feed"), lb.ANY, f"put-{bodies[0]}", events)
 
 
-def bodies(deliveries: list[lb.records.Delivery]) -> list[str]:
+def bodies(deliveries: list[Delivery]) -> list[str]:
     return [d.event["body"] for d in deliveries]
 
 

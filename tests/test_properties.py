@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 import ledger_bus as lb
-from ledger_bus.batch import Limits, _all_given_fields, _given_fields
 from ledger_bus.cli import main
-from ledger_bus.events import (
+from ledger_bus.model.batch import Limits, _all_given_fields, _given_fields
+from ledger_bus.model.events import (
     DEFAULTS,
     EVENT_TYPES,
     RESERVED_FIELDS,

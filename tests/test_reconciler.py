@@ -21,10 +21,11 @@ from hypothesis import strategies as st
 
 import ledger_bus as lb
 from ledger_bus.reconciler import FLAG_KIND, Reconciler, ReconcilerConfig, resolve_attempt
-from ledger_bus.server import LocalCluster, LocalServer, free_port
+from ledger_bus.server import LocalServer, free_port
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.memory import MemoryStore
 from ledger_bus.store.redis import RedisStore
+from tests.support.cluster import LocalCluster
 from tests.support.events import call, result
 from tests.support.helpers import cli_env, kill, ledger_cli, start_recorded
 

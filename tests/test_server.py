@@ -10,9 +10,10 @@ import psycopg
 import pytest
 import redis
 
-from ledger_bus.errors import BackendUnavailable
-from ledger_bus.pgserver import LocalPostgres
-from ledger_bus.server import LocalServer, _ephemeral_low, free_cluster_port, free_port
+from ledger_bus.model.errors import BackendUnavailable
+from ledger_bus.server import LocalServer, free_port
+from tests.support.cluster import _ephemeral_low, free_cluster_port
+from tests.support.pgserver import LocalPostgres
 
 CLUSTER = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
 

@@ -16,12 +16,12 @@ import pytest
 
 import ledger_bus as lb
 from ledger_bus.conversation import export_session
-from ledger_bus.ids import CURSOR_ZERO
-from ledger_bus.pgserver import LocalPostgres
+from ledger_bus.model.ids import CURSOR_ZERO
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.sql import SCHEMA_HEAD, SqlStore
 from tests.support.events import call, msg, result
 from tests.support.helpers import Writers, ledger_cli, ledger_here
+from tests.support.pgserver import LocalPostgres
 from tests.support.proxy import DropProxy
 
 

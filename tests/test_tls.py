@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import ledger_bus as lb
-from ledger_bus.errors import BackendUnavailable
+from ledger_bus.model.errors import BackendUnavailable
 from ledger_bus.server import LocalServer, free_port
 from tests.support.helpers import ledger_cli
 

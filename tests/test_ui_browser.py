@@ -13,7 +13,7 @@ import pytest
 
 import ledger_bus as lb
 from ledger_bus.dispatch import Board
-from ledger_bus.ids import CURSOR_ZERO
+from ledger_bus.model.ids import CURSOR_ZERO
 from ledger_bus.recorder import Recorder
 from ledger_bus.server import free_port
 from ledger_bus.store.base import EventStore

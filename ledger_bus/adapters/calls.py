@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ledger_bus.adapters.view import Views
-from ledger_bus.errors import InvalidInput, LedgerError, VersionConflict
-from ledger_bus.ids import ANY, StreamId, check_name, derive_event_id
+from ledger_bus.model.errors import InvalidInput, LedgerError, VersionConflict
+from ledger_bus.model.ids import ANY, StreamId, check_name, derive_event_id
+from ledger_bus.model.records import RecordedEvent
 from ledger_bus.recorder import (
     DEFAULT_LEASE_MS,
     OutcomeNotRecorded,
@@ -35,7 +36,6 @@ from ledger_bus.recorder import (
     request_event,
     result_event,
 )
-from ledger_bus.records import RecordedEvent
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.ops import Op
 

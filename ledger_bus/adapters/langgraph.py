@@ -40,7 +40,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar, cast
 
-from ledger_bus.extras import needs
+from ledger_bus.model.extras import needs
 
 try:
     from langchain_core.messages import ToolMessage
@@ -60,10 +60,10 @@ except ImportError as err:
 
 from ledger_bus.adapters.calls import CallLedger, decided_text
 from ledger_bus.adapters.view import Views
-from ledger_bus.errors import InvalidInput
-from ledger_bus.ids import ANY, StreamId, check_name
+from ledger_bus.model.errors import InvalidInput
+from ledger_bus.model.ids import ANY, StreamId, check_name
+from ledger_bus.model.records import RecordedEvent
 from ledger_bus.recorder import DEFAULT_LEASE_MS, Capabilities
-from ledger_bus.records import RecordedEvent
 from ledger_bus.store.aio import AsyncStore
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.ops import Op

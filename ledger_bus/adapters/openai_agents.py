@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
-from ledger_bus.extras import needs
+from ledger_bus.model.extras import needs
 
 try:
     from agents import FunctionTool
@@ -47,10 +47,10 @@ except ImportError as err:
 
 from ledger_bus.adapters.calls import CallLedger, decided_text
 from ledger_bus.adapters.view import Views
-from ledger_bus.errors import InvalidInput, VersionConflict
-from ledger_bus.ids import ANY, StreamId, check_name
+from ledger_bus.model.errors import InvalidInput, VersionConflict
+from ledger_bus.model.ids import ANY, StreamId, check_name
+from ledger_bus.model.records import RecordedEvent
 from ledger_bus.recorder import DEFAULT_LEASE_MS, Capabilities
-from ledger_bus.records import RecordedEvent
 from ledger_bus.store.aio import AsyncStore
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.ops import Op

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from ledger_bus.ids import StreamId
-from ledger_bus.records import RecordedEvent
+from ledger_bus.model.ids import StreamId
+from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import REMEMBERED, EventStore
 from ledger_bus.store.ops import Op
 

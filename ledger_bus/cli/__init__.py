@@ -18,7 +18,7 @@ from ledger_bus.cli import lifecycle as _lifecycle  # noqa: F401
 from ledger_bus.cli import ops as _ops  # noqa: F401
 from ledger_bus.cli import ui as _ui  # noqa: F401
 from ledger_bus.cli.app import EXIT_INTERNAL, EXIT_USAGE, cli, say
-from ledger_bus.extras import missing_extra
+from ledger_bus.model.extras import missing_extra
 
 __all__ = ["cli", "main"]
 

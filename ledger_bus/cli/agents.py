@@ -13,8 +13,8 @@ from ledger_bus.cli.app import (
     stop_on_sigterm,
 )
 from ledger_bus.cli.output import EventLines, show_record, show_rows
-from ledger_bus.errors import NotFound
-from ledger_bus.ids import CURSOR_ZERO, check_name
+from ledger_bus.model.errors import NotFound
+from ledger_bus.model.ids import CURSOR_ZERO, check_name
 from ledger_bus.tailer import Tailer, TailerOptions
 
 

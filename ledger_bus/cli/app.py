@@ -12,7 +12,7 @@ from typing import IO, Any, Final, NoReturn
 
 import click
 
-from ledger_bus.errors import (
+from ledger_bus.model.errors import (
     BackendRefused,
     BackendUnavailable,
     DurabilityNotConfirmed,

@@ -18,9 +18,9 @@ from ledger_bus.cli.app import (
 )
 from ledger_bus.cli.output import show_record, show_rows
 from ledger_bus.dispatch import Board, launch_field, parse_now, read_spawn_log, spawn_log
-from ledger_bus.files import replace_whole
-from ledger_bus.jsontext import parse_json
 from ledger_bus.mirror import Mirror
+from ledger_bus.model.files import replace_whole
+from ledger_bus.model.jsontext import parse_json
 
 NOW_HELP = "The time to act as of, ISO 8601 (default: now)."
 

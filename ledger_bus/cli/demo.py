@@ -20,8 +20,8 @@ from rich.console import RenderableType
 from ledger_bus.cli.app import EXIT_UNAVAILABLE, EXIT_USAGE, Failure, Settings, cli
 from ledger_bus.cli.output import show_record
 from ledger_bus.demo import SLOW_TOOL
-from ledger_bus.ids import CURSOR_ZERO, cursor_ms
-from ledger_bus.jsonl import format_time
+from ledger_bus.model.ids import CURSOR_ZERO, cursor_ms
+from ledger_bus.model.jsontext import format_time
 from ledger_bus.reconciler import FLAG_KIND
 from ledger_bus.server import LocalServer, NoServerBinary
 from ledger_bus.store import DEFAULT_URL, URL_ENV, RecordedEvent, connect

@@ -22,10 +22,10 @@ from ledger_bus.cli.app import (
 )
 from ledger_bus.cli.output import EventLines, emit, show_events, show_record, show_rows
 from ledger_bus.conversation import DEFAULT_STREAM, export_session, plan_import, run_import
-from ledger_bus.errors import DurabilityNotConfirmed, NotFound
-from ledger_bus.files import replace_whole
 from ledger_bus.filters import EventFilter, parse_bound, select, select_tail
-from ledger_bus.ids import (
+from ledger_bus.model.errors import DurabilityNotConfirmed, NotFound
+from ledger_bus.model.files import replace_whole
+from ledger_bus.model.ids import (
     ANY,
     CURSOR_ZERO,
     ExpectedVersion,
@@ -33,9 +33,8 @@ from ledger_bus.ids import (
     check_expected_version,
     parse_cursor,
 )
-from ledger_bus.jsonl import format_time
-from ledger_bus.jsontext import parse_json_values
-from ledger_bus.records import AppendResult
+from ledger_bus.model.jsontext import format_time, parse_json_values
+from ledger_bus.model.records import AppendResult
 from ledger_bus.store import ARCHIVE_ENV
 from ledger_bus.tailer import watch
 

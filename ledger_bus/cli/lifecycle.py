@@ -12,9 +12,9 @@ import click
 
 from ledger_bus.cli.app import BadInput, Settings, cli, pass_settings, say
 from ledger_bus.cli.output import show_record, show_rows
-from ledger_bus.errors import NotFound
-from ledger_bus.files import replace_whole
-from ledger_bus.ids import StreamId
+from ledger_bus.model.errors import NotFound
+from ledger_bus.model.files import replace_whole
+from ledger_bus.model.ids import StreamId
 from ledger_bus.store import ARCHIVE_ENV, connect
 from ledger_bus.store.base import DEFAULT_DEDUP_WINDOW_MS
 from ledger_bus.store.redis import RedisStore

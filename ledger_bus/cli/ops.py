@@ -11,7 +11,6 @@ from typing import Any
 
 import click
 
-from ledger_bus.acl import ROLES, acl_file
 from ledger_bus.cli.app import (
     EXIT_BACKEND_REFUSED,
     EXIT_REFUSED,
@@ -26,9 +25,9 @@ from ledger_bus.cli.app import (
 from ledger_bus.cli.lifecycle import Duration, open_archive
 from ledger_bus.cli.output import emit, show_record, show_rows
 from ledger_bus.doctor import examine
-from ledger_bus.errors import LedgerError
-from ledger_bus.ids import check_name
-from ledger_bus.jsontext import parse_json
+from ledger_bus.model.errors import LedgerError
+from ledger_bus.model.ids import check_name
+from ledger_bus.model.jsontext import parse_json
 from ledger_bus.reconciler import (
     MIN_PRUNE_AFTER_S,
     Reconciler,
@@ -40,6 +39,7 @@ from ledger_bus.reconciler import (
     resolve_attempt,
 )
 from ledger_bus.store import ARCHIVE_ENV
+from ledger_bus.store.acl import ROLES, acl_file
 from ledger_bus.store.keys import INDEX_BUCKETS
 
 

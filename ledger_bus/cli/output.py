@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from ledger_bus.cli.app import Settings
-from ledger_bus.ids import cursor_ms
-from ledger_bus.jsonl import dumps, format_time
-from ledger_bus.records import RecordedEvent
+from ledger_bus.model.ids import cursor_ms
+from ledger_bus.model.jsontext import dumps, format_time
+from ledger_bus.model.records import RecordedEvent
 
 # Columns of free text, which may be folded; every other column holds values kept whole.
 TEXT_COLUMNS: Final = frozenset({"what", "objective", "detail", "reason", "line", "warning"})

@@ -6,10 +6,10 @@ import os
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ledger_bus.batch import Limits
-from ledger_bus.durability import DEFAULT_TIMEOUT_MS, LOCAL, Durability, parse_durability
-from ledger_bus.errors import InvalidInput
-from ledger_bus.records import AppendResult, RecordedEvent, SessionInfo, StreamInfo
+from ledger_bus.model.batch import Limits
+from ledger_bus.model.durability import DEFAULT_TIMEOUT_MS, LOCAL, Durability, parse_durability
+from ledger_bus.model.errors import InvalidInput
+from ledger_bus.model.records import AppendResult, RecordedEvent, SessionInfo, StreamInfo
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.memory import MemoryStore
 
@@ -59,7 +59,7 @@ def connect(
         limits: bounds on event size and events per append, and the size from which an
             event keeps its large fields as artifacts (spec 3.11).
         durability: what an append waits for: "local" (the default), "replicas:N", "aof" or
-            "aof+replicas:N" (ledger_bus.durability); overrides the URL's.
+            "aof+replicas:N" (ledger_bus.model.durability); overrides the URL's.
         archive: the SQL store ("sqlite:///PATH", "postgresql://...") that sessions archived
             from this Redis live in, read through (spec 3.10); None reads LEDGER_BUS_ARCHIVE.
         resolve_artifacts: whether reads put artifacts back into their events (spec 3.11), or

@@ -22,10 +22,10 @@ from urllib.parse import urlsplit
 import redis.exceptions as rx
 from redis.utils import HIREDIS_AVAILABLE
 
-from ledger_bus.batch import Limits
-from ledger_bus.durability import Durability
-from ledger_bus.ids import ExpectedVersion, StreamId
-from ledger_bus.records import (
+from ledger_bus.model.batch import Limits
+from ledger_bus.model.durability import Durability
+from ledger_bus.model.ids import ExpectedVersion, StreamId
+from ledger_bus.model.records import (
     AppendResult,
     Bound,
     Deletion,

@@ -7,11 +7,11 @@ import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Final, TypeVar, Union
 
-from ledger_bus.artifacts import ArtifactRef, check_sha, refs_in, resolved
-from ledger_bus.batch import Limits, PreparedAppend, prepare_append
-from ledger_bus.durability import LOCAL, Durability, parse_durability
-from ledger_bus.errors import InvalidInput, NotFound
-from ledger_bus.ids import (
+from ledger_bus.model.artifacts import ArtifactRef, check_sha, refs_in, resolved
+from ledger_bus.model.batch import Limits, PreparedAppend, prepare_append
+from ledger_bus.model.durability import LOCAL, Durability, parse_durability
+from ledger_bus.model.errors import InvalidInput, NotFound
+from ledger_bus.model.ids import (
     ExpectedVersion,
     StreamId,
     check_append_id,
@@ -20,7 +20,7 @@ from ledger_bus.ids import (
     format_cursor,
     parse_cursor,
 )
-from ledger_bus.records import (
+from ledger_bus.model.records import (
     AppendRecord,
     AppendResult,
     Bound,

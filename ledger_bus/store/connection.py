@@ -10,7 +10,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import redis.exceptions as rx
 from redis.cluster import RedisCluster
 
-from ledger_bus.errors import BackendRefused, BackendUnavailable, InvalidInput, LedgerError
+from ledger_bus.model.errors import BackendRefused, BackendUnavailable, InvalidInput, LedgerError
 from ledger_bus.store.ops import Op, retried
 from ledger_bus.store.retry import retry_until
 

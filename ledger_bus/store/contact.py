@@ -11,7 +11,7 @@ import socket
 from typing import Final
 from urllib.parse import urlsplit
 
-from ledger_bus.errors import BackendUnavailable, InvalidInput
+from ledger_bus.model.errors import BackendUnavailable, InvalidInput
 
 CONTACT_TIMEOUT_S: Final = 1.0
 # The first byte of every RESP reply: simple string, error, integer, bulk, array (RESP2).

@@ -8,12 +8,12 @@ import time
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 
-from ledger_bus.artifacts import unpack, uses_of
-from ledger_bus.batch import Limits, PreparedAppend
-from ledger_bus.durability import Durability
-from ledger_bus.errors import IdempotencyConflict, InvalidInput, NotFound, VersionConflict
-from ledger_bus.ids import CURSOR_ZERO, StreamId, cursor_ms, cursors_after, parse_cursor
-from ledger_bus.records import (
+from ledger_bus.model.artifacts import unpack, uses_of
+from ledger_bus.model.batch import Limits, PreparedAppend
+from ledger_bus.model.durability import Durability
+from ledger_bus.model.errors import IdempotencyConflict, InvalidInput, NotFound, VersionConflict
+from ledger_bus.model.ids import CURSOR_ZERO, StreamId, cursor_ms, cursors_after, parse_cursor
+from ledger_bus.model.records import (
     AppendRecord,
     AppendResult,
     Bound,

@@ -19,7 +19,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from ledger_bus.errors import BackendUnavailable, LedgerError
+from ledger_bus.model.errors import BackendUnavailable, LedgerError
 
 T = TypeVar("T")
 

@@ -22,10 +22,10 @@ import redis.exceptions as rx
 from redis import Redis
 from redis.cluster import RedisCluster
 
-from ledger_bus.artifacts import Artifact, unpack
-from ledger_bus.batch import Limits, PreparedAppend
-from ledger_bus.durability import LOCAL, Durability
-from ledger_bus.errors import (
+from ledger_bus.model.artifacts import Artifact, unpack
+from ledger_bus.model.batch import Limits, PreparedAppend
+from ledger_bus.model.durability import LOCAL, Durability
+from ledger_bus.model.errors import (
     BackendRefused,
     BackendUnavailable,
     HistoryRewound,
@@ -36,8 +36,8 @@ from ledger_bus.errors import (
     SessionArchived,
     VersionConflict,
 )
-from ledger_bus.ids import ExpectedVersion, StreamId, cursor_ms
-from ledger_bus.records import (
+from ledger_bus.model.ids import ExpectedVersion, StreamId, cursor_ms
+from ledger_bus.model.records import (
     AppendRecord,
     AppendResult,
     Bound,

@@ -16,9 +16,9 @@ from typing import Any, Final
 import redis.exceptions as rx
 from redis.cluster import RedisCluster
 
-from ledger_bus.durability import Durability
-from ledger_bus.errors import BackendRefused, DurabilityNotConfirmed
-from ledger_bus.records import AppendResult
+from ledger_bus.model.durability import Durability
+from ledger_bus.model.errors import BackendRefused, DurabilityNotConfirmed
+from ledger_bus.model.records import AppendResult
 from ledger_bus.store.ops import Op
 
 RECHECK_S: Final = 1.0  # how often the attached replicas are counted again while too few

@@ -12,10 +12,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from ledger_bus.batch import Limits, PreparedAppend, prepare_append
-from ledger_bus.errors import InvalidEvent, InvalidInput, VersionConflict
-from ledger_bus.ids import StreamId, parse_cursor
-from ledger_bus.records import RecordedEvent
+from ledger_bus.model.batch import Limits, PreparedAppend, prepare_append
+from ledger_bus.model.errors import InvalidEvent, InvalidInput, VersionConflict
+from ledger_bus.model.ids import StreamId, parse_cursor
+from ledger_bus.model.records import RecordedEvent
 
 RESTORE_CHUNK: Final = 500  # events of one stream written in one call, at most
 

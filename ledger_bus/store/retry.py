@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from ledger_bus.errors import LedgerError
+from ledger_bus.model.errors import LedgerError
 from ledger_bus.store.ops import call, retried, run
 
 T = TypeVar("T")

@@ -47,19 +47,19 @@ from sqlalchemy import (
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 
-from ledger_bus.artifacts import pack, unpack, uses_of
-from ledger_bus.batch import Limits, PreparedAppend
-from ledger_bus.durability import LOCAL, Durability
-from ledger_bus.errors import (
+from ledger_bus.model.artifacts import pack, unpack, uses_of
+from ledger_bus.model.batch import Limits, PreparedAppend
+from ledger_bus.model.durability import LOCAL, Durability
+from ledger_bus.model.errors import (
     BackendRefused,
     InvalidInput,
     LedgerError,
     NotFound,
     VersionConflict,
 )
-from ledger_bus.events import attempt_note
-from ledger_bus.ids import CURSOR_ZERO, StreamId, cursor_ms, format_cursor
-from ledger_bus.records import (
+from ledger_bus.model.events import attempt_note
+from ledger_bus.model.ids import CURSOR_ZERO, StreamId, cursor_ms, format_cursor
+from ledger_bus.model.records import (
     AppendRecord,
     AppendResult,
     Bound,

@@ -17,10 +17,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ledger_bus.batch import PreparedAppend
-from ledger_bus.errors import IdempotencyConflict, VersionConflict
-from ledger_bus.ids import CURSOR_ZERO, StreamId, cursors_after, format_cursor, parse_cursor
-from ledger_bus.records import AppendResult
+from ledger_bus.model.batch import PreparedAppend
+from ledger_bus.model.errors import IdempotencyConflict, VersionConflict
+from ledger_bus.model.ids import CURSOR_ZERO, StreamId, cursors_after, format_cursor, parse_cursor
+from ledger_bus.model.records import AppendResult
 
 
 def _sql(text: str, postgres: bool) -> str:

@@ -16,11 +16,17 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from ledger_bus.batch import PreparedAppend
-from ledger_bus.durability import Durability
-from ledger_bus.errors import IdempotencyConflict, SessionArchived
-from ledger_bus.ids import StreamId
-from ledger_bus.records import AppendRecord, AppendResult, Deletion, RecordedEvent, SessionInfo
+from ledger_bus.model.batch import PreparedAppend
+from ledger_bus.model.durability import Durability
+from ledger_bus.model.errors import IdempotencyConflict, SessionArchived
+from ledger_bus.model.ids import StreamId
+from ledger_bus.model.records import (
+    AppendRecord,
+    AppendResult,
+    Deletion,
+    RecordedEvent,
+    SessionInfo,
+)
 from ledger_bus.store.ops import Op, Sleep
 from ledger_bus.store.redis import RedisStore
 

@@ -28,11 +28,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from ledger_bus.errors import BackendUnavailable, InvalidInput, LedgerError, NotFound
 from ledger_bus.filters import EventFilter
-from ledger_bus.ids import check_name, format_cursor, parse_cursor, quoted
-from ledger_bus.jsonl import event_dict, format_time
-from ledger_bus.records import RecordedEvent, SessionInfo
+from ledger_bus.model.errors import BackendUnavailable, InvalidInput, LedgerError, NotFound
+from ledger_bus.model.ids import check_name, format_cursor, parse_cursor, quoted
+from ledger_bus.model.jsontext import format_time
+from ledger_bus.model.records import RecordedEvent, SessionInfo
 from ledger_bus.store.aio import AsyncStore
 from ledger_bus.ui import pages
 from ledger_bus.ui.folds import Folds
@@ -208,7 +208,7 @@ def create_app(
         found = await pages.one_event(await store(), session_id, cursor)
         if found is None:
             raise NotFound(f"no event at {cursor} in session {session_id!r}")
-        data = event_dict(found)
+        data = found.to_dict()
         if request.query_params.get("format") == "json":
             return JSONResponse(data)
         ms, seq = parse_cursor(cursor)

@@ -16,8 +16,8 @@ from typing import Any, Final, TypeVar
 
 from ledger_bus.dispatch import STREAM as DISPATCH_STREAM
 from ledger_bus.dispatch import BoardState, Window, is_open, window
-from ledger_bus.ids import StreamId
-from ledger_bus.records import RecordedEvent, SessionInfo
+from ledger_bus.model.ids import StreamId
+from ledger_bus.model.records import RecordedEvent, SessionInfo
 from ledger_bus.store.aio import AsyncStore
 
 T = TypeVar("T")

@@ -16,8 +16,8 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from typing import Final
 
-from ledger_bus.ids import CURSOR_ZERO
-from ledger_bus.records import RecordedEvent
+from ledger_bus.model.ids import CURSOR_ZERO
+from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.aio import AsyncStore
 
 WAIT_MS: Final = 10_000  # one wait of the watcher on the store

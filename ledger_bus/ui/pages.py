@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ledger_bus.filters import EventFilter
-from ledger_bus.ids import cursor_ms
-from ledger_bus.jsonl import dumps, event_dict
-from ledger_bus.records import OpenAttempt, RecordedEvent
+from ledger_bus.model.ids import cursor_ms
+from ledger_bus.model.jsontext import dumps
+from ledger_bus.model.records import OpenAttempt, RecordedEvent
 from ledger_bus.store.aio import AsyncStore
 
 PAGE: Final = 100  # events a timeline page shows
@@ -120,9 +120,9 @@ class Row:
         return f"{f.get('kind')} {dumps(rest)}" if rest else str(f.get("kind"))
 
     def to_dict(self) -> dict[str, Any]:
-        out = event_dict(self.event)
+        out = self.event.to_dict()
         if self.result is not None:
-            out["paired_result"] = event_dict(self.result)
+            out["paired_result"] = self.result.to_dict()
             out["duration_ms"] = self.duration_ms
         if self.badge:
             out["badge"] = self.badge
@@ -151,7 +151,7 @@ def matches(event: RecordedEvent, keep: EventFilter, search: str) -> bool:
     JSON, containing the search, case-insensitively)."""
     if not keep.matches(event):
         return False
-    return not search or search.casefold() in dumps(event_dict(event)).casefold()
+    return not search or search.casefold() in dumps(event.to_dict()).casefold()
 
 
 async def timeline(
@@ -237,7 +237,7 @@ def _pair(
 
 async def one_event(store: AsyncStore, session_id: str, cursor: str) -> RecordedEvent | None:
     """The event at `cursor`, or None."""
-    from ledger_bus.ids import previous_cursor
+    from ledger_bus.model.ids import previous_cursor
 
     found = await store.scan_session(session_id, previous_cursor(cursor), 1)
     return found[0] if found and found[0].cursor == cursor else None

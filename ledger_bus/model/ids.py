@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from ledger_bus.errors import InvalidInput
+from ledger_bus.model.errors import InvalidInput
 
 # Session ids and stream names become parts of Redis keys. Braces would move the hash tag (and so
 # the slot), whitespace and control characters (C0, DEL and C1) break the one-line output, and a

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from ledger_bus.errors import InvalidInput
+from ledger_bus.model.errors import InvalidInput
 
 DEFAULT_TIMEOUT_MS: Final = 1000
 _LEVEL = re.compile(r"(local|aof|replicas:([1-9][0-9]?)|aof\+replicas:([1-9][0-9]?))")

@@ -20,7 +20,7 @@ from types import TracebackType
 
 import psycopg
 
-from ledger_bus.errors import BackendUnavailable
+from ledger_bus.model.errors import BackendUnavailable
 from ledger_bus.server import free_port, start_on_a_free_port
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
-from ledger_bus.errors import InvalidInput
+from ledger_bus.model.errors import InvalidInput
 
 
 @contextmanager

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 from pydantic_core import CoreConfig, SchemaValidator, core_schema
 
-from ledger_bus.ids import CURSOR_PATTERN
+from ledger_bus.model.ids import CURSOR_PATTERN
 
 EVENT_TYPES: Final = ("message", "tool_call", "tool_result", "mutation")
 

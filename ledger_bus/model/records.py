@@ -1,7 +1,7 @@
 """The records a store returns: committed events, append results, sessions, attempts, groups.
 
 They are plain values of the model: the store makes them, the features and the command line read
-them, and ledger_bus.jsonl writes them as lines of the JSONL format.
+them. Each knows its JSON shape (`to_dict`), which ledger_bus.model.jsonl writes a line at a time.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from ledger_bus import jsonl
-from ledger_bus.events import event_adapter
-from ledger_bus.ids import StreamId, cursor_ms
+from ledger_bus.model.events import event_adapter
+from ledger_bus.model.ids import StreamId, cursor_ms
+from ledger_bus.model.jsontext import dumps, format_time
 
 _COMMON: Final = frozenset(
     {"type", "agent", "event_id", "run_id", "step_id", "attempt_id", "parents"}
@@ -20,7 +20,7 @@ _COMMON: Final = frozenset(
 
 
 def _short(value: Any, width: int) -> str:
-    text = value if isinstance(value, str) else jsonl.dumps(value)
+    text = value if isinstance(value, str) else dumps(value)
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -31,14 +31,14 @@ def summary(fields: dict[str, Any], width: int = 160) -> str:
     if kind == "message":
         return _short(fields.get("body", ""), width)
     if kind == "tool_call":
-        return _short(f"{fields.get('tool')}({jsonl.dumps(fields.get('args', {}))})", width)
+        return _short(f"{fields.get('tool')}({dumps(fields.get('args', {}))})", width)
     if kind == "tool_result":
         return _short(
-            f"{fields.get('tool')} -> {fields.get('status')}: {jsonl.dumps(fields.get('result'))}",
+            f"{fields.get('tool')} -> {fields.get('status')}: {dumps(fields.get('result'))}",
             width,
         )
     extra = {k: v for k, v in fields.items() if k not in _COMMON and k != "kind"}
-    return _short(f"{fields.get('kind')} {jsonl.dumps(extra) if extra else ''}".strip(), width)
+    return _short(f"{fields.get('kind')} {dumps(extra) if extra else ''}".strip(), width)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +137,22 @@ class RecordedEvent:
         return event_adapter.validate_python(self.fields)
 
     def to_dict(self) -> dict[str, Any]:
-        """The flat JSON object of the JSONL format (ledger_bus.jsonl)."""
-        return jsonl.event_dict(self)
+        """The flat JSON object of an event's line: ledger keys first (session, stream, version,
+        cursor, type, agent, event_id, recorded_at), then the event's own fields."""
+        fields = self.fields
+        out: dict[str, Any] = {
+            "session": self.stream.session_id,
+            "stream": self.stream.name,
+            "version": self.version,
+            "cursor": self.cursor,
+            "type": fields["type"],
+            "agent": fields["agent"],
+            "event_id": fields["event_id"],
+            "recorded_at": format_time(cursor_ms(self.cursor)),
+        }
+        for name, value in fields.items():
+            out.setdefault(name, value)
+        return out
 
     def summary(self, width: int = 160) -> str:
         """What the event says, in one line of text."""
@@ -165,8 +179,21 @@ class SessionInfo:
     append_ids: int
 
     def to_dict(self) -> dict[str, Any]:
-        """What `ledger-bus inspect` prints (ledger_bus.jsonl)."""
-        return jsonl.session_dict(self)
+        """What `ledger-bus inspect` prints."""
+
+        def at(cursor: str | None) -> str | None:
+            return format_time(cursor_ms(cursor)) if cursor else None
+
+        return {
+            "session": self.session_id,
+            "events": self.events,
+            "streams": {s.name: s.version for s in self.streams},
+            "append_ids": self.append_ids,
+            "first_cursor": self.first_cursor,
+            "last_cursor": self.last_cursor,
+            "first_at": at(self.first_cursor),
+            "last_at": at(self.last_cursor),
+        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,12 +1,37 @@
-"""JSON text from outside (stdin, files, options), read so that any fault is one InvalidInput."""
+"""JSON text: read from outside (stdin, files, options) so that any fault is one InvalidInput,
+and written one object a line; times as the ledger's lines show them."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
-from ledger_bus.errors import InvalidInput
+import orjson
+
+from ledger_bus.model.errors import InvalidInput
+
+
+def format_time(ms: int) -> str:
+    """Return a millisecond timestamp as ISO 8601 UTC, e.g. 2026-11-29T23:01:02.345Z."""
+    moment = datetime.fromtimestamp(ms / 1000, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def _default(value: Any) -> Any:
+    """An artifact's reference (ledger_bus.model.artifacts) as JSON shows it; nothing else."""
+    to_dict = getattr(value, "to_dict", None)
+    if to_dict is None:
+        raise TypeError(f"{type(value).__name__} is not JSON")
+    return to_dict()
+
+
+def dumps(obj: Any) -> str:
+    """One JSON object on one line: JSON escapes every line break inside strings."""
+    return orjson.dumps(obj, default=_default, option=orjson.OPT_PASSTHROUGH_DATACLASS).decode(
+        "utf-8"
+    )
 
 
 def parse_json(text: str | bytes, where: str) -> Any:

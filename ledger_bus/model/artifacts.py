@@ -18,8 +18,8 @@ from typing import Any, Final
 import msgpack
 import orjson
 
-from ledger_bus.canonical import canonical_bytes
-from ledger_bus.errors import InvalidInput
+from ledger_bus.model.canonical import canonical_bytes
+from ledger_bus.model.errors import InvalidInput
 
 EXT_CODE: Final = 1  # the msgpack extension type of a reference in a payload
 TEXT: Final = "text/plain; charset=utf-8"

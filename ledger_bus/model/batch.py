@@ -10,7 +10,7 @@ from typing import Any, Final
 import ormsgpack
 from pydantic import ValidationError
 
-from ledger_bus.artifacts import (
+from ledger_bus.model.artifacts import (
     DEFAULT_MAX_ARTIFACT_BYTES,
     DEFAULT_THRESHOLD,
     REF_BYTES,
@@ -20,15 +20,15 @@ from ledger_bus.artifacts import (
     pack,
     with_refs,
 )
-from ledger_bus.canonical import (
+from ledger_bus.model.canonical import (
     JsonValueError,
     canonical_bytes,
     digest_of_parts,
     fast_bytes,
     plain_value,
 )
-from ledger_bus.errors import InvalidEvent, InvalidInput
-from ledger_bus.events import (
+from ledger_bus.model.errors import InvalidEvent, InvalidInput
+from ledger_bus.model.events import (
     DEFAULTS,
     EVENT_MODELS,
     EVENT_TYPES,
@@ -38,7 +38,7 @@ from ledger_bus.events import (
     validate_all_given,
     validate_given,
 )
-from ledger_bus.ids import event_id_deriver
+from ledger_bus.model.ids import event_id_deriver
 
 DEFAULT_MAX_EVENT_BYTES: Final = 1024 * 1024
 # One append is one Lua call, and a Lua call blocks the whole server while it runs.
@@ -61,8 +61,8 @@ class Limits:
     """Bounds on what one append may carry.
 
     An event whose canonical size passes `artifact_threshold` (None: never) keeps its largest
-    fields as artifacts (ledger_bus.artifacts), each up to `max_artifact_bytes`; the byte limits
-    on events and appends count what stays in the events.
+    fields as artifacts (ledger_bus.model.artifacts), each up to `max_artifact_bytes`; the byte
+    limits on events and appends count what stays in the events.
     """
 
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 import rfc8785
 
-from ledger_bus.ids import valid_unicode
+from ledger_bus.model.ids import valid_unicode
 
 MAX_SAFE_INTEGER = 2**53 - 1
 # How deeply objects and arrays may nest in an event, the event object itself being level 1
