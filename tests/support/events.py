@@ -1,40 +1,7 @@
-"""Events as tests write them: a message, a tool call, its result."""
+"""Events as tests write them: a message, a tool call, its result (the contract suite's own)."""
 
 from __future__ import annotations
 
+from ledger_bus.testing.events import call, msg, result
 
-def msg(body: str, agent: str = "a", **extra: object) -> dict[str, object]:
-    return {"type": "message", "agent": agent, "body": body, **extra}
-
-
-def call(
-    attempt: str,
-    run_id: str | None = None,
-    tool: str = "deploy",
-    *,
-    agent: str = "a",
-    **args: object,
-) -> dict[str, object]:
-    event: dict[str, object] = {
-        "type": "tool_call",
-        "agent": agent,
-        "tool": tool,
-        "args": args,
-        "attempt_id": attempt,
-    }
-    if run_id:
-        event["run_id"] = run_id
-    return event
-
-
-def result(
-    attempt: str, tool: str = "deploy", *, agent: str = "a", status: str = "ok", value: object = 1
-) -> dict[str, object]:
-    return {
-        "type": "tool_result",
-        "agent": agent,
-        "tool": tool,
-        "attempt_id": attempt,
-        "status": status,
-        "result": value,
-    }
+__all__ = ["call", "msg", "result"]

@@ -1,0 +1,2 @@
+"""What a store written elsewhere needs to be held to the ledger's contract: the contract suite
+(`ledger_bus.testing.contract`) and the events its tests write (`ledger_bus.testing.events`)."""
