@@ -41,6 +41,24 @@ def test_a_read_of_a_file_that_does_not_exist_creates_nothing(
     assert os.listdir(tmp_path) == []
 
 
+def test_a_read_command_leaves_nothing_behind_in_the_temp_folder(tmp_path: Path) -> None:
+    # Given a command that reads a ledger file not there yet, in a process of its own
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**cli_env(f"sqlite:///{tmp_path / 'nope.db'}", "lb"), "TMPDIR": str(scratch)}
+    done = subprocess.run(
+        [sys.executable, "-m", "ledger_bus", "sessions"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=60,
+    )
+    # Then the empty ledger it read is gone with it
+    assert done.returncode == 0, done.stderr
+    assert os.listdir(scratch) == []
+
+
 def test_a_read_of_someone_elses_database_adds_no_table_and_changes_no_byte(
     tmp_path: Path,
 ) -> None:

@@ -19,9 +19,10 @@ import hashlib
 import json
 import os
 import sqlite3
+import tempfile
 import threading
 import time
-import uuid
+import weakref
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -350,16 +351,14 @@ class SqlStore(EventStore):
         return os.path.exists(database)
 
     def _read_empty(self) -> None:
-        """Serve reads from an empty ledger in memory, until the tables are made here (by this
-        store's first write, or by another process: `_look_again`)."""
-        # One database in memory shared by this store's connections (each thread has its own),
-        # kept while `_keeper` is open.
-        name = f"file:lb-empty-{uuid.uuid4().hex}?mode=memory&cache=shared"
-        empty = create_engine(
-            "sqlite://",
-            creator=lambda: sqlite3.connect(name, uri=True, check_same_thread=False),
-        )
-        self._keeper = empty.raw_connection()
+        """Serve reads from an empty ledger of this store's own (a file in the temp folder,
+        which threads read each on a connection of its own), until the tables are made here
+        (by this store's first write, or by another process: `_look_again`)."""
+        handle, path = tempfile.mkstemp(prefix="ledger-bus-empty-", suffix=".db")
+        os.close(handle)
+        # Removed when reads move to the file, or with the store, or at exit, whichever is first.
+        self._forget_empty = weakref.finalize(self, _remove, path)
+        empty = create_engine(f"sqlite:///{path}")
         self.t.metadata.create_all(empty)
         self._reads = empty
         self._absent = True
@@ -395,8 +394,8 @@ class SqlStore(EventStore):
         """Reads go to the file from now on: its ledger is there."""
         self._absent = False
         empty, self._reads = self._reads, self.engine
-        self._keeper.close()
-        empty.dispose()
+        empty.dispose()  # a connection a reader holds still reads it: the file goes when it does
+        self._forget_empty()
 
     def upgrade(self) -> str:
         """Bring the tables to the newest schema revision; return it. A SQLite file is put in
@@ -1774,6 +1773,11 @@ class SqlStore(EventStore):
         self._reads.dispose()
 
 
+def _remove(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(path)
+
+
 def _driver_error(err: BaseException) -> BaseException | None:
     """The database driver's exception behind `err` (SQLAlchemy wraps it), or None when `err`
     did not come from the database."""
@@ -1784,7 +1788,6 @@ def _driver_error(err: BaseException) -> BaseException | None:
 
 def _driver_errors() -> tuple[type[Exception], ...]:
     """What the database drivers raise, SQLAlchemy's wrapping of them included."""
-    import sqlite3
 
     found: list[type[Exception]] = [sa_exc.DBAPIError, sqlite3.Error]
     try:
