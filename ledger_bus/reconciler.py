@@ -169,7 +169,7 @@ class Reconciler:
             # reported as its attempt comes up); the flags still to write go on the stream as
             # it now is.
             log.error("%s; flagging on", err)
-            self.store.accept_history(ref)
+            err.accept()
             return self.store.append(ref, ANY, append_id, [event])
 
     def run_pass(self, stop: threading.Event | None = None) -> PassReport:

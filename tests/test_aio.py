@@ -1,11 +1,12 @@
 """ledger_bus.aio: the store, the recorder and the tailer as coroutines, on redis.asyncio, on the
 SQL store's async engines and (memory) on worker threads. (The contract suite itself runs
-through the asyncio driver as the aio_redis, aio_cluster, aio_sqlite and aio_postgresql stores:
-conftest.py.)"""
+AsyncStore's own methods as the aio_redis, aio_cluster, aio_sqlite and aio_postgresql stores:
+conftest.py, tests/support/aio.py.)"""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ import ledger_bus as lb
 from ledger_bus import aio
 from ledger_bus.recorder import UnresolvedAttempt
 from ledger_bus.server import LocalServer
+from ledger_bus.store.aio import AsyncStore
+from ledger_bus.store.base import EventStore
 from tests.support.cluster import LocalCluster
 from tests.support.pgserver import LocalPostgres
 
@@ -291,3 +294,28 @@ def test_the_async_tailer_delivers_at_least_once_and_takes_over(aio_url: str, pr
             assert (await second.stats()).pending == 0
 
     asyncio.run(main())
+
+
+def test_the_asyncio_store_has_every_method_of_the_contract_with_the_same_parameters() -> None:
+    # Given the blocking store's public methods (its operations, `x_op`, are how the drivers
+    # share one meaning; `close` is `aclose` under asyncio)
+    def public(cls: type) -> dict[str, Any]:
+        return {
+            name: value
+            for name, value in inspect.getmembers(cls, callable)
+            if not name.startswith("_")
+        }
+
+    blocking, awaited = public(EventStore), public(AsyncStore)
+    contract = {n for n in blocking if not n.endswith("_op") and n != "close"}
+    # Then AsyncStore has each, awaited, with the same parameters, and nothing else but its own
+    assert contract - awaited.keys() == set()
+    assert awaited.keys() - contract == {"aclose", "drive", "watch"}
+    for name in sorted(contract):
+        theirs = awaited[name]
+        assert inspect.iscoroutinefunction(theirs) or inspect.isasyncgenfunction(theirs), name
+        ours = inspect.signature(blocking[name])
+        its = inspect.signature(theirs)
+        assert list(its.parameters.values()) == list(ours.parameters.values()), name
+        returns = str(ours.return_annotation).replace("Iterator[", "AsyncIterator[")
+        assert str(its.return_annotation) == returns, name

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 class LedgerError(Exception):
     """Raised for every failure ledger-bus reports; the root of the hierarchy."""
@@ -82,9 +84,16 @@ class NotFound(LedgerError):
 class HistoryRewound(VersionConflict):
     """Raised when a stream holds fewer events than this writer saw acknowledged: a failover
     lost acknowledged events. Nothing is written; building on the shorter history would reuse
-    versions that other events held."""
+    versions that other events held. `accept()` takes the history as it now is: the writer's
+    later appends build on the shorter stream."""
 
-    def __init__(self, stream: str, acknowledged: int, actual: int):
+    def __init__(
+        self,
+        stream: str,
+        acknowledged: int,
+        actual: int,
+        accept: Callable[[], None] = lambda: None,
+    ):
         LedgerError.__init__(
             self,
             f"stream {stream}: version {acknowledged} was acknowledged to this writer, the stream"
@@ -94,6 +103,7 @@ class HistoryRewound(VersionConflict):
         self.stream = stream
         self.expected = acknowledged
         self.actual = actual
+        self.accept = accept
 
 
 class DurabilityNotConfirmed(LedgerError):

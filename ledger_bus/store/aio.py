@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -26,6 +26,7 @@ from ledger_bus.model.batch import Limits
 from ledger_bus.model.durability import Durability
 from ledger_bus.model.ids import ExpectedVersion, StreamId
 from ledger_bus.model.records import (
+    AppendRecord,
     AppendResult,
     Bound,
     Deletion,
@@ -333,6 +334,21 @@ class AsyncStore:
     async def safe_to_replay(self, session_id: str, run_id: str | None, tool: str) -> bool:
         """EventStore.safe_to_replay."""
         return await self.drive(self.core.safe_to_replay_op(session_id, run_id, tool))
+
+    async def sessions_with_open_attempts(
+        self, buckets: Collection[int] | None = None
+    ) -> list[tuple[str, int]]:
+        """EventStore.sessions_with_open_attempts."""
+        return await self.drive(self.core.sessions_with_open_attempts_op(buckets))
+
+    async def forget_idle_session(self, session_id: str, opened_before_ms: int) -> bool:
+        """EventStore.forget_idle_session."""
+        return await self.drive(self.core.forget_idle_session_op(session_id, opened_before_ms))
+
+    async def iter_append_ids(self, session_id: str) -> AsyncIterator[AppendRecord]:
+        """EventStore.iter_append_ids."""
+        for record in await self.drive(self.core.append_ids_op(session_id)):
+            yield record
 
     # -- consumer groups ------------------------------------------------------------------------
 

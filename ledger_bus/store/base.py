@@ -410,8 +410,11 @@ class EventStore(abc.ABC):
     def iter_append_ids(self, session_id: str) -> Iterator[AppendRecord]:
         """Yield what the store keeps of each append of a session for idempotency, in no
         particular order: what moves with a session besides its events."""
+        return iter(self.run_op(self.append_ids_op(session_id)))
+
+    def append_ids_op(self, session_id: str) -> Op[list[AppendRecord]]:
         check_name(session_id, "session id")
-        return self._append_ids(session_id)
+        return (yield from step(self._append_ids(session_id)))
 
     def stream_version(self, stream: StreamId) -> int:
         """Return the number of events in a stream, 0 when it has none."""
@@ -808,10 +811,6 @@ class EventStore(abc.ABC):
         table[key] = value
         return value
 
-    def accept_history(self, stream: StreamId) -> None:  # noqa: B027  (nothing to forget here)
-        """Forget the versions of `stream` acknowledged to this store, once a HistoryRewound has
-        been dealt with: later appends build on the stream as it now is."""
-
     def now_ms(self) -> int:
         """The backend's clock, the one commit cursors are taken from."""
         return self.run_op(self.now_ms_op())
@@ -874,7 +873,7 @@ class EventStore(abc.ABC):
     def _delete(self, session_id: str, stream: str | None) -> Step[Deletion]: ...
 
     @abc.abstractmethod
-    def _append_ids(self, session_id: str) -> Iterator[AppendRecord]: ...
+    def _append_ids(self, session_id: str) -> Step[list[AppendRecord]]: ...
 
     @abc.abstractmethod
     def _artifact(self, session_id: str, sha256: str) -> Step[bytes | None]: ...

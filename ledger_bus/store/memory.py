@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import threading
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from ledger_bus.model.artifacts import unpack, uses_of
@@ -368,12 +368,14 @@ class MemoryStore(EventStore):
             state = self._sessions_by_id.get(session_id)
             return {} if state is None else dict(state.uses)
 
-    def _append_ids(self, session_id: str) -> Iterator[AppendRecord]:
+    def _append_ids(self, session_id: str) -> list[AppendRecord]:
         with self._changed:
             state = self._sessions_by_id.get(session_id)
             found = list(state.idempotency.items()) if state else []
-        for (stream, append_id), (digest, first, last, cursor) in found:
-            yield AppendRecord(stream, append_id, digest, first, last, cursor)
+        return [
+            AppendRecord(stream, append_id, digest, first, last, cursor)
+            for (stream, append_id), (digest, first, last, cursor) in found
+        ]
 
     def _session_info(self, session_id: str) -> SessionInfo:
         with self._changed:

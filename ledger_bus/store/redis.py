@@ -13,7 +13,7 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Final, TypeVar, cast
@@ -473,7 +473,9 @@ class RedisStore(EventStore):
         """The result append.lua's reply gives, or the error it means."""
         status = _text(reply[0])
         if status == "rewound":
-            raise HistoryRewound(str(stream), known, int(reply[1]))
+            raise HistoryRewound(
+                str(stream), known, int(reply[1]), lambda: self.accept_history(stream)
+            )
         if status == "conflict":
             raise VersionConflict(str(stream), -1 if expected is None else expected, int(reply[1]))
         if status == "idem":
@@ -503,6 +505,9 @@ class RedisStore(EventStore):
         return found
 
     def accept_history(self, stream: StreamId) -> None:
+        """Forget the versions of `stream` acknowledged to this store, once a HistoryRewound has
+        been dealt with (`HistoryRewound.accept`): later appends build on the stream as it now
+        is."""
         written = self._streams.get(stream)
         if written is not None:
             written.acknowledged = 0
@@ -1103,22 +1108,24 @@ class RedisStore(EventStore):
         deleted = (_text(f) for f in tomb if _text(f).startswith("stream:"))
         return {_text(name) for name in live} | {f.split(":", 1)[1] for f in deleted}
 
-    def _append_ids(self, session_id: str) -> Iterator[AppendRecord]:
-        streams = self.run_op(self._retried(lambda: self._idempotency_streams(session_id)))
+    def _append_ids(self, session_id: str) -> Op[list[AppendRecord]]:
+        streams = yield from self._retried(lambda: self._idempotency_streams(session_id))
+        records: list[AppendRecord] = []
         for stream in sorted(streams):
             key = self.keys.idempotency(session_id, stream)
             scan_from, seen = 0, set()  # HSCAN may return a field twice
             while True:
-                scan_from, found = self.run_op(
-                    self._run(lambda c: c.hscan(key, scan_from, count=1000))  # noqa: B023
+                scan_from, found = yield from self._run(
+                    lambda c: c.hscan(key, scan_from, count=1000)  # noqa: B023
                 )
                 for append_id, value in found.items():
                     if append_id in seen:
                         continue
                     seen.add(append_id)
-                    yield append_record(stream, _text(append_id), value)
+                    records.append(append_record(stream, _text(append_id), value))
                 if scan_from == 0:
                     break
+        return records
 
     def _session_info(self, session_id: str) -> Op[SessionInfo]:
         log = self.keys.log(session_id)

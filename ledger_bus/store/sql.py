@@ -1066,7 +1066,7 @@ class SqlStore(EventStore):
         )
         return Deletion(session_id, stream, int(events), int(generation) + 1)
 
-    def _append_ids(self, session_id: str) -> Iterator[AppendRecord]:
+    def _append_ids(self, session_id: str) -> list[AppendRecord]:
         i = self.t.idempotency
         query = (
             select(
@@ -1081,15 +1081,15 @@ class SqlStore(EventStore):
             .order_by(i.c.stream, i.c.append_id)
         )
         after: tuple[str, str] | None = None
+        found: list[AppendRecord] = []
         while True:
             page = (
                 query if after is None else query.where(tuple_(i.c.stream, i.c.append_id) > after)
             )
             rows = self._run(lambda c: c.execute(page.limit(PAGE)).all(), write=False)  # noqa: B023
-            for row in rows:
-                yield AppendRecord(*row)
+            found += (AppendRecord(*row) for row in rows)
             if len(rows) < PAGE:
-                return
+                return found
             after = (rows[-1].stream, rows[-1].append_id)
 
     def page_digests(self, session_id: str) -> list[tuple[int, str]]:

@@ -13,7 +13,7 @@ it, and remembered for a few seconds: an archived session stays so until it is d
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ledger_bus.model.batch import PreparedAppend
@@ -145,10 +145,12 @@ class TieredStore(RedisStore):
             return self.archive._artifact_uses(session_id)
         return (yield from super()._artifact_uses(session_id))
 
-    def _append_ids(self, session_id: str) -> Iterator[AppendRecord]:
-        if self.run_op(self._in_archive(session_id)):
-            return self.archive._append_ids(session_id)
-        return super()._append_ids(session_id)
+    def _append_ids(self, session_id: str) -> Op[list[AppendRecord]]:
+        return self._through(
+            session_id,
+            lambda: super(TieredStore, self)._append_ids(session_id),
+            lambda: self.archive._append_ids(session_id),
+        )
 
     # -- writes ------------------------------------------------------------------------------------
 
