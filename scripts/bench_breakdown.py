@@ -39,12 +39,12 @@ from ledger_bus.model.batch import (
 from ledger_bus.model.events import attempt_note, validate_all_given
 from ledger_bus.model.ids import ANY, StreamId, event_id_deriver
 from ledger_bus.server import LocalServer
-from ledger_bus.store.redis import RedisStore, _script
+from ledger_bus.store.redis import RedisStore, load_script
 from ledger_bus.store.replication import LuaScript
 
 CALLS = 500
 ROUNDS = 12
-APPEND = _script("append").text
+APPEND = load_script("append").text
 INDEX_XADD = "redis.call('XADD', KEYS[3], first_text .. '-0', 'c', first_cursor, 'n', ARGV[5])"
 
 
@@ -124,7 +124,7 @@ def batch_parts() -> None:
         ]
         prepared = [prepare_append("c", "one", f"c{k}", made[k], limits) for k in range(len(made))]
         count = iter(range(len(made)))
-        ref, script = StreamId("b", "one"), _script("append")
+        ref, script = StreamId("b", "one"), load_script("append")
         keys = store._keys_of(StreamId("c", "one"))
 
         def append() -> None:

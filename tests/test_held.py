@@ -259,12 +259,12 @@ def test_idempotency_records_of_the_older_form_still_deduplicate(store: RedisSto
     assert (again.first_version, again.last_version, again.cursor) == (1, 2, first.cursor)
     with pytest.raises(lb.IdempotencyConflict):
         store.append(ref, 0, "a1", [msg("other content")])
-    records = list(store._append_ids("older"))
+    records = list(store.iter_append_ids("older"))
     assert [(r.append_id, r.digest, r.first_version, r.last_version) for r in records] == [
         ("a1", digest, 1, 2)
     ]
     second = store.append(ref, 2, "a2", [msg("three")])
-    (record,) = [r for r in store._append_ids("older") if r.append_id == "a2"]
+    (record,) = [r for r in store.iter_append_ids("older") if r.append_id == "a2"]
     assert (record.first_version, record.last_version, record.cursor) == (3, 3, second.cursor)
 
 

@@ -1,0 +1,444 @@
+"""Appends: the direct path and the general one, the open-attempts and session indexes around
+them, artifacts written before them, and restore."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import redis.exceptions as rx
+
+from ledger_bus.model.artifacts import Artifact
+from ledger_bus.model.batch import PreparedAppend
+from ledger_bus.model.durability import Durability
+from ledger_bus.model.errors import (
+    BackendRefused,
+    BackendUnavailable,
+    HistoryRewound,
+    IdempotencyConflict,
+    InvalidInput,
+    SessionArchived,
+    VersionConflict,
+)
+from ledger_bus.model.ids import ExpectedVersion, StreamId, cursor_ms
+from ledger_bus.model.records import AppendResult
+from ledger_bus.store.ops import Op
+from ledger_bus.store.redis.core import (
+    RedisCore,
+    Written,
+    pipelined,
+)
+from ledger_bus.store.redis.encoding import (
+    ARTIFACT_CHUNK,
+    ARTIFACT_UPLOAD_TTL_MS,
+    OPEN_MEMBER_SEP,
+    ledger_cursor,
+    redis_cursor,
+    text_of,
+)
+from ledger_bus.store.redis.scripts import (
+    APPEND,
+    ARTIFACT_PUT,
+    RESTORE,
+)
+from ledger_bus.store.restore import RestoreBatch
+
+# How often the cross-session index is refreshed for one session by one store, at most: it is an
+# index of last activity, not a second record, and refreshing it on every append would cost a
+# second round trip.
+INDEX_REFRESH_MS: Final = 1000
+# How often an append that opens attempts refreshes its session in the open-attempts index, at
+# most. A reconciler forgets a session only once its entry is older than its prune window (600 s
+# by default, never below OPEN_INDEX_REFRESH_MS * 2 in ReconcilerConfig) and nothing is open, so
+# an entry refreshed this recently is still there whenever the script opens an attempt.
+OPEN_INDEX_REFRESH_MS: Final = 60_000
+
+
+@dataclass(slots=True)
+class Direct:
+    """An append made ready for the direct path (RedisStore.direct)."""
+
+    stream: StreamId
+    expected: int | None
+    append_id: str
+    written: Written
+    keys: list[str]
+    args: list[Any] | None  # None: the general path must take it
+    prepared: PreparedAppend
+
+
+class RedisAppend(RedisCore):
+    """Appends and restores, on either driver."""
+
+    def append(
+        self,
+        stream: StreamId,
+        expected_version: ExpectedVersion,
+        append_id: str,
+        events: Sequence[object],
+        *,
+        durability: str | Durability | None = None,
+    ) -> AppendResult:
+        """EventStore.append. The common append goes out on this thread's held connection in
+        one call, outside the machinery of operations (`direct`)."""
+        held = self._held
+        if held is None or not self.direct_suits(durability):
+            return super().append(
+                stream, expected_version, append_id, events, durability=durability
+            )
+        ready = self.direct(stream, expected_version, append_id, events)
+        if ready.args is not None:
+            keys = ready.keys
+            try:
+                reply = held.execute(keys[0], "EVALSHA", APPEND.sha, len(keys), *keys, *ready.args)
+            except (rx.RedisError, OSError):
+                reply = None  # NOSCRIPT, a lost connection, a failover: the general path knows
+            result = self.settle(ready, reply)
+            if result is not None:
+                if self.index_due(result):
+                    self.run_op(self.touch_index(result))
+                return result
+        return self.run_op(self.general(ready))
+
+    def direct_suits(self, durability: str | Durability | None) -> bool:
+        """Whether an append asking for `durability` may take the direct path: only a local
+        append waits for nothing after its script."""
+        return durability is None and self._default_confirmer is None
+
+    def direct(
+        self,
+        stream: StreamId,
+        expected_version: ExpectedVersion,
+        append_id: str,
+        events: Sequence[object],
+    ) -> Direct:
+        """An append checked and prepared for the direct path: one script call, its keys and
+        arguments (None when the append needs more: artifacts to write first, or the
+        open-attempts index to refresh); `general` is the path to fall back on. The direct path
+        costs a single-event append a tenth less than the operations' machinery; any failure of
+        its call, or a reply that needs more (an archived session), takes the general path,
+        which starts the append over: its append_id makes it land once."""
+        expected, prepared, _ = self._prepare(stream, expected_version, append_id, events, None)
+        written = self._written(stream)
+
+        ready = Direct(stream, expected, append_id, written, written.keys, None, prepared)
+        if prepared.artifacts or (
+            prepared.opens_attempts and self._open_index_due(stream.session_id)
+        ):
+            return ready
+        ready.args = self.append_args(
+            stream, expected, append_id, prepared, written.acknowledged, False, written.generation
+        )
+        return ready
+
+    def general(self, ready: Direct) -> Op[AppendResult]:
+        """The general path for an append the direct path made ready."""
+        return self._append(
+            ready.stream, ready.expected, ready.append_id, ready.prepared, self.durability
+        )
+
+    def settle(self, ready: Direct, reply: Any) -> AppendResult | None:
+        """The result of a direct append's reply (or the error it means); None when the general
+        path must take the append: no reply, or an archived session."""
+        if reply is None or reply[0] == b"archived":
+            return None
+        written = ready.written
+        result = self._outcome(
+            ready.stream, ready.expected, ready.append_id, written.acknowledged, reply
+        )
+        written.acknowledge(result.last_version, int(reply[4 if result.deduplicated else 5]))
+        return result
+
+    def index_due(self, result: AppendResult) -> bool:
+        """Whether the session index is to be refreshed after a direct append's `result`."""
+        return not result.deduplicated and self._index_due(
+            result.stream.session_id, cursor_ms(result.cursor)
+        )
+
+    def touch_index(self, result: AppendResult) -> Op[None]:
+        """Refresh the session index after a direct append's `result`."""
+        return self._touch_index(result.stream.session_id, cursor_ms(result.cursor))
+
+    def _append(
+        self,
+        stream: StreamId,
+        expected: int | None,
+        append_id: str,
+        prepared: PreparedAppend,
+        durability: Durability,
+    ) -> Op[AppendResult]:
+        session = stream.session_id
+        written = self._written(stream)
+        keys, known, generation = written.keys, written.acknowledged, written.generation
+        if durability is self.durability:
+            confirmer = self._default_confirmer
+        else:
+            confirmer = self._confirmer(durability)
+        args = self.append_args(
+            stream, expected, append_id, prepared, known, confirmer is not None, generation
+        )
+        listed = None
+        if prepared.opens_attempts:
+            listed = yield from self._list_open_session(session)
+        if prepared.artifacts:
+            keys = [*keys, *self._artifact_keys(session, prepared.artifacts)]
+            yield from self._put_artifacts(session, prepared.artifacts, again=False)
+        acks = None
+        for _ in range(3):
+            if confirmer is None:
+                reply = yield from self._retried(lambda: self._evalsha(APPEND, keys, args, True))
+            else:
+                reply, acks = yield from self._retried(lambda: confirmer.send(APPEND, keys, args))
+            if reply[0] != b"noartifact":
+                break
+            # Gone since it was written (a deletion of the session, its TTL): write it again.
+            yield from self._put_artifacts(session, prepared.artifacts, again=True)
+        if listed is not None:
+            yield from self._settle_open_listing(session, listed, reply[0] in (b"ok", b"dup"))
+        result = self._outcome(stream, expected, append_id, known, reply)
+        if not result.deduplicated:
+            yield from self._touch_index(session, cursor_ms(result.cursor))
+        if confirmer is not None:
+            result = yield from confirmer.confirm(result, acks)  # raises when not confirmed
+        # Acknowledged: a later append that finds the stream shorter in the same generation was
+        # rewound by a failover.
+        written.acknowledge(result.last_version, int(reply[4 if result.deduplicated else 5]))
+        return result
+
+    def _restore_batch(self, batch: RestoreBatch) -> Op[int]:
+        stream, prepared = batch.stream, batch.prepared
+        session = stream.session_id
+        keys = self._keys_of(stream)
+        args: list[Any] = [
+            stream.name,
+            batch.first_version,
+            len(batch.events),
+            *(redis_cursor(c) for c in batch.cursors),
+            *prepared.payloads,
+            "\x1e" + "\x1e".join(prepared.notes),
+        ]
+        for use in prepared.uses:
+            args += use
+        listed = None
+        if prepared.opens_attempts:
+            listed = yield from self._list_open_session(session, due=True)
+        if prepared.artifacts:
+            keys += self._artifact_keys(session, prepared.artifacts)
+            yield from self._put_artifacts(session, prepared.artifacts, again=False)
+        for _ in range(3):
+            reply = yield from self._retried(lambda: self._evalsha(RESTORE, keys, args))
+            if reply[0] != b"noartifact":
+                break
+            yield from self._put_artifacts(session, prepared.artifacts, again=True)
+        if listed is not None:
+            yield from self._settle_open_listing(session, listed, reply[0] == b"ok")
+        status = text_of(reply[0])
+        if status == "conflict":
+            raise VersionConflict(str(stream), batch.first_version - 1, int(reply[1]))
+        if status == "order":
+            raise InvalidInput(
+                f"{batch.events[0]!r}: events to restore must come in commit order, above the"
+                " session's newest cursor"
+            )
+        if status != "ok":
+            self._outcome(stream, None, "restore", 0, reply)  # raises what the reply means
+        if int(reply[1]):
+            yield from self._touch_index(session, cursor_ms(batch.cursors[-1]))
+        return int(reply[1])
+
+    def _written(self, stream: StreamId) -> Written:
+        written = self._streams.get(stream)
+        if written is None:
+            written = self._remember(self._streams, stream, Written(self._keys_of(stream)))
+        return written
+
+    def _outcome(
+        self, stream: StreamId, expected: int | None, append_id: str, known: int, reply: Any
+    ) -> AppendResult:
+        """The result append.lua's reply gives, or the error it means."""
+        status = text_of(reply[0])
+        if status == "rewound":
+            raise HistoryRewound(
+                str(stream), known, int(reply[1]), lambda: self.accept_history(stream)
+            )
+        if status == "conflict":
+            raise VersionConflict(str(stream), -1 if expected is None else expected, int(reply[1]))
+        if status == "idem":
+            raise IdempotencyConflict(str(stream), append_id)
+        if status == "archived":
+            raise SessionArchived(stream.session_id, text_of(reply[1]))
+        if status == "noartifact":
+            raise BackendUnavailable(
+                f"an artifact of the append kept going before the append: {text_of(reply[1])}"
+            )
+        if status == "noperm":
+            raise BackendRefused(
+                f"redis refused the permission (ACL): this user may not {text_of(reply[1])}"
+                f" {text_of(reply[2])}; nothing written"
+            )
+        cursor = ledger_cursor(reply[3])
+        return AppendResult(stream, int(reply[1]), int(reply[2]), cursor, status == "dup")
+
+    def accept_history(self, stream: StreamId) -> None:
+        """Forget the versions of `stream` acknowledged to this store, once a HistoryRewound has
+        been dealt with (`HistoryRewound.accept`): later appends build on the stream as it now
+        is."""
+        written = self._streams.get(stream)
+        if written is not None:
+            written.acknowledged = 0
+
+    def append_args(
+        self,
+        stream: StreamId,
+        expected: int | None,
+        append_id: str,
+        prepared: PreparedAppend,
+        known: int = 0,
+        waits: bool = False,
+        generation: int = 0,
+    ) -> list[Any]:
+        """The ARGV of an append, in the order append.lua names them; `waits`: a WAIT follows."""
+        args: list[Any] = [
+            stream.name,
+            -1 if expected is None else expected,
+            append_id,
+            prepared.sha256,
+            len(prepared.payloads),
+            known,
+            "1" if waits else "",
+            generation,
+            *prepared.payloads,
+            # One argument for all the notes (append.lua): each begun by \x1e, which no id holds.
+            "\x1e" + "\x1e".join(prepared.notes),
+        ]
+        for use in prepared.uses:
+            args += use
+        return args
+
+    def _artifact_keys(self, session: str, artifacts: tuple[Artifact, ...]) -> list[str]:
+        """The KEYS an append with artifacts adds, in the order append.lua names them."""
+        keys = self.keys
+        return [
+            keys.artifact_uses(session),
+            *(keys.artifact(session, a.ref.sha256) for a in artifacts),
+        ]
+
+    def _put_artifacts(
+        self, session: str, artifacts: tuple[Artifact, ...], again: bool
+    ) -> Op[None]:
+        """Write the artifacts the session does not hold (all of them `again`), each under a
+        name of its own until artifact_put.lua names it: a hash of 1 MiB chunks, a chunk per
+        command, so that no command holds the server for long (one string grown to the size,
+        or grown a chunk at a time, held it for tens of milliseconds: docs/performance.md)."""
+        keys = self.keys
+        todo = list(artifacts)
+        if not again:
+
+            def present(pipe: Any) -> None:
+                for a in artifacts:
+                    pipe.exists(keys.artifact(session, a.ref.sha256))
+
+            there = yield from self._run(pipelined(present))
+            todo = [a for a, found in zip(artifacts, there, strict=True) if not found]
+        for artifact in todo:
+            sha, data = artifact.ref.sha256, memoryview(artifact.data)
+            upload = keys.artifact_upload(session, sha, secrets.token_hex(6))
+            names = [upload, keys.artifact(session, sha)]
+            chunks = [data[at : at + ARTIFACT_CHUNK] for at in range(0, len(data), ARTIFACT_CHUNK)]
+
+            def send(upload: str, names: list[str], chunks: list[memoryview]) -> Op[Any]:
+                def first(pipe: Any) -> None:
+                    pipe.hset(upload, "0", chunks[0])
+                    pipe.pexpire(upload, ARTIFACT_UPLOAD_TTL_MS)
+
+                def rest(pipe: Any) -> None:
+                    for n in range(1, len(chunks)):
+                        pipe.hset(upload, str(n), chunks[n])
+
+                # The first chunk and the TTL together: an upload cut short goes by itself.
+                yield pipelined(first, transaction=True)
+                if len(chunks) > 1:
+                    yield pipelined(rest)
+                args = [sum(len(c) for c in chunks), len(chunks)]
+                return (yield from self._evalsha(ARTIFACT_PUT, names, args))
+
+            for _ in range(3):
+                if (yield from self._retried(lambda: send(upload, names, chunks))):  # noqa: B023
+                    break
+            else:
+                raise BackendUnavailable(f"artifact sha256:{sha} could not be written whole")
+
+    def _keys_of(self, stream: StreamId) -> list[str]:
+        """The KEYS of an append to `stream`, in the order append.lua names them."""
+        session = stream.session_id
+        return [
+            self.keys.log(session),
+            self.keys.meta(session),
+            self.keys.stream(session, stream.name),
+            self.keys.idempotency(session, stream.name),
+            self.keys.open_attempts(session),
+            self.keys.safe_tools(session),
+            self.keys.tombstone(session),
+        ]
+
+    def _list_open_session(self, session: str, due: bool = False) -> Op[str | None]:
+        """List the session in the open-attempts index before an append that opens attempts: a
+        writer killed right after its request committed must not leave an open attempt that no
+        reconciler can find. The index lives outside the session's slot, so the script cannot
+        write it on a cluster. The entry is provisional, a member of this append's own
+        (`<session>\x1f<token>`), so that an append refused takes back exactly what it wrote
+        whatever other writers of the session listed meanwhile; `_settle_open_listing` makes
+        it the session's own once the script has run. Listing once a minute keeps the entry
+        inside any prune window (see OPEN_INDEX_REFRESH_MS) at the cost of two extra round
+        trips a minute. Returns the provisional member, None when no listing was due."""
+        if not (due or self._open_index_due(session)):
+            return None
+        member = f"{session}{OPEN_MEMBER_SEP}{secrets.token_hex(8)}"
+        key = self.keys.open_index_of(session)
+        yield from self._run(lambda c: c.zadd(key, {member: self.now_local_ms()}))
+        return member
+
+    def _settle_open_listing(self, session: str, member: str, committed: bool) -> Op[None]:
+        """After the script: a committed append lists the session under its own name, and the
+        provisional member goes either way (an append refused writes nothing, the index
+        included). Left behind only by a writer that died in between, the member still names
+        the session to the reconciler, which forgets it with the session."""
+        key = self.keys.open_index_of(session)
+        now = self.now_local_ms()
+
+        def settle(pipe: Any) -> None:
+            if committed:
+                pipe.zadd(key, {session: now}, gt=True)
+            pipe.zrem(key, member)
+
+        settled = yield from self._quietly("open-attempts index listing", pipelined(settle))
+        if settled and committed:
+            self._remember(self._open_indexed, session, now)
+
+    def _open_index_due(self, session: str) -> bool:
+        last = self._open_indexed.get(session, -OPEN_INDEX_REFRESH_MS)
+        return self.now_local_ms() - last >= OPEN_INDEX_REFRESH_MS
+
+    def _index_due(self, session: str, ms: int) -> bool:
+        return ms - self._indexed.get(session, -INDEX_REFRESH_MS) >= INDEX_REFRESH_MS
+
+    @staticmethod
+    def now_local_ms() -> int:
+        return time.time_ns() // 1_000_000
+
+    def _touch_index(self, session_id: str, ms: int) -> Op[None]:
+        """Refresh the session's last activity after a committed append. A failure (memory full,
+        a lost connection) leaves the index a little stale and is retried by the next append;
+        `sessions --rebuild` repairs whatever is left."""
+        if not self._index_due(session_id, ms):
+            return
+        key = self.keys.index_of(session_id)
+        if (
+            yield from self._quietly(
+                "session index refresh", lambda c: c.zadd(key, {session_id: ms}, gt=True)
+            )
+        ):
+            self._remember(self._indexed, session_id, ms)

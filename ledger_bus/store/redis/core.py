@@ -1,0 +1,177 @@
+"""The Redis store's core: the client, the key names, and the one boundary every call crosses."""
+
+from __future__ import annotations
+
+import gc
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+import redis.exceptions as rx
+from redis import Redis
+from redis.cluster import RedisCluster
+
+from ledger_bus.model.artifacts import unpack
+from ledger_bus.model.batch import Limits
+from ledger_bus.model.durability import LOCAL, Durability
+from ledger_bus.model.ids import StreamId
+from ledger_bus.model.records import RecordedEvent
+from ledger_bus.store.base import EventStore
+from ledger_bus.store.connection import redis_retried, refusal, sentinels_of
+from ledger_bus.store.held import HeldConnections
+from ledger_bus.store.keys import Keys
+from ledger_bus.store.ops import Op, Request, call, run
+from ledger_bus.store.replication import Confirmer, LuaScript
+
+log = logging.getLogger("ledger_bus.store")
+
+T = TypeVar("T")
+# XRANGE and XREAD entries as redis-py returns them with decode_responses=False.
+Entry = tuple[bytes, dict[bytes, bytes]]
+Entries = list[Entry]
+
+DEFAULT_TIMEOUT: Final = 10.0
+
+
+def pipelined(build: Callable[[Any], object], transaction: bool = False) -> Request:
+    """A request that queues `build(pipe)`'s commands and sends them in one round trip."""
+
+    def request(client: Any) -> Any:
+        pipe = client.pipeline(transaction=transaction)
+        build(pipe)
+        return pipe.execute()
+
+    return request
+
+
+@dataclass(slots=True)
+class Written:
+    """A stream this store appends to: the KEYS of its appends, and its highest version
+    acknowledged to this store, in the session's generation (spec 3.9) it was acknowledged in."""
+
+    keys: list[str]
+    acknowledged: int = 0
+    generation: int = 0
+
+    def acknowledge(self, last_version: int, generation: int) -> None:
+        if generation > self.generation:  # the stream was deleted since: its count starts over
+            self.generation, self.acknowledged = generation, last_version
+        elif generation == self.generation and last_version > self.acknowledged:
+            self.acknowledged = last_version
+
+
+class RedisCore(EventStore):
+    """What every part of the Redis store stands on: its client and keys, and the boundary every
+    Redis call goes through (retried, its errors translated)."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        prefix: str = "lb",
+        limits: Limits | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        socket_timeout: float = 5.0,
+        durability: Durability = LOCAL,
+    ):
+        super().__init__(limits, durability)
+        self.client: Any = client  # the commands used are common to all four kinds of client
+        # A cluster client, blocking or asyncio (whose module costs the command line 0.1 s to
+        # import, so it is not asked by name): both keep a map of the nodes.
+        self.cluster = hasattr(client, "nodes_manager")
+        self._confirmers: dict[Durability, Confirmer] = {}
+        self._default_confirmer = self._confirmer(durability)
+        # What this store knows of each stream it appended to: its keys, and the highest version
+        # acknowledged to it (forgotten, like the other per-store tables, past REMEMBERED).
+        self._streams: dict[StreamId, Written] = {}
+        self.keys = Keys(prefix)
+        self.timeout = timeout
+        # A blocking read longer than the client's socket timeout would look like a dead server.
+        self.max_block_ms = max(100, int((socket_timeout - 1.0) * 1000))
+        self._indexed: dict[str, int] = {}
+        self._open_indexed: dict[str, int] = {}
+        # A blocking client's appends run on a connection each thread holds (the asyncio
+        # driver coalesces its appends into pipelines instead: store/autopipe.py).
+        self._held = HeldConnections(client) if isinstance(client, Redis | RedisCluster) else None
+
+    def run_op(self, op: Op[T]) -> T:
+        return run(op, self.client)
+
+    def _retried(self, make: Callable[[], Op[T]]) -> Op[T]:
+        return redis_retried(make, self.timeout)
+
+    def _run(self, request: Request) -> Op[Any]:
+        """One request, retried."""
+        return self._retried(lambda: call(request))
+
+    def _quietly(self, what: str, request: Request) -> Op[bool]:
+        """Run bookkeeping that follows a committed write; a failure is logged, never raised,
+        because the write it follows is in the ledger whatever happens here."""
+        try:
+            yield request  # once: a dead server must not hold up an append that has committed
+        except (rx.RedisError, OSError) as err:
+            log.warning("%s skipped, to be redone later: %s", what, refusal(err))
+            return False
+        return True
+
+    def _records(self, session_id: str, entries: Iterable[Entry]) -> list[RecordedEvent]:
+        """Decode session log entries; a StreamId is built once per stream, not per event."""
+        refs: dict[bytes, StreamId] = {}
+        out = []
+        # Thousands of new dicts kept alive set off full garbage collections that find nothing
+        # to free (msgpack's documentation gives the same advice); pause it for the page.
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            for entry_id, fields in entries:
+                name = fields[b"s"]
+                ref = refs.get(name)
+                if ref is None:
+                    ref = refs[name] = StreamId(session_id, name.decode())
+                ms, _, seq = entry_id.partition(b"-")  # _ledger_cursor, inlined on the hot path
+                cursor = (ms.zfill(13) + b"-" + seq.zfill(6)).decode()
+                out.append(RecordedEvent(ref, int(fields[b"v"]), cursor, unpack(fields[b"p"])))
+        finally:
+            if paused:
+                gc.enable()
+        return out
+
+    def _evalsha(
+        self, script: LuaScript, keys: list[str], args: list[Any], held: bool = False
+    ) -> Op[Any]:
+        """Run a script by its sha, loading it first when the server lacks it (after a restart
+        or failover). EVALSHA directly, not redis-py's Script wrapper: its per-call work is
+        measurable on a single-event append (docs/performance.md). `held`: on this thread's
+        held connection (store/held.py), for a script that is safe to send twice."""
+        on = self._held if held else None
+
+        def request(client: Any) -> Any:
+            if on is None:
+                return client.evalsha(script.sha, len(keys), *keys, *args)
+            return on.execute(keys[0], "EVALSHA", script.sha, len(keys), *keys, *args)
+
+        try:
+            return (yield request)
+        except rx.NoScriptError:
+            yield lambda c: c.script_load(script.text)
+            return (yield request)
+
+    def now_ms_op(self) -> Op[int]:
+        seconds, micros = yield from self._run(lambda c: c.time())
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    def _confirmer(self, durability: Durability) -> Confirmer | None:
+        """What waits for `durability` (None for local); one per level, each with its own view
+        of how many replicas are attached."""
+        if durability.local:
+            return None
+        found = self._confirmers.get(durability)
+        if found is None:
+            found = self._confirmers[durability] = Confirmer(self.cluster, durability)
+        return found
+
+    def close(self) -> None:
+        self.client.close()
+        for sentinel in sentinels_of(self.client):
+            sentinel.close()
