@@ -13,7 +13,7 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 
 def test_the_readme_python_blocks_run_as_written() -> None:
     blocks = re.findall(r"```python\n(.*?)```", README.read_text("utf-8"), re.DOTALL)
-    assert len(blocks) == 2
+    assert len(blocks) == 3
     source = "\n".join(blocks)
     assert 'ledger_bus.connect("redis://127.0.0.1:6379/0")' in source
     source = source.replace('"redis://127.0.0.1:6379/0"', '"memory://"', 1)
