@@ -160,7 +160,7 @@ def test_postgresql_killed_under_async_appends_loses_nothing_and_the_loop_runs_m
     prefix: str,
 ) -> None:
     """The SQL store under asyncio retries a lost database as the blocking one does, pausing
-    on the event loop (store/sql_waits.py): other coroutines run while it waits."""
+    on the event loop (store/sql/waits.py): other coroutines run while it waits."""
     with LocalPostgres(fsync=False) as server:
 
         async def main() -> None:

@@ -31,7 +31,7 @@ def imported(path: Path) -> set[str]:
             if node.module == "ledger_bus":
                 found |= {alias.name for alias in node.names}
             elif node.module.startswith("ledger_bus."):
-                # `from ledger_bus.store import sql_append` names a module; which of the two
+                # `from ledger_bus.store.sql import statements` names a module; which of the two
                 # is one, the graph below decides
                 below = node.module.removeprefix("ledger_bus.")
                 found |= {f"{below}.{alias.name}" for alias in node.names}

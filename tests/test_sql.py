@@ -400,9 +400,9 @@ def test_the_command_line_works_on_sqlite_and_migrates_its_schema(tmp_path: Path
 def test_a_waiting_reader_on_postgres_wakes_at_the_commit_not_at_a_poll(
     postgresql_store: EventStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ledger_bus.store import sql
+    from ledger_bus.store.sql import core
 
-    monkeypatch.setattr(sql, "POLL_S", 60.0)  # a poll would wait out the whole timeout
+    monkeypatch.setattr(core, "POLL_S", 60.0)  # a poll would wait out the whole timeout
     ref = lb.StreamId("woken", "main")
     postgresql_store.append(ref, 0, "first", [msg("first")])
     writer = threading.Timer(0.3, postgresql_store.append, args=(ref, 1, "second", [msg("x")]))

@@ -5,7 +5,7 @@ and Redis Cluster over `redis.asyncio`, awaiting each request, so that a thousan
 share one connection pool and no thread. The SQL store runs on SQLAlchemy's async engines
 (aiosqlite, psycopg's AsyncConnection): its code is written against SQLAlchemy's blocking
 interface, and SQLAlchemy's greenlet bridge (`greenlet_spawn`) runs it with every database call,
-and every wait of the store's own (store/sql_waits.py), awaited on the event loop. The memory
+and every wait of the store's own (store/sql/waits.py), awaited on the event loop. The memory
 store and a Redis ledger with an archive, whose primitives are plain blocking calls, run on a
 worker thread each, so the loop never blocks. The checks, the canonical bytes, the digests, the
 key layout, the scripts, the statements and the decoding of replies are the core's, once.

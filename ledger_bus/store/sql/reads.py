@@ -1,0 +1,271 @@
+"""Reads: streams, the session log, waits, artifacts, sessions; leases and open attempts."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+
+from sqlalchemy import (
+    Connection,
+    func,
+    select,
+    text,
+    tuple_,
+    update,
+)
+
+from ledger_bus.model.ids import StreamId, cursor_ms
+from ledger_bus.model.records import (
+    AppendRecord,
+    OpenAttempt,
+    RecordedEvent,
+    SessionInfo,
+    StreamInfo,
+)
+from ledger_bus.store.base import PAGE
+from ledger_bus.store.keys import bucket_of
+from ledger_bus.store.sql import statements
+from ledger_bus.store.sql.core import SqlCore
+
+
+class SqlReads(SqlCore):
+    """Everything the store reads, its leases and open attempts."""
+
+    def _read_stream(self, stream: StreamId, after: int, count: int) -> list[RecordedEvent]:
+        e = self.t.events
+        query = self._events(
+            [
+                e.c.session_id == stream.session_id,
+                e.c.stream == stream.name,
+                e.c.version > after,
+            ],
+            e.c.version,
+            count,
+        )
+        rows = self._run(lambda c: c.execute(query).all(), write=False)
+        return self._records(stream.session_id, rows)
+
+    def _scan(self, session_id: str, after: str | None, count: int) -> list[RecordedEvent]:
+        rows = self._run(lambda c: self._scan_rows(c, session_id, after, count), write=False)
+        return self._records(session_id, rows)
+
+    def _tail(self, session_id: str, n: int, before: str | None) -> list[RecordedEvent]:
+        values = {"session": session_id, "n": n, "before": before}
+        if self.postgres:
+            # On the driver's own connection: SQLAlchemy's part of a tail was most of its cost.
+            text_ = self._sql.tail if before is None else self._sql.tail_before
+            found = self._retry(lambda: statements.read(self.engine, text_, values))
+            return self._records(session_id, reversed(found))
+        # Statements built once: building and keying one per call cost more than the query.
+        query = self._tail_query if before is None else self._tail_before_query
+        rows = self._run(lambda c: c.execute(query, values).all(), write=False)
+        return self._records(session_id, reversed(rows))
+
+    def _wait(
+        self, session_id: str, after: str | None, timeout_ms: int, count: int
+    ) -> list[RecordedEvent]:
+        deadline = time.monotonic() + timeout_ms / 1000
+        if after is None:
+            after = self._run(lambda c: self._last_cursor(c, session_id), write=False)
+        with self._changes(session_id) as changed:
+            while True:
+                found = self._scan(session_id, after, count)
+                if found or time.monotonic() >= deadline:
+                    return found
+                changed(deadline - time.monotonic())
+
+    def _stream_version(self, stream: StreamId) -> int:
+        v = self.t.streams
+        query = select(v.c.version).where(
+            v.c.session_id == stream.session_id, v.c.stream == stream.name
+        )
+        return int(self._run(lambda c: c.execute(query).scalar() or 0, write=False))
+
+    def _session_exists(self, session_id: str) -> bool:
+        s = self.t.sessions
+        query = select(s.c.events).where(s.c.session_id == session_id)
+        return bool(self._run(lambda c: c.execute(query).scalar() or 0, write=False))
+
+    def _append_ids(self, session_id: str) -> list[AppendRecord]:
+        i = self.t.idempotency
+        query = (
+            select(
+                i.c.stream,
+                i.c.append_id,
+                i.c.digest,
+                i.c.first_version,
+                i.c.last_version,
+                i.c.cursor,
+            )
+            .where(i.c.session_id == session_id)
+            .order_by(i.c.stream, i.c.append_id)
+        )
+        after: tuple[str, str] | None = None
+        found: list[AppendRecord] = []
+        while True:
+            page = (
+                query if after is None else query.where(tuple_(i.c.stream, i.c.append_id) > after)
+            )
+            rows = self._run(lambda c: c.execute(page.limit(PAGE)).all(), write=False)  # noqa: B023
+            found += (AppendRecord(*row) for row in rows)
+            if len(rows) < PAGE:
+                return found
+            after = (rows[-1].stream, rows[-1].append_id)
+
+    def _artifact(self, session_id: str, sha256: str) -> bytes | None:
+        a = self.t.artifacts
+        query = select(a.c.data).where(a.c.session_id == session_id, a.c.sha256 == sha256)
+        found = self._run(lambda c: c.execute(query).scalar(), write=False)
+        return None if found is None else bytes(found)
+
+    def _artifact_uses(self, session_id: str) -> dict[str, int]:
+        a = self.t.artifacts
+        query = select(a.c.sha256, a.c.uses).where(a.c.session_id == session_id)
+        rows = self._run(lambda c: c.execute(query).all(), write=False)
+        return {row.sha256: int(row.uses) for row in rows}
+
+    def _session_info(self, session_id: str) -> SessionInfo:
+        t = self.t
+
+        def read(conn: Connection) -> SessionInfo:
+            head = conn.execute(
+                select(t.sessions.c.last_cursor, t.sessions.c.events).where(
+                    t.sessions.c.session_id == session_id
+                )
+            ).first()
+            streams = conn.execute(
+                select(t.streams.c.stream, t.streams.c.version)
+                .where(t.streams.c.session_id == session_id)
+                .order_by(t.streams.c.stream)
+            ).all()
+            first = conn.execute(
+                select(t.events.c.cursor)
+                .where(t.events.c.session_id == session_id)
+                .order_by(t.events.c.cursor)
+                .limit(1)
+            ).scalar()
+            append_ids = conn.execute(
+                select(func.count())
+                .select_from(t.idempotency)
+                .where(t.idempotency.c.session_id == session_id)
+            ).scalar_one()
+            events = int(head.events) if head else 0
+            return SessionInfo(
+                session_id=session_id,
+                events=events,
+                streams=[StreamInfo(row.stream, int(row.version)) for row in streams],
+                first_cursor=first,
+                last_cursor=head.last_cursor if head and events else None,
+                append_ids=int(append_ids),
+            )
+
+        return self._run(read, write=False)
+
+    def _session_count(self) -> int:
+        s = self.t.sessions
+        query = select(func.count()).select_from(s).where(s.c.events > 0)
+        return int(self._run(lambda c: c.execute(query).scalar_one(), write=False))
+
+    def _sessions(self, limit: int | None) -> list[tuple[str, int]]:
+        s = self.t.sessions
+        query = (
+            select(s.c.session_id, s.c.last_cursor)
+            .where(s.c.events > 0)
+            .order_by(func.substr(s.c.last_cursor, 1, 13).desc(), s.c.session_id)
+        )
+        if limit is not None:
+            query = query.limit(limit)
+        rows = self._run(lambda c: c.execute(query).all(), write=False)
+        return [(row.session_id, cursor_ms(row.last_cursor)) for row in rows]
+
+    def _holder(self, conn: Connection, session_id: str, name: str, now: int) -> str | None:
+        lease = self.t.leases
+        found = conn.execute(
+            select(lease.c.owner, lease.c.expires_ms).where(
+                lease.c.session_id == session_id, lease.c.name == name
+            )
+        ).first()
+        if found is None or found.expires_ms <= now:
+            return None
+        return str(found.owner)
+
+    def _lease_holder(self, session_id: str, name: str) -> str | None:
+        return self._run(lambda c: self._holder(c, session_id, name, self._now(c)), write=False)
+
+    def _lease(self, op: str, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
+        # One statement each, so that two racing acquires cannot both read "free" and both
+        # write: the database decides, on the row's key.
+        p = self.prefix
+        key = {"session": session_id, "name": name, "owner": owner, "ttl": ttl_ms}
+        if op == "acquire":
+            statement = text(
+                f"INSERT INTO {p}_leases (session_id, name, owner, expires_ms)"
+                " VALUES (:session, :name, :owner, :now + :ttl)"
+                " ON CONFLICT (session_id, name) DO UPDATE SET owner = excluded.owner,"
+                f" expires_ms = excluded.expires_ms WHERE {p}_leases.expires_ms <= :now"
+                f" OR {p}_leases.owner = excluded.owner RETURNING owner"
+            )
+        elif op == "renew":
+            statement = text(
+                f"UPDATE {p}_leases SET expires_ms = :now + :ttl WHERE session_id = :session"
+                " AND name = :name AND owner = :owner AND expires_ms > :now RETURNING owner"
+            )
+        else:
+            statement = text(
+                f"DELETE FROM {p}_leases WHERE session_id = :session AND name = :name"
+                " AND owner = :owner AND expires_ms > :now RETURNING owner"
+            )
+
+        def change(conn: Connection) -> bool:
+            found = conn.execute(statement, {**key, "now": self._now(conn)}).first()
+            return found is not None
+
+        return self._run(change)
+
+    def _open_attempts(self, session_ids: list[str]) -> dict[str, list[OpenAttempt]]:
+        o = self.t.open_attempts
+        if not session_ids:
+            return {}
+        query = select(o).where(o.c.session_id.in_(session_ids))
+        rows = self._run(lambda c: c.execute(query).all(), write=False)
+        found: dict[str, list[OpenAttempt]] = {s: [] for s in session_ids}
+        for row in rows:
+            found[row.session_id].append(
+                OpenAttempt(
+                    row.session_id,
+                    row.attempt_id,
+                    row.run_id or None,
+                    row.tool,
+                    row.stream,
+                    row.cursor,
+                    row.flagged_cursor,
+                )
+            )
+        return found
+
+    def _safe_to_replay(self, session_id: str, run_id: str, tool: str) -> bool:
+        safe = self.t.safe_tools
+        query = select(safe.c.tool).where(
+            safe.c.session_id == session_id, safe.c.run_id == run_id, safe.c.tool == tool
+        )
+        return self._run(lambda c: c.execute(query).first() is not None, write=False)
+
+    def _open_sessions(self, buckets: Collection[int]) -> list[tuple[str, int]]:
+        s = self.t.sessions
+        query = select(s.c.session_id, s.c.opened_ms).where(s.c.opened_ms.is_not(None))
+        rows = self._run(lambda c: c.execute(query).all(), write=False)
+        wanted = set(buckets)
+        return sorted(
+            (row.session_id, int(row.opened_ms))
+            for row in rows
+            if bucket_of(row.session_id) in wanted
+        )
+
+    def _forget_open_session(self, session_id: str, opened_before_ms: int) -> bool:
+        s = self.t.sessions
+        statement = (
+            update(s)
+            .where(s.c.session_id == session_id, s.c.opened_ms < opened_before_ms)
+            .values(opened_ms=None)
+        )
+        return self._run(lambda c: bool(c.execute(statement).rowcount > 0))
