@@ -15,7 +15,7 @@ A session is archived in steps, each of which a crash may interrupt and the next
    nothing changed since the verification.
 
 A check or verification that fails gives the archive up (appends are taken again) and changes
-nothing in Redis. What is archived is read through the archive (ledger_bus.store.tiered).
+nothing in Redis. What is archived is read through the archive (ledger_bus.store.redis.tiered).
 """
 
 from __future__ import annotations

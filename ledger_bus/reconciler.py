@@ -35,7 +35,7 @@ from ledger_bus.model.jsontext import format_time
 from ledger_bus.model.records import AppendResult, OpenAttempt, RecordedEvent
 from ledger_bus.rewind import report_rewind
 from ledger_bus.store.base import EventStore
-from ledger_bus.store.keys import INDEX_BUCKETS
+from ledger_bus.store.buckets import INDEX_BUCKETS
 from ledger_bus.store.redis import RedisStore
 
 log = logging.getLogger("ledger_bus.reconciler")

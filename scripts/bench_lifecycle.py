@@ -28,7 +28,7 @@ import ledger_bus as lb
 from ledger_bus.archive import archive_session
 from ledger_bus.conversation import export_session
 from ledger_bus.server import LocalServer
-from ledger_bus.store.tiered import TieredStore
+from ledger_bus.store.redis.tiered import TieredStore
 from tests.support.pgserver import LocalPostgres
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

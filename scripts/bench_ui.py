@@ -44,8 +44,8 @@ from playwright.sync_api import sync_playwright
 
 import ledger_bus as lb
 from ledger_bus.server import LocalServer, free_port
-from ledger_bus.store.keys import Keys
 from ledger_bus.store.redis import Entries
+from ledger_bus.store.redis.keys import Keys
 from tests.test_ui_browser import FLAGS
 
 PAGES_OPEN = int(os.environ.get("BENCH_UI_PAGES", "10"))

@@ -17,9 +17,9 @@ from ledger_bus.doctor import examine
 from ledger_bus.reconciler import Reconciler, ReconcilerConfig, resolve_attempt
 from ledger_bus.recorder import Recorder
 from ledger_bus.server import LocalServer
-from ledger_bus.store.acl import ROLES, acl_file
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.redis import RedisStore
+from ledger_bus.store.redis.acl import ROLES, acl_file
 from ledger_bus.store.sql import SqlStore
 from ledger_bus.tailer import Tailer, TailerOptions
 from tests.support.events import call, msg, result

@@ -19,7 +19,7 @@ import ledger_bus as lb
 from ledger_bus.archive import STEPS, archive_session
 from ledger_bus.conversation import export_session
 from ledger_bus.store.redis import RedisStore
-from ledger_bus.store.tiered import TieredStore
+from ledger_bus.store.redis.tiered import TieredStore
 from tests.support.events import call, msg, result
 from tests.support.helpers import ledger_cli, ledger_here
 

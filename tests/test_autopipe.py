@@ -1,5 +1,5 @@
 """Coalescing: the EVALSHAs of one turn of the event loop sent as one pipeline, each caller given
-its own reply or its own error (ledger_bus/store/autopipe.py)."""
+its own reply or its own error (ledger_bus/store/redis/autopipe.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from redis.auth.token import SimpleToken
 import ledger_bus as lb
 from ledger_bus import aio
 from ledger_bus.server import LocalServer
-from ledger_bus.store.autopipe import Coalescing
+from ledger_bus.store.redis.autopipe import Coalescing
 
 ECHO = "if ARGV[1] == 'fail' then return redis.error_reply('ERR asked to fail') end return ARGV[1]"
 ECHO_SHA = hashlib.sha1(ECHO.encode()).hexdigest()

@@ -72,7 +72,7 @@ def test_writers_go_on_through_a_cluster_failover_and_lose_nothing_acknowledged(
 
 
 def test_a_local_writer_goes_on_when_its_shards_primary_dies(replicated: LocalCluster) -> None:
-    """The held connection (store/held.py) is to a primary that is gone: the cluster client
+    """The held connection (store/redis/held.py) is to a primary that is gone: the cluster client
     learns the new map, and the next try goes to the promoted replica."""
     store = lb.connect(replicated.url, timeout=30)
     assert isinstance(store, RedisStore)

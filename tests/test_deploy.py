@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from ledger_bus.cli import cli
-from ledger_bus.store.acl import acl_file
+from ledger_bus.store.redis.acl import acl_file
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 

@@ -1,5 +1,5 @@
-"""The connection an append runs on, held by its thread (store/held.py): what the pool gave each
-command must still hold (threads, fork, health checks, re-authentication, a connection the
+"""The connection an append runs on, held by its thread (store/redis/held.py): what the pool gave
+each command must still hold (threads, fork, health checks, re-authentication, a connection the
 server dropped, Redis Cluster's redirections), and idempotency records in either form."""
 
 from __future__ import annotations

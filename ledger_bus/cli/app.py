@@ -23,8 +23,8 @@ from ledger_bus.model.errors import (
     VersionConflict,
 )
 from ledger_bus.store import ARCHIVE_ENV, DEFAULT_URL, URL_ENV, EventStore, connect
-from ledger_bus.store.contact import check_first_contact
 from ledger_bus.store.redis import RedisStore
+from ledger_bus.store.redis.contact import check_first_contact
 
 EXIT_OK: Final = 0
 EXIT_REFUSED: Final = 1

@@ -223,7 +223,7 @@ def sessions(
     Those on Redis; with --archived, those moved to the archive (spec 3.10).
     """
     from ledger_bus.store.redis import RedisStore
-    from ledger_bus.store.tiered import TieredStore
+    from ledger_bus.store.redis.tiered import TieredStore
 
     store = settings.store()
     if rebuild and isinstance(store, RedisStore):

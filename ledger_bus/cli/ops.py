@@ -39,8 +39,8 @@ from ledger_bus.reconciler import (
     resolve_attempt,
 )
 from ledger_bus.store import ARCHIVE_ENV
-from ledger_bus.store.acl import ROLES, acl_file
-from ledger_bus.store.keys import INDEX_BUCKETS
+from ledger_bus.store.buckets import INDEX_BUCKETS
+from ledger_bus.store.redis.acl import ROLES, acl_file
 
 
 @cli.command()
@@ -268,7 +268,7 @@ def doctor(settings: Settings, durability: str) -> None:
     import redis
 
     from ledger_bus.store import DEFAULT_URL, split_durability
-    from ledger_bus.store.connection import open_sentinel, refusal
+    from ledger_bus.store.redis.connection import open_sentinel, refusal
 
     url, level = split_durability(settings.url or DEFAULT_URL, settings.durability)
     if url.startswith(("sqlite:", "postgresql:", "postgres:", "memory:")):

@@ -93,8 +93,8 @@ def _open(
         from redis.cluster import RedisCluster
         from redis.retry import Retry
 
-        from ledger_bus.store.connection import open_cluster, open_sentinel, parsed
         from ledger_bus.store.redis import RedisStore
+        from ledger_bus.store.redis.connection import open_cluster, open_sentinel, parsed
 
         options = redis_options(timeout, level)
         options["retry"] = Retry(NoBackoff(), 0)  # the store retries, to a deadline of its own
@@ -107,7 +107,7 @@ def _open(
             client = parsed(lambda: redis.Redis.from_url(url, health_check_interval=30, **options))
         settings = redis_settings(options, prefix, limits, timeout, level)
         if archive:
-            from ledger_bus.store.tiered import TieredStore
+            from ledger_bus.store.redis.tiered import TieredStore
 
             cold = open_sql(archive, LOCAL, prefix, limits, timeout)
             return TieredStore(client, archive=cold, **settings)

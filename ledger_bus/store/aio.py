@@ -49,10 +49,10 @@ from ledger_bus.store import (
     redis_settings,
     split_durability,
 )
-from ledger_bus.store.autopipe import Coalescing
 from ledger_bus.store.base import DEFAULT_DEDUP_WINDOW_MS, PAGE, EventStore
-from ledger_bus.store.connection import sentinels_of
 from ledger_bus.store.ops import Op, call, run_async
+from ledger_bus.store.redis.autopipe import Coalescing
+from ledger_bus.store.redis.connection import sentinels_of
 from ledger_bus.store.restore import restore_batches
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ class AsyncStore:
         self.client = client
         self.bridged = bridged
         # What the operations' requests are made on: with `coalesce`, the client's EVALSHAs of
-        # one turn of the loop go out as one pipeline (store/autopipe.py).
+        # one turn of the loop go out as one pipeline (store/redis/autopipe.py).
         self.requests: Any = Coalescing(client) if coalesce else client
         # The core's own driver and close, kept should the core's be replaced (tests drive the
         # core's blocking methods through this store by replacing its run_op).
@@ -493,8 +493,13 @@ async def open_async(
     from redis.asyncio.sentinel import Sentinel
     from redis.backoff import NoBackoff
 
-    from ledger_bus.store.connection import cluster_failure, open_sentinel, parsed, redis_retried
     from ledger_bus.store.redis import RedisStore
+    from ledger_bus.store.redis.connection import (
+        cluster_failure,
+        open_sentinel,
+        parsed,
+        redis_retried,
+    )
 
     url, level = split_durability(url, durability)
     options = redis_options(timeout, level)

@@ -32,7 +32,7 @@ from ledger_bus.model.records import (
     RecordedEvent,
     SessionInfo,
 )
-from ledger_bus.store.keys import INDEX_BUCKETS
+from ledger_bus.store.buckets import INDEX_BUCKETS
 from ledger_bus.store.ops import Op, run, step
 from ledger_bus.store.restore import RestoreBatch, restore_batches
 

@@ -33,7 +33,7 @@ from ledger_bus.store.base import (
     dead_letter_fields,
     parse_open,
 )
-from ledger_bus.store.keys import bucket_of
+from ledger_bus.store.buckets import bucket_of
 from ledger_bus.store.restore import RestoreBatch
 
 

@@ -155,7 +155,7 @@ def rewrite_killed(url: str, prefix: str, what: str, kill_before: str) -> None:
 def archive_killed(url: str, prefix: str, archive: str, session: str, kill_at: str) -> None:
     """Archive a session, and die by SIGKILL as step `kill_at` begins (ledger_bus.archive)."""
     from ledger_bus.archive import archive_session
-    from ledger_bus.store.tiered import TieredStore
+    from ledger_bus.store.redis.tiered import TieredStore
 
     store = lb.connect(url, prefix=prefix, archive=archive)
     assert isinstance(store, TieredStore)

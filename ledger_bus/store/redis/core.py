@@ -18,11 +18,11 @@ from ledger_bus.model.durability import LOCAL, Durability
 from ledger_bus.model.ids import StreamId
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import EventStore
-from ledger_bus.store.connection import redis_retried, refusal, sentinels_of
-from ledger_bus.store.held import HeldConnections
-from ledger_bus.store.keys import Keys
 from ledger_bus.store.ops import Op, Request, call, run
-from ledger_bus.store.replication import Confirmer, LuaScript
+from ledger_bus.store.redis.connection import redis_retried, refusal, sentinels_of
+from ledger_bus.store.redis.held import HeldConnections
+from ledger_bus.store.redis.keys import Keys
+from ledger_bus.store.redis.replication import Confirmer, LuaScript
 
 log = logging.getLogger("ledger_bus.store")
 
@@ -92,7 +92,7 @@ class RedisCore(EventStore):
         self._indexed: dict[str, int] = {}
         self._open_indexed: dict[str, int] = {}
         # A blocking client's appends run on a connection each thread holds (the asyncio
-        # driver coalesces its appends into pipelines instead: store/autopipe.py).
+        # driver coalesces its appends into pipelines instead: store/redis/autopipe.py).
         self._held = HeldConnections(client) if isinstance(client, Redis | RedisCluster) else None
 
     def run_op(self, op: Op[T]) -> T:
@@ -143,7 +143,7 @@ class RedisCore(EventStore):
         """Run a script by its sha, loading it first when the server lacks it (after a restart
         or failover). EVALSHA directly, not redis-py's Script wrapper: its per-call work is
         measurable on a single-event append (docs/performance.md). `held`: on this thread's
-        held connection (store/held.py), for a script that is safe to send twice."""
+        held connection (store/redis/held.py), for a script that is safe to send twice."""
         on = self._held if held else None
 
         def request(client: Any) -> Any:

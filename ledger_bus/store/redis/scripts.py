@@ -7,7 +7,7 @@ import hashlib
 from importlib import resources
 from typing import Final
 
-from ledger_bus.store.replication import LuaScript
+from ledger_bus.store.redis.replication import LuaScript
 
 
 def load_script(name: str) -> LuaScript:

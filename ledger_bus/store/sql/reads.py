@@ -23,7 +23,7 @@ from ledger_bus.model.records import (
     StreamInfo,
 )
 from ledger_bus.store.base import PAGE
-from ledger_bus.store.keys import bucket_of
+from ledger_bus.store.buckets import bucket_of
 from ledger_bus.store.sql import statements
 from ledger_bus.store.sql.core import SqlCore
 

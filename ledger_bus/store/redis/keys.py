@@ -7,16 +7,9 @@ tags of their own, so that on a cluster it spreads over the shards instead of ma
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
-from typing import Final
 
-INDEX_BUCKETS: Final = 64
-
-
-def bucket_of(session_id: str) -> int:
-    """Which of the INDEX_BUCKETS index keys a session is listed in."""
-    return zlib.crc32(session_id.encode()) % INDEX_BUCKETS
+from ledger_bus.store.buckets import INDEX_BUCKETS, bucket_of
 
 
 @dataclass(frozen=True, slots=True)
