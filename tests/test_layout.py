@@ -23,10 +23,25 @@ def layer(module: str) -> str | None:
     return FOLDERS.get(module.split(".", maxsplit=1)[0], "features")
 
 
-def imported(path: Path) -> set[str]:
-    """The ledger_bus modules a file imports, as names below the package."""
+def at_load(tree: ast.Module) -> list[ast.stmt]:
+    """The import statements of a module's own body, those under TYPE_CHECKING included (a
+    type is a dependency too); not those in a function, imported when it is called, which is
+    how a module reaches one that imports it."""
+    found: list[ast.stmt] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append(node)
+        elif isinstance(node, ast.If):
+            found += [n for n in node.body if isinstance(n, ast.Import | ast.ImportFrom)]
+    return found
+
+
+def imported(path: Path, loading: bool = False) -> set[str]:
+    """The ledger_bus modules a file imports, as names below the package; `loading`: only
+    those it imports as it loads."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    for node in at_load(tree) if loading else ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             if node.module == "ledger_bus":
                 found |= {alias.name for alias in node.names}
@@ -45,13 +60,14 @@ def imported(path: Path) -> set[str]:
 
 
 def modules() -> dict[str, set[str]]:
-    """Each module of the package (dotted, below it), with the modules of it that it imports."""
+    """Each module of the package (dotted, below it), with the modules of it that it imports as
+    it loads."""
     found = {}
     for path in PACKAGE.rglob("*.py"):
         parts = path.relative_to(PACKAGE).with_suffix("").parts
         if parts[-1] == "__init__" and len(parts) > 1:
             parts = parts[:-1]
-        found[".".join(parts)] = imported(path)
+        found[".".join(parts)] = imported(path, loading=True)
     return found
 
 

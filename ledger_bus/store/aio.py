@@ -14,10 +14,8 @@ key layout, the scripts, the statements and the decoding of replies are the core
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
 
 import redis.exceptions as rx
 from redis.utils import HIREDIS_AVAILABLE
@@ -37,23 +35,12 @@ from ledger_bus.model.records import (
     RecordedEvent,
     SessionInfo,
 )
-from ledger_bus.store import (
-    _REDIS_SCHEMES,
-    _SQL_SCHEMES,
-    ARCHIVE_ENV,
-    DEFAULT_URL,
-    URL_ENV,
-    connect,
-    open_sql,
-    redis_options,
-    redis_settings,
-    split_durability,
-)
 from ledger_bus.store.base import DEFAULT_DEDUP_WINDOW_MS, PAGE, EventStore
 from ledger_bus.store.ops import Op, call, run_async
 from ledger_bus.store.redis.autopipe import Coalescing
 from ledger_bus.store.redis.connection import sentinels_of
 from ledger_bus.store.restore import restore_batches
+from ledger_bus.store.urls import SCHEMES, Opening, opening, redis_options, redis_settings
 
 if TYPE_CHECKING:
     from ledger_bus.store.redis import RedisStore
@@ -114,7 +101,7 @@ class AsyncStore:
         if self.client is not None:
             return await run_async(op, self.requests)
         if self.bridged:
-            return await _bridge(self._run_op, op)
+            return await bridge(self._run_op, op)
         return await asyncio.to_thread(self._run_op, op)
 
     # -- the contract ---------------------------------------------------------------------------
@@ -443,7 +430,7 @@ class AsyncStore:
             for sentinel in sentinels_of(self.client):
                 await sentinel.aclose()
         elif self.bridged:
-            await _bridge(self._close)
+            await bridge(self._close)
         else:
             await asyncio.to_thread(self._close)
 
@@ -465,28 +452,13 @@ async def open_async(
     resolve_artifacts: bool = True,
 ) -> AsyncStore:
     """ledger_bus.connect's URLs and options, for asyncio (ledger_bus.aio.connect)."""
-    url = url or os.environ.get(URL_ENV) or DEFAULT_URL
-    scheme = urlsplit(url).scheme
-    if scheme in _REDIS_SCHEMES:
-        archive = archive or os.environ.get(ARCHIVE_ENV) or None
-    if scheme in _SQL_SCHEMES and not archive:  # with one, connect() says what is wrong
-        url, level = split_durability(url, durability)
-        sql = await _bridge(open_sql, url, level, prefix, limits, timeout, True)
-        sql.resolve_artifacts = resolve_artifacts
-        return AsyncStore(sql, bridged=True)
-    if scheme not in _REDIS_SCHEMES or archive:
-        # Blocking primitives: the core runs on worker threads.
-        core = await asyncio.to_thread(
-            connect,
-            url,
-            timeout=timeout,
-            prefix=prefix,
-            limits=limits,
-            durability=durability,
-            archive=archive,
-            resolve_artifacts=resolve_artifacts,
-        )
-        return AsyncStore(core)
+    o = opening(url, timeout, prefix, limits, durability, archive, resolve_artifacts)
+    store: AsyncStore = await SCHEMES[o.scheme][1](o)
+    return store
+
+
+async def open_redis_async(o: Opening) -> AsyncStore:
+    """A Redis store on a `redis.asyncio` client (one server, Sentinel, cluster)."""
     from redis.asyncio import Redis
     from redis.asyncio.cluster import RedisCluster
     from redis.asyncio.retry import Retry
@@ -501,8 +473,8 @@ async def open_async(
         redis_retried,
     )
 
-    url, level = split_durability(url, durability)
-    options = redis_options(timeout, level)
+    url, scheme, timeout = o.url, o.scheme, o.timeout
+    options = redis_options(timeout, o.level)
     options["retry"] = Retry(NoBackoff(), 0)  # the store retries, to a deadline of its own
     client: Any
     if scheme.endswith("+cluster"):
@@ -528,13 +500,13 @@ async def open_async(
             client = parsed(lambda: Redis.from_url(url, health_check_interval=30, **options))
         pool = client.connection_pool
         pool.connection_class = packing_in_c(pool.connection_class)
-    core = RedisStore(client, **redis_settings(options, prefix, limits, timeout, level))
-    core.resolve_artifacts = resolve_artifacts
+    core = RedisStore(client, **redis_settings(options, o))
+    core.resolve_artifacts = o.resolve_artifacts
     # A cluster's client sends each command to its slot's node: coalescing is for one server.
     return AsyncStore(core, client, coalesce=not scheme.endswith("+cluster"))
 
 
-async def _bridge(work: Callable[..., T], *args: Any) -> T:
+async def bridge(work: Callable[..., T], *args: Any) -> T:
     """`work(*args)` in a greenlet whose database calls SQLAlchemy awaits on this loop."""
     from sqlalchemy.util import greenlet_spawn
 
