@@ -36,7 +36,7 @@ from ledger_bus.model.records import (
     SessionInfo,
 )
 from ledger_bus.store.base import DEFAULT_DEDUP_WINDOW_MS, PAGE, EventStore
-from ledger_bus.store.ops import Op, call, run_async
+from ledger_bus.store.ops import Op, call, retried, run_async
 from ledger_bus.store.redis.autopipe import Coalescing
 from ledger_bus.store.redis.connection import sentinels_of
 from ledger_bus.store.restore import restore_batches
@@ -467,10 +467,11 @@ async def open_redis_async(o: Opening) -> AsyncStore:
 
     from ledger_bus.store.redis import RedisStore
     from ledger_bus.store.redis.connection import (
+        REDIS_ERRORS,
         cluster_failure,
+        final,
         open_sentinel,
         parsed,
-        redis_retried,
     )
 
     url, scheme, timeout = o.url, o.scheme, o.timeout
@@ -491,8 +492,10 @@ async def open_redis_async(o: Opening) -> AsyncStore:
             except rx.RedisClusterException as err:
                 raise cluster_failure(err, seed) from err
 
-        retried = redis_retried(lambda: call(initialize), timeout, f"the cluster at {seed}")
-        await run_async(retried, client)
+        who = f"the cluster at {seed}"
+        await run_async(
+            retried(lambda: call(initialize), timeout, REDIS_ERRORS, final, who), client
+        )
     else:
         if scheme.endswith("+sentinel"):
             client = open_sentinel(url, options, Sentinel)

@@ -11,8 +11,7 @@ import redis.exceptions as rx
 from redis.cluster import RedisCluster
 
 from ledger_bus.model.errors import BackendRefused, BackendUnavailable, InvalidInput, LedgerError
-from ledger_bus.store.ops import Op, retried
-from ledger_bus.store.retry import retry_until
+from ledger_bus.store.ops import call, retried, run
 
 T = TypeVar("T")
 
@@ -39,23 +38,12 @@ def refusal(err: Exception) -> LedgerError:
     return BackendRefused(f"redis refused the command: {text}")
 
 
-def retrying(
-    operation: Callable[[], T],
-    timeout: float,
-    who: str = "redis",
-) -> T:
-    """Call `operation`, retrying with backoff while the server cannot be reached (or answers
-    "not now": a failover, a loading replica, a busy script) until `timeout` seconds have passed.
-    Every other answer is final at once, as the ledger error that says what it was."""
-    return retry_until(operation, timeout, (rx.RedisError,), _final, who)
+# What the Redis store's calls retry on (store/ops.py's `retried`): every error of redis-py,
+# each judged by `final`.
+REDIS_ERRORS: Final = (rx.RedisError,)
 
 
-def redis_retried(make: Callable[[], Op[T]], timeout: float, who: str = "redis") -> Op[T]:
-    """`retrying` as an operation (store/ops.py): a fresh `make()` each try."""
-    return retried(make, timeout, (rx.RedisError,), _final, who)
-
-
-def _final(err: Exception) -> LedgerError | None:
+def final(err: Exception) -> LedgerError | None:
     """None for a failure that passes; the ledger error for one that will not."""
     if isinstance(err, (rx.AuthenticationError, rx.AuthorizationError)):
         return refusal(err)  # ConnectionErrors to redis-py, but final
@@ -85,7 +73,13 @@ def open_cluster(url: str, options: dict[str, Any], timeout: float) -> RedisClus
         except rx.RedisClusterException as err:
             raise cluster_failure(err, url) from err
 
-    return retrying(build, timeout, f"the cluster at {url}")
+    made: RedisCluster = run(
+        retried(
+            lambda: call(lambda _: build()), timeout, REDIS_ERRORS, final, f"the cluster at {url}"
+        ),
+        None,
+    )
+    return made
 
 
 def cluster_failure(err: rx.RedisClusterException, url: str) -> Exception:

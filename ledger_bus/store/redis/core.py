@@ -18,8 +18,8 @@ from ledger_bus.model.durability import LOCAL, Durability
 from ledger_bus.model.ids import StreamId
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import EventStore
-from ledger_bus.store.ops import Op, Request, call, run
-from ledger_bus.store.redis.connection import redis_retried, refusal, sentinels_of
+from ledger_bus.store.ops import Op, Request, call, retried, run
+from ledger_bus.store.redis.connection import REDIS_ERRORS, final, refusal, sentinels_of
 from ledger_bus.store.redis.held import HeldConnections
 from ledger_bus.store.redis.keys import Keys
 from ledger_bus.store.redis.replication import Confirmer, LuaScript
@@ -99,7 +99,7 @@ class RedisCore(EventStore):
         return run(op, self.client)
 
     def _retried(self, make: Callable[[], Op[T]]) -> Op[T]:
-        return redis_retried(make, self.timeout)
+        return retried(make, self.timeout, REDIS_ERRORS, final, "redis")
 
     def _run(self, request: Request) -> Op[Any]:
         """One request, retried."""

@@ -73,7 +73,7 @@ class SqlAppend(SqlCore):
             finally:
                 raw.close()
 
-        result = self._retry(attempt)
+        result = self._retried(attempt)
         if not result.deduplicated:
             bound = self._bound_of(stream)
             if bound is not None and bound.applies_to(append_id):

@@ -41,8 +41,7 @@ from ledger_bus.model.records import (
     RecordedEvent,
 )
 from ledger_bus.store.base import EventStore
-from ledger_bus.store.ops import Op, run
-from ledger_bus.store.retry import retry_until
+from ledger_bus.store.ops import Op, call, retried, run
 from ledger_bus.store.sql import statements
 from ledger_bus.store.sql.engine import (
     MIGRATIONS,
@@ -254,7 +253,7 @@ class SqlCore(EventStore):
         from alembic import command
 
         if not self.postgres:
-            self._retry(self._wal)
+            self._retried(self._wal)
 
         def migrate(conn: Connection) -> str:
             if self.postgres:  # processes starting at once migrate one at a time
@@ -298,17 +297,19 @@ class SqlCore(EventStore):
         """
         return self.waits.writing() if not self.postgres else contextlib.nullcontext()
 
-    def _retry(self, operation: Callable[[], T]) -> T:
-        """Call `operation` again after a failure that passes, until the timeout."""
-        return retry_until(
-            operation,
+    def _retried(self, operation: Callable[[], T]) -> T:
+        """Call `operation` again after a failure that passes, until the timeout: the one retry
+        loop (store/ops.py's `retried`), run here by the blocking driver."""
+        op = retried(
+            lambda: call(lambda _: operation()),
             self.timeout,
             DRIVER_ERRORS,
             self._final,
             self._who,
             first_line,
-            self.waits.sleep,
         )
+        done: T = run(op, None, self.waits.sleep)
+        return done
 
     @property
     def _who(self) -> str:
@@ -335,7 +336,7 @@ class SqlCore(EventStore):
             with self._connection(write) as conn:
                 return work(conn)
 
-        return self._retry(attempt)
+        return self._retried(attempt)
 
     def _now(self, conn: Connection) -> int:
         """The clock cursors and leases use: the server's on PostgreSQL (one clock for every

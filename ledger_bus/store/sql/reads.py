@@ -54,7 +54,7 @@ class SqlReads(SqlCore):
         if self.postgres:
             # On the driver's own connection: SQLAlchemy's part of a tail was most of its cost.
             text_ = self._sql.tail if before is None else self._sql.tail_before
-            found = self._retry(lambda: statements.read(self.engine, text_, values))
+            found = self._retried(lambda: statements.read(self.engine, text_, values))
             return self._records(session_id, reversed(found))
         # Statements built once: building and keying one per call cost more than the query.
         query = self._tail_query if before is None else self._tail_before_query
