@@ -191,7 +191,7 @@ def prepare_append(
     notes = [attempt_note(data) for data in fields]
     if not moved:
         try:
-            # ormsgpack packs a small event in half the time msgpack takes, to the same bytes
+            # ormsgpack packs a small event faster than msgpack does, to the same bytes
             # (tests/test_canonical.py holds them equal); a subclass of float it refuses.
             packed = [ormsgpack.packb(data) for data in fields]
         except TypeError:

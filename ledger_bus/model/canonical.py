@@ -1,10 +1,10 @@
 """RFC 8785 canonical bytes and content digests.
 
 The digest of an append is what makes a retry idempotent, so every SDK must produce the same bytes
-for the same events. `rfc8785` is the reference; it costs about 20 us per small event, which caps a
-writer far below Redis. For the common case (ASCII object keys, no floats, integers within the
-exact range of a double) orjson's compact output with sorted keys is the same bytes in well under
-a microsecond: key order by code point equals order by UTF-16 unit for ASCII keys, strings are
+for the same events. `rfc8785` is the reference, and the slowest step of preparing an event by far
+(docs/performance.md has the figures). For the common case (ASCII object keys, no floats, integers
+within the exact range of a double) orjson's compact output with sorted keys is the same bytes,
+far faster: key order by code point equals order by UTF-16 unit for ASCII keys, strings are
 raw UTF-8, and both escape exactly `"`, `\\` and the C0 controls, with lowercase hex. Property
 tests in tests/test_canonical.py hold the two paths equal; everything else goes through `rfc8785`.
 """

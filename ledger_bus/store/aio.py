@@ -521,8 +521,8 @@ _PACKING: dict[type, type] = {}
 
 def packing_in_c(kind: type) -> type:
     """The asyncio connection class `kind`, packing commands with hiredis's C packer as
-    redis-py's blocking connections do: its own packs them in Python, a fifth of the time of a
-    single-event append under asyncio (docs/performance.md)."""
+    redis-py's blocking connections do: its own packs them in Python, a large part of a
+    single-event append under asyncio (docs/performance.md has the figures)."""
     found = _PACKING.get(kind)
     if found is None:
         from redis.connection import HiredisRespSerializer

@@ -118,7 +118,8 @@ class RedisAppend(RedisCore):
         """An append checked and prepared for the direct path: one script call, its keys and
         arguments (None when the append needs more: artifacts to write first, or the
         open-attempts index to refresh); `general` is the path to fall back on. The direct path
-        costs a single-event append a tenth less than the operations' machinery; any failure of
+        skips the operations' machinery, which a single-event append feels (docs/performance.md
+        has the figures); any failure of
         its call, or a reply that needs more (an archived session), takes the general path,
         which starts the append over: its append_id makes it land once."""
         expected, prepared, _ = self._prepare(stream, expected_version, append_id, events, None)

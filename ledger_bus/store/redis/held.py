@@ -2,7 +2,8 @@
 
 redis-py takes a connection from its pool for every command and gives it back afterwards: a
 lock, a `poll` to see that the connection is clean, bookkeeping for its metrics, twice per
-command. On a single-event append that is a fifth of the client's time (docs/performance.md).
+command, a large part of a single-event append's time in the client (docs/performance.md has
+the figures).
 Here each thread keeps one connection per server instead, taken from the client's own pool, so
 everything the pool gives a connection still holds:
 
