@@ -9,10 +9,10 @@ from typing import NoReturn
 
 import click
 
-from ledger_bus.cli import agents as _agents  # noqa: F401  (registers the commands)
-from ledger_bus.cli import board as _board  # noqa: F401
-from ledger_bus.cli import db as _db  # noqa: F401
+from ledger_bus.cli import db as _db  # noqa: F401  (registers the commands)
 from ledger_bus.cli import demo as _demo  # noqa: F401
+from ledger_bus.cli import dispatch as _dispatch  # noqa: F401
+from ledger_bus.cli import groups as _groups  # noqa: F401
 from ledger_bus.cli import ledger as _ledger  # noqa: F401
 from ledger_bus.cli import lifecycle as _lifecycle  # noqa: F401
 from ledger_bus.cli import ops as _ops  # noqa: F401

@@ -1,4 +1,5 @@
-"""Commands over the ledger itself: append, read, scan, tail, sessions, inspect, export, import."""
+"""Commands over the ledger itself: append, read, scan, tail, sessions, inspect, export, import,
+and mirror (the conversation log as a file, kept current)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import dataclasses
 import difflib
 import itertools
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -23,6 +25,7 @@ from ledger_bus.cli.app import (
 from ledger_bus.cli.output import EventLines, emit, show_events, show_record, show_rows
 from ledger_bus.conversation import DEFAULT_STREAM, export_session, plan_import, run_import
 from ledger_bus.filters import EventFilter, parse_bound, select, select_tail
+from ledger_bus.mirror import Mirror
 from ledger_bus.model.errors import DurabilityNotConfirmed, NotFound
 from ledger_bus.model.files import replace_whole
 from ledger_bus.model.ids import (
@@ -320,3 +323,28 @@ def import_(settings: Settings, session: str, file: Any, default_stream: str) ->
     else:
         report = run_import(store, plan)
     show_record(settings, {"session": session, **report.to_dict()})
+
+
+@cli.command()
+@click.argument("session")
+@click.option(
+    "--dir",
+    "directory",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Writes DIR/SESSION/conversation.jsonl.",
+)
+@click.option("--once", is_flag=True, help="Catch up, then exit.")
+@pass_settings
+def mirror(settings: Settings, session: str, directory: str, once: bool) -> None:
+    """Keep DIR/SESSION/conversation.jsonl up to date: lines appended as events commit."""
+    follower = Mirror(settings.store(patient=not once), session, directory)
+    if once:
+        follower.catch_up()
+        return
+    stop = threading.Event()
+    stop_on_sigterm()
+    try:
+        follower.run(stop)
+    except KeyboardInterrupt:
+        return

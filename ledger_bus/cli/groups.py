@@ -1,4 +1,5 @@
-"""Commands for agents following a session: follow (a consumer group), and groups, its admin."""
+"""Consumer groups on a session's log: `follow` (an agent's tail through one), and `groups`, their
+administration."""
 
 from __future__ import annotations
 

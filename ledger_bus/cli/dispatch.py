@@ -1,10 +1,9 @@
-"""Commands for the views people read: the dispatch board and the conversation-log mirror."""
+"""The dispatch board's commands: open, stage, close, list, check, import and export."""
 
 from __future__ import annotations
 
 import json
 import sys
-import threading
 from typing import Any
 
 import click
@@ -14,11 +13,9 @@ from ledger_bus.cli.app import (
     Settings,
     cli,
     pass_settings,
-    stop_on_sigterm,
 )
 from ledger_bus.cli.output import show_record, show_rows
 from ledger_bus.dispatch import Board, launch_field, parse_now, read_spawn_log, spawn_log
-from ledger_bus.mirror import Mirror
 from ledger_bus.model.files import replace_whole
 from ledger_bus.model.jsontext import parse_json
 
@@ -193,28 +190,3 @@ def export_(settings: Settings, session: str, file: str | None) -> None:
     assert file is not None
     with replace_whole(file) as out:
         out.write(text)
-
-
-@cli.command()
-@click.argument("session")
-@click.option(
-    "--dir",
-    "directory",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="Writes DIR/SESSION/conversation.jsonl.",
-)
-@click.option("--once", is_flag=True, help="Catch up, then exit.")
-@pass_settings
-def mirror(settings: Settings, session: str, directory: str, once: bool) -> None:
-    """Keep DIR/SESSION/conversation.jsonl up to date: lines appended as events commit."""
-    follower = Mirror(settings.store(patient=not once), session, directory)
-    if once:
-        follower.catch_up()
-        return
-    stop = threading.Event()
-    stop_on_sigterm()
-    try:
-        follower.run(stop)
-    except KeyboardInterrupt:
-        return
