@@ -40,7 +40,7 @@ from ledger_bus.model.events import attempt_note, validate_all_given
 from ledger_bus.model.ids import ANY, StreamId, event_id_deriver
 from ledger_bus.server import LocalServer
 from ledger_bus.store.redis import RedisStore, load_script
-from ledger_bus.store.redis.replication import LuaScript
+from ledger_bus.store.redis.scripts import LuaScript
 
 CALLS = 500
 ROUNDS = 12

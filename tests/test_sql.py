@@ -147,7 +147,7 @@ def test_a_tail_reads_the_index_not_the_table(sql_store: SqlStore) -> None:
             sql_store.append(ref, lb.ANY, str(i), [msg(str(j)) for j in range(500)])
     if sql_store.postgres:
         with sql_store.engine.begin() as conn:
-            conn.exec_driver_sql(f"ANALYZE {sql_store.t.events.name}")
+            conn.exec_driver_sql(f"ANALYZE {sql_store.tables.events.name}")
     plan = sql_store.tail_plan("big-2", 20)
     if sql_store.postgres:
         assert "Seq Scan" not in plan, plan
@@ -216,7 +216,7 @@ def test_the_migrations_make_the_tables_the_store_uses(sql_store: SqlStore) -> N
         context = MigrationContext.configure(
             conn, opts={"version_table": f"{sql_store.prefix}_alembic_version"}
         )
-        differences = compare_metadata(context, sql_store.t.metadata)
+        differences = compare_metadata(context, sql_store.tables.metadata)
     ours = [d for d in differences if sql_store.prefix in repr(d)]
     assert ours == []
 

@@ -220,7 +220,7 @@ class EventStore(abc.ABC):
             if len(page) < count:
                 break
             after = page[-1].version
-        return (yield from self._whole(stream.session_id, out, resolve_artifacts))
+        return (yield from self._resolved(stream.session_id, out, resolve_artifacts))
 
     def scan_session(
         self,
@@ -281,7 +281,7 @@ class EventStore(abc.ABC):
         if after_cursor is not None:
             parse_cursor(after_cursor)
         batch = yield from step(self._scan(session_id, after_cursor, page))
-        return (yield from self._whole(session_id, batch, resolve))
+        return (yield from self._resolved(session_id, batch, resolve))
 
     def tail(
         self,
@@ -311,7 +311,7 @@ class EventStore(abc.ABC):
         if not n:
             return []
         found = yield from step(self._tail(session_id, n, before))
-        return (yield from self._whole(session_id, found, resolve_artifacts))
+        return (yield from self._resolved(session_id, found, resolve_artifacts))
 
     def wait_session(
         self, session_id: str, after_cursor: str | None, timeout_ms: int, limit: int = PAGE
@@ -329,7 +329,7 @@ class EventStore(abc.ABC):
         if after_cursor is not None:
             parse_cursor(after_cursor)
         found = yield from step(self._wait(session_id, after_cursor, max(0, timeout_ms), limit))
-        return (yield from self._whole(session_id, found, None))
+        return (yield from self._resolved(session_id, found, None))
 
     # -- artifacts (spec 3.11) ------------------------------------------------------------------
 
@@ -357,9 +357,9 @@ class EventStore(abc.ABC):
         return self.run_op(self.resolve_op(event))
 
     def resolve_op(self, event: RecordedEvent) -> Op[RecordedEvent]:
-        return (yield from self._whole(event.session_id, [event], True))[0]
+        return (yield from self._resolved(event.session_id, [event], True))[0]
 
-    def _whole(
+    def _resolved(
         self, session_id: str, events: list[RecordedEvent], resolve: bool | None
     ) -> Op[list[RecordedEvent]]:
         """`events`, their references replaced by the artifacts' values when asked to."""
@@ -379,8 +379,8 @@ class EventStore(abc.ABC):
             for e in events
         ]
 
-    def _whole_deliveries(self, session_id: str, found: list[Delivery]) -> Op[list[Delivery]]:
-        events = yield from self._whole(session_id, [d.event for d in found], None)
+    def _resolved_deliveries(self, session_id: str, found: list[Delivery]) -> Op[list[Delivery]]:
+        events = yield from self._resolved(session_id, [d.event for d in found], None)
         return [
             d if d.event is e else Delivery(e, d.entry_id, d.deliveries)
             for d, e in zip(found, events, strict=True)
@@ -650,7 +650,7 @@ class EventStore(abc.ABC):
         found = yield from step(
             self._group_read(session_id, group, consumer, max(1, count), block_ms)
         )
-        return (yield from self._whole_deliveries(session_id, found))
+        return (yield from self._resolved_deliveries(session_id, found))
 
     def group_pending(
         self, session_id: str, group: str, consumer: str, count: int
@@ -664,7 +664,7 @@ class EventStore(abc.ABC):
     ) -> Op[list[Delivery]]:
         self._check_group(session_id, group, consumer)
         found = yield from step(self._group_pending(session_id, group, consumer, max(1, count)))
-        return (yield from self._whole_deliveries(session_id, found))
+        return (yield from self._resolved_deliveries(session_id, found))
 
     def group_claim(
         self, session_id: str, group: str, consumer: str, min_idle_ms: int, count: int
@@ -679,7 +679,7 @@ class EventStore(abc.ABC):
         found = yield from step(
             self._group_claim(session_id, group, consumer, max(0, min_idle_ms), max(1, count))
         )
-        return (yield from self._whole_deliveries(session_id, found))
+        return (yield from self._resolved_deliveries(session_id, found))
 
     def group_keep(self, session_id: str, group: str, consumer: str, entry_ids: list[str]) -> None:
         """Reset the idle time of events `consumer` still works on, so none is claimed from it;

@@ -27,8 +27,8 @@ from ledger_bus.model.ids import ExpectedVersion, StreamId, cursor_ms
 from ledger_bus.model.records import AppendResult
 from ledger_bus.store.ops import Op
 from ledger_bus.store.redis.core import (
+    AppendTarget,
     RedisCore,
-    Written,
     pipelined,
 )
 from ledger_bus.store.redis.encoding import (
@@ -58,13 +58,13 @@ OPEN_INDEX_REFRESH_MS: Final = 60_000
 
 
 @dataclass(slots=True)
-class Direct:
+class ReadyAppend:
     """An append made ready for the direct path (RedisStore.direct)."""
 
     stream: StreamId
     expected: int | None
     append_id: str
-    written: Written
+    written: AppendTarget
     keys: list[str]
     args: list[Any] | None  # None: the general path must take it
     prepared: PreparedAppend
@@ -114,7 +114,7 @@ class RedisAppend(RedisCore):
         expected_version: ExpectedVersion,
         append_id: str,
         events: Sequence[object],
-    ) -> Direct:
+    ) -> ReadyAppend:
         """An append checked and prepared for the direct path: one script call, its keys and
         arguments (None when the append needs more: artifacts to write first, or the
         open-attempts index to refresh); `general` is the path to fall back on. The direct path
@@ -125,7 +125,7 @@ class RedisAppend(RedisCore):
         expected, prepared, _ = self._prepare(stream, expected_version, append_id, events, None)
         written = self._written(stream)
 
-        ready = Direct(stream, expected, append_id, written, written.keys, None, prepared)
+        ready = ReadyAppend(stream, expected, append_id, written, written.keys, None, prepared)
         if prepared.artifacts or (
             prepared.opens_attempts and self._open_index_due(stream.session_id)
         ):
@@ -135,13 +135,13 @@ class RedisAppend(RedisCore):
         )
         return ready
 
-    def general(self, ready: Direct) -> Op[AppendResult]:
+    def general(self, ready: ReadyAppend) -> Op[AppendResult]:
         """The general path for an append the direct path made ready."""
         return self._append(
             ready.stream, ready.expected, ready.append_id, ready.prepared, self.durability
         )
 
-    def settle(self, ready: Direct, reply: Any) -> AppendResult | None:
+    def settle(self, ready: ReadyAppend, reply: Any) -> AppendResult | None:
         """The result of a direct append's reply (or the error it means); None when the general
         path must take the append: no reply, or an archived session."""
         if reply is None or reply[0] == b"archived":
@@ -250,10 +250,10 @@ class RedisAppend(RedisCore):
             yield from self._touch_index(session, cursor_ms(batch.cursors[-1]))
         return int(reply[1])
 
-    def _written(self, stream: StreamId) -> Written:
+    def _written(self, stream: StreamId) -> AppendTarget:
         written = self._streams.get(stream)
         if written is None:
-            written = self._remember(self._streams, stream, Written(self._keys_of(stream)))
+            written = self._remember(self._streams, stream, AppendTarget(self._keys_of(stream)))
         return written
 
     def _outcome(

@@ -22,7 +22,8 @@ from ledger_bus.store.ops import Op, Request, call, retried, run
 from ledger_bus.store.redis.connection import REDIS_ERRORS, final, refusal, sentinels_of
 from ledger_bus.store.redis.held import HeldConnections
 from ledger_bus.store.redis.keys import Keys
-from ledger_bus.store.redis.replication import Confirmer, LuaScript
+from ledger_bus.store.redis.replication import Confirmer
+from ledger_bus.store.redis.scripts import LuaScript
 
 log = logging.getLogger("ledger_bus.store")
 
@@ -46,7 +47,7 @@ def pipelined(build: Callable[[Any], object], transaction: bool = False) -> Requ
 
 
 @dataclass(slots=True)
-class Written:
+class AppendTarget:
     """A stream this store appends to: the KEYS of its appends, and its highest version
     acknowledged to this store, in the session's generation (spec 3.9) it was acknowledged in."""
 
@@ -84,7 +85,7 @@ class RedisCore(EventStore):
         self._default_confirmer = self._confirmer(durability)
         # What this store knows of each stream it appended to: its keys, and the highest version
         # acknowledged to it (forgotten, like the other per-store tables, past REMEMBERED).
-        self._streams: dict[StreamId, Written] = {}
+        self._streams: dict[StreamId, AppendTarget] = {}
         self.keys = Keys(prefix)
         self.timeout = timeout
         # A blocking read longer than the client's socket timeout would look like a dead server.

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass
 from typing import Any, Final
 
 import redis.exceptions as rx
@@ -20,16 +19,9 @@ from ledger_bus.model.durability import Durability
 from ledger_bus.model.errors import BackendRefused, DurabilityNotConfirmed
 from ledger_bus.model.records import AppendResult
 from ledger_bus.store.ops import Op
+from ledger_bus.store.redis.scripts import LuaScript
 
 RECHECK_S: Final = 1.0  # how often the attached replicas are counted again while too few
-
-
-@dataclass(frozen=True, slots=True)
-class LuaScript:
-    """A script the store runs by its sha, loading its text where the server lacks it."""
-
-    text: str
-    sha: str
 
 
 class Confirmer:

@@ -4,10 +4,17 @@ by."""
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from importlib import resources
 from typing import Final
 
-from ledger_bus.store.redis.replication import LuaScript
+
+@dataclass(frozen=True, slots=True)
+class LuaScript:
+    """A script the store runs by its sha, loading its text where the server lacks it."""
+
+    text: str
+    sha: str
 
 
 def load_script(name: str) -> LuaScript:

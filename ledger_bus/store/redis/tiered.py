@@ -57,7 +57,9 @@ class TieredStore(RedisStore):
             self._archived.pop(session_id, None)
         return moved
 
-    def _through(self, session_id: str, here: Callable[[], Op[T]], there: Callable[[], T]) -> Op[T]:
+    def _here_or_archived(
+        self, session_id: str, here: Callable[[], Op[T]], there: Callable[[], T]
+    ) -> Op[T]:
         """`there()` (the archive) for a session known to have moved; else `here()` (Redis),
         unless it found nothing and the session has moved since."""
         if self._archived.get(session_id, 0.0) > time.monotonic():
@@ -71,7 +73,7 @@ class TieredStore(RedisStore):
 
     def _read_stream(self, stream: StreamId, after: int, count: int) -> Op[list[RecordedEvent]]:
         return (
-            yield from self._through(
+            yield from self._here_or_archived(
                 stream.session_id,
                 lambda: super(TieredStore, self)._read_stream(stream, after, count),
                 lambda: self.archive._read_stream(stream, after, count),
@@ -80,7 +82,7 @@ class TieredStore(RedisStore):
 
     def _scan(self, session_id: str, after: str | None, count: int) -> Op[list[RecordedEvent]]:
         return (
-            yield from self._through(
+            yield from self._here_or_archived(
                 session_id,
                 lambda: super(TieredStore, self)._scan(session_id, after, count),
                 lambda: self.archive._scan(session_id, after, count),
@@ -89,7 +91,7 @@ class TieredStore(RedisStore):
 
     def _tail(self, session_id: str, n: int, before: str | None) -> Op[list[RecordedEvent]]:
         return (
-            yield from self._through(
+            yield from self._here_or_archived(
                 session_id,
                 lambda: super(TieredStore, self)._tail(session_id, n, before),
                 lambda: self.archive._tail(session_id, n, before),
@@ -109,7 +111,7 @@ class TieredStore(RedisStore):
 
     def _stream_version(self, stream: StreamId) -> Op[int]:
         return (
-            yield from self._through(
+            yield from self._here_or_archived(
                 stream.session_id,
                 lambda: super(TieredStore, self)._stream_version(stream),
                 lambda: self.archive._stream_version(stream),
@@ -118,7 +120,7 @@ class TieredStore(RedisStore):
 
     def _session_exists(self, session_id: str) -> Op[bool]:
         return (
-            yield from self._through(
+            yield from self._here_or_archived(
                 session_id,
                 lambda: super(TieredStore, self)._session_exists(session_id),
                 lambda: self.archive._session_exists(session_id),
@@ -133,7 +135,7 @@ class TieredStore(RedisStore):
 
     def _artifact(self, session_id: str, sha256: str) -> Op[bytes | None]:
         return (
-            yield from self._through(
+            yield from self._here_or_archived(
                 session_id,
                 lambda: super(TieredStore, self)._artifact(session_id, sha256),
                 lambda: self.archive._artifact(session_id, sha256),
@@ -146,7 +148,7 @@ class TieredStore(RedisStore):
         return (yield from super()._artifact_uses(session_id))
 
     def _append_ids(self, session_id: str) -> Op[list[AppendRecord]]:
-        return self._through(
+        return self._here_or_archived(
             session_id,
             lambda: super(TieredStore, self)._append_ids(session_id),
             lambda: self.archive._append_ids(session_id),

@@ -93,7 +93,7 @@ class SqlAppend(SqlCore):
         """What a bounded stream does after an append, as store/lua/append.lua's trim does:
         the appends older than the newest `keep` events go, whole; their append_ids stay for
         the dedup window. Under the session's row lock, in a transaction of its own."""
-        t = self.t
+        t = self.tables
         session_id, name = stream.session_id, stream.name
         head = conn.execute(
             select(t.sessions.c.deleted_ms, t.streams.c.version)
@@ -137,7 +137,7 @@ class SqlAppend(SqlCore):
         conn.execute(delete(i).where(*records, i.c.last_version < oldest, i.c.cursor < cutoff))
 
     def _set_bound(self, stream: StreamId, bound: Bound | None) -> None:
-        b = self.t.bounds
+        b = self.tables.bounds
         key = (b.c.session_id == stream.session_id, b.c.stream == stream.name)
 
         def write(conn: Connection) -> None:
@@ -157,7 +157,7 @@ class SqlAppend(SqlCore):
         self._remember(self._bounds, stream, (time.monotonic() + BOUND_TTL, bound))
 
     def _bound(self, stream: StreamId) -> Bound | None:
-        b = self.t.bounds
+        b = self.tables.bounds
         query = select(b.c.keep, b.c.dedup_ms, b.c.only).where(
             b.c.session_id == stream.session_id, b.c.stream == stream.name
         )
@@ -166,7 +166,7 @@ class SqlAppend(SqlCore):
 
     def tail_plan(self, session_id: str, n: int = 20) -> str:
         """How the database runs a tail of the session: its query plan, as text."""
-        e = self.t.events
+        e = self.tables.events
         query = self._events([e.c.session_id == session_id], e.c.cursor.desc(), n)
         compiled = query.compile(self.engine, compile_kwargs={"literal_binds": True})
         prefix = "EXPLAIN" if self.postgres else "EXPLAIN QUERY PLAN"

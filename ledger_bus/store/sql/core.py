@@ -92,8 +92,8 @@ class SqlCore(EventStore):
         )
         self.prefix = prefix
         self.timeout = timeout
-        self.t: Tables = tables(prefix)
-        e = self.t.events
+        self.tables: Tables = tables(prefix)
+        e = self.tables.events
         self._tail_query = self._events(
             [e.c.session_id == bindparam("session")], e.c.cursor.desc(), bindparam("n")
         )
@@ -182,7 +182,7 @@ class SqlCore(EventStore):
         if current == SCHEMA_HEAD:
             return
         names = self._run(lambda c: set(inspect(c).get_table_names()), write=False)
-        if current is None and not names & {t.name for t in self.t.metadata.sorted_tables}:
+        if current is None and not names & {t.name for t in self.tables.metadata.sorted_tables}:
             if self.postgres:
                 self.upgrade()
             else:
@@ -209,7 +209,7 @@ class SqlCore(EventStore):
         # Removed when reads move to the file, or with the store, or at exit, whichever is first.
         self._forget_empty = weakref.finalize(self, remove_file, path)
         empty = create_engine(f"sqlite:///{path}")
-        self.t.metadata.create_all(empty)
+        self.tables.metadata.create_all(empty)
         self._reads = empty
         self._absent = True
 
@@ -361,7 +361,7 @@ class SqlCore(EventStore):
     def _lock_session(self, conn: Connection, session_id: str) -> tuple[str, int]:
         """Lock the session's row until commit, making it first; return its last cursor and
         event count."""
-        s = self.t.sessions
+        s = self.tables.sessions
         found = conn.execute(
             select(s.c.last_cursor, s.c.events)
             .where(s.c.session_id == session_id)
@@ -411,7 +411,7 @@ class SqlCore(EventStore):
         return out
 
     def _events(self, where: Sequence[Any], order: Any, count: Any) -> Any:
-        e = self.t.events
+        e = self.tables.events
         return (
             select(e.c.stream, e.c.version, e.c.cursor, e.c.payload)
             .where(*where)
@@ -420,14 +420,14 @@ class SqlCore(EventStore):
         )
 
     def _scan_rows(self, conn: Connection, session_id: str, after: str | None, count: int) -> Any:
-        e = self.t.events
+        e = self.tables.events
         where = [e.c.session_id == session_id]
         if after is not None:
             where.append(e.c.cursor > after)
         return conn.execute(self._events(where, e.c.cursor, count)).all()
 
     def _last_cursor(self, conn: Connection, session_id: str) -> str:
-        s = self.t.sessions
+        s = self.tables.sessions
         found = conn.execute(select(s.c.last_cursor).where(s.c.session_id == session_id)).scalar()
         return str(found) if found else CURSOR_ZERO
 
@@ -482,7 +482,7 @@ class SqlCore(EventStore):
 
     def _drop_uses(self, conn: Connection, session_id: str, payloads: Iterable[bytes]) -> None:
         """Forget the references events being removed held; an artifact none holds goes."""
-        a = self.t.artifacts
+        a = self.tables.artifacts
         for sha, count in uses_of(unpack(p) for p in payloads).items():
             key = (a.c.session_id == session_id, a.c.sha256 == sha)
             conn.execute(update(a).where(*key).values(uses=a.c.uses - count))

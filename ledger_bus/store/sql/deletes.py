@@ -23,7 +23,7 @@ class SqlDeletes(SqlCore):
     def _delete_in(self, conn: Connection, session_id: str, stream: str | None) -> Deletion:
         """One transaction, under the session's row lock: appends wait for it, and what they
         write after it is the next generation."""
-        t = self.t
+        t = self.tables
         s = t.sessions
         head = conn.execute(
             select(s.c.events, s.c.generation).where(s.c.session_id == session_id).with_for_update()

@@ -35,7 +35,7 @@ class SqlGroups(SqlCore):
     """Consumer groups: deliveries, claims, acks, dead letters, stats."""
 
     def _group_row(self, conn: Connection, session_id: str, group: str) -> str:
-        g = self.t.groups
+        g = self.tables.groups
         query = select(g.c.last_delivered).where(g.c.session_id == session_id, g.c.grp == group)
         if self.postgres:
             query = query.with_for_update()
@@ -45,7 +45,7 @@ class SqlGroups(SqlCore):
         return str(found)
 
     def _seen(self, conn: Connection, session_id: str, group: str, consumer: str, now: int) -> None:
-        c = self.t.consumers
+        c = self.tables.consumers
         where = and_(c.c.session_id == session_id, c.c.grp == group, c.c.consumer == consumer)
         if conn.execute(update(c).where(where).values(seen_ms=now)).rowcount == 0:
             conn.execute(
@@ -62,8 +62,8 @@ class SqlGroups(SqlCore):
         now: int,
     ) -> list[Delivery]:
         """Hand `cursors` to `consumer`: each becomes (or stays) pending with it, counted."""
-        p = self.t.pending
-        c = self.t.consumers
+        p = self.tables.pending
+        c = self.tables.consumers
         known = conn.execute(
             select(c.c.consumer).where(
                 c.c.session_id == session_id, c.c.grp == group, c.c.consumer == consumer
@@ -100,7 +100,7 @@ class SqlGroups(SqlCore):
                         since_ms=now,
                     )
                 )
-        e = self.t.events
+        e = self.tables.events
         rows = {
             row.cursor: row
             for row in conn.execute(
@@ -116,7 +116,7 @@ class SqlGroups(SqlCore):
         ]
 
     def _group_create(self, session_id: str, group: str, after: str | None) -> bool:
-        g = self.t.groups
+        g = self.tables.groups
 
         def create(conn: Connection) -> bool:
             start = after if after is not None else self._last_cursor(conn, session_id)
@@ -133,7 +133,7 @@ class SqlGroups(SqlCore):
         return self._run(create)
 
     def _group_exists(self, session_id: str, group: str) -> bool:
-        g = self.t.groups
+        g = self.tables.groups
         query = select(g.c.grp).where(g.c.session_id == session_id, g.c.grp == group)
         return self._run(lambda c: c.execute(query).first() is not None, write=False)
 
@@ -141,7 +141,7 @@ class SqlGroups(SqlCore):
         self, session_id: str, group: str, consumer: str, count: int, block_ms: int | None
     ) -> list[Delivery]:
         deadline = time.monotonic() + (block_ms or 0) / 1000
-        g = self.t.groups
+        g = self.tables.groups
 
         def read(conn: Connection) -> list[Delivery]:
             last = self._group_row(conn, session_id, group)
@@ -168,7 +168,7 @@ class SqlGroups(SqlCore):
                 changed(deadline - time.monotonic())
 
     def _pending_cursors(self, conn: Connection, session_id: str, group: str, *where: Any) -> Any:
-        p = self.t.pending
+        p = self.tables.pending
         return conn.execute(
             select(p.c.cursor)
             .where(p.c.session_id == session_id, p.c.grp == group, *where)
@@ -178,7 +178,7 @@ class SqlGroups(SqlCore):
     def _group_pending(
         self, session_id: str, group: str, consumer: str, count: int
     ) -> list[Delivery]:
-        p = self.t.pending
+        p = self.tables.pending
 
         def pending(conn: Connection) -> list[Delivery]:
             self._group_row(conn, session_id, group)
@@ -190,7 +190,7 @@ class SqlGroups(SqlCore):
     def _group_claim(
         self, session_id: str, group: str, consumer: str, min_idle_ms: int, count: int
     ) -> list[Delivery]:
-        p = self.t.pending
+        p = self.tables.pending
 
         def claim(conn: Connection) -> list[Delivery]:
             self._group_row(conn, session_id, group)
@@ -203,7 +203,7 @@ class SqlGroups(SqlCore):
         return self._run(claim)
 
     def _group_keep(self, session_id: str, group: str, consumer: str, entry_ids: list[str]) -> None:
-        p = self.t.pending
+        p = self.tables.pending
 
         def keep(conn: Connection) -> None:
             self._group_row(conn, session_id, group)
@@ -221,7 +221,7 @@ class SqlGroups(SqlCore):
         self._run(keep)
 
     def _group_ack(self, session_id: str, group: str, entry_ids: list[str]) -> int:
-        p = self.t.pending
+        p = self.tables.pending
 
         def ack(conn: Connection) -> int:
             self._group_row(conn, session_id, group)
@@ -240,7 +240,7 @@ class SqlGroups(SqlCore):
     def _group_dead_letter(
         self, session_id: str, group: str, delivery: Delivery, reason: str
     ) -> None:
-        p, dead = self.t.pending, self.t.dead_letters
+        p, dead = self.tables.pending, self.tables.dead_letters
 
         def bury(conn: Connection) -> None:
             self._group_row(conn, session_id, group)
@@ -255,7 +255,7 @@ class SqlGroups(SqlCore):
         self._run(bury)
 
     def _group_dead_letters(self, session_id: str, group: str) -> list[dict[str, str]]:
-        dead = self.t.dead_letters
+        dead = self.tables.dead_letters
         query = (
             select(dead.c.fields)
             .where(dead.c.session_id == session_id, dead.c.grp == group)
@@ -267,7 +267,7 @@ class SqlGroups(SqlCore):
     def _idle_consumers(
         self, conn: Connection, session_id: str, group: str, idle_ms: int, now: int
     ) -> list[str]:
-        c, p = self.t.consumers, self.t.pending
+        c, p = self.tables.consumers, self.tables.pending
         holding = select(p.c.consumer).where(p.c.session_id == session_id, p.c.grp == group)
         return list(
             conn.execute(
@@ -285,7 +285,7 @@ class SqlGroups(SqlCore):
     def _stats(self, conn: Connection, session_id: str, group: str, idle_ms: int) -> GroupStats:
         last = self._group_row(conn, session_id, group)
         now = self._now(conn)
-        c, p, e = self.t.consumers, self.t.pending, self.t.events
+        c, p, e = self.tables.consumers, self.tables.pending, self.tables.events
 
         def count(query: Any) -> int:
             return int(conn.execute(query).scalar_one())
@@ -319,7 +319,7 @@ class SqlGroups(SqlCore):
         return self._run(lambda conn: self._stats(conn, session_id, group, idle_ms), write=False)
 
     def _group_prune(self, session_id: str, group: str, idle_ms: int) -> list[str]:
-        c = self.t.consumers
+        c = self.tables.consumers
 
         def prune(conn: Connection) -> list[str]:
             self._group_row(conn, session_id, group)
@@ -335,7 +335,7 @@ class SqlGroups(SqlCore):
         return self._run(prune)
 
     def _groups(self, session_id: str, idle_ms: int) -> list[GroupStats]:
-        g = self.t.groups
+        g = self.tables.groups
 
         def read(conn: Connection) -> list[GroupStats]:
             names = conn.execute(
@@ -346,7 +346,7 @@ class SqlGroups(SqlCore):
         return self._run(read, write=False)
 
     def _group_pending_entries(self, session_id: str, group: str, count: int) -> list[PendingEntry]:
-        p = self.t.pending
+        p = self.tables.pending
 
         def read(conn: Connection) -> list[PendingEntry]:
             self._group_row(conn, session_id, group)
@@ -367,7 +367,7 @@ class SqlGroups(SqlCore):
         return self._run(read, write=False)
 
     def _group_delete(self, session_id: str, group: str) -> bool:
-        t = self.t
+        t = self.tables
 
         def drop(conn: Connection) -> bool:
             for table in (t.consumers, t.pending, t.dead_letters):
@@ -385,7 +385,7 @@ class SqlGroups(SqlCore):
         return self._run(drop)
 
     def _group_reset(self, session_id: str, group: str, cursor: str) -> None:
-        g = self.t.groups
+        g = self.tables.groups
 
         def reset(conn: Connection) -> None:
             self._group_row(conn, session_id, group)
@@ -398,7 +398,7 @@ class SqlGroups(SqlCore):
         self._run(reset)
 
     def _group_replay(self, session_id: str, group: str) -> int:
-        t = self.t
+        t = self.tables
 
         def replay(conn: Connection) -> int:
             self._group_row(conn, session_id, group)

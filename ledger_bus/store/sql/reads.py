@@ -32,7 +32,7 @@ class SqlReads(SqlCore):
     """Everything the store reads, its leases and open attempts."""
 
     def _read_stream(self, stream: StreamId, after: int, count: int) -> list[RecordedEvent]:
-        e = self.t.events
+        e = self.tables.events
         query = self._events(
             [
                 e.c.session_id == stream.session_id,
@@ -75,19 +75,19 @@ class SqlReads(SqlCore):
                 changed(deadline - time.monotonic())
 
     def _stream_version(self, stream: StreamId) -> int:
-        v = self.t.streams
+        v = self.tables.streams
         query = select(v.c.version).where(
             v.c.session_id == stream.session_id, v.c.stream == stream.name
         )
         return int(self._run(lambda c: c.execute(query).scalar() or 0, write=False))
 
     def _session_exists(self, session_id: str) -> bool:
-        s = self.t.sessions
+        s = self.tables.sessions
         query = select(s.c.events).where(s.c.session_id == session_id)
         return bool(self._run(lambda c: c.execute(query).scalar() or 0, write=False))
 
     def _append_ids(self, session_id: str) -> list[AppendRecord]:
-        i = self.t.idempotency
+        i = self.tables.idempotency
         query = (
             select(
                 i.c.stream,
@@ -113,19 +113,19 @@ class SqlReads(SqlCore):
             after = (rows[-1].stream, rows[-1].append_id)
 
     def _artifact(self, session_id: str, sha256: str) -> bytes | None:
-        a = self.t.artifacts
+        a = self.tables.artifacts
         query = select(a.c.data).where(a.c.session_id == session_id, a.c.sha256 == sha256)
         found = self._run(lambda c: c.execute(query).scalar(), write=False)
         return None if found is None else bytes(found)
 
     def _artifact_uses(self, session_id: str) -> dict[str, int]:
-        a = self.t.artifacts
+        a = self.tables.artifacts
         query = select(a.c.sha256, a.c.uses).where(a.c.session_id == session_id)
         rows = self._run(lambda c: c.execute(query).all(), write=False)
         return {row.sha256: int(row.uses) for row in rows}
 
     def _session_info(self, session_id: str) -> SessionInfo:
-        t = self.t
+        t = self.tables
 
         def read(conn: Connection) -> SessionInfo:
             head = conn.execute(
@@ -162,12 +162,12 @@ class SqlReads(SqlCore):
         return self._run(read, write=False)
 
     def _session_count(self) -> int:
-        s = self.t.sessions
+        s = self.tables.sessions
         query = select(func.count()).select_from(s).where(s.c.events > 0)
         return int(self._run(lambda c: c.execute(query).scalar_one(), write=False))
 
     def _sessions(self, limit: int | None) -> list[tuple[str, int]]:
-        s = self.t.sessions
+        s = self.tables.sessions
         query = (
             select(s.c.session_id, s.c.last_cursor)
             .where(s.c.events > 0)
@@ -179,7 +179,7 @@ class SqlReads(SqlCore):
         return [(row.session_id, cursor_ms(row.last_cursor)) for row in rows]
 
     def _holder(self, conn: Connection, session_id: str, name: str, now: int) -> str | None:
-        lease = self.t.leases
+        lease = self.tables.leases
         found = conn.execute(
             select(lease.c.owner, lease.c.expires_ms).where(
                 lease.c.session_id == session_id, lease.c.name == name
@@ -223,7 +223,7 @@ class SqlReads(SqlCore):
         return self._run(change)
 
     def _open_attempts(self, session_ids: list[str]) -> dict[str, list[OpenAttempt]]:
-        o = self.t.open_attempts
+        o = self.tables.open_attempts
         if not session_ids:
             return {}
         query = select(o).where(o.c.session_id.in_(session_ids))
@@ -244,14 +244,14 @@ class SqlReads(SqlCore):
         return found
 
     def _safe_to_replay(self, session_id: str, run_id: str, tool: str) -> bool:
-        safe = self.t.safe_tools
+        safe = self.tables.safe_tools
         query = select(safe.c.tool).where(
             safe.c.session_id == session_id, safe.c.run_id == run_id, safe.c.tool == tool
         )
         return self._run(lambda c: c.execute(query).first() is not None, write=False)
 
     def _open_sessions(self, buckets: Collection[int]) -> list[tuple[str, int]]:
-        s = self.t.sessions
+        s = self.tables.sessions
         query = select(s.c.session_id, s.c.opened_ms).where(s.c.opened_ms.is_not(None))
         rows = self._run(lambda c: c.execute(query).all(), write=False)
         wanted = set(buckets)
@@ -262,7 +262,7 @@ class SqlReads(SqlCore):
         )
 
     def _forget_open_session(self, session_id: str, opened_before_ms: int) -> bool:
-        s = self.t.sessions
+        s = self.tables.sessions
         statement = (
             update(s)
             .where(s.c.session_id == session_id, s.c.opened_ms < opened_before_ms)

@@ -124,7 +124,7 @@ class SqlRestore(SqlCore):
         return self._run(write)
 
     def _restore(self, conn: Connection, events: list[RecordedEvent], payloads: list[bytes]) -> int:
-        t = self.t
+        t = self.tables
         session_id = events[0].session_id
         last, count = self._lock_session(conn, session_id)
         fresh = [e for e in events if e.cursor > last]
@@ -186,7 +186,7 @@ class SqlRestore(SqlCore):
         if not self.postgres or not hasattr(driver_cursor, "copy"):
             driver_cursor.close()
             conn.execute(
-                insert(self.t.events),
+                insert(self.tables.events),
                 [
                     {
                         "session_id": session_id,
@@ -202,7 +202,7 @@ class SqlRestore(SqlCore):
         # psycopg's executemany sends a statement per row; COPY streams them, several times
         # faster than that or than one statement from arrays.
         columns = "session_id, cursor, stream, version, payload"
-        with driver_cursor.copy(f"COPY {self.t.events.name} ({columns}) FROM STDIN") as copy:
+        with driver_cursor.copy(f"COPY {self.tables.events.name} ({columns}) FROM STDIN") as copy:
             for e, payload in zip(events, payloads, strict=True):
                 copy.write_row((session_id, e.cursor, e.stream.name, e.version, payload))
         driver_cursor.close()
@@ -218,7 +218,7 @@ class SqlRestore(SqlCore):
             driver_cursor.close()
             return
         opened, closed = net
-        table = self.t.open_attempts.name
+        table = self.tables.open_attempts.name
         gone = sorted(closed - opened.keys())
         if gone:
             conn.execute(
@@ -254,7 +254,7 @@ class SqlRestore(SqlCore):
         """Record appends of a session moved here, as its events were (restore); one already
         recorded is left as it is, so a move cut short can be run again. Return how many
         records were given."""
-        statement = self._insert_new(self.t.idempotency)
+        statement = self._insert_new(self.tables.idempotency)
         given = 0
         batch: list[dict[str, Any]] = []
 
@@ -275,7 +275,7 @@ class SqlRestore(SqlCore):
     def restore_artifact(self, session_id: str, sha256: str, data: bytes, uses: int) -> None:
         """Keep an artifact of a session moved here, with the references its events hold; one
         kept before takes the count given (a move cut short can be run again)."""
-        a = self.t.artifacts
+        a = self.tables.artifacts
         statement = self._upsert(a).values(
             session_id=session_id, sha256=sha256, uses=uses, data=data
         )
@@ -289,7 +289,7 @@ class SqlRestore(SqlCore):
         server, so that verifying an archive does not carry every payload back."""
         if not self.postgres:
             digests = PageDigests()
-            e = self.t.events
+            e = self.tables.events
             query = (
                 select(e.c.cursor, e.c.stream, e.c.version, e.c.payload)
                 .where(e.c.session_id == session_id, e.c.cursor > bindparam("after"))
@@ -309,7 +309,7 @@ class SqlRestore(SqlCore):
             "SELECT count(*), max(cursor), encode(sha256(string_agg(convert_to(cursor"
             " || chr(31) || stream || chr(31) || version::text || chr(31), 'UTF8') || payload,"
             " ''::bytea ORDER BY cursor)), 'hex') FROM (SELECT cursor, stream, version, payload"
-            f" FROM {self.t.events.name} WHERE session_id = :session AND cursor > :after"
+            f" FROM {self.tables.events.name} WHERE session_id = :session AND cursor > :after"
             " ORDER BY cursor LIMIT :n) AS page"
         )
         pages: list[tuple[int, str]] = []
@@ -329,7 +329,7 @@ class SqlRestore(SqlCore):
         self, session_id: str, keys: list[tuple[str, str]]
     ) -> dict[tuple[str, str], AppendRecord]:
         """The records of these (stream, append_id) pairs that the session has."""
-        i = self.t.idempotency
+        i = self.tables.idempotency
         query = select(
             i.c.stream, i.c.append_id, i.c.digest, i.c.first_version, i.c.last_version, i.c.cursor
         ).where(i.c.session_id == session_id, tuple_(i.c.stream, i.c.append_id).in_(keys))
