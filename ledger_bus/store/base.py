@@ -17,7 +17,6 @@ from ledger_bus.model.ids import (
     check_append_id,
     check_expected_version,
     check_name,
-    format_cursor,
     parse_cursor,
 )
 from ledger_bus.model.records import (
@@ -63,20 +62,6 @@ def dead_letter_fields(delivery: Delivery, reason: str) -> dict[str, str]:
         "deliveries": str(delivery.deliveries),
         "reason": reason,
     }
-
-
-def parse_open(session_id: str, attempt_id: str, value: str) -> OpenAttempt:
-    """An open attempt from its bookkeeping value (see Keys.open_attempts)."""
-    run_id, tool, stream, cursor, flagged = value.split("\x1f")
-    return OpenAttempt(
-        session_id,
-        attempt_id,
-        run_id or None,
-        tool,
-        stream,
-        format_cursor(*parse_cursor(cursor)),  # the script keeps Redis's "<ms>-<seq>"
-        format_cursor(*parse_cursor(flagged)) if flagged else None,
-    )
 
 
 def _lookup(found: dict[str, bytes]) -> Callable[[ArtifactRef], bytes]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import threading
 import time
 from collections.abc import Collection
@@ -31,7 +32,6 @@ from ledger_bus.store.base import (
     REPLAY_IDLE_MS,
     EventStore,
     dead_letter_fields,
-    parse_open,
 )
 from ledger_bus.store.buckets import bucket_of
 from ledger_bus.store.restore import RestoreBatch
@@ -63,7 +63,7 @@ class _Session:
     streams: dict[str, list[int]] = field(default_factory=dict)  # stream -> log positions
     idempotency: dict[tuple[str, str], tuple[str, int, int, str]] = field(default_factory=dict)
     leases: dict[str, tuple[str, float]] = field(default_factory=dict)  # name -> (owner, expiry)
-    open: dict[str, str] = field(default_factory=dict)  # attempt -> as in lb:{S}:open
+    open: dict[str, OpenAttempt] = field(default_factory=dict)  # by attempt id
     safe: set[str] = field(default_factory=set)  # "<run>\x1f<tool>"
     groups: dict[str, _Group] = field(default_factory=dict)
     generation: int = 0  # deletions so far (spec 3.9)
@@ -123,23 +123,26 @@ class _Session:
             group.pending = {c: held for c, held in group.pending.items() if c in kept}
 
 
-def _note(state: _Session, note: str, stream: str, cursor: str) -> None:
-    """Keep open attempts as store/lua/append.lua does."""
+def _note(state: _Session, session_id: str, note: str, stream: str, cursor: str) -> None:
+    """Keep open attempts by the rules store/lua/append.lua keeps them by: a call opens its
+    attempt, a result closes it, a flag marks only the attempt whose call it names, once."""
     if not note:
         return
     kind, *parts = note.split("\x1f")
     if kind == "o":
         attempt, run_id, tool = parts
-        state.open[attempt] = f"{run_id}\x1f{tool}\x1f{stream}\x1f{cursor}\x1f"
+        opened = OpenAttempt(session_id, attempt, run_id or None, tool, stream, cursor, None)
+        state.open[attempt] = opened
     elif kind == "c":
         state.open.pop(parts[0], None)
     elif kind == "f":
-        value = state.open.get(parts[0])
+        found = state.open.get(parts[0])
         named = parts[1] if len(parts) > 1 else ""
-        if value is not None and value.endswith("\x1f"):
-            opened_at = parse_cursor(value.split("\x1f")[3])
-            if named == "" or (named != "-" and parse_cursor(named) == opened_at):
-                state.open[parts[0]] = value + cursor
+        names_it = named == "" or (
+            named != "-" and found is not None and parse_cursor(named) == parse_cursor(found.cursor)
+        )
+        if found is not None and found.flagged_cursor is None and names_it:
+            state.open[parts[0]] = dataclasses.replace(found, flagged_cursor=cursor)
     elif kind == "s":
         state.safe.add(f"{parts[0]}\x1f{parts[1]}")
 
@@ -202,7 +205,7 @@ class MemoryStore(EventStore):
                 positions.append(len(state.entries))
                 state.cursors.append(cursor)
                 state.entries.append((stream.name, version, payload))
-                _note(state, note, stream.name, cursor)
+                _note(state, stream.session_id, note, stream.name, cursor)
             state.streams[stream.name] = positions
             state.versions[stream.name] = version
             for artifact in prepared.artifacts:
@@ -249,7 +252,7 @@ class MemoryStore(EventStore):
                 positions.append(len(state.entries))
                 state.cursors.append(event.cursor)
                 state.entries.append((stream.name, event.version, payload))
-                _note(state, note, stream.name, event.cursor)
+                _note(state, stream.session_id, note, stream.name, event.cursor)
             state.versions[stream.name] = batch.events[-1].version
             for artifact in prepared.artifacts:
                 state.artifacts.setdefault(artifact.ref.sha256, artifact.data)
@@ -337,11 +340,7 @@ class MemoryStore(EventStore):
                 dropped = set(state.streams[stream])
                 state.drop_uses([state.entries[p][2] for p in sorted(dropped)])
                 state.keep_only([p for p in range(len(state.cursors)) if p not in dropped])
-                state.open = {
-                    attempt: value
-                    for attempt, value in state.open.items()
-                    if value.split("\x1f")[2] != stream
-                }
+                state.open = {a: o for a, o in state.open.items() if o.stream != stream}
             self._changed.notify_all()
             return Deletion(session_id, stream, gone, state.generation)
 
@@ -426,8 +425,7 @@ class MemoryStore(EventStore):
             found = {}
             for session_id in session_ids:
                 state = self._sessions_by_id.get(session_id)
-                items = list(state.open.items()) if state else []
-                found[session_id] = [parse_open(session_id, a, value) for a, value in items]
+                found[session_id] = list(state.open.values()) if state else []
             return found
 
     def _safe_to_replay(self, session_id: str, run_id: str, tool: str) -> bool:

@@ -7,7 +7,8 @@ import re
 from collections.abc import Iterable
 from typing import Any, Final
 
-from ledger_bus.model.records import AppendRecord
+from ledger_bus.model.ids import format_cursor, parse_cursor
+from ledger_bus.model.records import AppendRecord, OpenAttempt
 
 HEX_DIGEST: Final = re.compile(rb"[0-9a-f]{64}")
 # Between a session id and the token of an append's provisional entry in the open-attempts
@@ -66,3 +67,17 @@ def fullest(memory: Iterable[dict[str, Any]]) -> tuple[int, int]:
     several (a cluster's primaries), or of the one using the most where none has a maxmemory."""
     found = [(int(m.get("used_memory", 0)), int(m.get("maxmemory", 0))) for m in memory]
     return max(found, key=lambda m: (m[0] / m[1] if m[1] else 0.0, m[0]))
+
+
+def open_attempt_of(session_id: str, attempt_id: str, value: str) -> OpenAttempt:
+    """An open attempt from its value in lb:{S}:open (see Keys.open_attempts)."""
+    run_id, tool, stream, cursor, flagged = value.split("\x1f")
+    return OpenAttempt(
+        session_id,
+        attempt_id,
+        run_id or None,
+        tool,
+        stream,
+        format_cursor(*parse_cursor(cursor)),  # the script keeps Redis's "<ms>-<seq>"
+        format_cursor(*parse_cursor(flagged)) if flagged else None,
+    )

@@ -15,7 +15,6 @@ from ledger_bus.model.records import (
     SessionInfo,
     StreamInfo,
 )
-from ledger_bus.store.base import parse_open
 from ledger_bus.store.ops import Op
 from ledger_bus.store.redis.core import (
     Entries,
@@ -27,6 +26,7 @@ from ledger_bus.store.redis.encoding import (
     OPEN_MEMBER_SEP,
     glob_escape,
     ledger_cursor,
+    open_attempt_of,
     redis_cursor,
     text_of,
 )
@@ -223,7 +223,9 @@ class RedisReads(RedisCore):
 
         found_all = yield from self._run(pipelined(read))
         return {
-            session_id: [parse_open(session_id, text_of(a), text_of(v)) for a, v in found.items()]
+            session_id: [
+                open_attempt_of(session_id, text_of(a), text_of(v)) for a, v in found.items()
+            ]
             for session_id, found in zip(session_ids, found_all, strict=True)
         }
 
