@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from typing import Final, TypeVar, Union
+from typing import Final, Literal, TypeVar, Union
 
 from ledger_bus.model.artifacts import ArtifactRef, check_sha, refs_in, resolved
 from ledger_bus.model.batch import Limits, PreparedAppend, prepare_append
@@ -36,6 +36,8 @@ from ledger_bus.store.ops import Op, run, step
 from ledger_bus.store.restore import RestoreBatch, restore_batches
 
 PAGE: Final = 1000
+# What a lease operation does: each backend runs the three as one primitive.
+LeaseStep = Literal["acquire", "renew", "release"]
 REMEMBERED: Final = 10_000  # entries a per-store table keeps before it starts over
 K = TypeVar("K")
 V = TypeVar("V")
@@ -536,7 +538,9 @@ class EventStore(abc.ABC):
         """Drop a lease `owner` holds; False when it was not theirs (any more)."""
         return self.run_op(self.lease_op("release", session_id, name, owner, 0))
 
-    def lease_op(self, op: str, session_id: str, name: str, owner: str, ttl_ms: int) -> Op[bool]:
+    def lease_op(
+        self, op: LeaseStep, session_id: str, name: str, owner: str, ttl_ms: int
+    ) -> Op[bool]:
         """acquire, renew or release, as an operation."""
         if op == "acquire":
             check_name(session_id, "session id")
@@ -880,7 +884,7 @@ class EventStore(abc.ABC):
 
     @abc.abstractmethod
     def _lease(
-        self, op: str, session_id: str, name: str, owner: str, ttl_ms: int
+        self, op: LeaseStep, session_id: str, name: str, owner: str, ttl_ms: int
     ) -> Step[bool]: ...
 
     @abc.abstractmethod

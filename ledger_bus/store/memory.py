@@ -31,6 +31,7 @@ from ledger_bus.store.base import (
     REPLAY_CONSUMER,
     REPLAY_IDLE_MS,
     EventStore,
+    LeaseStep,
     dead_letter_fields,
 )
 from ledger_bus.store.buckets import bucket_of
@@ -406,7 +407,7 @@ class MemoryStore(EventStore):
                 return None
             return held[0]
 
-    def _lease(self, op: str, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
+    def _lease(self, op: LeaseStep, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
         with self._changed:
             state = self._session(session_id)
             holder = self._lease_holder(session_id, name)

@@ -15,6 +15,7 @@ from ledger_bus.model.records import (
     SessionInfo,
     StreamInfo,
 )
+from ledger_bus.store.base import LeaseStep
 from ledger_bus.store.ops import Op
 from ledger_bus.store.redis.core import (
     Entries,
@@ -206,7 +207,9 @@ class RedisReads(RedisCore):
         found.sort(key=lambda item: (-item[1], item[0]))
         return found if limit is None else found[:limit]
 
-    def _lease(self, op: str, session_id: str, name: str, owner: str, ttl_ms: int) -> Op[bool]:
+    def _lease(
+        self, op: LeaseStep, session_id: str, name: str, owner: str, ttl_ms: int
+    ) -> Op[bool]:
         keys = [self.keys.lease(session_id, name)]
         args: list[Any] = [op, owner, ttl_ms]
         return bool((yield from self._retried(lambda: self._evalsha(LEASE, keys, args))))

@@ -22,7 +22,7 @@ from ledger_bus.model.records import (
     SessionInfo,
     StreamInfo,
 )
-from ledger_bus.store.base import PAGE
+from ledger_bus.store.base import PAGE, LeaseStep
 from ledger_bus.store.buckets import bucket_of
 from ledger_bus.store.sql import statements
 from ledger_bus.store.sql.core import SqlCore
@@ -192,7 +192,7 @@ class SqlReads(SqlCore):
     def _lease_holder(self, session_id: str, name: str) -> str | None:
         return self._run(lambda c: self._holder(c, session_id, name, self._now(c)), write=False)
 
-    def _lease(self, op: str, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
+    def _lease(self, op: LeaseStep, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
         # One statement each, so that two racing acquires cannot both read "free" and both
         # write: the database decides, on the row's key.
         p = self.prefix
