@@ -25,13 +25,12 @@ from ledger_bus.model.records import (
     Bound,
     Deletion,
     Delivery,
-    GroupStats,
     OpenAttempt,
-    PendingEntry,
     RecordedEvent,
     SessionInfo,
 )
 from ledger_bus.store.buckets import INDEX_BUCKETS
+from ledger_bus.store.groups import GroupContract
 from ledger_bus.store.ops import Op, run, step
 from ledger_bus.store.restore import RestoreBatch, restore_batches
 
@@ -47,23 +46,6 @@ T = TypeVar("T")
 Step = Union[T, Op[T]]  # noqa: UP007  (a generic alias: the | form cannot be subscripted)
 # How long a bounded stream keeps the append_id of an append it trimmed, unless declared otherwise.
 DEFAULT_DEDUP_WINDOW_MS: Final = 86_400_000
-# Who holds a replayed dead letter until a consumer takes it over, and how idle it then looks.
-REPLAY_CONSUMER: Final = "replayed"
-REPLAY_IDLE_MS: Final = 365 * 86_400_000
-
-
-def dead_letter_fields(delivery: Delivery, reason: str) -> dict[str, str]:
-    """What a dead letter records of the event a group gave up on."""
-    event = delivery.event
-    return {
-        "entry": delivery.entry_id,
-        "cursor": event.cursor,
-        "stream": event.stream.name,
-        "version": str(event.version),
-        "event_id": event.event_id,
-        "deliveries": str(delivery.deliveries),
-        "reason": reason,
-    }
 
 
 def _lookup(found: dict[str, bytes]) -> Callable[[ArtifactRef], bytes]:
@@ -78,7 +60,7 @@ def _check_limit(limit: object) -> int | None:
     raise InvalidInput(f"limit must be an int >= 0 or None, got {limit!r}")
 
 
-class EventStore(abc.ABC):
+class EventStore(GroupContract):
     """An append-only, optimistic-concurrency event store with a per-session commit order.
 
     The public methods check their arguments and prepare appends once, here; each backend supplies
@@ -601,196 +583,6 @@ class EventStore(abc.ABC):
             return False
         return (yield from step(self._forget_open_session(session_id, opened_before_ms)))
 
-    # -- consumer groups on a session's log ------------------------------------------------------
-    #
-    # A group delivers each event of the session log to one of its consumers, at least once: an
-    # event stays pending until acked, and an idle consumer's pending events can be claimed.
-
-    def group_create(self, session_id: str, group: str, after_cursor: str | None) -> bool:
-        """Create `group` to deliver what commits after `after_cursor` (None: the session's
-        current end); False, changing nothing, when it exists already."""
-        return self.run_op(self.group_create_op(session_id, group, after_cursor))
-
-    def group_create_op(self, session_id: str, group: str, after_cursor: str | None) -> Op[bool]:
-        self._check_group(session_id, group)
-        if after_cursor is not None:
-            parse_cursor(after_cursor)
-        return (yield from step(self._group_create(session_id, group, after_cursor)))
-
-    def group_exists(self, session_id: str, group: str) -> bool:
-        return self.run_op(self.group_exists_op(session_id, group))
-
-    def group_exists_op(self, session_id: str, group: str) -> Op[bool]:
-        self._check_group(session_id, group)
-        return (yield from step(self._group_exists(session_id, group)))
-
-    def group_read(
-        self, session_id: str, group: str, consumer: str, count: int, block_ms: int | None
-    ) -> list[Delivery]:
-        """Events not yet delivered to the group, now `consumer`'s, waiting up to `block_ms` for
-        the first (None: no wait). A read whose reply was lost is retried by first re-reading
-        the consumer's own pending events, so none is stranded. NotFound: no such group."""
-        return self.run_op(self.group_read_op(session_id, group, consumer, count, block_ms))
-
-    def group_read_op(
-        self, session_id: str, group: str, consumer: str, count: int, block_ms: int | None
-    ) -> Op[list[Delivery]]:
-        self._check_group(session_id, group, consumer)
-        found = yield from step(
-            self._group_read(session_id, group, consumer, max(1, count), block_ms)
-        )
-        return (yield from self._resolved_deliveries(session_id, found))
-
-    def group_pending(
-        self, session_id: str, group: str, consumer: str, count: int
-    ) -> list[Delivery]:
-        """`consumer`'s own pending events again (after a restart), oldest first; each is handed
-        out once more and its delivery count says so."""
-        return self.run_op(self.group_pending_op(session_id, group, consumer, count))
-
-    def group_pending_op(
-        self, session_id: str, group: str, consumer: str, count: int
-    ) -> Op[list[Delivery]]:
-        self._check_group(session_id, group, consumer)
-        found = yield from step(self._group_pending(session_id, group, consumer, max(1, count)))
-        return (yield from self._resolved_deliveries(session_id, found))
-
-    def group_claim(
-        self, session_id: str, group: str, consumer: str, min_idle_ms: int, count: int
-    ) -> list[Delivery]:
-        """Take over events pending at least `min_idle_ms` with any consumer."""
-        return self.run_op(self.group_claim_op(session_id, group, consumer, min_idle_ms, count))
-
-    def group_claim_op(
-        self, session_id: str, group: str, consumer: str, min_idle_ms: int, count: int
-    ) -> Op[list[Delivery]]:
-        self._check_group(session_id, group, consumer)
-        found = yield from step(
-            self._group_claim(session_id, group, consumer, max(0, min_idle_ms), max(1, count))
-        )
-        return (yield from self._resolved_deliveries(session_id, found))
-
-    def group_keep(self, session_id: str, group: str, consumer: str, entry_ids: list[str]) -> None:
-        """Reset the idle time of events `consumer` still works on, so none is claimed from it;
-        their delivery counts do not change."""
-        self.run_op(self.group_keep_op(session_id, group, consumer, entry_ids))
-
-    def group_keep_op(
-        self, session_id: str, group: str, consumer: str, entry_ids: list[str]
-    ) -> Op[None]:
-        self._check_group(session_id, group, consumer)
-        if entry_ids:
-            yield from step(self._group_keep(session_id, group, consumer, entry_ids))
-
-    def group_ack(self, session_id: str, group: str, entry_ids: list[str]) -> int:
-        """Mark events handled; returns how many were pending."""
-        return self.run_op(self.group_ack_op(session_id, group, entry_ids))
-
-    def group_ack_op(self, session_id: str, group: str, entry_ids: list[str]) -> Op[int]:
-        self._check_group(session_id, group)
-        if not entry_ids:
-            return 0
-        return (yield from step(self._group_ack(session_id, group, entry_ids)))
-
-    def group_dead_letter(
-        self, session_id: str, group: str, delivery: Delivery, reason: str
-    ) -> None:
-        """Move an event the group gives up on to its dead-letter record and ack it, atomically."""
-        self.run_op(self.group_dead_letter_op(session_id, group, delivery, reason))
-
-    def group_dead_letter_op(
-        self, session_id: str, group: str, delivery: Delivery, reason: str
-    ) -> Op[None]:
-        self._check_group(session_id, group)
-        yield from step(self._group_dead_letter(session_id, group, delivery, reason))
-
-    def group_dead_letters(self, session_id: str, group: str) -> list[dict[str, str]]:
-        """The group's dead letters, oldest first."""
-        return self.run_op(self.group_dead_letters_op(session_id, group))
-
-    def group_dead_letters_op(self, session_id: str, group: str) -> Op[list[dict[str, str]]]:
-        self._check_group(session_id, group)
-        return (yield from step(self._group_dead_letters(session_id, group)))
-
-    def group_stats(self, session_id: str, group: str, idle_ms: int = 3_600_000) -> GroupStats:
-        """Lag, pending, and consumers live and idle (idle: nothing pending, no read for
-        `idle_ms`). NotFound: no such group."""
-        return self.run_op(self.group_stats_op(session_id, group, idle_ms))
-
-    def group_stats_op(
-        self, session_id: str, group: str, idle_ms: int = 3_600_000
-    ) -> Op[GroupStats]:
-        self._check_group(session_id, group)
-        return (yield from step(self._group_stats(session_id, group, max(0, idle_ms))))
-
-    def group_prune(self, session_id: str, group: str, idle_ms: int) -> list[str]:
-        """Remove the consumers idle for `idle_ms` that hold nothing pending, atomically (a
-        consumer holding an event is never removed); returns their names."""
-        return self.run_op(self.group_prune_op(session_id, group, idle_ms))
-
-    def group_prune_op(self, session_id: str, group: str, idle_ms: int) -> Op[list[str]]:
-        self._check_group(session_id, group)
-        return (yield from step(self._group_prune(session_id, group, max(0, idle_ms))))
-
-    def groups(self, session_id: str, idle_ms: int = 3_600_000) -> list[GroupStats]:
-        """Every consumer group of the session, by name."""
-        return self.run_op(self.groups_op(session_id, idle_ms))
-
-    def groups_op(self, session_id: str, idle_ms: int = 3_600_000) -> Op[list[GroupStats]]:
-        check_name(session_id, "session id")
-        found = yield from step(self._groups(session_id, max(0, idle_ms)))
-        return sorted(found, key=lambda g: g.group)
-
-    def group_pending_entries(
-        self, session_id: str, group: str, count: int = 1000
-    ) -> list[PendingEntry]:
-        """The group's pending events, oldest first: who holds each, how long, how often."""
-        return self.run_op(self.group_pending_entries_op(session_id, group, count))
-
-    def group_pending_entries_op(
-        self, session_id: str, group: str, count: int = 1000
-    ) -> Op[list[PendingEntry]]:
-        self._check_group(session_id, group)
-        return (yield from step(self._group_pending_entries(session_id, group, max(1, count))))
-
-    def group_delete(self, session_id: str, group: str) -> bool:
-        """Remove the group and its dead letters; False when there was no such group."""
-        return self.run_op(self.group_delete_op(session_id, group))
-
-    def group_delete_op(self, session_id: str, group: str) -> Op[bool]:
-        self._check_group(session_id, group)
-        return (yield from step(self._group_delete(session_id, group)))
-
-    def group_reset(self, session_id: str, group: str, cursor: str) -> None:
-        """Make the group deliver what commits after `cursor` next (what it holds stays pending)."""
-        self.run_op(self.group_reset_op(session_id, group, cursor))
-
-    def group_reset_op(self, session_id: str, group: str, cursor: str) -> Op[None]:
-        self._check_group(session_id, group)
-        parse_cursor(cursor)
-        if not (yield from step(self._group_exists(session_id, group))):
-            raise NotFound(f"no consumer group {group!r} on session {session_id!r}")
-        yield from step(self._group_reset(session_id, group, cursor))
-
-    def group_replay_dead_letters(self, session_id: str, group: str) -> int:
-        """Put the group's dead letters back: each is pending again, idle long enough for any
-        consumer that takes over idle events to take it, with its delivery count reset; its dead
-        letter is removed. Returns how many."""
-        return self.run_op(self.group_replay_dead_letters_op(session_id, group))
-
-    def group_replay_dead_letters_op(self, session_id: str, group: str) -> Op[int]:
-        self._check_group(session_id, group)
-        if not (yield from step(self._group_exists(session_id, group))):
-            raise NotFound(f"no consumer group {group!r} on session {session_id!r}")
-        return (yield from step(self._group_replay(session_id, group)))
-
-    @staticmethod
-    def _check_group(session_id: str, group: str, consumer: str | None = None) -> None:
-        check_name(session_id, "session id")
-        check_name(group, "group name")
-        if consumer is not None:
-            check_name(consumer, "consumer name")
-
     @staticmethod
     def _remember(table: dict[K, V], key: K, value: V) -> V:
         """Keep `value` in a per-store table that is emptied once it holds REMEMBERED entries:
@@ -810,7 +602,7 @@ class EventStore(abc.ABC):
     def _now_ms(self) -> int:
         return time.time_ns() // 1_000_000
 
-    def close(self) -> None:  # noqa: B027  (a backend with nothing to release keeps this)
+    def close(self) -> None:
         """Release connections; the store is not used afterwards."""
 
     def __enter__(self) -> EventStore:
@@ -901,63 +693,3 @@ class EventStore(abc.ABC):
 
     @abc.abstractmethod
     def _forget_open_session(self, session_id: str, opened_before_ms: int) -> Step[bool]: ...
-
-    @abc.abstractmethod
-    def _group_create(self, session_id: str, group: str, after: str | None) -> Step[bool]: ...
-
-    @abc.abstractmethod
-    def _group_exists(self, session_id: str, group: str) -> Step[bool]: ...
-
-    @abc.abstractmethod
-    def _group_read(
-        self, session_id: str, group: str, consumer: str, count: int, block_ms: int | None
-    ) -> Step[list[Delivery]]: ...
-
-    @abc.abstractmethod
-    def _group_pending(
-        self, session_id: str, group: str, consumer: str, count: int
-    ) -> Step[list[Delivery]]: ...
-
-    @abc.abstractmethod
-    def _group_claim(
-        self, session_id: str, group: str, consumer: str, min_idle_ms: int, count: int
-    ) -> Step[list[Delivery]]: ...
-
-    @abc.abstractmethod
-    def _group_keep(
-        self, session_id: str, group: str, consumer: str, entry_ids: list[str]
-    ) -> Step[None]: ...
-
-    @abc.abstractmethod
-    def _group_ack(self, session_id: str, group: str, entry_ids: list[str]) -> Step[int]: ...
-
-    @abc.abstractmethod
-    def _group_dead_letter(
-        self, session_id: str, group: str, delivery: Delivery, reason: str
-    ) -> Step[None]: ...
-
-    @abc.abstractmethod
-    def _group_dead_letters(self, session_id: str, group: str) -> Step[list[dict[str, str]]]: ...
-
-    @abc.abstractmethod
-    def _group_stats(self, session_id: str, group: str, idle_ms: int) -> Step[GroupStats]: ...
-
-    @abc.abstractmethod
-    def _group_prune(self, session_id: str, group: str, idle_ms: int) -> Step[list[str]]: ...
-
-    @abc.abstractmethod
-    def _groups(self, session_id: str, idle_ms: int) -> Step[list[GroupStats]]: ...
-
-    @abc.abstractmethod
-    def _group_pending_entries(
-        self, session_id: str, group: str, count: int
-    ) -> Step[list[PendingEntry]]: ...
-
-    @abc.abstractmethod
-    def _group_delete(self, session_id: str, group: str) -> Step[bool]: ...
-
-    @abc.abstractmethod
-    def _group_reset(self, session_id: str, group: str, cursor: str) -> Step[None]: ...
-
-    @abc.abstractmethod
-    def _group_replay(self, session_id: str, group: str) -> Step[int]: ...

@@ -27,14 +27,9 @@ from ledger_bus.model.records import (
     SessionInfo,
     StreamInfo,
 )
-from ledger_bus.store.base import (
-    REPLAY_CONSUMER,
-    REPLAY_IDLE_MS,
-    EventStore,
-    LeaseStep,
-    dead_letter_fields,
-)
+from ledger_bus.store.base import EventStore, LeaseStep
 from ledger_bus.store.buckets import bucket_of
+from ledger_bus.store.groups import REPLAY_CONSUMER, REPLAY_IDLE_MS, dead_letter_fields
 from ledger_bus.store.restore import RestoreBatch
 
 

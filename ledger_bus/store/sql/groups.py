@@ -23,11 +23,7 @@ from ledger_bus.model.records import (
     GroupStats,
     PendingEntry,
 )
-from ledger_bus.store.base import (
-    REPLAY_CONSUMER,
-    REPLAY_IDLE_MS,
-    dead_letter_fields,
-)
+from ledger_bus.store.groups import REPLAY_CONSUMER, REPLAY_IDLE_MS, dead_letter_fields
 from ledger_bus.store.sql.core import SqlCore
 
 
