@@ -208,15 +208,19 @@ def run_import(
     already imported batch deduplicates)."""
     if plan.recorded is not None:
         written = store.restore(plan.recorded)
-        if progress:
-            progress(len(plan.recorded))
-        return ImportReport(
-            events=len(plan.recorded),
-            appends=0,
-            deduplicated=len(plan.recorded) - written,
-            skipped=plan.skipped,
-            kept_cursors=True,
-        )
+        # None of them is in the session (the plan skipped those that are), so a restore that
+        # wrote none found the session's cursors past theirs: a session deleted since its export
+        # remembers them. Its events are appended instead, with new cursors.
+        if written:
+            if progress:
+                progress(len(plan.recorded))
+            return ImportReport(
+                events=len(plan.recorded),
+                appends=0,
+                deduplicated=len(plan.recorded) - written,
+                skipped=plan.skipped,
+                kept_cursors=True,
+            )
     events = deduplicated = 0
     batches = plan.batches
     for batch in batches:

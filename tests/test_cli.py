@@ -251,6 +251,24 @@ def test_a_ledger_export_into_a_session_that_went_on_is_appended_with_new_cursor
     ]
 
 
+def test_an_export_imported_into_its_session_deleted_since_is_appended_whole(
+    ledger: Any, tmp_path: Path
+) -> None:
+    # Given a session exported, then deleted (its log remembers the cursors it had)
+    ledger("append", "gone", "lead", "--append-id", "l1", stdin=jsonl(MSG, CALL))
+    exported = tmp_path / "f.jsonl"
+    ledger("export", "gone", str(exported))
+    assert ledger("delete", "gone", "--yes").returncode == 0
+    # When the export is imported into it
+    done = ledger("import", "gone", str(exported))
+    # Then every event is in it again, after the cursors it had
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["kept_cursors"] is False
+    before, after = lines(exported.read_text()), lines(ledger("export", "gone").stdout)
+    assert [e["event_id"] for e in after] == [e["event_id"] for e in before]
+    assert after[0]["cursor"] > before[-1]["cursor"]
+
+
 def test_a_session_imported_into_itself_is_as_it_was(ledger: Any, tmp_path: Path) -> None:
     # Given a session, exported
     ledger("append", "team-1", "orchestrator", "--append-id", "o1", stdin=jsonl(CALL, MSG))
