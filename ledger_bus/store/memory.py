@@ -92,6 +92,25 @@ class _Session:
             if last < oldest and cursor_ms(cursor) + bound.dedup_window_ms <= now:
                 del self.idempotency[(stream, append_id)]
 
+    def write(
+        self, stream: StreamId, prepared: PreparedAppend, first: int, cursors: list[str]
+    ) -> None:
+        """Write prepared events at versions `first`.. and the given cursors, with what follows
+        from them (open attempts, artifacts): an append's, or a restore's."""
+        positions = self.streams.setdefault(stream.name, [])
+        version = first - 1
+        for payload, note, cursor in zip(prepared.payloads, prepared.notes, cursors, strict=True):
+            version += 1
+            positions.append(len(self.entries))
+            self.cursors.append(cursor)
+            self.entries.append((stream.name, version, payload))
+            _note(self, stream.session_id, note, stream.name, cursor)
+        self.versions[stream.name] = version
+        for artifact in prepared.artifacts:
+            self.artifacts.setdefault(artifact.ref.sha256, artifact.data)
+        for sha, count in prepared.uses:
+            self.uses[sha] = self.uses.get(sha, 0) + count
+
     def drop_uses(self, payloads: list[bytes]) -> None:
         """Forget the references the events of `payloads` held; an artifact none holds goes."""
         for sha, count in uses_of(unpack(p) for p in payloads).items():
@@ -185,7 +204,6 @@ class MemoryStore(EventStore):
                 if digest != prepared.digest:
                     raise IdempotencyConflict(str(stream), append_id)
                 return AppendResult(stream, first, last, cursor, deduplicated=True)
-            positions = state.streams.get(stream.name, [])
             version = state.versions.get(stream.name, 0)
             if expected is not None and expected != version:
                 raise VersionConflict(str(stream), expected, version)
@@ -194,21 +212,9 @@ class MemoryStore(EventStore):
             if prepared.opens_attempts:
                 self._open_index[stream.session_id] = now
             cursors = cursors_after(state.newest(), now, len(prepared.payloads))
-            for payload, note, cursor in zip(
-                prepared.payloads, prepared.notes, cursors, strict=True
-            ):
-                version += 1
-                positions.append(len(state.entries))
-                state.cursors.append(cursor)
-                state.entries.append((stream.name, version, payload))
-                _note(state, stream.session_id, note, stream.name, cursor)
-            state.streams[stream.name] = positions
-            state.versions[stream.name] = version
-            for artifact in prepared.artifacts:
-                state.artifacts.setdefault(artifact.ref.sha256, artifact.data)
-            for sha, count in prepared.uses:
-                state.uses[sha] = state.uses.get(sha, 0) + count
-            first = version - len(prepared.payloads) + 1
+            first = version + 1
+            state.write(stream, prepared, first, cursors)
+            version = state.versions[stream.name]
             result = AppendResult(stream, first, version, state.cursors[-1])
             state.idempotency[(stream.name, append_id)] = (
                 prepared.digest,
@@ -238,22 +244,9 @@ class MemoryStore(EventStore):
             if version is not None and version != batch.first_version - 1:
                 raise VersionConflict(str(stream), batch.first_version - 1, version)
             self._sessions_by_id.setdefault(stream.session_id, state)
-            prepared = batch.prepared
-            if prepared.opens_attempts:
+            if batch.prepared.opens_attempts:
                 self._open_index[stream.session_id] = time.time_ns() // 1_000_000
-            positions = state.streams.setdefault(stream.name, [])
-            for event, payload, note in zip(
-                batch.events, prepared.payloads, prepared.notes, strict=True
-            ):
-                positions.append(len(state.entries))
-                state.cursors.append(event.cursor)
-                state.entries.append((stream.name, event.version, payload))
-                _note(state, stream.session_id, note, stream.name, event.cursor)
-            state.versions[stream.name] = batch.events[-1].version
-            for artifact in prepared.artifacts:
-                state.artifacts.setdefault(artifact.ref.sha256, artifact.data)
-            for sha, count in prepared.uses:
-                state.uses[sha] = state.uses.get(sha, 0) + count
+            state.write(stream, batch.prepared, batch.first_version, cursors)
             self._changed.notify_all()
             return len(cursors)
 

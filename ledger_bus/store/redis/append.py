@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -55,6 +55,15 @@ INDEX_REFRESH_MS: Final = 1000
 # by default, never below OPEN_INDEX_REFRESH_MS * 2 in ReconcilerConfig) and nothing is open, so
 # an entry refreshed this recently is still there whenever the script opens an attempt.
 OPEN_INDEX_REFRESH_MS: Final = 60_000
+
+
+def events_args(prepared: PreparedAppend) -> list[Any]:
+    """The ARGV that append.lua and restore.lua end with: the payloads, the notes as one
+    argument (each begun by \x1e, which no id holds), and each artifact's sha256 and uses."""
+    args: list[Any] = [*prepared.payloads, "\x1e" + "\x1e".join(prepared.notes)]
+    for use in prepared.uses:
+        args += use
+    return args
 
 
 @dataclass(slots=True)
@@ -184,19 +193,14 @@ class RedisAppend(RedisCore):
         listed = None
         if prepared.opens_attempts:
             listed = yield from self._list_open_session(session)
-        if prepared.artifacts:
-            keys = [*keys, *self._artifact_keys(session, prepared.artifacts)]
-            yield from self._put_artifacts(session, prepared.artifacts, again=False)
-        acks = None
-        for _ in range(3):
+
+        def send(keys: list[str]) -> Op[tuple[Any, Any]]:
             if confirmer is None:
-                reply = yield from self._retried(lambda: self._evalsha(APPEND, keys, args, True))
-            else:
-                reply, acks = yield from self._retried(lambda: confirmer.send(APPEND, keys, args))
-            if reply[0] != b"noartifact":
-                break
-            # Gone since it was written (a deletion of the session, its TTL): write it again.
-            yield from self._put_artifacts(session, prepared.artifacts, again=True)
+                return (yield from self._evalsha(APPEND, keys, args, True)), None
+            sent: tuple[Any, Any] = yield from confirmer.send(APPEND, keys, args)
+            return sent
+
+        reply, acks = yield from self._sent(session, prepared, keys, send)
         if listed is not None:
             yield from self._settle_open_listing(session, listed, reply[0] in (b"ok", b"dup"))
         result = self._outcome(stream, expected, append_id, known, reply)
@@ -218,22 +222,16 @@ class RedisAppend(RedisCore):
             batch.first_version,
             len(batch.events),
             *(redis_cursor(c) for c in batch.cursors),
-            *prepared.payloads,
-            "\x1e" + "\x1e".join(prepared.notes),
+            *events_args(prepared),
         ]
-        for use in prepared.uses:
-            args += use
         listed = None
         if prepared.opens_attempts:
             listed = yield from self._list_open_session(session, due=True)
-        if prepared.artifacts:
-            keys += self._artifact_keys(session, prepared.artifacts)
-            yield from self._put_artifacts(session, prepared.artifacts, again=False)
-        for _ in range(3):
-            reply = yield from self._retried(lambda: self._evalsha(RESTORE, keys, args))
-            if reply[0] != b"noartifact":
-                break
-            yield from self._put_artifacts(session, prepared.artifacts, again=True)
+
+        def send(keys: list[str]) -> Op[tuple[Any, Any]]:
+            return (yield from self._evalsha(RESTORE, keys, args)), None
+
+        reply, _ = yield from self._sent(session, prepared, keys, send)
         if listed is not None:
             yield from self._settle_open_listing(session, listed, reply[0] == b"ok")
         status = text_of(reply[0])
@@ -302,7 +300,7 @@ class RedisAppend(RedisCore):
         generation: int = 0,
     ) -> list[Any]:
         """The ARGV of an append, in the order append.lua names them; `waits`: a WAIT follows."""
-        args: list[Any] = [
+        return [
             stream.name,
             -1 if expected is None else expected,
             append_id,
@@ -311,13 +309,29 @@ class RedisAppend(RedisCore):
             known,
             "1" if waits else "",
             generation,
-            *prepared.payloads,
-            # One argument for all the notes (append.lua): each begun by \x1e, which no id holds.
-            "\x1e" + "\x1e".join(prepared.notes),
+            *events_args(prepared),
         ]
-        for use in prepared.uses:
-            args += use
-        return args
+
+    def _sent(
+        self,
+        session: str,
+        prepared: PreparedAppend,
+        keys: list[str],
+        send: Callable[[list[str]], Op[tuple[Any, Any]]],
+    ) -> Op[tuple[Any, Any]]:
+        """`send(keys)` retried, for a script call whose events may keep fields as artifacts
+        (append.lua, restore.lua): those are written first and their keys added, and written
+        again when one went before the call ran (a deletion of the session, its TTL)."""
+        if prepared.artifacts:
+            keys = [*keys, *self._artifact_keys(session, prepared.artifacts)]
+            yield from self._put_artifacts(session, prepared.artifacts, again=False)
+        sent: tuple[Any, Any] = (None, None)
+        for _ in range(3):
+            sent = yield from self._retried(lambda: send(keys))
+            if sent[0][0] != b"noartifact":
+                break
+            yield from self._put_artifacts(session, prepared.artifacts, again=True)
+        return sent
 
     def _artifact_keys(self, session: str, artifacts: tuple[Artifact, ...]) -> list[str]:
         """The KEYS an append with artifacts adds, in the order append.lua names them."""
