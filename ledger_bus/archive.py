@@ -27,12 +27,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ledger_bus.model.errors import NotFound, Refused
+from ledger_bus.model.errors import InvalidInput, NotFound, Refused
 from ledger_bus.model.ids import StreamId
 from ledger_bus.model.records import RecordedEvent
-from ledger_bus.store.base import PAGE
-from ledger_bus.store.redis import RedisStore
-from ledger_bus.store.sql import DIGEST_PAGE, PageDigests, SqlStore
+from ledger_bus.store.base import PAGE, EventStore
+from ledger_bus.store.families import ArchiveSource, ArchiveTarget
+from ledger_bus.store.sql import DIGEST_PAGE, PageDigests
 
 STEPS: Final = ("check", "mark", "copy", "verify", "remove")
 
@@ -76,9 +76,21 @@ class _Copied(PageDigests):
             self.run_ids.add(run_id)
 
 
+def archive_sides(hot: EventStore, cold: EventStore) -> tuple[ArchiveSource, ArchiveTarget]:
+    """The sides of a move from `hot` to `cold`, or InvalidInput when either cannot take part."""
+    source, target = hot.archive_source(), cold.archive_target()
+    if source is None:
+        raise InvalidInput(f"sessions do not move out of a {hot.tier} store to an archive")
+    if target is None:
+        raise InvalidInput(
+            f"an archive is a SQL store (sqlite:///PATH, postgresql://...), not a {cold.tier} store"
+        )
+    return source, target
+
+
 def archive_session(
-    hot: RedisStore,
-    cold: SqlStore,
+    hot: EventStore,
+    cold: EventStore,
     session_id: str,
     *,
     force: bool = False,
@@ -86,11 +98,12 @@ def archive_session(
 ) -> Archived:
     """Move one session from `hot` to `cold` (the steps above); safe to run again after a crash
     at any point, and to run on a session already moved."""
-    where = cold.location
+    source, target = archive_sides(hot, cold)
+    where = target.location
     step = on_step or (lambda name: None)
-    under_way, moved = hot.archive_state(session_id)
+    under_way, moved = source.archive_state(session_id)
     if moved:
-        hot.finish_archive(session_id, under_way or where, 0)  # unlists it, if a crash did not
+        source.finish_archive(session_id, under_way or where, 0)  # unlists it, if a crash did not
         return Archived(session_id, under_way or where, 0, 0, moved_before=True)
     if under_way is None:
         step("check")
@@ -104,15 +117,15 @@ def archive_session(
                 " resolve them, or archive with --force"
             )
         step("mark")
-        under_way = hot.begin_archive(session_id, where)
+        under_way = source.begin_archive(session_id, where)
     if under_way != where:
         raise Refused(f"session {session_id!r} is being archived to {under_way}, not {where}")
 
     step("copy")
     copied = _Copied()
     # The events as they are kept, references and all: the artifacts follow on their own.
-    cold.restore_moved(hot.iter_session(session_id, resolve_artifacts=False), seen=copied.copied)
-    records = cold.restore_append_ids(session_id, hot.iter_append_ids(session_id))
+    target.restore_moved(hot.iter_session(session_id, resolve_artifacts=False), seen=copied.copied)
+    records = target.restore_append_ids(session_id, hot.iter_append_ids(session_id))
     for info in hot.session_info(session_id).streams:
         ref = StreamId(session_id, info.name)
         bound = hot.stream_bound(ref)
@@ -120,26 +133,26 @@ def archive_session(
             cold.bound_stream(ref, bound.keep, bound.dedup_window_ms, only=bound.only)
     artifacts = hot.artifact_uses(session_id)
     for sha, uses in artifacts.items():
-        cold.restore_artifact(session_id, sha, hot.artifact(session_id, sha), uses)
+        target.restore_artifact(session_id, sha, hot.artifact(session_id, sha), uses)
 
     step("verify")
     try:
-        _verify(hot, cold, session_id, copied, force)
+        _verify(hot, target, session_id, copied, force)
         _verify_artifacts(cold, session_id, artifacts)
     except Refused:
-        hot.abandon_archive(session_id, where)
+        source.abandon_archive(session_id, where)
         raise
 
     step("remove")
-    hot.finish_archive(session_id, where, copied.events)
+    source.finish_archive(session_id, where, copied.events)
     return Archived(
         session_id, where, copied.events, records, moved_before=False, artifacts=len(artifacts)
     )
 
 
 def archive_idle(
-    hot: RedisStore,
-    cold: SqlStore,
+    hot: EventStore,
+    cold: EventStore,
     idle_s: float,
     *,
     force: bool = False,
@@ -148,6 +161,7 @@ def archive_idle(
     """Archive every session with no append for `idle_s` seconds, the quietest first, and say
     what became of each: what `Archived.to_dict()` says, or `{"session", "skipped"}` for one
     that may not move yet (an open attempt, a live lease). Ends early once `stop` is set."""
+    archive_sides(hot, cold)
     quiet_since = hot.now_ms() - int(idle_s * 1000)
     for session, last_ms in reversed(hot.sessions()):
         if last_ms >= quiet_since or (stop is not None and stop.is_set()):
@@ -161,8 +175,8 @@ def archive_idle(
 
 
 def _verify(
-    hot: RedisStore,
-    cold: SqlStore,
+    hot: EventStore,
+    cold: ArchiveTarget,
     session_id: str,
     copied: _Copied,
     force: bool,
@@ -198,7 +212,7 @@ def _verify(
             )
 
 
-def _verify_artifacts(cold: SqlStore, session_id: str, artifacts: dict[str, int]) -> None:
+def _verify_artifacts(cold: EventStore, session_id: str, artifacts: dict[str, int]) -> None:
     """The archive holds each artifact whole (its bytes give its name), as often referenced."""
     kept = cold.artifact_uses(session_id)
     differ = sorted(

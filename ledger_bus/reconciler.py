@@ -36,7 +36,6 @@ from ledger_bus.model.records import AppendResult, OpenAttempt, RecordedEvent
 from ledger_bus.rewind import report_rewind
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.buckets import INDEX_BUCKETS
-from ledger_bus.store.redis import RedisStore
 
 log = logging.getLogger("ledger_bus.reconciler")
 
@@ -112,7 +111,7 @@ class Reconciler:
     config: ReconcilerConfig = field(default_factory=ReconcilerConfig)
     on_action: Callable[[dict[str, Any]], None] = _emit
     metrics: Any = None  # a ReconcilerMetrics, when exported
-    archive: Any = None  # the SqlStore that idle sessions move to (config.archive_idle_s)
+    archive: EventStore | None = None  # the SQL store idle sessions move to (archive_idle_s)
 
     def __post_init__(self) -> None:
         self._flags: dict[str, str] = {}  # attempt key -> cursor of the flag this one wrote
@@ -275,7 +274,7 @@ class Reconciler:
         each, at most every config.archive_every_s; a session that may not move yet is said so
         and left, and a failure is logged, never fatal to the worker."""
         idle_s = self.config.archive_idle_s
-        if idle_s is None or self.archive is None or not isinstance(self.store, RedisStore):
+        if idle_s is None or self.archive is None or self.store.archive_source() is None:
             return
         now = time.monotonic()
         if now - self._archived_at < self.config.archive_every_s:
@@ -398,12 +397,11 @@ class StoreGauges:
             sessions = GaugeMetricFamily(
                 "ledger_sessions", "Sessions holding events, by tier", labels=["tier"]
             )
-            tier = "redis" if isinstance(store, RedisStore) else type(store).__name__[:-5].lower()
-            sessions.add_metric([tier], store.session_count())
-            archive = getattr(store, "archive", None)
-            if isinstance(archive, EventStore):
-                sessions.add_metric(["archive"], archive.session_count())
-            memory = store.memory_info() if isinstance(store, RedisStore) else None
+            sessions.add_metric([store.tier], store.session_count())
+            if store.archive is not None:
+                sessions.add_metric(["archive"], store.archive.session_count())
+            admin = store.server_admin()
+            memory = admin.memory_info() if admin is not None else None
         except LedgerError as err:  # a scrape while the store is down shows no gauge, not a 500
             log.warning("store gauges skipped: %s", err)
             return

@@ -29,6 +29,7 @@ import ormsgpack
 import redis
 from bench import PAYLOAD, pipelined_xadds, tool_call
 
+from ledger_bus.model.attempts import attempt_note
 from ledger_bus.model.batch import (
     Limits,
     PreparedAppend,
@@ -36,7 +37,7 @@ from ledger_bus.model.batch import (
     _digest,
     prepare_append,
 )
-from ledger_bus.model.events import attempt_note, validate_all_given
+from ledger_bus.model.events import validate_all_given
 from ledger_bus.model.ids import ANY, StreamId, event_id_deriver
 from ledger_bus.server import LocalServer
 from ledger_bus.store.redis import RedisStore, load_script

@@ -383,3 +383,36 @@ def test_the_gauges_count_sessions_by_tier_and_show_redis_memory(tiered: TieredS
     assert found[("ledger_redis_used_memory_bytes", ())] == pytest.approx(used, rel=0.2)
     assert used > 0
     assert found[("ledger_redis_maxmemory_bytes", ())] == limit == 0
+
+
+def test_stores_say_what_they_offer_and_the_commands_refuse_a_store_without_it(
+    tmp_path: Path, prefix: str, hot_url: str
+) -> None:
+    """Callers ask a store for its archiving, archive and server sides; a store without the
+    one a command needs is refused with exit 2, and nothing is written."""
+    sqlite = f"sqlite:///{tmp_path / 'cold.db'}"
+    with lb.connect(hot_url, prefix=prefix) as hot, lb.connect(sqlite) as cold:
+        sides: list[object] = [hot.archive_source(), hot.server_admin(), cold.archive_target()]
+        assert sides == [hot, hot, cold]
+        assert hot.archive_target() is None
+        assert hot.archive is None
+        assert cold.archive_source() is None
+        assert cold.server_admin() is None
+        with pytest.raises(lb.InvalidInput, match="not a redis store"):
+            archive_session(hot, hot, S)
+        with pytest.raises(lb.InvalidInput, match="do not move out of a sql store"):
+            archive_session(cold, cold, S)
+    memory = lb.connect("memory://")
+    assert (memory.archive_source(), memory.archive_target(), memory.server_admin()) == (
+        None,
+        None,
+        None,
+    )
+    for args in (["du"], ["archive", "s1", "--to", sqlite], ["sessions", "--archived"]):
+        refused = ledger_here("memory://", prefix, *args)
+        assert refused.returncode == 2, (args, refused.stderr)
+        assert len(refused.stderr.strip().splitlines()) == 1
+    to_redis = ledger_here(hot_url, prefix, "archive", "s1", "--to", hot_url)
+    assert to_redis.returncode == 2
+    assert "an archive is a SQL store" in to_redis.stderr
+    assert not (tmp_path / "cold.db").exists() or not lb.connect(sqlite).sessions()

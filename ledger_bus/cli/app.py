@@ -23,7 +23,6 @@ from ledger_bus.model.errors import (
     VersionConflict,
 )
 from ledger_bus.store import ARCHIVE_ENV, DEFAULT_URL, URL_ENV, EventStore, connect
-from ledger_bus.store.redis import RedisStore
 from ledger_bus.store.redis.contact import check_first_contact
 
 EXIT_OK: Final = 0
@@ -173,7 +172,8 @@ class Settings:
     def not_archived(self, session_id: str) -> None:
         """NotFound (exit 6) naming where `session_id` went, when it was archived from here."""
         store = self.store()
-        archived = store.archive_state(session_id)[0] if isinstance(store, RedisStore) else None
+        source = store.archive_source()
+        archived = source.archive_state(session_id)[0] if source is not None else None
         if archived is not None:
             raise NotFound(
                 f"session {session_id!r} is archived in {archived}: read it with --archive"

@@ -25,7 +25,6 @@ from ledger_bus.model.jsontext import format_time
 from ledger_bus.reconciler import FLAG_KIND
 from ledger_bus.server import LocalServer, NoServerBinary
 from ledger_bus.store import DEFAULT_URL, URL_ENV, RecordedEvent, connect
-from ledger_bus.store.redis import RedisStore
 
 DEMO_PREFIX: Final = "lb-demo"  # the demo's sessions stay apart from the ledger's own
 SESSION_START: Final = "demo"
@@ -262,10 +261,10 @@ def demo(
 
 
 def _clean(settings: Settings) -> None:
-    store = settings.store()
-    if not isinstance(store, RedisStore):
+    admin = settings.store().server_admin()
+    if admin is None:
         raise Failure("the demo runs on Redis: name one with --url", EXIT_USAGE)
-    removed = store.purge_sessions(f"{SESSION_START}-")
+    removed = admin.purge_sessions(f"{SESSION_START}-")
     show_record(settings, {"prefix": settings.prefix, "removed": len(removed)})
 
 

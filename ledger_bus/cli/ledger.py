@@ -225,19 +225,13 @@ def sessions(
 
     Those on Redis; with --archived, those moved to the archive (spec 3.10).
     """
-    from ledger_bus.store.redis import RedisStore
-    from ledger_bus.store.redis.tiered import TieredStore
-
     store = settings.store()
-    if rebuild and isinstance(store, RedisStore):
-        store.rebuild_index()
-    if archived and not isinstance(store, TieredStore):
+    admin = store.server_admin()
+    if rebuild and admin is not None:
+        admin.rebuild_index()
+    if archived and store.archive is None:
         raise BadInput(f"--archived lists an archive: name it with --archive (or {ARCHIVE_ENV})")
-    found = (
-        store.archive.sessions()
-        if isinstance(store, TieredStore) and archived
-        else store.sessions()
-    )
+    found = store.archive.sessions() if store.archive is not None and archived else store.sessions()
     if active is not None:
         since = store.now_ms() - int(active * 1000)
         found = [(s, ms) for s, ms in found if ms >= since]

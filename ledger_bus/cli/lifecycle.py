@@ -6,7 +6,7 @@ import difflib
 import os
 import re
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -16,11 +16,7 @@ from ledger_bus.model.errors import NotFound
 from ledger_bus.model.files import replace_whole
 from ledger_bus.model.ids import StreamId
 from ledger_bus.store import ARCHIVE_ENV, connect
-from ledger_bus.store.base import DEFAULT_DEDUP_WINDOW_MS
-from ledger_bus.store.redis import RedisStore
-
-if TYPE_CHECKING:
-    from ledger_bus.store.sql import SqlStore
+from ledger_bus.store.base import DEFAULT_DEDUP_WINDOW_MS, EventStore
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -87,18 +83,16 @@ def delete(settings: Settings, session: str, stream: str | None, yes: bool) -> N
     say("nothing deleted: run again with --yes to delete")
 
 
-def open_archive(settings: Settings, to: str | None) -> SqlStore:
+def open_archive(settings: Settings, to: str | None) -> EventStore:
     """The SQL store that sessions of the Redis at --url move to: `to`, else --archive or
     LEDGER_BUS_ARCHIVE; BadInput (exit 2) for anything else."""
-    from ledger_bus.store.sql import SqlStore  # SQLAlchemy: only for the commands that need it
-
-    if not isinstance(settings.store(), RedisStore):
+    if settings.store().archive_source() is None:
         raise BadInput(f"archive moves sessions out of Redis; --url names {settings.url!r}")
     where = to or settings.archive or os.environ.get(ARCHIVE_ENV)
     if not where:
         raise BadInput(f"say where to archive: --to URL (or --archive, or {ARCHIVE_ENV})")
     cold = connect(where, timeout=settings.timeout, prefix=settings.prefix)
-    if not isinstance(cold, SqlStore):
+    if cold.archive_target() is None:
         cold.close()
         raise BadInput(f"an archive is a SQL store (sqlite:///PATH, postgresql://...): {where!r}")
     return cold
@@ -141,7 +135,6 @@ def archive(
         raise BadInput("name the sessions to archive, or give --idle-after; not both")
     cold = open_archive(settings, to)
     hot = settings.store()
-    assert isinstance(hot, RedisStore)  # open_archive said so
     try:
         if idle_after is None:
             for session in sessions:
@@ -172,21 +165,22 @@ def du(settings: Settings, sessions: tuple[str, ...], top: int) -> None:
     `artifacts` the large fields kept apart (spec 3.11).
     """
     store = settings.store()
-    if not isinstance(store, RedisStore):
+    admin = store.server_admin()
+    if admin is None:
         raise BadInput(f"du measures Redis memory; --url names {settings.url!r}")
     for session in sessions:
         settings.session(session)  # exit 6 for one that does not exist
     names = list(sessions) or [s for s, _ in store.sessions()]
     sizes: dict[str, dict[str, int]] = {}
     for start in range(0, len(names), 200):  # two round trips per 200 sessions
-        sizes.update(store.memory_of(names[start : start + 200]))
+        sizes.update(admin.memory_of(names[start : start + 200]))
     ranked = sorted(sizes.items(), key=lambda item: -sum(item[1].values()))
     if not sessions:
         ranked = ranked[:top]
     rows = [
         {"session": session, "bytes": sum(kinds.values()), **kinds} for session, kinds in ranked
     ]
-    memory = store.memory_info()
+    memory = admin.memory_info()
     title = f"{len(names)} sessions"
     if memory is not None:
         used, limit = memory

@@ -20,6 +20,7 @@ from ledger_bus.model.artifacts import (
     pack,
     with_refs,
 )
+from ledger_bus.model.attempts import AttemptNote, Opens, attempt_note
 from ledger_bus.model.canonical import (
     JsonValueError,
     canonical_bytes,
@@ -33,7 +34,6 @@ from ledger_bus.model.events import (
     EVENT_MODELS,
     EVENT_TYPES,
     RESERVED_FIELDS,
-    attempt_note,
     event_fields,
     validate_all_given,
     validate_given,
@@ -78,7 +78,7 @@ class PreparedAppend:
 
     sha256: bytes  # of the RFC 8785 array of the events as given
     payloads: list[bytes]  # msgpack of each event's fields, event_id filled in
-    notes: list[str]  # per event, what it means for open attempts (events.attempt_note)
+    notes: list[AttemptNote | None]  # per event, what it means for open attempts
     # The fields moved out of the events, each artifact once, and how often the payloads
     # reference each one (by sha256).
     artifacts: tuple[Artifact, ...] = ()
@@ -91,7 +91,7 @@ class PreparedAppend:
 
     @property
     def opens_attempts(self) -> bool:
-        return any(note.startswith("o") for note in self.notes)
+        return any(type(note) is Opens for note in self.notes)
 
 
 def _given_fields(index: int, raw: object) -> dict[str, Any]:

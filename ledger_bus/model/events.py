@@ -12,8 +12,6 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 from pydantic_core import CoreConfig, SchemaValidator, core_schema
 
-from ledger_bus.model.ids import CURSOR_PATTERN
-
 EVENT_TYPES: Final = ("message", "tool_call", "tool_result", "mutation")
 
 # Names the ledger sets on every recorded event; a mutation field may not shadow them.
@@ -21,7 +19,7 @@ RESERVED_FIELDS: Final = frozenset({"session", "stream", "version", "cursor", "r
 
 NonEmpty = Annotated[str, Field(min_length=1)]
 # Ids, agent and tool names: no control characters (C0, DEL, C1), so they print on one line and
-# can be joined with U+001F in the append script's attempt bookkeeping.
+# stores can join them with a control character in their attempt bookkeeping.
 Ident = Annotated[str, Field(min_length=1, pattern=r"^[^\x00-\x1f\x7f-\x9f]+$")]
 
 # Fields whose default value is left out of an event's canonical form (spec: "Canonical content"):
@@ -139,43 +137,6 @@ validate_given: Final = SchemaValidator(_GIVEN).validate_python
 validate_all_given: Final = SchemaValidator(
     core_schema.list_schema(_GIVEN, strict=True)
 ).validate_python
-
-
-def _named_call(cursor: object) -> str:
-    """The call a flag names, as the script keeps cursors ("<ms>-<seq>"): the flag marks the open
-    attempt only if its tool_call has this cursor. "" (no call_cursor: any open attempt of that
-    id) or "-" (a call_cursor that is no cursor: none)."""
-    if cursor is None:
-        return ""
-    match = CURSOR_PATTERN.fullmatch(cursor) if isinstance(cursor, str) else None
-    return f"{int(match[1])}-{int(match[2])}" if match else "-"
-
-
-def attempt_note(data: dict[str, Any]) -> str:
-    """What an event means for open attempts, in the append script's notation ("" for nothing).
-
-    A tool_call opens its attempt, a tool_result closes it, a `reconcile.unresolved` mutation
-    flags it (the one whose tool_call has the flag's `call_cursor`), a `tool.declared` mutation
-    marks a run's tool safe to replay (store/lua/append.lua).
-    """
-    kind = data["type"]
-    if kind == "tool_call":
-        return f"o\x1f{data['attempt_id']}\x1f{data.get('run_id', '')}\x1f{data['tool']}"
-    if kind == "tool_result":
-        return f"c\x1f{data['attempt_id']}"
-    if kind == "mutation":
-        if data["kind"] == "reconcile.unresolved" and isinstance(data.get("attempt_id"), str):
-            return f"f\x1f{data['attempt_id']}\x1f{_named_call(data.get('call_cursor'))}"
-        if (
-            data["kind"] == "tool.declared"
-            and data.get("safe_to_replay") is True
-            and isinstance(data.get("run_id"), str)
-            and isinstance(data.get("tool"), str)
-            and "\x1f" not in data["tool"]
-            and "\x1e" not in data["tool"]
-        ):
-            return f"s\x1f{data['run_id']}\x1f{data['tool']}"
-    return ""
 
 
 def event_fields(event: BaseModel) -> dict[str, Any]:

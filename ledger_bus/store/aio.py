@@ -14,6 +14,7 @@ key layout, the scripts, the statements and the decoding of replies are the core
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -43,7 +44,7 @@ from ledger_bus.store.restore import restore_batches
 from ledger_bus.store.urls import SCHEMES, Opening, opening, redis_options, redis_settings
 
 if TYPE_CHECKING:
-    from ledger_bus.store.redis import RedisStore
+    pass
 
 T = TypeVar("T")
 
@@ -70,18 +71,6 @@ class AsyncStore:
         # What the operations' requests are made on: with `coalesce`, the client's EVALSHAs of
         # one turn of the loop go out as one pipeline (store/redis/autopipe.py).
         self.requests: Any = Coalescing(client) if coalesce else client
-        # The core's own driver and close, kept should the core's be replaced (tests drive the
-        # core's blocking methods through this store by replacing its run_op).
-        self._run_op = core.run_op
-        self._close = core.close
-        # The Redis store's direct path for appends, on the event loop's client.
-        self._direct: RedisStore | None = None
-        self._append_sha = ""
-        if client is not None:
-            from ledger_bus.store.redis import APPEND, RedisStore
-
-            if isinstance(core, RedisStore):
-                self._direct, self._append_sha = core, APPEND.sha
 
     @property
     def native(self) -> bool:
@@ -101,8 +90,8 @@ class AsyncStore:
         if self.client is not None:
             return await run_async(op, self.requests)
         if self.bridged:
-            return await bridge(self._run_op, op)
-        return await asyncio.to_thread(self._run_op, op)
+            return await bridge(self.core.run_op, op)
+        return await asyncio.to_thread(self.core.run_op, op)
 
     # -- the contract ---------------------------------------------------------------------------
 
@@ -115,28 +104,17 @@ class AsyncStore:
         *,
         durability: str | Durability | None = None,
     ) -> AppendResult:
-        """EventStore.append. The common append to one server takes the direct path
-        (RedisStore.direct): one script call (on one server, sent with the others of its turn)."""
-        core = self._direct
-        if core is None or not core.direct_suits(durability):
-            return await self.drive(
-                self.core.append_op(
-                    stream, expected_version, append_id, events, durability=durability
-                )
-            )
-        ready = core.direct(stream, expected_version, append_id, events)
-        if ready.args is not None:
-            keys = ready.keys
-            try:
-                reply = await self.requests.evalsha(self._append_sha, len(keys), *keys, *ready.args)
-            except (rx.RedisError, OSError):
-                reply = None  # the general path knows what to do
-            result = core.settle(ready, reply)
-            if result is not None:
-                if core.index_due(result):
-                    await self.drive(core.touch_index(result))
-                return result
-        return await self.drive(core.general(ready))
+        """EventStore.append, by the core's plan (EventStore.plan_append): its one call, where
+        it has one, on the event loop's client (sent with the others of its turn)."""
+        plan = self.core.plan_append(
+            stream, expected_version, append_id, events, durability=durability
+        )
+        reply = None
+        if plan.request is not None and self.client is not None:
+            with contextlib.suppress(rx.RedisError, OSError):  # the general path knows
+                reply = await plan.request(self.requests)
+        done = plan.finish(reply)
+        return done if isinstance(done, AppendResult) else await self.drive(done)
 
     async def read_stream(
         self,
@@ -430,9 +408,9 @@ class AsyncStore:
             for sentinel in sentinels_of(self.client):
                 await sentinel.aclose()
         elif self.bridged:
-            await bridge(self._close)
+            await bridge(self.core.close)
         else:
-            await asyncio.to_thread(self._close)
+            await asyncio.to_thread(self.core.close)
 
     async def __aenter__(self) -> AsyncStore:
         return self

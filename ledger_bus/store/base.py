@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from typing import Final, Literal, TypeVar, Union
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import ClassVar, Final, TypeVar
 
 from ledger_bus.model.artifacts import ArtifactRef, check_sha, refs_in, resolved
 from ledger_bus.model.batch import Limits, PreparedAppend, prepare_append
@@ -25,25 +25,20 @@ from ledger_bus.model.records import (
     Bound,
     Deletion,
     Delivery,
-    OpenAttempt,
     RecordedEvent,
     SessionInfo,
 )
-from ledger_bus.store.buckets import INDEX_BUCKETS
+from ledger_bus.store.attempts import AttemptContract
+from ledger_bus.store.families import ArchiveSource, ArchiveTarget, ServerAdmin
 from ledger_bus.store.groups import GroupContract
-from ledger_bus.store.ops import Op, run, step
+from ledger_bus.store.ops import AppendPlan, Op, Step, run, step
 from ledger_bus.store.restore import RestoreBatch, restore_batches
 
 PAGE: Final = 1000
-# What a lease operation does: each backend runs the three as one primitive.
-LeaseStep = Literal["acquire", "renew", "release"]
 REMEMBERED: Final = 10_000  # entries a per-store table keeps before it starts over
 K = TypeVar("K")
 V = TypeVar("V")
 T = TypeVar("T")
-# What a backend primitive returns: an operation, or (a backend without a client of its own to
-# drive, or with a blocking one only) its value.
-Step = Union[T, Op[T]]  # noqa: UP007  (a generic alias: the | form cannot be subscripted)
 # How long a bounded stream keeps the append_id of an append it trimmed, unless declared otherwise.
 DEFAULT_DEDUP_WINDOW_MS: Final = 86_400_000
 
@@ -60,12 +55,14 @@ def _check_limit(limit: object) -> int | None:
     raise InvalidInput(f"limit must be an int >= 0 or None, got {limit!r}")
 
 
-class EventStore(GroupContract):
+class EventStore(AttemptContract, GroupContract):
     """An append-only, optimistic-concurrency event store with a per-session commit order.
 
     The public methods check their arguments and prepare appends once, here; each backend supplies
     the few atomic primitives below them.
     """
+
+    tier: ClassVar[str] = "custom"  # what kind of store, as logs and metrics name it
 
     def __init__(self, limits: Limits | None = None, durability: Durability = LOCAL):
         self.limits = limits or Limits()
@@ -115,6 +112,20 @@ class EventStore(GroupContract):
         return self.run_op(
             self.append_op(stream, expected_version, append_id, events, durability=durability)
         )
+
+    def plan_append(
+        self,
+        stream: StreamId,
+        expected_version: ExpectedVersion,
+        append_id: str,
+        events: Sequence[object],
+        *,
+        durability: str | Durability | None = None,
+    ) -> AppendPlan:
+        """The append as a plan its driver carries out (AppendPlan); a store with no faster path
+        than its operation plans that alone, made when the driver runs it."""
+        op = self.append_op(stream, expected_version, append_id, events, durability=durability)
+        return AppendPlan(None, lambda _: op)
 
     def append_op(
         self,
@@ -506,83 +517,6 @@ class EventStore(GroupContract):
     def sessions_op(self, limit: int | None = None) -> Op[list[tuple[str, int]]]:
         return (yield from step(self._sessions(_check_limit(limit))))
 
-    # -- leases: how a live run is told from a crashed one ---------------------------------------
-
-    def acquire_lease(self, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
-        """Take (or keep) the lease `name` for `owner`; False when another owner holds it."""
-        return self.run_op(self.lease_op("acquire", session_id, name, owner, ttl_ms))
-
-    def renew_lease(self, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
-        """Extend a lease `owner` holds; False when it expired or passed to another owner."""
-        return self.run_op(self.lease_op("renew", session_id, name, owner, ttl_ms))
-
-    def release_lease(self, session_id: str, name: str, owner: str) -> bool:
-        """Drop a lease `owner` holds; False when it was not theirs (any more)."""
-        return self.run_op(self.lease_op("release", session_id, name, owner, 0))
-
-    def lease_op(
-        self, op: LeaseStep, session_id: str, name: str, owner: str, ttl_ms: int
-    ) -> Op[bool]:
-        """acquire, renew or release, as an operation."""
-        if op == "acquire":
-            check_name(session_id, "session id")
-            check_name(name, "lease name")
-        return (yield from step(self._lease(op, session_id, name, owner, ttl_ms)))
-
-    def lease_alive(self, session_id: str, name: str) -> bool:
-        """Whether anyone holds the lease `name` now."""
-        return self.run_op(self.lease_alive_op(session_id, name))
-
-    def lease_alive_op(self, session_id: str, name: str) -> Op[bool]:
-        return (yield from step(self._lease_holder(session_id, name))) is not None
-
-    # -- open attempts: what the reconciler works from -------------------------------------------
-
-    def open_attempts(self, session_id: str) -> list[OpenAttempt]:
-        """The session's requested calls without a result, oldest first; O(open attempts)."""
-        check_name(session_id, "session id")
-        return self.open_attempts_of([session_id])[session_id]
-
-    def open_attempts_of(self, session_ids: list[str]) -> dict[str, list[OpenAttempt]]:
-        """open_attempts of many sessions at once (one round trip on Redis)."""
-        return self.run_op(self.open_attempts_of_op(session_ids))
-
-    def open_attempts_of_op(self, session_ids: list[str]) -> Op[dict[str, list[OpenAttempt]]]:
-        found = yield from step(self._open_attempts(session_ids))
-        return {s: sorted(found.get(s, ()), key=lambda a: a.cursor) for s in session_ids}
-
-    def safe_to_replay(self, session_id: str, run_id: str | None, tool: str) -> bool:
-        """Whether the run declared the tool safe to replay (unsafe is the default)."""
-        return self.run_op(self.safe_to_replay_op(session_id, run_id, tool))
-
-    def safe_to_replay_op(self, session_id: str, run_id: str | None, tool: str) -> Op[bool]:
-        if run_id is None:
-            return False
-        return (yield from step(self._safe_to_replay(session_id, run_id, tool)))
-
-    def sessions_with_open_attempts(
-        self, buckets: Collection[int] | None = None
-    ) -> list[tuple[str, int]]:
-        """Sessions that may have open attempts, with when one last opened (ms); from an index,
-        never a scan of the keyspace. `buckets` picks some of INDEX_BUCKETS; None, all."""
-        return self.run_op(self.sessions_with_open_attempts_op(buckets))
-
-    def sessions_with_open_attempts_op(
-        self, buckets: Collection[int] | None = None
-    ) -> Op[list[tuple[str, int]]]:
-        chosen = range(INDEX_BUCKETS) if buckets is None else buckets
-        return (yield from step(self._open_sessions(chosen)))
-
-    def forget_idle_session(self, session_id: str, opened_before_ms: int) -> bool:
-        """Drop a session from the open-attempts index if it has none open and opened none since
-        `opened_before_ms`; True when dropped."""
-        return self.run_op(self.forget_idle_session_op(session_id, opened_before_ms))
-
-    def forget_idle_session_op(self, session_id: str, opened_before_ms: int) -> Op[bool]:
-        if (yield from step(self._open_attempts([session_id]))).get(session_id):
-            return False
-        return (yield from step(self._forget_open_session(session_id, opened_before_ms)))
-
     @staticmethod
     def _remember(table: dict[K, V], key: K, value: V) -> V:
         """Keep `value` in a per-store table that is emptied once it holds REMEMBERED entries:
@@ -591,6 +525,22 @@ class EventStore(GroupContract):
             table.clear()
         table[key] = value
         return value
+
+    # -- what some stores offer besides (store/families.py) ---------------------------------------
+
+    archive: EventStore | None = None  # the archive a tiered store reads through
+
+    def archive_source(self) -> ArchiveSource | None:
+        """This store's archiving side, if sessions can move out of it to an archive."""
+        return None
+
+    def archive_target(self) -> ArchiveTarget | None:
+        """This store's archive side, if sessions can move into it."""
+        return None
+
+    def server_admin(self) -> ServerAdmin | None:
+        """This store's server side, if it runs on a server whose memory an operator watches."""
+        return None
 
     def now_ms(self) -> int:
         """The backend's clock, the one commit cursors are taken from."""
@@ -673,23 +623,3 @@ class EventStore(GroupContract):
 
     @abc.abstractmethod
     def _sessions(self, limit: int | None) -> Step[list[tuple[str, int]]]: ...
-
-    @abc.abstractmethod
-    def _lease(
-        self, op: LeaseStep, session_id: str, name: str, owner: str, ttl_ms: int
-    ) -> Step[bool]: ...
-
-    @abc.abstractmethod
-    def _lease_holder(self, session_id: str, name: str) -> Step[str | None]: ...
-
-    @abc.abstractmethod
-    def _open_attempts(self, session_ids: list[str]) -> Step[dict[str, list[OpenAttempt]]]: ...
-
-    @abc.abstractmethod
-    def _safe_to_replay(self, session_id: str, run_id: str, tool: str) -> Step[bool]: ...
-
-    @abc.abstractmethod
-    def _open_sessions(self, buckets: Collection[int]) -> Step[list[tuple[str, int]]]: ...
-
-    @abc.abstractmethod
-    def _forget_open_session(self, session_id: str, opened_before_ms: int) -> Step[bool]: ...

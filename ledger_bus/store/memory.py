@@ -10,6 +10,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from ledger_bus.model.artifacts import unpack, uses_of
+from ledger_bus.model.attempts import AttemptNote, Closes, DeclaresSafe, Flags, Opens
 from ledger_bus.model.batch import Limits, PreparedAppend
 from ledger_bus.model.durability import Durability
 from ledger_bus.model.errors import IdempotencyConflict, InvalidInput, NotFound, VersionConflict
@@ -27,7 +28,8 @@ from ledger_bus.model.records import (
     SessionInfo,
     StreamInfo,
 )
-from ledger_bus.store.base import EventStore, LeaseStep
+from ledger_bus.store.attempts import LeaseStep
+from ledger_bus.store.base import EventStore
 from ledger_bus.store.buckets import bucket_of
 from ledger_bus.store.groups import REPLAY_CONSUMER, REPLAY_IDLE_MS, dead_letter_fields
 from ledger_bus.store.restore import RestoreBatch
@@ -60,7 +62,7 @@ class _Session:
     idempotency: dict[tuple[str, str], tuple[str, int, int, str]] = field(default_factory=dict)
     leases: dict[str, tuple[str, float]] = field(default_factory=dict)  # name -> (owner, expiry)
     open: dict[str, OpenAttempt] = field(default_factory=dict)  # by attempt id
-    safe: set[str] = field(default_factory=set)  # "<run>\x1f<tool>"
+    safe: set[tuple[str, str]] = field(default_factory=set)  # (run, tool) declared safe
     groups: dict[str, _Group] = field(default_factory=dict)
     generation: int = 0  # deletions so far (spec 3.9)
     floor: str = CURSOR_ZERO  # new cursors sort after this one, though the log be emptied
@@ -138,32 +140,32 @@ class _Session:
             group.pending = {c: held for c, held in group.pending.items() if c in kept}
 
 
-def _note(state: _Session, session_id: str, note: str, stream: str, cursor: str) -> None:
-    """Keep open attempts by the rules store/lua/append.lua keeps them by: a call opens its
-    attempt, a result closes it, a flag marks only the attempt whose call it names, once."""
-    if not note:
-        return
-    kind, *parts = note.split("\x1f")
-    if kind == "o":
-        attempt, run_id, tool = parts
-        opened = OpenAttempt(session_id, attempt, run_id or None, tool, stream, cursor, None)
-        state.open[attempt] = opened
-    elif kind == "c":
-        state.open.pop(parts[0], None)
-    elif kind == "f":
-        found = state.open.get(parts[0])
-        named = parts[1] if len(parts) > 1 else ""
-        names_it = named == "" or (
-            named != "-" and found is not None and parse_cursor(named) == parse_cursor(found.cursor)
-        )
-        if found is not None and found.flagged_cursor is None and names_it:
-            state.open[parts[0]] = dataclasses.replace(found, flagged_cursor=cursor)
-    elif kind == "s":
-        state.safe.add(f"{parts[0]}\x1f{parts[1]}")
+def _note(state: _Session, session_id: str, note: AttemptNote | None, stream: str, at: str) -> None:
+    """Keep open attempts by the ledger's rules: a call opens its attempt, a result closes it, a
+    flag marks only the attempt whose call it names, once."""
+    match note:
+        case Opens(attempt_id, run_id, tool):
+            state.open[attempt_id] = OpenAttempt(
+                session_id, attempt_id, run_id or None, tool, stream, at, None
+            )
+        case Closes(attempt_id):
+            state.open.pop(attempt_id, None)
+        case Flags(attempt_id, call):
+            found = state.open.get(attempt_id)
+            if (
+                found is not None
+                and found.flagged_cursor is None
+                and (call is None or parse_cursor(call) == parse_cursor(found.cursor))
+            ):
+                state.open[attempt_id] = dataclasses.replace(found, flagged_cursor=at)
+        case DeclaresSafe(run_id, tool):
+            state.safe.add((run_id, tool))
 
 
 class MemoryStore(EventStore):
     """Keeps everything in this process; safe to share between threads."""
+
+    tier = "memory"
 
     def __init__(self, limits: Limits | None = None):
         super().__init__(limits)
@@ -420,7 +422,7 @@ class MemoryStore(EventStore):
     def _safe_to_replay(self, session_id: str, run_id: str, tool: str) -> bool:
         with self._changed:
             state = self._sessions_by_id.get(session_id)
-            return state is not None and f"{run_id}\x1f{tool}" in state.safe
+            return state is not None and (run_id, tool) in state.safe
 
     def _open_sessions(self, buckets: Collection[int]) -> list[tuple[str, int]]:
         with self._changed:

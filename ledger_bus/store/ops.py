@@ -17,9 +17,10 @@ import inspect
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, Union, cast
 
 from ledger_bus.model.errors import BackendUnavailable, LedgerError
+from ledger_bus.model.records import AppendResult
 
 T = TypeVar("T")
 
@@ -31,9 +32,24 @@ class Sleep:
     seconds: float
 
 
+# What a backend primitive returns: an operation, or (a backend without a client of its own to
+# drive, or with a blocking one only) its value.
+Step = Union[T, "Op[T]"]
 # Applied to the driver's client: the reply, or (async client) an awaitable of it.
 Request = Callable[[Any], Any]
 Op = Generator[Request | Sleep, Any, T]
+
+
+@dataclass(slots=True)
+class AppendPlan:
+    """An append as every driver makes it (EventStore.plan_append): `request`, when there is
+    one, is the append in one call, which the driver sends at once on its fastest connection
+    (a thread's held connection, the event loop's client); `finish` takes its reply (None when
+    there was none, or the call failed) and gives the result, or the operation that ends the
+    append (the general path, which starts it over: its append_id makes it land once)."""
+
+    request: Request | None
+    finish: Callable[[Any], AppendResult | Op[AppendResult]]
 
 
 def call(request: Request) -> Op[Any]:

@@ -8,6 +8,7 @@ from typing import Any
 from redis.cluster import RedisCluster
 
 from ledger_bus.model.errors import InvalidInput
+from ledger_bus.store.families import ServerAdmin
 from ledger_bus.store.ops import Op
 from ledger_bus.store.redis.core import pipelined
 from ledger_bus.store.redis.deletes import RedisDeletes
@@ -19,8 +20,11 @@ from ledger_bus.store.redis.encoding import (
 from ledger_bus.store.redis.reads import RedisReads
 
 
-class RedisAdmin(RedisReads, RedisDeletes):
+class RedisAdmin(RedisReads, RedisDeletes, ServerAdmin):
     """Memory, the indexes' upkeep."""
+
+    def server_admin(self) -> ServerAdmin:
+        return self
 
     def memory_of(self, session_ids: list[str]) -> dict[str, dict[str, int]]:
         return self.run_op(self.memory_of_op(session_ids))

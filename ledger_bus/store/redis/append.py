@@ -3,10 +3,10 @@ them, artifacts written before them, and restore."""
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
 import redis.exceptions as rx
@@ -25,7 +25,7 @@ from ledger_bus.model.errors import (
 )
 from ledger_bus.model.ids import ExpectedVersion, StreamId, cursor_ms
 from ledger_bus.model.records import AppendResult
-from ledger_bus.store.ops import Op
+from ledger_bus.store.ops import AppendPlan, Op
 from ledger_bus.store.redis.core import (
     AppendTarget,
     RedisCore,
@@ -36,6 +36,7 @@ from ledger_bus.store.redis.encoding import (
     ARTIFACT_UPLOAD_TTL_MS,
     OPEN_MEMBER_SEP,
     ledger_cursor,
+    lua_notes,
     redis_cursor,
     text_of,
 )
@@ -59,24 +60,11 @@ OPEN_INDEX_REFRESH_MS: Final = 60_000
 
 def events_args(prepared: PreparedAppend) -> list[Any]:
     """The ARGV that append.lua and restore.lua end with: the payloads, the notes as one
-    argument (each begun by \x1e, which no id holds), and each artifact's sha256 and uses."""
-    args: list[Any] = [*prepared.payloads, "\x1e" + "\x1e".join(prepared.notes)]
+    argument (encoding.lua_notes), and each artifact's sha256 and uses."""
+    args: list[Any] = [*prepared.payloads, lua_notes(prepared.notes)]
     for use in prepared.uses:
         args += use
     return args
-
-
-@dataclass(slots=True)
-class ReadyAppend:
-    """An append made ready for the direct path (RedisStore.direct)."""
-
-    stream: StreamId
-    expected: int | None
-    append_id: str
-    written: AppendTarget
-    keys: list[str]
-    args: list[Any] | None  # None: the general path must take it
-    prepared: PreparedAppend
 
 
 class RedisAppend(RedisCore):
@@ -92,85 +80,71 @@ class RedisAppend(RedisCore):
         durability: str | Durability | None = None,
     ) -> AppendResult:
         """EventStore.append. The common append goes out on this thread's held connection in
-        one call, outside the machinery of operations (`direct`)."""
+        one call (plan_append)."""
         held = self._held
-        if held is None or not self.direct_suits(durability):
+        if held is None:
             return super().append(
                 stream, expected_version, append_id, events, durability=durability
             )
-        ready = self.direct(stream, expected_version, append_id, events)
-        if ready.args is not None:
-            keys = ready.keys
-            try:
-                reply = held.execute(keys[0], "EVALSHA", APPEND.sha, len(keys), *keys, *ready.args)
-            except (rx.RedisError, OSError):
-                reply = None  # NOSCRIPT, a lost connection, a failover: the general path knows
-            result = self.settle(ready, reply)
-            if result is not None:
-                if self.index_due(result):
-                    self.run_op(self.touch_index(result))
-                return result
-        return self.run_op(self.general(ready))
+        plan = self.plan_append(stream, expected_version, append_id, events, durability=durability)
+        reply = None
+        if plan.request is not None:
+            # NOSCRIPT, a lost connection, a failover: the general path knows what to do.
+            with contextlib.suppress(rx.RedisError, OSError):
+                reply = plan.request(held)
+        done = plan.finish(reply)
+        return done if isinstance(done, AppendResult) else self.run_op(done)
 
-    def direct_suits(self, durability: str | Durability | None) -> bool:
-        """Whether an append asking for `durability` may take the direct path: only a local
-        append waits for nothing after its script."""
-        return durability is None and self._default_confirmer is None
-
-    def direct(
+    def plan_append(
         self,
         stream: StreamId,
         expected_version: ExpectedVersion,
         append_id: str,
         events: Sequence[object],
-    ) -> ReadyAppend:
-        """An append checked and prepared for the direct path: one script call, its keys and
-        arguments (None when the append needs more: artifacts to write first, or the
-        open-attempts index to refresh); `general` is the path to fall back on. The direct path
-        skips the operations' machinery, which a single-event append feels (docs/performance.md
-        has the figures); any failure of
-        its call, or a reply that needs more (an archived session), takes the general path,
-        which starts the append over: its append_id makes it land once."""
+        *,
+        durability: str | Durability | None = None,
+    ) -> AppendPlan:
+        """EventStore.plan_append: the common append as one script call, outside the machinery
+        of operations, which a single-event append feels (docs/performance.md has the figures).
+        An append that waits for more than its script, has artifacts to write first or the
+        open-attempts index to refresh, or whose call fails or finds the session archived, takes
+        the general path (`_append`)."""
+        if durability is not None or self._default_confirmer is not None:
+            return super().plan_append(
+                stream, expected_version, append_id, events, durability=durability
+            )
         expected, prepared, _ = self._prepare(stream, expected_version, append_id, events, None)
+
+        def general(_: Any = None) -> Op[AppendResult]:
+            return self._append(stream, expected, append_id, prepared, self.durability)
+
+        session = stream.session_id
+        if prepared.artifacts or (prepared.opens_attempts and self._open_index_due(session)):
+            return AppendPlan(None, general)
         written = self._written(stream)
-
-        ready = ReadyAppend(stream, expected, append_id, written, written.keys, None, prepared)
-        if prepared.artifacts or (
-            prepared.opens_attempts and self._open_index_due(stream.session_id)
-        ):
-            return ready
-        ready.args = self.append_args(
-            stream, expected, append_id, prepared, written.acknowledged, False, written.generation
-        )
-        return ready
-
-    def general(self, ready: ReadyAppend) -> Op[AppendResult]:
-        """The general path for an append the direct path made ready."""
-        return self._append(
-            ready.stream, ready.expected, ready.append_id, ready.prepared, self.durability
+        keys, known = written.keys, written.acknowledged
+        args = self.append_args(
+            stream, expected, append_id, prepared, known, False, written.generation
         )
 
-    def settle(self, ready: ReadyAppend, reply: Any) -> AppendResult | None:
-        """The result of a direct append's reply (or the error it means); None when the general
-        path must take the append: no reply, or an archived session."""
-        if reply is None or reply[0] == b"archived":
-            return None
-        written = ready.written
-        result = self._outcome(
-            ready.stream, ready.expected, ready.append_id, written.acknowledged, reply
+        def finish(reply: Any) -> AppendResult | Op[AppendResult]:
+            if reply is None or reply[0] == b"archived":
+                return general()
+            result = self._outcome(stream, expected, append_id, known, reply)
+            written.acknowledge(result.last_version, int(reply[4 if result.deduplicated else 5]))
+            ms = cursor_ms(result.cursor)
+            if not result.deduplicated and self._index_due(session, ms):
+                return self._after_index(result)
+            return result
+
+        return AppendPlan(
+            lambda client: client.evalsha(APPEND.sha, len(keys), *keys, *args), finish
         )
-        written.acknowledge(result.last_version, int(reply[4 if result.deduplicated else 5]))
+
+    def _after_index(self, result: AppendResult) -> Op[AppendResult]:
+        """`result`, once the session index is refreshed after it."""
+        yield from self._touch_index(result.stream.session_id, cursor_ms(result.cursor))
         return result
-
-    def index_due(self, result: AppendResult) -> bool:
-        """Whether the session index is to be refreshed after a direct append's `result`."""
-        return not result.deduplicated and self._index_due(
-            result.stream.session_id, cursor_ms(result.cursor)
-        )
-
-    def touch_index(self, result: AppendResult) -> Op[None]:
-        """Refresh the session index after a direct append's `result`."""
-        return self._touch_index(result.stream.session_id, cursor_ms(result.cursor))
 
     def _append(
         self,

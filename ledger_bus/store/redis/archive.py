@@ -7,6 +7,7 @@ from typing import Any
 
 from ledger_bus.model.errors import Refused
 from ledger_bus.model.records import AppendRecord
+from ledger_bus.store.families import ArchiveSource
 from ledger_bus.store.ops import Op
 from ledger_bus.store.redis.core import pipelined
 from ledger_bus.store.redis.deletes import RedisDeletes
@@ -20,8 +21,11 @@ from ledger_bus.store.redis.scripts import (
 )
 
 
-class RedisArchive(RedisDeletes):
+class RedisArchive(RedisDeletes, ArchiveSource):
     """A session's way out to its archive."""
+
+    def archive_source(self) -> ArchiveSource:
+        return self
 
     def generation_of(self, session_id: str) -> int:
         """How many deletions the session has seen (spec 3.9)."""

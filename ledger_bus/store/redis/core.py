@@ -66,6 +66,8 @@ class RedisCore(EventStore):
     """What every part of the Redis store stands on: its client and keys, and the boundary every
     Redis call goes through (retried, its errors translated)."""
 
+    tier = "redis"
+
     def __init__(
         self,
         client: Any,

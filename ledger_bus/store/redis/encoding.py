@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, Final
 
+from ledger_bus.model.attempts import AttemptNote, Closes, DeclaresSafe, Flags, Opens
 from ledger_bus.model.ids import format_cursor, parse_cursor
 from ledger_bus.model.records import AppendRecord, OpenAttempt
 
@@ -67,6 +68,26 @@ def fullest(memory: Iterable[dict[str, Any]]) -> tuple[int, int]:
     several (a cluster's primaries), or of the one using the most where none has a maxmemory."""
     found = [(int(m.get("used_memory", 0)), int(m.get("maxmemory", 0))) for m in memory]
     return max(found, key=lambda m: (m[0] / m[1] if m[1] else 0.0, m[0]))
+
+
+def lua_notes(notes: list[AttemptNote | None]) -> str:
+    """The notes as append.lua and restore.lua take them, one argument: each event's begun by
+    \x1e, its parts joined by \x1f (no id or name holds a control character): "o<id><run><tool>",
+    "c<id>", "f<id><call cursor, or '' for any>", "s<run><tool>", or nothing."""
+    parts = []
+    for note in notes:
+        match note:
+            case None:
+                parts.append("")
+            case Opens(attempt_id, run_id, tool):
+                parts.append(f"o\x1f{attempt_id}\x1f{run_id}\x1f{tool}")
+            case Closes(attempt_id):
+                parts.append(f"c\x1f{attempt_id}")
+            case Flags(attempt_id, call):
+                parts.append(f"f\x1f{attempt_id}\x1f{call or ''}")
+            case DeclaresSafe(run_id, tool):
+                parts.append(f"s\x1f{run_id}\x1f{tool}")
+    return "\x1e" + "\x1e".join(parts)
 
 
 def open_attempt_of(session_id: str, attempt_id: str, value: str) -> OpenAttempt:

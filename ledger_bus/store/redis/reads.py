@@ -15,7 +15,7 @@ from ledger_bus.model.records import (
     SessionInfo,
     StreamInfo,
 )
-from ledger_bus.store.base import LeaseStep
+from ledger_bus.store.attempts import LeaseStep
 from ledger_bus.store.ops import Op
 from ledger_bus.store.redis.core import (
     Entries,

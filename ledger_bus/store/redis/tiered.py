@@ -40,6 +40,8 @@ T = TypeVar("T")
 class TieredStore(RedisStore):
     """Redis for what lives there, `archive` for the sessions moved to it."""
 
+    archive: SqlStore
+
     def __init__(self, client: Any, *, archive: SqlStore, **options: Any):
         super().__init__(client, **options)
         self.archive = archive

@@ -14,16 +14,18 @@ from contextlib import contextmanager
 from typing import Any, Self, TypeVar
 
 from sqlalchemy import (
+    BigInteger,
     Connection,
     Engine,
     Table,
     bindparam,
+    cast,
     create_engine,
     delete,
+    func,
     insert,
     inspect,
     select,
-    text,
     update,
 )
 from sqlalchemy import exc as sa_exc
@@ -68,6 +70,8 @@ def remove_file(path: str) -> None:
 class SqlCore(EventStore):
     """What every part of the SQL store stands on: the engine, the schema, transactions retried,
     the clock, the session's lock, and rows read as records."""
+
+    tier = "sql"
 
     def __init__(
         self,
@@ -257,7 +261,7 @@ class SqlCore(EventStore):
 
         def migrate(conn: Connection) -> str:
             if self.postgres:  # processes starting at once migrate one at a time
-                conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:p))"), {"p": self.prefix})
+                conn.execute(select(func.pg_advisory_xact_lock(func.hashtext(self.prefix))))
             command.upgrade(self._migrations(conn), "head")
             current, _ = self._revisions(conn)
             return str(current)
@@ -342,11 +346,8 @@ class SqlCore(EventStore):
         """The clock cursors and leases use: the server's on PostgreSQL (one clock for every
         host), this process's on SQLite (one host)."""
         if self.postgres:
-            return int(
-                conn.execute(
-                    text("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint")
-                ).scalar_one()
-            )
+            now = cast(func.extract("epoch", func.clock_timestamp()) * 1000, BigInteger)
+            return int(conn.execute(select(now)).scalar_one())
         return time.time_ns() // 1_000_000
 
     def _now_ms(self) -> int:
@@ -370,11 +371,9 @@ class SqlCore(EventStore):
         if found is None:
             if self.postgres:
                 conn.execute(
-                    text(
-                        f"INSERT INTO {s.name} (session_id, last_cursor, events)"
-                        " VALUES (:s, :c, 0) ON CONFLICT (session_id) DO NOTHING"
-                    ),
-                    {"s": session_id, "c": CURSOR_ZERO},
+                    self._insert_new(s).values(
+                        session_id=session_id, last_cursor=CURSOR_ZERO, events=0
+                    )
                 )
                 found = conn.execute(
                     select(s.c.last_cursor, s.c.events)

@@ -13,7 +13,6 @@ from sqlalchemy import (
     func,
     insert,
     select,
-    text,
     update,
 )
 
@@ -117,12 +116,7 @@ class SqlGroups(SqlCore):
         def create(conn: Connection) -> bool:
             start = after if after is not None else self._last_cursor(conn, session_id)
             created = conn.execute(
-                text(
-                    f"INSERT INTO {g.name} (session_id, grp, last_delivered)"
-                    " VALUES (:session, :group, :start)"
-                    " ON CONFLICT (session_id, grp) DO NOTHING"
-                ),
-                {"session": session_id, "group": group, "start": start},
+                self._insert_new(g).values(session_id=session_id, grp=group, last_delivered=start)
             )
             return bool(created.rowcount)
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection
+from typing import Any
 
 from sqlalchemy import (
     Connection,
+    and_,
+    delete,
     func,
+    or_,
     select,
-    text,
     tuple_,
     update,
 )
@@ -22,7 +25,8 @@ from ledger_bus.model.records import (
     SessionInfo,
     StreamInfo,
 )
-from ledger_bus.store.base import PAGE, LeaseStep
+from ledger_bus.store.attempts import LeaseStep
+from ledger_bus.store.base import PAGE
 from ledger_bus.store.buckets import bucket_of
 from ledger_bus.store.sql import statements
 from ledger_bus.store.sql.core import SqlCore
@@ -195,30 +199,27 @@ class SqlReads(SqlCore):
     def _lease(self, op: LeaseStep, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
         # One statement each, so that two racing acquires cannot both read "free" and both
         # write: the database decides, on the row's key.
-        p = self.prefix
-        key = {"session": session_id, "name": name, "owner": owner, "ttl": ttl_ms}
-        if op == "acquire":
-            statement = text(
-                f"INSERT INTO {p}_leases (session_id, name, owner, expires_ms)"
-                " VALUES (:session, :name, :owner, :now + :ttl)"
-                " ON CONFLICT (session_id, name) DO UPDATE SET owner = excluded.owner,"
-                f" expires_ms = excluded.expires_ms WHERE {p}_leases.expires_ms <= :now"
-                f" OR {p}_leases.owner = excluded.owner RETURNING owner"
-            )
-        elif op == "renew":
-            statement = text(
-                f"UPDATE {p}_leases SET expires_ms = :now + :ttl WHERE session_id = :session"
-                " AND name = :name AND owner = :owner AND expires_ms > :now RETURNING owner"
-            )
-        else:
-            statement = text(
-                f"DELETE FROM {p}_leases WHERE session_id = :session AND name = :name"
-                " AND owner = :owner AND expires_ms > :now RETURNING owner"
-            )
+        t = self.tables.leases
+        mine = and_(t.c.session_id == session_id, t.c.name == name, t.c.owner == owner)
 
         def change(conn: Connection) -> bool:
-            found = conn.execute(statement, {**key, "now": self._now(conn)}).first()
-            return found is not None
+            now = self._now(conn)
+            statement: Any
+            if op == "acquire":
+                new = self._upsert(t).values(
+                    session_id=session_id, name=name, owner=owner, expires_ms=now + ttl_ms
+                )
+                statement = new.on_conflict_do_update(
+                    index_elements=[t.c.session_id, t.c.name],
+                    set_={"owner": new.excluded.owner, "expires_ms": new.excluded.expires_ms},
+                    where=or_(t.c.expires_ms <= now, t.c.owner == new.excluded.owner),
+                )
+            elif op == "renew":
+                statement = update(t).where(mine, t.c.expires_ms > now)
+                statement = statement.values(expires_ms=now + ttl_ms)
+            else:
+                statement = delete(t).where(mine, t.c.expires_ms > now)
+            return conn.execute(statement.returning(t.c.owner)).first() is not None
 
         return self._run(change)
 

@@ -12,22 +12,22 @@ from sqlalchemy import (
     bindparam,
     insert,
     select,
-    text,
     tuple_,
     update,
 )
 
 from ledger_bus.model.artifacts import pack
+from ledger_bus.model.attempts import Opens, attempt_note
 from ledger_bus.model.errors import (
     InvalidInput,
     VersionConflict,
 )
-from ledger_bus.model.events import attempt_note
 from ledger_bus.model.ids import CURSOR_ZERO
 from ledger_bus.model.records import (
     AppendRecord,
     RecordedEvent,
 )
+from ledger_bus.store.families import ArchiveTarget
 from ledger_bus.store.restore import RestoreBatch
 from ledger_bus.store.sql import statements
 from ledger_bus.store.sql.core import SqlCore
@@ -66,9 +66,12 @@ class PageDigests:
         return self.pages
 
 
-class SqlRestore(SqlCore):
+class SqlRestore(SqlCore, ArchiveTarget):
     """Sessions moved in: events as they were recorded, append_id records, artifacts, and the
     digests an archive is verified by."""
+
+    def archive_target(self) -> ArchiveTarget:
+        return self
 
     def restore_moved(
         self,
@@ -164,11 +167,12 @@ class SqlRestore(SqlCore):
                     .where(t.streams.c.session_id == session_id, t.streams.c.stream == name)
                     .values(version=version)
                 )
-        notes = []
+        notes: list[statements.Note] = []
         for recorded in fresh:
             note = attempt_note(recorded.fields)
-            opened = opened or note.startswith("o")
-            notes.append((recorded.stream.name, note, recorded.cursor))
+            if note is not None:
+                opened = opened or type(note) is Opens
+                notes.append((recorded.stream.name, note, recorded.cursor))
         self._apply_notes(conn, session_id, notes)
         values: dict[str, Any] = {"last_cursor": fresh[-1].cursor, "events": count + len(fresh)}
         if opened:
@@ -207,9 +211,7 @@ class SqlRestore(SqlCore):
                 copy.write_row((session_id, e.cursor, e.stream.name, e.version, payload))
         driver_cursor.close()
 
-    def _apply_notes(
-        self, conn: Connection, session_id: str, notes: list[tuple[str, str, str]]
-    ) -> None:
+    def _apply_notes(self, conn: Connection, session_id: str, notes: list[statements.Note]) -> None:
         """Keep open attempts for restored events as their appends did."""
         net = statements.net_notes(notes) if self.postgres else None
         if net is None:
@@ -218,28 +220,13 @@ class SqlRestore(SqlCore):
             driver_cursor.close()
             return
         opened, closed = net
-        table = self.tables.open_attempts.name
+        drop, add = statements.restored_attempts(self.tables.open_attempts.name)
         gone = sorted(closed - opened.keys())
         if gone:
-            conn.execute(
-                text(
-                    f"DELETE FROM {table} WHERE session_id = :session"
-                    " AND attempt_id = ANY(CAST(:ids AS text[]))"
-                ),
-                {"session": session_id, "ids": gone},
-            )
+            conn.execute(drop, {"session": session_id, "ids": gone})
         if opened:
             conn.execute(
-                text(
-                    f"INSERT INTO {table} (session_id, attempt_id, run_id, tool, stream, cursor,"
-                    " flagged_cursor) SELECT :session, a, r, t, s, c, NULL FROM"
-                    " unnest(CAST(:attempts AS text[]), CAST(:runs AS text[]),"
-                    " CAST(:tools AS text[]), CAST(:streams AS text[]),"
-                    " CAST(:cursors AS text[])) AS n(a, r, t, s, c)"
-                    " ON CONFLICT (session_id, attempt_id) DO UPDATE SET"
-                    " run_id = excluded.run_id, tool = excluded.tool, stream = excluded.stream,"
-                    " cursor = excluded.cursor, flagged_cursor = NULL"
-                ),
+                add,
                 {
                     "session": session_id,
                     "attempts": list(opened),
@@ -305,13 +292,7 @@ class SqlRestore(SqlCore):
                     digests.add(cursor, stream, int(version), bytes(payload))
                 after = rows[-1][0]
             return digests.finish()
-        page = text(
-            "SELECT count(*), max(cursor), encode(sha256(string_agg(convert_to(cursor"
-            " || chr(31) || stream || chr(31) || version::text || chr(31), 'UTF8') || payload,"
-            " ''::bytea ORDER BY cursor)), 'hex') FROM (SELECT cursor, stream, version, payload"
-            f" FROM {self.tables.events.name} WHERE session_id = :session AND cursor > :after"
-            " ORDER BY cursor LIMIT :n) AS page"
-        )
+        page = statements.page_digest(self.tables.events.name)
         pages: list[tuple[int, str]] = []
         after = CURSOR_ZERO
         while True:

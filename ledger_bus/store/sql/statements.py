@@ -1,12 +1,14 @@
-"""The SQL store's hot paths on the driver's own connection: the append, and on PostgreSQL the
-tail (`read`).
+"""The SQL store's hand-written statements, where SQLAlchemy Core costs too much or cannot say
+it; everything else is Core.
 
-On PostgreSQL an append is one call of the server-side function that migration 0002 creates,
-in a transaction of its own: one round trip. On SQLite the store sends the statements itself:
-one query takes the write lock and reads the session's last cursor, the stream's version and the
-append_id's record together, the writes follow, then COMMIT. Statements are plain SQL strings
-made once: building and compiling SQLAlchemy constructs per append would cost more than the
-database does. The note statements serve `SqlStore.restore` on both databases.
+- The append, on the driver's own connection: on PostgreSQL one call of the server-side function
+  migration 0002 creates (one round trip; a migration's text stays as it was written), on SQLite
+  the statements sent by hand (one query takes the write lock and reads what the append checks).
+  Built once per prefix: building and compiling Core constructs per append costs more than the
+  database does. The note statements also serve restores.
+- The tail read on PostgreSQL (`read`), without a transaction around it.
+- Restores on PostgreSQL: open attempts from arrays in one statement, and page digests computed
+  by the server.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import TextClause, text
+
+from ledger_bus.model.attempts import AttemptNote, Closes, DeclaresSafe, Flags, Opens
 from ledger_bus.model.batch import PreparedAppend
 from ledger_bus.model.errors import IdempotencyConflict, VersionConflict
 from ledger_bus.model.ids import CURSOR_ZERO, StreamId, cursors_after, format_cursor, parse_cursor
@@ -134,47 +139,43 @@ class AppendSql:
         return cls(postgres, **{k: _sql(v, postgres) for k, v in statements.items()})
 
 
+Note = tuple[str, AttemptNote, str]  # (stream, note, cursor of its event)
+
+
 def note_statement(
-    sql: AppendSql, session_id: str, stream: str, note: str, at: str
+    sql: AppendSql, session_id: str, stream: str, note: AttemptNote, at: str
 ) -> tuple[str, dict[str, Any]] | None:
-    """The statement that keeps open attempts as store/lua/append.lua does, for one event's
-    note; None when it changes nothing."""
-    kind, *parts = note.split("\x1f")
-    key = {"session": session_id, "attempt": parts[0]}
-    if kind == "o":  # an attempt requested again starts afresh, unflagged
-        return sql.open_add, {
-            **key,
-            "run": parts[1],
-            "tool": parts[2],
-            "stream": stream,
-            "cursor": at,
-        }
-    if kind == "c":
-        return sql.open_drop, key
-    if kind == "f":
-        named = parts[1] if len(parts) > 1 else ""
-        if named == "-":  # the flag names no call this store knows
-            return None
-        if named:
-            return sql.flag_named, {
+    """The statement that keeps open attempts for one event's note; None when it changes
+    nothing."""
+    match note:
+        case Opens(attempt_id, run_id, tool):  # an attempt requested again starts afresh
+            key = {"session": session_id, "attempt": attempt_id}
+            return sql.open_add, {
                 **key,
+                "run": run_id,
+                "tool": tool,
+                "stream": stream,
                 "cursor": at,
-                "named": format_cursor(*parse_cursor(named)),
             }
-        return sql.flag_any, {**key, "cursor": at}
-    if kind == "s":
-        return sql.safe, {"session": session_id, "run": parts[0], "tool": parts[1]}
+        case Closes(attempt_id):
+            return sql.open_drop, {"session": session_id, "attempt": attempt_id}
+        case Flags(attempt_id, None):
+            return sql.flag_any, {"session": session_id, "attempt": attempt_id, "cursor": at}
+        case Flags(attempt_id, call):
+            key = {"session": session_id, "attempt": attempt_id}
+            named = format_cursor(*parse_cursor(call))
+            return sql.flag_named, {**key, "cursor": at, "named": named}
+        case DeclaresSafe(run_id, tool):
+            return sql.safe, {"session": session_id, "run": run_id, "tool": tool}
     return None
 
 
-def apply_notes(
-    sql: AppendSql, cursor: Any, session_id: str, notes: list[tuple[str, str, str]]
-) -> None:
+def apply_notes(sql: AppendSql, cursor: Any, session_id: str, notes: list[Note]) -> None:
     """Apply (stream, note, cursor) notes in order, a run of one kind of statement at a time."""
     run: list[dict[str, Any]] = []
     statement = ""
     for stream, note, at in notes:
-        found = note_statement(sql, session_id, stream, note, at) if note else None
+        found = note_statement(sql, session_id, stream, note, at)
         if found is None:
             continue
         if found[0] != statement and run:
@@ -186,36 +187,79 @@ def apply_notes(
         cursor.executemany(statement, run)
 
 
-def net_notes(
-    notes: list[tuple[str, str, str]],
-) -> tuple[dict[str, tuple[str, str, str, str]], set[str]] | None:
+def net_notes(notes: list[Note]) -> tuple[dict[str, tuple[str, str, str, str]], set[str]] | None:
     """What (stream, note, cursor) notes that only open and close attempts leave once applied
     in order: the attempts open at the end (attempt -> run, tool, stream, cursor of the call)
     and the attempts closed. None when a note flags or declares: those are applied in order."""
     opened: dict[str, tuple[str, str, str, str]] = {}
     closed: set[str] = set()
     for stream, note, at in notes:
-        if not note:
-            continue
-        kind, *parts = note.split("\x1f")
-        if kind == "o":
-            opened[parts[0]] = (parts[1], parts[2], stream, at)
-        elif kind == "c":
-            opened.pop(parts[0], None)
-            closed.add(parts[0])
+        if type(note) is Opens:
+            opened[note.attempt_id] = (note.run_id, note.tool, stream, at)
+        elif type(note) is Closes:
+            opened.pop(note.attempt_id, None)
+            closed.add(note.attempt_id)
         else:
             return None
     return opened, closed
 
 
-def _only_opens(notes: list[str]) -> bool:
-    """Whether the append's notes open attempts and do nothing else, each attempt once: then
-    they can be applied in one statement, in any order."""
-    opened = [note.split("\x1f", 2)[1] for note in notes if note]
-    return (
-        bool(opened)
-        and all(note.startswith("o") for note in notes if note)
-        and len(set(opened)) == len(opened)
+def function_notes(notes: list[AttemptNote | None]) -> tuple[list[str], bool]:
+    """The notes as the append function of migration 0002 takes them ("o", "c", "f" or "s" and
+    the note's parts, joined by \x1f, which no id or name holds; "" for none), and whether they
+    only open attempts, each once: then the function applies them in one statement."""
+    encoded = []
+    opened = []
+    others = False
+    for note in notes:
+        match note:
+            case None:
+                encoded.append("")
+            case Opens(attempt_id, run_id, tool):
+                encoded.append(f"o\x1f{attempt_id}\x1f{run_id}\x1f{tool}")
+                opened.append(attempt_id)
+            case Closes(attempt_id):
+                encoded.append(f"c\x1f{attempt_id}")
+                others = True
+            case Flags(attempt_id, call):
+                encoded.append(f"f\x1f{attempt_id}\x1f{call or ''}")
+                others = True
+            case DeclaresSafe(run_id, tool):
+                encoded.append(f"s\x1f{run_id}\x1f{tool}")
+                others = True
+    return encoded, bool(opened) and not others and len(set(opened)) == len(opened)
+
+
+def restored_attempts(table: str) -> tuple[TextClause, TextClause]:
+    """PostgreSQL: the statements that drop the attempts a restored batch closed and write
+    those it left open, each set in one statement from arrays (a statement per attempt cost
+    a round trip each)."""
+    drop = text(
+        f"DELETE FROM {table} WHERE session_id = :session"
+        " AND attempt_id = ANY(CAST(:ids AS text[]))"
+    )
+    add = text(
+        f"INSERT INTO {table} (session_id, attempt_id, run_id, tool, stream, cursor,"
+        " flagged_cursor) SELECT :session, a, r, t, s, c, NULL FROM"
+        " unnest(CAST(:attempts AS text[]), CAST(:runs AS text[]),"
+        " CAST(:tools AS text[]), CAST(:streams AS text[]),"
+        " CAST(:cursors AS text[])) AS n(a, r, t, s, c)"
+        " ON CONFLICT (session_id, attempt_id) DO UPDATE SET"
+        " run_id = excluded.run_id, tool = excluded.tool, stream = excluded.stream,"
+        " cursor = excluded.cursor, flagged_cursor = NULL"
+    )
+    return drop, add
+
+
+def page_digest(table: str) -> TextClause:
+    """PostgreSQL: one page of a session's events digested as restore.PageDigests digests it,
+    by the server, so that verifying an archive does not carry every payload back."""
+    return text(
+        "SELECT count(*), max(cursor), encode(sha256(string_agg(convert_to(cursor"
+        " || chr(31) || stream || chr(31) || version::text || chr(31), 'UTF8') || payload,"
+        " ''::bytea ORDER BY cursor)), 'hex') FROM (SELECT cursor, stream, version, payload"
+        f" FROM {table} WHERE session_id = :session AND cursor > :after"
+        " ORDER BY cursor LIMIT :n) AS page"
     )
 
 
@@ -285,6 +329,7 @@ def _call(
     transaction of its own."""
     import psycopg
 
+    notes, only_opens = function_notes(prepared.notes)
     params = {
         "session": stream.session_id,
         "stream": stream.name,
@@ -292,8 +337,8 @@ def _call(
         "expected": expected,
         "digest": prepared.digest,
         "payloads": prepared.payloads,
-        "notes": prepared.notes,
-        "only_opens": _only_opens(prepared.notes),
+        "notes": notes,
+        "only_opens": only_opens,
         "channel": channel,
     }
     if driver.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
@@ -403,7 +448,9 @@ def _write(
     )
     if any(prepared.notes):
         notes = [
-            (stream, note, row["cursor"]) for note, row in zip(prepared.notes, rows, strict=True)
+            (stream, note, row["cursor"])
+            for note, row in zip(prepared.notes, rows, strict=True)
+            if note is not None
         ]
         apply_notes(sql, cursor, session_id, notes)
     values = {"session": session_id, "cursor": last["cursor"], "events": count + len(rows)}

@@ -1,169 +1,60 @@
-"""LangGraph on the ledger: a checkpointer, and tool calls recorded before they run.
-
-    from ledger_bus.adapters.langgraph import LedgerSaver, record_tools
-
-    saver = LedgerSaver(ledger_bus.connect(url))            # or await aio.connect(url)
-    tools = ToolNode([search], **record_tools(saver))      # wrap_tool_call / awrap_tool_call
-    graph = builder.compile(checkpointer=saver)
-
-A thread is a session (its id, or `lg~<sha256>` for an id that is not a session id), so on a
-Redis Cluster all of a thread lives in one slot. Each checkpoint namespace is a stream of the
-session (`lg.ckpt`, `lg.ckpt.<ns>`): a `langgraph.checkpoint` mutation per checkpoint, with the
-channel values that changed at it, and a `langgraph.writes` mutation per task's pending writes.
-Values are the saver's serde bytes, base64, a field each; a large one is kept as an artifact
-(spec 3.11), stored once however many checkpoints hold it. Reads fold the stream into a view
-that is brought up to date by reading what was appended since (adapters/view.py): a get_tuple
-is one read.
-
-Deleting and pruning, in an append-only log: delete_thread deletes the session (its tool calls
-too); prune("delete") deletes the namespace streams; prune("keep_latest") and delete_for_runs
-append what stays as self-contained checkpoints and trim everything before them in that append
-(a bounded stream, spec 3.12).
-
-Tool calls: `record_tools(saver)` gives ToolNode's wrappers, which record each call of a tool as
-a `tool_call` (requested) in the thread's `lg.tools` stream before the tool runs and its
-`tool_result` after, holding a lease while it runs. A process killed inside a tool leaves an
-open attempt the reconciler flags; resuming the thread returns a recorded result instead of
-running the tool again, and stops (UnresolvedAttempt) at a call that was requested and never
-finished, unless the tool is declared safe to replay.
-"""
+"""LedgerSaver: LangGraph's checkpointer on any ledger store."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import builtins
-import hashlib
 import random
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Final, TypeVar, cast
 
-from ledger_bus.model.extras import needs
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+)
 
-try:
-    from langchain_core.messages import ToolMessage
-    from langchain_core.runnables import RunnableConfig
-    from langgraph.checkpoint.base import (
-        WRITES_IDX_MAP,
-        BaseCheckpointSaver,
-        ChannelVersions,
-        Checkpoint,
-        CheckpointMetadata,
-        CheckpointTuple,
-        get_checkpoint_id,
-        get_checkpoint_metadata,
-    )
-except ImportError as err:
-    raise needs(err, "ledger_bus.adapters.langgraph") from None
-
-from ledger_bus.adapters.calls import CallLedger, decided_text
+from ledger_bus.adapters.calls import CallLedger
+from ledger_bus.adapters.langgraph.layout import (
+    AGENT,
+    CAPABILITIES,
+    CHECKPOINT,
+    CHECKPOINTS,
+    EMPTY,
+    UNIQUE,
+    VALUE,
+    WRITES,
+    Namespace,
+    Typed,
+    blob_fields,
+    channel_versions,
+    fold,
+    namespace_stream,
+    thread_session,
+    version_key,
+    write_id,
+)
+from ledger_bus.adapters.langgraph.tools import ToolRecording
 from ledger_bus.adapters.view import Views
 from ledger_bus.model.errors import InvalidInput
-from ledger_bus.model.ids import ANY, StreamId, check_name
-from ledger_bus.model.records import RecordedEvent
-from ledger_bus.recorder import DEFAULT_LEASE_MS, Capabilities
+from ledger_bus.model.ids import ANY, StreamId
+from ledger_bus.recorder import DEFAULT_LEASE_MS
 from ledger_bus.store.aio import AsyncStore
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.ops import Op
 
 T = TypeVar("T")
 
-AGENT: Final = "langgraph"
-CHECKPOINTS: Final = "lg.ckpt"
-TOOLS: Final = "lg.tools"
-CHECKPOINT: Final = "langgraph.checkpoint"
-WRITES: Final = "langgraph.writes"
-# LangGraph sees every checkpoint and write it makes, and every tool call a ToolNode runs; it
-# says nothing of calls made inside a node's own code, which a Recorder run can record.
-CAPABILITIES: Final = Capabilities(
-    request_before_call="strict",
-    record_outcome="strict",
-    recovery="strict",
-    profile="langgraph",
-)
 
-Typed = list[str]  # [serde type, base64 of its bytes]
-EMPTY: Final[Typed] = ["empty", ""]  # a channel with no value at its version
-VALUE: Final = "value_"  # the fields a checkpoint event keeps its channel values in
-UNIQUE: Final = "unique"  # a checkpoint's `versions`: written by a saver that makes them so
-
-
-def thread_session(thread_id: str) -> str:
-    """The session a thread lives in: its id when that is a session id, else a digest of it."""
-    try:
-        return check_name(thread_id, "thread id")
-    except InvalidInput:
-        return "lg~" + hashlib.sha256(thread_id.encode()).hexdigest()[:40]
-
-
-def namespace_stream(session_id: str, ns: str) -> StreamId:
-    """The stream of one checkpoint namespace of a thread."""
-    if not ns:
-        return StreamId(session_id, CHECKPOINTS)
-    try:
-        return StreamId(session_id, check_name(f"{CHECKPOINTS}.{ns}", "stream"))
-    except InvalidInput:
-        return StreamId(session_id, f"{CHECKPOINTS}#{hashlib.sha256(ns.encode()).hexdigest()[:40]}")
-
-
-@dataclass
-class _Saved:
-    """One checkpoint as recorded: its fields, still serialized."""
-
-    fields: dict[str, Any]
-    order: int  # position in the stream: a later record of the same id replaces an earlier one
-
-
-@dataclass
-class _Namespace:
-    """A namespace stream folded: checkpoints, channel values by version, pending writes."""
-
-    thread_id: str | None = None
-    ns: str = ""
-    checkpoints: dict[str, _Saved] = field(default_factory=dict)
-    blobs: dict[tuple[str, str], Typed] = field(default_factory=dict)
-    # checkpoint id -> (task id, index) -> [task id, channel, value, task path, index]
-    writes: dict[str, dict[tuple[str, int], list[Any]]] = field(default_factory=dict)
-
-
-def _fold(state: _Namespace, event: RecordedEvent) -> None:
-    if event.type != "mutation":
-        return
-    fields = event.fields
-    kind = fields.get("kind")
-    if kind == CHECKPOINT:
-        state.thread_id, state.ns = fields["thread_id"], fields["checkpoint_ns"]
-        for channel, version, name in fields.get("blobs", ()):
-            state.blobs[(channel, version_key(version))] = fields[name]
-        state.checkpoints[fields["checkpoint_id"]] = _Saved(fields, event.version)
-    elif kind == WRITES:
-        found = state.writes.setdefault(fields["checkpoint_id"], {})
-        for idx, channel, value in fields["writes"]:
-            key = (fields["task_id"], idx)
-            if idx >= 0 and key in found:
-                continue  # the first write of a task at an index stands, as in LangGraph's own
-            found[key] = [fields["task_id"], channel, value, fields.get("task_path", ""), idx]
-
-
-def version_key(version: object) -> str:
-    """A channel version as this saver keeps it: LangGraph's own form, `<32-digit counter>.<16
-    characters of a random draw>`, unique per write, so that two branches forked from one
-    checkpoint never share a (channel, version) pair. A thread written when this saver numbered
-    versions 1, 2, 3 reads its whole numbers in that form, with a draw of zero: ordered as
-    before, and below every version written after them."""
-    text = str(version)
-    if text.isdigit():
-        return f"{int(text):032}.{0.0:016}"
-    return text
-
-
-def _versions(found: dict[str, Any]) -> dict[str, str]:
-    return {channel: version_key(version) for channel, version in found.items()}
-
-
-class LedgerSaver(BaseCheckpointSaver[str]):
+class LedgerSaver(ToolRecording, BaseCheckpointSaver[str]):
     """A LangGraph checkpointer on any ledger store (Redis, Valkey, Redis Cluster, SQLite,
     PostgreSQL, memory), sync and async.
 
@@ -183,7 +74,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         super().__init__(serde=serde)
         self.astore = store if isinstance(store, AsyncStore) else None
         self.store: EventStore = store.core if isinstance(store, AsyncStore) else store
-        self._views: Views[_Namespace] = Views(_Namespace, _fold)
+        self._views: Views[Namespace] = Views(Namespace, fold)
         # lease_ttl_ms: how long a tool call's lease outlives its process (recorded tools).
         self.calls = CallLedger(self.store, agent=AGENT, lease_ttl_ms=lease_ttl_ms)
 
@@ -266,10 +157,10 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             # Versions as get_next_version makes them (or as the caller gave them): read back
             # as they were put.
             "versions": UNIQUE,
-            **_blob_fields(blobs),
+            **blob_fields(blobs),
         }
         stream = namespace_stream(thread_session(thread_id), ns)
-        yield from self.store.append_op(stream, ANY, _append_id("c", checkpoint["id"]), [event])
+        yield from self.store.append_op(stream, ANY, write_id("c", checkpoint["id"]), [event])
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -321,7 +212,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             ],
         }
         stream = namespace_stream(thread_session(thread_id), ns)
-        append_id = _append_id("w", f"{configurable['checkpoint_id']}:{task_id}")
+        append_id = write_id("w", f"{configurable['checkpoint_id']}:{task_id}")
         yield from self.store.append_op(stream, ANY, append_id, [event])
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -414,15 +305,18 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         ]
 
     def _tuple(
-        self, thread_id: str, ns: str, state: _Namespace, fields: dict[str, Any]
+        self, thread_id: str, ns: str, state: Namespace, fields: dict[str, Any]
     ) -> CheckpointTuple:
         checkpoint = self._load(fields["checkpoint"])
         if fields.get("versions") != UNIQUE:
             # Written when this saver numbered versions 1, 2, 3: read in today's form, since
             # LangGraph compares versions and a whole number beside a string would not compare.
-            checkpoint["channel_versions"] = _versions(checkpoint.get("channel_versions", {}))
+            checkpoint["channel_versions"] = channel_versions(
+                checkpoint.get("channel_versions", {})
+            )
             checkpoint["versions_seen"] = {
-                node: _versions(seen) for node, seen in checkpoint.get("versions_seen", {}).items()
+                node: channel_versions(seen)
+                for node, seen in checkpoint.get("versions_seen", {}).items()
             }
         values = {}
         for channel, version in checkpoint.get("channel_versions", {}).items():
@@ -505,7 +399,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             copy = StreamId(target_session, stream.name)
             for start in range(0, len(events), self._chunk()):
                 chunk = events[start : start + self._chunk()]
-                yield from self.store.append_op(copy, ANY, _append_id("copy", str(source)), chunk)
+                yield from self.store.append_op(copy, ANY, write_id("copy", str(source)), chunk)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         self._sync(self._prune_op(thread_ids, strategy))
@@ -525,9 +419,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
                 elif len(state.checkpoints) > 1:
                     yield from self._rewrite_op(stream, state, [max(state.checkpoints)])
 
-    def _rewrite_op(
-        self, stream: StreamId, state: _Namespace, kept: builtins.list[str]
-    ) -> Op[None]:
+    def _rewrite_op(self, stream: StreamId, state: Namespace, kept: builtins.list[str]) -> Op[None]:
         """Leave only the `kept` checkpoints (and their writes) in the stream: appended again,
         each with every channel value it needs, while the stream is bounded to them, so that
         the append that completes them trims everything before it (spec 3.12). The bound is
@@ -555,7 +447,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             yield from self.store.bound_stream_op(stream, None)
 
     def _whole(
-        self, state: _Namespace, ids: builtins.list[str], thread_id: str
+        self, state: Namespace, ids: builtins.list[str], thread_id: str
     ) -> builtins.list[dict[str, Any]]:
         """The checkpoints `ids` as events that hold every channel value they need, each
         followed by its pending writes, for `thread_id`."""
@@ -573,7 +465,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
                 for k, v in fields.items()
                 if k not in ("event_id", "blobs") and not k.startswith(VALUE)
             }
-            events.append({**kept, "thread_id": thread_id, **_blob_fields(blobs)})
+            events.append({**kept, "thread_id": thread_id, **blob_fields(blobs)})
             by_task: dict[str, builtins.list[builtins.list[Any]]] = {}
             for task_id, channel, value, task_path, idx in state.writes.get(
                 checkpoint_id, {}
@@ -610,105 +502,8 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             counter = int(str(current).split(".")[0])
         return f"{counter + 1:032}.{random.random():016}"
 
-    # -- tool calls ---------------------------------------------------------------------------
-
-    def record_tools(self, *, safe_to_replay: Sequence[str] = ()) -> dict[str, Any]:
-        """ToolNode's `wrap_tool_call` and `awrap_tool_call`, recording each call of a tool in
-        the thread's session (`lg.tools`) before it runs and its result after; on a resumed
-        thread, a call whose result is recorded returns it instead of running the tool again.
-        `safe_to_replay`: the tools that may run again after a crash left their call unfinished
-        (the others stop the resume: UnresolvedAttempt)."""
-        safe = frozenset(safe_to_replay)
-
-        def wrap(request: Any, execute: Callable[[Any], Any]) -> Any:
-            call = request.tool_call
-            guard = self._guard(request)
-            done, found = self._sync(
-                guard.begin_op(call["id"], call["name"], call["args"], call["name"] in safe)
-            )
-            if done:
-                return self._replayed(found, call)
-            return guard.finish_sync(found, lambda: execute(request), self._outcome)
-
-        async def awrap(request: Any, execute: Callable[[Any], Any]) -> Any:
-            call = request.tool_call
-            guard = self._guard(request)
-            done, found = await self._async(
-                guard.begin_op(call["id"], call["name"], call["args"], call["name"] in safe)
-            )
-            if done:
-                return self._replayed(found, call)
-            return await guard.finish_async(
-                found, lambda: execute(request), self._outcome, self._async
-            )
-
-        return {"wrap_tool_call": wrap, "awrap_tool_call": awrap}
-
-    def _outcome(self, value: Any) -> tuple[str, Any]:
-        """What a tool returned, as its recorded result: a ToolMessage's content, name and
-        status (readable in the ledger); anything else (a Command) in the saver's serde."""
-        if isinstance(value, ToolMessage):
-            status = "error" if value.status == "error" else "ok"
-            return status, {"content": value.content, "name": value.name, "status": value.status}
-        return "ok", {"serde": self._dump(value)}
-
-    def _replayed(self, recorded: RecordedEvent, call: dict[str, Any]) -> Any:
-        """A call's recorded outcome as the tool returned it. An outcome someone else decided
-        (`ledger-bus resolve --ok VALUE`, `--error VALUE`) is a ToolMessage of that value,
-        successful or not; a tool that raised, or an outcome nobody knows, an error one."""
-        result = recorded.get("result")
-        if recorded.agent == AGENT and isinstance(result, dict):
-            if "serde" in result:
-                return self._load(result["serde"])
-            if "content" in result:
-                return ToolMessage(
-                    content=result["content"],
-                    name=result.get("name") or call["name"],
-                    tool_call_id=call["id"],
-                    status=result.get("status", "success"),
-                )
-        return ToolMessage(
-            content=decided_text(result),
-            name=call["name"],
-            tool_call_id=call["id"],
-            status="success" if recorded.get("status") == "ok" else "error",
-        )
-
-    def _guard(self, request: Any) -> Any:
-        config = request.runtime.config if request.runtime is not None else {}
-        thread_id = str(config.get("configurable", {}).get("thread_id", ""))
-        if not thread_id:
-            raise InvalidInput("a recorded tool runs in a graph with a thread_id in its config")
-        return self.calls.guard(StreamId(thread_session(thread_id), TOOLS), self._sync)
-
 
 def record_tools(saver: LedgerSaver, *, safe_to_replay: Sequence[str] = ()) -> dict[str, Any]:
     """`saver.record_tools(...)`: keyword arguments for ToolNode (wrap_tool_call and
     awrap_tool_call) that record its tool calls in the saver's store."""
     return saver.record_tools(safe_to_replay=safe_to_replay)
-
-
-def _blob_fields(blobs: builtins.list[tuple[str, str, Typed]]) -> dict[str, Any]:
-    """Channel values as fields of a checkpoint event: `blobs` lists (channel, version, field)
-    and each value is a field of its own, so that a large value the same in many checkpoints
-    is one artifact, stored once (spec 3.11), however many events hold it."""
-    fields: dict[str, Any] = {"blobs": [[c, v, f"{VALUE}{n}"] for n, (c, v, _) in enumerate(blobs)]}
-    for n, (_, _, typed) in enumerate(blobs):
-        fields[f"{VALUE}{n}"] = typed
-    return fields
-
-
-def _append_id(kind: str, key: str) -> str:
-    """An append id of its own for each write: the store's retries of it land once, and a
-    thread deleted and written again is written anew, never taken for a retry of what was
-    deleted (whose append ids the store keeps, spec 3.9)."""
-    return f"{kind}:{key[:200]}:{uuid.uuid4().hex}"
-
-
-__all__ = [
-    "CAPABILITIES",
-    "LedgerSaver",
-    "namespace_stream",
-    "record_tools",
-    "thread_session",
-]

@@ -1,0 +1,124 @@
+"""The lease and open-attempt methods of EventStore, on the primitives a backend provides:
+how a live run is told from a crashed one, and what the reconciler works from."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Collection
+from typing import Literal, TypeVar
+
+from ledger_bus.model.ids import check_name
+from ledger_bus.model.records import OpenAttempt
+from ledger_bus.store.buckets import INDEX_BUCKETS
+from ledger_bus.store.ops import Op, Step, step
+
+T = TypeVar("T")
+# What a lease operation does: each backend runs the three as one primitive.
+LeaseStep = Literal["acquire", "renew", "release"]
+
+
+class AttemptContract(abc.ABC):
+    """Leases and open attempts (EventStore's)."""
+
+    @abc.abstractmethod
+    def run_op(self, op: Op[T]) -> T:
+        """Run an operation to its end (EventStore's)."""
+
+    # -- leases: how a live run is told from a crashed one ---------------------------------------
+
+    def acquire_lease(self, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
+        """Take (or keep) the lease `name` for `owner`; False when another owner holds it."""
+        return self.run_op(self.lease_op("acquire", session_id, name, owner, ttl_ms))
+
+    def renew_lease(self, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
+        """Extend a lease `owner` holds; False when it expired or passed to another owner."""
+        return self.run_op(self.lease_op("renew", session_id, name, owner, ttl_ms))
+
+    def release_lease(self, session_id: str, name: str, owner: str) -> bool:
+        """Drop a lease `owner` holds; False when it was not theirs (any more)."""
+        return self.run_op(self.lease_op("release", session_id, name, owner, 0))
+
+    def lease_op(
+        self, op: LeaseStep, session_id: str, name: str, owner: str, ttl_ms: int
+    ) -> Op[bool]:
+        """acquire, renew or release, as an operation."""
+        if op == "acquire":
+            check_name(session_id, "session id")
+            check_name(name, "lease name")
+        return (yield from step(self._lease(op, session_id, name, owner, ttl_ms)))
+
+    def lease_alive(self, session_id: str, name: str) -> bool:
+        """Whether anyone holds the lease `name` now."""
+        return self.run_op(self.lease_alive_op(session_id, name))
+
+    def lease_alive_op(self, session_id: str, name: str) -> Op[bool]:
+        return (yield from step(self._lease_holder(session_id, name))) is not None
+
+    # -- open attempts: what the reconciler works from -------------------------------------------
+
+    def open_attempts(self, session_id: str) -> list[OpenAttempt]:
+        """The session's requested calls without a result, oldest first; O(open attempts)."""
+        check_name(session_id, "session id")
+        return self.open_attempts_of([session_id])[session_id]
+
+    def open_attempts_of(self, session_ids: list[str]) -> dict[str, list[OpenAttempt]]:
+        """open_attempts of many sessions at once (one round trip on Redis)."""
+        return self.run_op(self.open_attempts_of_op(session_ids))
+
+    def open_attempts_of_op(self, session_ids: list[str]) -> Op[dict[str, list[OpenAttempt]]]:
+        found = yield from step(self._open_attempts(session_ids))
+        return {s: sorted(found.get(s, ()), key=lambda a: a.cursor) for s in session_ids}
+
+    def safe_to_replay(self, session_id: str, run_id: str | None, tool: str) -> bool:
+        """Whether the run declared the tool safe to replay (unsafe is the default)."""
+        return self.run_op(self.safe_to_replay_op(session_id, run_id, tool))
+
+    def safe_to_replay_op(self, session_id: str, run_id: str | None, tool: str) -> Op[bool]:
+        if run_id is None:
+            return False
+        return (yield from step(self._safe_to_replay(session_id, run_id, tool)))
+
+    def sessions_with_open_attempts(
+        self, buckets: Collection[int] | None = None
+    ) -> list[tuple[str, int]]:
+        """Sessions that may have open attempts, with when one last opened (ms); from an index,
+        never a scan of the keyspace. `buckets` picks some of INDEX_BUCKETS; None, all."""
+        return self.run_op(self.sessions_with_open_attempts_op(buckets))
+
+    def sessions_with_open_attempts_op(
+        self, buckets: Collection[int] | None = None
+    ) -> Op[list[tuple[str, int]]]:
+        chosen = range(INDEX_BUCKETS) if buckets is None else buckets
+        return (yield from step(self._open_sessions(chosen)))
+
+    def forget_idle_session(self, session_id: str, opened_before_ms: int) -> bool:
+        """Drop a session from the open-attempts index if it has none open and opened none since
+        `opened_before_ms`; True when dropped."""
+        return self.run_op(self.forget_idle_session_op(session_id, opened_before_ms))
+
+    def forget_idle_session_op(self, session_id: str, opened_before_ms: int) -> Op[bool]:
+        if (yield from step(self._open_attempts([session_id]))).get(session_id):
+            return False
+        return (yield from step(self._forget_open_session(session_id, opened_before_ms)))
+
+    # -- what a backend provides ----------------------------------------------------------------
+
+    @abc.abstractmethod
+    def _lease(
+        self, op: LeaseStep, session_id: str, name: str, owner: str, ttl_ms: int
+    ) -> Step[bool]: ...
+
+    @abc.abstractmethod
+    def _lease_holder(self, session_id: str, name: str) -> Step[str | None]: ...
+
+    @abc.abstractmethod
+    def _open_attempts(self, session_ids: list[str]) -> Step[dict[str, list[OpenAttempt]]]: ...
+
+    @abc.abstractmethod
+    def _safe_to_replay(self, session_id: str, run_id: str, tool: str) -> Step[bool]: ...
+
+    @abc.abstractmethod
+    def _open_sessions(self, buckets: Collection[int]) -> Step[list[tuple[str, int]]]: ...
+
+    @abc.abstractmethod
+    def _forget_open_session(self, session_id: str, opened_before_ms: int) -> Step[bool]: ...
