@@ -115,10 +115,8 @@ class SqlGroups(SqlCore):
 
         def create(conn: Connection) -> bool:
             start = after if after is not None else self._last_cursor(conn, session_id)
-            created = conn.execute(
-                self._insert_new(g).values(session_id=session_id, grp=group, last_delivered=start)
-            )
-            return bool(created.rowcount)
+            new = self._insert_new(g).values(session_id=session_id, grp=group, last_delivered=start)
+            return conn.execute(new.returning(g.c.grp)).first() is not None
 
         return self._run(create)
 
