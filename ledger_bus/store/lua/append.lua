@@ -161,9 +161,9 @@ end
 local first = version + 1
 local first_cursor, cursor, first_text, text
 local at = 1  -- where the next event's note begins in `notes`, at its \30
--- The attempts opened are written together, one HSET for the lot (a call per tool_call was a
--- third of a 100-event append's server time), before any other note and at the end: a note
--- that closes or flags an attempt opened earlier in the same append finds it written.
+-- The attempts opened are written together, one HSET for the lot (a call per tool_call costs
+-- a large append dearly), before any other note and at the end: a note that closes or flags
+-- an attempt opened earlier in the same append finds it written.
 local opens, opened = {}, 0
 local function write_opens()
   if #opens > 0 then
@@ -174,8 +174,8 @@ end
 for i = 1, n do
   version = version + 1
   -- A Lua number given to redis.call, or joined to a string, is printed with %.17g (%.14g),
-  -- about 0.45 us each time here: each version is formatted once, as an integer, and that
-  -- text is what every write below uses.
+  -- which is slow: each version is formatted once, as an integer, and that text is what every
+  -- write below uses.
   text = string.format('%d', version)
   cursor = redis.call('XADD', KEYS[1], '*', 's', ARGV[1], 'v', text, 'p', ARGV[8 + i])
   first_cursor = first_cursor or cursor

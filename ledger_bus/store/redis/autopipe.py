@@ -1,25 +1,12 @@
 """Scripts called at once by many coroutines, sent to Redis together.
 
-Sixty-four coroutines appending at once each send an EVALSHA and wait for its reply: sixty-four
-connections taken from the pool, sixty-four writes, sixty-four reads, each with redis-py's work
-around it, which under asyncio costs more than the server's. `Coalescing` stands in for the
-asyncio client in the store's driver: the EVALSHAs called in one turn of the event loop go out
-as one pipeline (no MULTI: each script is atomic on its own, as it is alone), on one connection,
-one write and one read of all the replies, and each caller gets its own reply or its own error.
-A call alone in its turn goes out as it is, one pass of the loop later. Everything else goes
-straight to the client.
-
-Calls go out on one connection the client holds, taken from its pool once: a lone call, or a
-whole batch, costs no trip through the pool (a lock, a check that the connection is clean,
-bookkeeping for metrics). While that connection waits for a batch's replies, the next turn's
-batch goes through the pool, as before. Held, it still pings after sitting idle past the
-client's `health_check_interval`, takes a new token a credential provider hands the pool, and is
-dropped (to connect again at its next use) when a read on it fails or is cancelled.
-
-Nothing changes for a caller: the server runs the same scripts in the order they were called;
-a connection lost under a pipeline fails every call in it with the error a lone call would
-have seen, and each retries as it would have (an append by its append_id, so nothing lands
-twice).
+`Coalescing` stands in for the asyncio client in the store's driver: the EVALSHAs called in one
+turn of the event loop go out as one pipeline (no MULTI: each script is atomic on its own), on
+one connection the client holds, and each caller gets its own reply or its own error; a call
+alone in its turn goes out as it is. Everything else goes straight to the client. The server
+runs the same scripts in the same order; a connection lost under a pipeline fails each call in
+it as a lone call would have failed, and each retries as it would have (an append by its
+append_id, so nothing lands twice).
 """
 
 from __future__ import annotations

@@ -1,31 +1,14 @@
 """The connection an append runs on, held by its thread from one append to the next.
 
-redis-py takes a connection from its pool for every command and gives it back afterwards: a
-lock, a `poll` to see that the connection is clean, bookkeeping for its metrics, twice per
-command, a large part of a single-event append's time in the client (docs/performance.md has
-the figures).
-Here each thread keeps one connection per server instead, taken from the client's own pool, so
-everything the pool gives a connection still holds:
-
-- threads: a connection per thread, never shared; a thread's connection goes back to the pool
-  when the thread ends;
-- fork safety: a child process never uses its parent's connection (it takes its own from the
-  pool, which redis-py resets after a fork);
-- health checks: the command goes out through the connection's own `send_command`, which pings
-  first when the connection sat idle past the client's `health_check_interval`;
-- re-authentication: a new token the pool hands to connections in use (a streaming credential
-  provider's) is sent after the command, as the pool would on giving the connection back;
-- a connection the server closed while it was held fails once and is reconnected at once, the
-  command sent again (only idempotent commands come here: appends, which their append_id makes
-  land once);
-- Redis Cluster: the command goes to the node that serves its first key's slot in the client's
-  slot map; a MOVED or ASK reply, or a node that cannot be reached, hands it to the cluster
-  client, which follows the redirection, or learns the map again after a failover, for the
-  next call;
-- a pool's cap (`max_connections`, 100 by default): threads hold at most half of it between
-  them, so that the commands that take a connection each (reads, the indexes an append
-  updates, threads beyond that half) always find one. A thread that finds that half held
-  sends its commands as redis-py does, a connection each.
+redis-py takes a connection from its pool for every command and gives it back afterwards, a
+large part of a single-event append's time in the client (docs/performance.md). Here each
+thread keeps one connection per server, taken from the client's own pool, and keeps what the
+pool gives: a connection per thread, given back when the thread ends; none shared with a forked
+child; health checks and re-authentication as the pool does them; a connection the server closed
+reconnected and the command sent again (only appends come here, which their append_id makes
+land once); on a cluster, the node of the first key's slot, and the cluster client for MOVED,
+ASK or a node gone. Threads hold at most half of a pool's `max_connections`, so the commands that
+take a connection each always find one.
 """
 
 from __future__ import annotations
