@@ -62,6 +62,17 @@ class _History:
     results: dict[str, RecordedEvent] = field(default_factory=dict)  # attempt -> tool_result
     said: list[RecordedEvent] = field(default_factory=list)  # messages and mutations, in order
     checkpoint: dict[str, Any] | None = None
+    checkpoint_version: int = 0  # the run's version when that checkpoint was taken
+    events: list[RecordedEvent] = field(default_factory=list)  # the incarnation's, in order
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What a loop rebuilds its state from after a crash: the newest snapshot the run took
+    (None: none) and the run's events after it, in order (its own starts and ends left out)."""
+
+    state: dict[str, Any] | None
+    events: list[RecordedEvent]
 
 
 # What a run writes of its own life, each time it starts or ends: never replayed.
@@ -132,6 +143,13 @@ class Recorder:
         )
         run.version = acknowledged
         return run
+
+    def recover(self, run_id: str) -> Recovery:
+        """The newest snapshot of the run `run_id` and the events after it, read without
+        taking the run's lease (`Run.recovered` is the same, for a resumed run)."""
+        run = Run(self, run_id, [], True, 0, {})
+        self.store.run_op(run.load_op())
+        return run.recovered
 
 
 class Run:
@@ -217,7 +235,7 @@ class Run:
     def start_op(self) -> Op[None]:
         """With the lease held: read the history to resume from, then record the start."""
         if self._resume:
-            yield from self._load_op()
+            yield from self.load_op()
         else:
             self.version = yield from self.recorder.store.stream_version_op(self.stream)
             self._incarnation = self.version + 1  # the version its run.started will take
@@ -327,9 +345,13 @@ class Run:
             return said[position].event_id
         return (yield from self.write_op(event))
 
-    def checkpoint(self, state: dict[str, Any]) -> None:
-        """Keep the framework's native state, losslessly, in the run's own native stream."""
+    def snapshot(self, state: dict[str, Any]) -> None:
+        """Keep the loop's state (JSON), whole, in the run's own native stream: on resume,
+        `recovered` gives the newest snapshot and the run's events after it ("snapshot plus
+        tail replay"), so a loop rebuilds its state without replaying its whole history."""
         self._drive(self.checkpoint_op(state))
+
+    checkpoint = snapshot  # the name a framework's native state was kept under before
 
     def checkpoint_op(self, state: dict[str, Any]) -> Op[None]:
         # Numbered within the run's version, so that two checkpoints with nothing written in
@@ -348,8 +370,15 @@ class Run:
 
     @property
     def restored_state(self) -> dict[str, Any] | None:
-        """On resume: the last checkpoint written before the crash, if any."""
+        """On resume: the last snapshot written before the crash, if any."""
         return self._history.checkpoint
+
+    @property
+    def recovered(self) -> Recovery:
+        """On resume: the newest snapshot and the events this run recorded after it."""
+        history = self._history
+        after = [e for e in history.events if e.version > history.checkpoint_version]
+        return Recovery(history.checkpoint, after)
 
     # -- calls ------------------------------------------------------------------------------
 
@@ -464,7 +493,8 @@ class Run:
             yield from self.write_op(abandoned_event(latest, step_id), parents=[latest.event_id])
         return _RUN_AGAIN
 
-    def _load_op(self) -> Op[None]:
+    def load_op(self) -> Op[None]:
+        """Read the run's history, to resume from."""
         store = self.recorder.store
         history = _History()
         for event in (yield from store.read_stream_op(self.stream)):
@@ -475,8 +505,11 @@ class Run:
                 history.attempts.clear()
                 history.results.clear()
                 history.said.clear()
+                history.events.clear()
                 self._incarnation = event.version
-            elif event.type == "tool_call":
+            if event.type != "mutation" or event.get("kind") not in LIFECYCLE:
+                history.events.append(event)
+            if event.type == "tool_call":
                 history.attempts.setdefault(str(event.step_id), []).append(event)
             elif event.type == "tool_result":
                 history.results[str(event.attempt_id)] = event
@@ -486,7 +519,9 @@ class Run:
         last = yield from store.stream_version_op(self.native)
         if last:
             (checkpoint,) = yield from store.read_stream_op(self.native, after_version=last - 1)
-            history.checkpoint = checkpoint["state"]
+            taken_at = int(checkpoint.get("run_version") or 0)
+            if taken_at >= self._incarnation:  # not an earlier run's under this id
+                history.checkpoint, history.checkpoint_version = checkpoint["state"], taken_at
         if history.version < self.version:
             raise HistoryRewound(str(self.stream), self.version, history.version)
         self._history = history
@@ -548,6 +583,7 @@ __all__ = [  # the recorded call's names (ledger_bus.calls) too, where they were
     "LeaseLost",
     "OutcomeNotRecorded",
     "Recorder",
+    "Recovery",
     "RequestNotRecorded",
     "Run",
     "Support",

@@ -590,3 +590,64 @@ def test_the_tailer_works_on_a_redis_cluster(cluster_store: EventStore) -> None:
     ]
     assert tailer.stats().pending == 0
     assert tailer.stats().lag == 0
+
+
+def test_a_loop_killed_anywhere_rebuilds_its_state_from_a_snapshot_and_the_tail(
+    redis_url: str, prefix: str, redis_store: EventStore
+) -> None:
+    """examples/snapshot_loop.py, SIGKILLed mid-run and started again: its state is the
+    newest snapshot plus the turns after it, and it goes on from the next turn, each turn
+    recorded once."""
+    env = {**os.environ, "LEDGER_BUS_PREFIX": prefix}
+    example = [sys.executable, str(ROOT / "examples" / "snapshot_loop.py"), redis_url]
+    first = subprocess.Popen(
+        [*example, "loop-1", "run-1", "1000000"], stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert first.stdout is not None
+    while int(first.stdout.readline().split()[0]) < 12:
+        pass
+    kill(first)
+    recorder = Recorder(redis_store, "loop-1", "looper")
+    recovered = recorder.recover("run-1")
+    assert recovered.state is not None
+    assert recovered.state["turn"] % 5 == 0
+    assert recovered.state["turn"] >= 10
+    replayed = [e["turn"] for e in recovered.events]
+    assert replayed == list(
+        range(recovered.state["turn"] + 1, recovered.state["turn"] + 1 + len(replayed))
+    )
+    last = recovered.state["turn"] + len(replayed)
+
+    second = subprocess.run(
+        [*example, "loop-1", "run-1", str(last + 7)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=True,
+    )
+    printed = [line.split() for line in second.stdout.splitlines()]
+    assert int(printed[0][0]) == last + 1
+    assert printed[-1] == [str(last + 7), str(sum(t * t for t in range(1, last + 8)))]
+    done = [
+        e["turn"]
+        for e in redis_store.read_stream(lb.StreamId("loop-1", "run-run-1"))
+        if e.get("kind") == "turn.done"
+    ]
+    assert done == list(range(1, last + 8))
+
+
+def test_a_snapshot_of_an_earlier_run_under_the_same_id_is_not_recovered(
+    store: EventStore,
+) -> None:
+    recorder = Recorder(store, "snapshots", "agent")
+    with recorder.run("r1") as run:
+        run.snapshot({"turn": 1})
+        run.mutate("turn.done", turn=2)
+    assert recorder.recover("r1").state == {"turn": 1}
+    assert [e["turn"] for e in recorder.recover("r1").events] == [2]
+    with recorder.run("r1") as run:  # started afresh, not resumed: another execution
+        run.mutate("turn.done", turn=1)
+    recovered = recorder.recover("r1")
+    assert recovered.state is None
+    assert [e["turn"] for e in recovered.events] == [1]
