@@ -118,7 +118,7 @@ def test_a_graph_killed_inside_a_tool_is_flagged_and_its_resume_runs_no_recorded
     assert ran(tmp_path) == {"charge": 1, "lookup": 1}
     store = lb.connect(redis_url, prefix=prefix)
     (attempt,) = store.open_attempts("t2")
-    assert (attempt.tool, attempt.attempt_id) == ("lookup", "call_lookup#1")
+    assert (attempt.tool, attempt.attempt_id) == ("lookup", "call_lookup")
 
     # Its lease (1 s) expires with the process; the reconciler then flags the attempt.
     time.sleep(1.2)
@@ -128,7 +128,7 @@ def test_a_graph_killed_inside_a_tool_is_flagged_and_its_resume_runs_no_recorded
     # Resumed: charge's recorded result is returned, lookup's unfinished call stops the graph.
     saver = LedgerSaver(store)
     _, config = ask("t2")
-    with pytest.raises(UnresolvedAttempt, match="call_lookup#1"):
+    with pytest.raises(UnresolvedAttempt, match="call_lookup"):
         build(saver, tmp_path).invoke(None, config)
     assert ran(tmp_path) == {"charge": 1, "lookup": 1}
 
@@ -158,7 +158,7 @@ def test_an_outcome_an_operator_resolves_is_the_tool_message_the_resumed_graph_g
 ) -> None:
     # Given a graph killed inside lookup, and an operator who learned what lookup did
     run_until_killed_inside_lookup(redis_url, prefix, "t-res", tmp_path)
-    resolved = ledger_here(redis_url, prefix, "resolve", "t-res", "call_lookup#1", flag, value)
+    resolved = ledger_here(redis_url, prefix, "resolve", "t-res", "call_lookup", flag, value)
     assert resolved.returncode == 0, resolved.stderr
     # When the thread is resumed
     store = lb.connect(redis_url, prefix=prefix)

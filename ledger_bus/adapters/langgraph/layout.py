@@ -30,7 +30,16 @@ CAPABILITIES: Final = Capabilities(
 )
 
 Typed = list[str]  # [serde type, base64 of its bytes]
+Blob = list[Any]  # a channel value in a checkpoint event: Typed, or a MESSAGES delta
 EMPTY: Final[Typed] = ["empty", ""]  # a channel with no value at its version
+# A list of messages at a channel version, kept as a delta: [MESSAGES, the version it extends
+# ("": none), items], each item a message the list adds: [its event id, serde type, base64] for
+# a message first written here, or the event id alone for one written before. Each message is
+# written once, so a thread's bytes grow with its messages, not with its turns times them.
+MESSAGES: Final = "ledger.messages"
+# What the view keeps of the list's items, its delta: the version it extends, the event ids.
+Delta = tuple[str, tuple[str, ...]]
+MEMO: Final = 8  # lists of event ids kept made whole, the newest, per namespace
 VALUE: Final = "value_"  # the fields a checkpoint event keeps its channel values in
 UNIQUE: Final = "unique"  # a checkpoint's `versions`: written by a saver that makes them so
 
@@ -59,6 +68,7 @@ class Saved:
 
     fields: dict[str, Any]
     order: int  # position in the stream: a later record of the same id replaces an earlier one
+    versions: dict[str, str] | None = None  # its channel versions (version_key), once read
 
 
 @dataclass
@@ -68,12 +78,51 @@ class Namespace:
     thread_id: str | None = None
     ns: str = ""
     checkpoints: dict[str, Saved] = field(default_factory=dict)
-    blobs: dict[tuple[str, str], Typed] = field(default_factory=dict)
+    blobs: dict[tuple[str, str], Blob | Delta] = field(default_factory=dict)
     # checkpoint id -> (task id, index) -> [task id, channel, value, task path, index]
     writes: dict[str, dict[tuple[str, int], list[Any]]] = field(default_factory=dict)
+    natives: dict[str, Typed] = field(default_factory=dict)  # event id -> a message, serialized
+    calls: dict[str, str] = field(default_factory=dict)  # attempt id -> its tool_call's event id
+    results: dict[str, RecordedEvent] = field(default_factory=dict)  # attempt id -> its result
+    lists: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # made whole (MEMO)
+    objects: dict[str, Any] = field(default_factory=dict)  # event id -> the message, read once
+    # attempt id -> the event ids of its request and its outcome in `lg.tools` (record_tools);
+    # and of those without an outcome when last looked, the request
+    recorded: dict[str, tuple[str, str]] = field(default_factory=dict)
+    requested: dict[str, str] = field(default_factory=dict)
+
+    def refs(self, channel: str, version: str) -> list[str] | None:
+        """The event ids of the messages a channel holds at a version (None: not a list of
+        messages kept as deltas), from the newest list made whole before it."""
+        segments: list[tuple[str, ...] | list[str]] = []
+        key = (channel, version)
+        while True:
+            whole = self.lists.get(key)
+            if whole is not None:
+                segments.append(whole)
+                break
+            delta = self.blobs.get(key)
+            if not isinstance(delta, tuple):
+                return None
+            base, items = delta
+            segments.append(items)
+            if not base:
+                break
+            key = (channel, base)
+        found = [ref for segment in reversed(segments) for ref in segment]
+        if len(self.lists) >= MEMO:
+            del self.lists[next(iter(self.lists))]
+        self.lists[(channel, version)] = found
+        return found
 
 
 def fold(state: Namespace, event: RecordedEvent) -> None:
+    if event.type == "tool_call":
+        state.calls[str(event.attempt_id)] = event.event_id
+        return
+    if event.type == "tool_result":
+        state.results[str(event.attempt_id)] = event
+        return
     if event.type != "mutation":
         return
     fields = event.fields
@@ -81,7 +130,18 @@ def fold(state: Namespace, event: RecordedEvent) -> None:
     if kind == CHECKPOINT:
         state.thread_id, state.ns = fields["thread_id"], fields["checkpoint_ns"]
         for channel, version, name in fields.get("blobs", ()):
-            state.blobs[(channel, version_key(version))] = fields[name]
+            value = fields[name]
+            if value[0] == MESSAGES:
+                refs = []
+                for item in value[2]:
+                    if isinstance(item, list):
+                        state.natives[item[0]] = [item[1], item[2]]
+                        refs.append(item[0])
+                    else:
+                        refs.append(item)
+                state.blobs[(channel, version_key(version))] = (value[1], tuple(refs))
+            else:
+                state.blobs[(channel, version_key(version))] = value
         state.checkpoints[fields["checkpoint_id"]] = Saved(fields, event.version)
     elif kind == WRITES:
         found = state.writes.setdefault(fields["checkpoint_id"], {})
@@ -108,7 +168,7 @@ def channel_versions(found: dict[str, Any]) -> dict[str, str]:
     return {channel: version_key(version) for channel, version in found.items()}
 
 
-def blob_fields(blobs: builtins.list[tuple[str, str, Typed]]) -> dict[str, Any]:
+def blob_fields(blobs: builtins.list[tuple[str, str, Blob]]) -> dict[str, Any]:
     """Channel values as fields of a checkpoint event: `blobs` lists (channel, version, field)
     and each value is a field of its own, so that a large value the same in many checkpoints
     is one artifact, stored once (spec 3.11), however many events hold it."""

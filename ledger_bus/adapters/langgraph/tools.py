@@ -35,6 +35,11 @@ class ToolRecording(abc.ABC):
     @abc.abstractmethod
     def _load(self, typed: Typed) -> Any: ...
 
+    @abc.abstractmethod
+    def _asked_op(self, request: Any) -> Op[tuple[str | None, RecordedEvent | None]]:
+        """The tool_call the thread's checkpoints recorded for the request's call (its event
+        id), and an outcome recorded for it there (an operator's decision), if any."""
+
     def record_tools(self, *, safe_to_replay: Sequence[str] = ()) -> dict[str, Any]:
         """ToolNode's `wrap_tool_call` and `awrap_tool_call`, recording each call of a tool in
         the thread's session (`lg.tools`) before it runs and its result after; on a resumed
@@ -43,12 +48,25 @@ class ToolRecording(abc.ABC):
         (the others stop the resume: UnresolvedAttempt)."""
         safe = frozenset(safe_to_replay)
 
+        def begin(request: Any) -> Op[tuple[bool, Any]]:
+            call = request.tool_call
+            requested, decided = yield from self._asked_op(request)
+            if decided is not None:
+                return True, decided
+            begun: tuple[bool, Any] = yield from self._guard(request).begin_op(
+                call["id"],
+                call["name"],
+                call["args"],
+                call["name"] in safe,
+                requested=requested,
+                named=True,
+            )
+            return begun
+
         def wrap(request: Any, execute: Callable[[Any], Any]) -> Any:
             call = request.tool_call
             guard = self._guard(request)
-            done, found = self._sync(
-                guard.begin_op(call["id"], call["name"], call["args"], call["name"] in safe)
-            )
+            done, found = self._sync(begin(request))
             if done:
                 return self._replayed(found, call)
             return guard.finish_sync(found, lambda: execute(request), self._outcome)
@@ -56,9 +74,7 @@ class ToolRecording(abc.ABC):
         async def awrap(request: Any, execute: Callable[[Any], Any]) -> Any:
             call = request.tool_call
             guard = self._guard(request)
-            done, found = await self._async(
-                guard.begin_op(call["id"], call["name"], call["args"], call["name"] in safe)
-            )
+            done, found = await self._async(begin(request))
             if done:
                 return self._replayed(found, call)
             return await guard.finish_async(

@@ -1,0 +1,171 @@
+"""A LangGraph thread's messages as the ledger's own events, for timelines and trajectories.
+
+Each message a checkpoint adds is written once, in the checkpoint's append, before it:
+
+- a HumanMessage, a `message` of the agent `user` (a SystemMessage, of `system`);
+- an AIMessage, the model call that made it (a `tool_call` and `tool_result` of the tool
+  `model`, whose result holds the model's name, its token usage and why it stopped), the
+  `message` of the node that called the model, and each tool call it asks for, a requested
+  `tool_call` whose attempt is the tool call's id;
+- a ToolMessage, the `tool_result` of that attempt, `error` when the tool failed.
+
+Each carries the run of the node execution (LangGraph's task) that wrote it, and its node as the
+agent. The messages themselves stay in the checkpoint, in the saver's serde, as the input to
+LangGraph's own resume.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from ledger_bus.adapters.langgraph.layout import AGENT
+
+MODEL: Final = "model"  # the tool a model call is recorded as (spec: model calls are tool calls)
+
+
+def is_messages(value: object) -> bool:
+    """Whether a channel value is a list of messages (a MessagesState's `messages`)."""
+    return (
+        isinstance(value, list) and bool(value) and all(isinstance(m, BaseMessage) for m in value)
+    )
+
+
+def text_of(message: BaseMessage) -> str:
+    """What a message says, as text (its text blocks, for a message of blocks)."""
+    return str(message.text)
+
+
+def _plain(value: Any) -> Any:
+    """`value` as JSON the ledger takes: what is not JSON becomes its text."""
+    try:
+        return json.loads(json.dumps(value, allow_nan=False, default=str))
+    except ValueError:
+        return str(value)
+
+
+def _usage(message: AIMessage) -> dict[str, Any]:
+    """The model call's record: the model, its token usage, why it stopped."""
+    meta: Mapping[str, Any] = message.response_metadata or {}
+    found: dict[str, Any] = {}
+    model = meta.get("model_name") or meta.get("model")
+    if model:
+        found["model"] = str(model)
+    usage = message.usage_metadata
+    if usage:
+        found["usage"] = _plain(dict(usage))
+    elif isinstance(meta.get("token_usage"), dict):
+        found["usage"] = _plain(meta["token_usage"])
+    for key in ("finish_reason", "stop_reason"):
+        if meta.get(key):
+            found["finish_reason"] = str(meta[key])
+            break
+    return found
+
+
+class Writer:
+    """The events of one append's new messages, numbered as the append will number them (so
+    each one's event id is known before it is written: `event_id(index)`)."""
+
+    def __init__(
+        self,
+        event_id: Any,
+        calls: dict[str, str],
+        requested: dict[str, str],
+        recorded: dict[str, str],
+    ):
+        self.events: list[dict[str, Any]] = []
+        self._event_id = event_id
+        # attempt id -> event id of its tool_call, in this thread so far (a ToolMessage's
+        # result names its call as a parent)
+        self.calls = calls
+        # attempt id -> event id of its request, and of its outcome, recorded as the tool ran
+        # (record_tools): not written again
+        self.requested = requested
+        self.recorded = recorded
+
+    def _add(self, event: dict[str, Any]) -> str:
+        self.events.append({k: v for k, v in event.items() if v is not None})
+        return str(self._event_id(len(self.events) - 1))
+
+    def message(self, message: BaseMessage, run_id: str | None, node: str | None) -> str:
+        """Write the events of `message`; return the event id that names it."""
+        if isinstance(message, HumanMessage):
+            return self._add(
+                {"type": "message", "agent": "user", "body": text_of(message), "run_id": run_id}
+            )
+        if isinstance(message, SystemMessage):
+            return self._add(
+                {"type": "message", "agent": "system", "body": text_of(message), "run_id": run_id}
+            )
+        agent = node or AGENT
+        if isinstance(message, AIMessage):
+            return self._ai(message, run_id, agent)
+        if isinstance(message, ToolMessage):
+            attempt = str(message.tool_call_id)
+            if attempt in self.recorded:
+                return self.recorded[attempt]
+            call = self.calls.get(attempt)
+            return self._add(
+                {
+                    "type": "tool_result",
+                    "agent": agent,
+                    "run_id": run_id,
+                    "tool": message.name or "tool",
+                    "attempt_id": attempt,
+                    "status": "error" if message.status == "error" else "ok",
+                    "result": _plain(message.content),
+                    "parents": [call] if call else None,
+                }
+            )
+        return self._add(
+            {"type": "message", "agent": agent, "body": text_of(message), "run_id": run_id}
+        )
+
+    def _ai(self, message: AIMessage, run_id: str | None, agent: str) -> str:
+        attempt = f"model:{message.id}" if message.id else None
+        said = {"type": "message", "agent": agent, "body": text_of(message), "run_id": run_id}
+        if attempt is None:
+            named = self._add(said)
+        else:
+            call = self._add(
+                {
+                    "type": "tool_call",
+                    "agent": agent,
+                    "run_id": run_id,
+                    "tool": MODEL,
+                    "attempt_id": attempt,
+                    "args": {k: v for k, v in _usage(message).items() if k == "model"},
+                }
+            )
+            self._add(
+                {
+                    "type": "tool_result",
+                    "agent": agent,
+                    "run_id": run_id,
+                    "tool": MODEL,
+                    "attempt_id": attempt,
+                    "status": "ok",
+                    "result": _usage(message),
+                    "parents": [call],
+                }
+            )
+            named = self._add({**said, "parents": [call]})
+        for tool_call in message.tool_calls:
+            if not tool_call.get("id") or str(tool_call["id"]) in self.requested:
+                continue
+            self.calls[str(tool_call["id"])] = self._add(
+                {
+                    "type": "tool_call",
+                    "agent": agent,
+                    "run_id": run_id,
+                    "tool": tool_call["name"] or "tool",
+                    "attempt_id": str(tool_call["id"]),
+                    "args": _plain(tool_call.get("args") or {}),
+                    "parents": [named],
+                }
+            )
+        return named

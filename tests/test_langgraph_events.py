@@ -1,0 +1,181 @@
+"""A LangGraph thread in the ledger's own events: each message once, as message, model call,
+tool call and tool result, with the runs of the nodes that wrote them; the messages kept as
+deltas, so a thread's bytes grow with its turns, not with their square."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph")
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import START, MessagesState, StateGraph
+
+import ledger_bus as lb
+from ledger_bus.adapters.langgraph import LedgerSaver, thread_session
+from ledger_bus.model.records import RecordedEvent
+from tests.support.graphs import ask, build
+from tests.support.helpers import runs_of
+from tests.test_langgraph_differential import forks_at_several_depths, tool_graph
+
+MODEL = "model"
+
+
+def normalized(store: lb.EventStore, session: str) -> list[RecordedEvent]:
+    """The thread's events but the saver's own records (checkpoints, writes, starts)."""
+    return [e for e in store.scan_session(session) if e.type != "mutation"]
+
+
+@pytest.fixture(params=["memory", "redis"])
+def ledger(request: pytest.FixtureRequest) -> lb.EventStore:
+    if request.param == "redis":
+        return request.getfixturevalue("redis_store")  # type: ignore[no-any-return]
+    return lb.connect("memory://")
+
+
+def test_a_turn_with_two_recorded_tools_is_written_as_the_ledger_s_events_once(
+    ledger: lb.EventStore, tmp_path: Path
+) -> None:
+    graph = build(LedgerSaver(ledger), tmp_path)
+    question, config = ask("events-1")
+    graph.invoke(question, config)
+    assert runs_of(tmp_path, "charge", "lookup") == {"charge": 1, "lookup": 1}
+
+    events = normalized(ledger, "events-1")
+    # In the thread's checkpoints: the question; the model's first reply (its call, with what
+    # it cost, and what it said); its second, the answer. The tool calls it asked for are there
+    # too, unless a tool ran before the checkpoint that asks for it was written (LangGraph
+    # writes checkpoints on a thread of their own): its request is then the recorded tool's.
+    said = [
+        (e.type, e.agent, e.get("tool") or e.get("body"))
+        for e in events
+        if e.stream.name == "lg.ckpt" and (e.type == "message" or e.get("tool") == MODEL)
+    ]
+    assert said == [
+        ("message", "user", "charge and look up order-7"),
+        ("tool_call", "agent", MODEL),
+        ("tool_result", "agent", MODEL),
+        ("message", "agent", ""),
+        ("tool_call", "agent", MODEL),
+        ("tool_result", "agent", MODEL),
+        ("message", "agent", "done: charged 5; order-7 shipped"),
+    ]
+    # One attempt per tool call, named by the model's call id, requested once and ended
+    # once, whichever of the checkpoint and the recorded tool came first.
+    calls = {e.attempt_id for e in events if e.type == "tool_call" and e["tool"] != MODEL}
+    results = Counter(
+        e.attempt_id for e in events if e.type == "tool_result" and e["tool"] != MODEL
+    )
+    assert calls == {"call_charge", "call_lookup"}
+    assert results == Counter({"call_charge": 1, "call_lookup": 1})
+    assert ledger.open_attempts("events-1") == []
+    by_attempt = {e.attempt_id: e for e in events if e.type == "tool_call"}
+    for result in (e for e in events if e.type == "tool_result"):
+        assert by_attempt[result.attempt_id].event_id in result.parents
+    # Each node execution is a run: the model's two turns, two runs of the node `agent`.
+    agent_runs = {e.run_id for e in events if e.type == "message" and e.agent == "agent"}
+    assert len(agent_runs) == 2
+    assert None not in agent_runs
+
+
+def test_a_fork_writes_only_what_it_adds_and_a_finished_thread_resumed_writes_nothing(
+    ledger: lb.EventStore,
+) -> None:
+    saver = LedgerSaver(ledger)
+    forks_at_several_depths(saver)
+    graph = tool_graph(saver)
+    config: RunnableConfig = {"configurable": {"thread_id": "thread/forks"}}
+    session = thread_session("thread/forks")
+    before = normalized(ledger, session)
+
+    # A fork from an early checkpoint with one more message: that message, nothing else.
+    past = list(graph.get_state_history(config))[5]
+    graph.update_state(past.config, {"messages": [HumanMessage("one more")]})
+    added = normalized(ledger, session)[len(before) :]
+    assert [(e.type, e.agent, e["body"]) for e in added] == [("message", "user", "one more")]
+
+    # Resumed where it stands (nothing left to run): nothing written.
+    done = normalized(ledger, session)
+    graph.invoke(None, config)
+    graph.invoke(None, config)
+    assert normalized(ledger, session) == done
+
+    # Each model reply is one model call, even where forks share a past.
+    models = Counter(e.event_id for e in done if e.type == "tool_call" and e["tool"] == MODEL)
+    assert set(models.values()) == {1}
+
+
+def test_a_subgraph_s_messages_are_written_once_in_its_own_namespace(
+    ledger: lb.EventStore,
+) -> None:
+    def inner_model(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage("from the subgraph", id=f"sub-{len(state['messages'])}")]}
+
+    inner = StateGraph(MessagesState)
+    inner.add_node("inner_model", inner_model)
+    inner.add_edge(START, "inner_model")
+
+    def outer_model(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage("from the top", id=f"top-{len(state['messages'])}")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("outer_model", outer_model)
+    builder.add_node("delegate", inner.compile())
+    builder.add_edge(START, "outer_model")
+    builder.add_edge("outer_model", "delegate")
+    graph = builder.compile(checkpointer=LedgerSaver(ledger))
+    config: RunnableConfig = {"configurable": {"thread_id": "events-sub"}}
+    graph.invoke({"messages": [HumanMessage("go")]}, config)
+
+    said = [e for e in normalized(ledger, "events-sub") if e.type == "message"]
+    assert Counter(e["body"] for e in said) == Counter(
+        {"go": 1, "from the top": 1, "from the subgraph": 1}
+    )
+    # Written once, where it reaches the thread's own list, by the run of the subgraph's node.
+    (sub,) = (e for e in said if e["body"] == "from the subgraph")
+    assert (sub.stream.name, sub.agent) == ("lg.ckpt", "delegate")
+
+
+def _grown(store: lb.EventStore, thread: str, turns: int) -> None:
+    """A MessagesState graph with a scripted model, `turns` turns on one thread."""
+
+    def model(state: MessagesState) -> dict[str, Any]:
+        last: BaseMessage = state["messages"][-1]
+        return {
+            "messages": [AIMessage("an answer of about three hundred bytes " * 8 + str(last.id))]
+        }
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("model", model)
+    builder.add_edge(START, "model")
+    graph = builder.compile(checkpointer=LedgerSaver(store))
+    config: RunnableConfig = {"configurable": {"thread_id": thread}}
+    for turn in range(turns):
+        graph.invoke({"messages": [HumanMessage(f"question {turn} " * 20)]}, config)
+
+
+def test_a_thread_s_bytes_grow_with_its_turns_not_their_square(redis_store: lb.EventStore) -> None:
+    """Redis memory of a 200-turn thread against a 50-turn one: linear is 4, the whole list
+    written at every checkpoint is about 15."""
+    admin = redis_store.server_admin()
+    assert admin is not None
+    _grown(redis_store, "grown-50", 50)
+    _grown(redis_store, "grown-200", 200)
+    sizes = admin.memory_of(["grown-50", "grown-200"])
+    ratio = sum(sizes["grown-200"].values()) / sum(sizes["grown-50"].values())
+    assert ratio <= 4.5, sizes
+
+    # and what it reads back is the whole conversation, in order
+    builder = StateGraph(MessagesState)
+    builder.add_node("model", lambda state: {"messages": []})
+    builder.add_edge(START, "model")
+    graph = builder.compile(checkpointer=LedgerSaver(redis_store))
+    config: RunnableConfig = {"configurable": {"thread_id": "grown-200"}}
+    messages = graph.get_state(config).values["messages"]
+    assert [type(m).__name__ for m in messages] == ["HumanMessage", "AIMessage"] * 200
+    assert [m.content for m in messages[::2]] == [f"question {t} " * 20 for t in range(200)]
