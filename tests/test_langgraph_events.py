@@ -4,6 +4,7 @@ deltas, so a thread's bytes grow with its turns, not with their square."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -179,3 +180,24 @@ def test_a_thread_s_bytes_grow_with_its_turns_not_their_square(redis_store: lb.E
     messages = graph.get_state(config).values["messages"]
     assert [type(m).__name__ for m in messages] == ["HumanMessage", "AIMessage"] * 200
     assert [m.content for m in messages[::2]] == [f"question {t} " * 20 for t in range(200)]
+
+
+def test_a_saver_opened_from_a_url_works_and_closes_with_its_block(
+    redis_url: str, prefix: str, tmp_path: Path
+) -> None:
+    question, config = ask("from-url")
+    with LedgerSaver.from_conn_string(redis_url, prefix=prefix, lease_ttl_ms=2000) as saver:
+        assert saver.calls.lease_ttl_ms == 2000
+        build(saver, tmp_path).invoke(question, config)
+        store = saver.store
+    with pytest.raises(lb.BackendUnavailable):
+        store.stream_version(lb.StreamId("from-url", "lg.ckpt"))
+
+    async def resumed() -> list[Any]:
+        async with LedgerSaver.from_conn_string(redis_url, prefix=prefix) as saver:
+            assert saver.astore is not None
+            state = await build(saver, tmp_path).aget_state(config)
+            return list(state.values["messages"])
+
+    messages = asyncio.run(resumed())
+    assert messages[-1].content == "done: charged 5; order-7 shipped"

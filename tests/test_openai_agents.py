@@ -376,3 +376,85 @@ asyncio.run(main())
 
 def ran(where: Path) -> dict[str, int]:
     return runs_of(where, "refund", "notify")
+
+
+def test_a_session_from_a_url_keeps_the_sdk_s_limit_and_type_rules(
+    redis_url: str, prefix: str
+) -> None:
+    """As the SDK's own sessions: `session_settings.limit` bounds get_items() without a
+    limit, an explicit limit wins, and an item that is not JSON is a TypeError, writing
+    nothing."""
+    from agents.memory import SessionSettings
+
+    async def scenario() -> None:
+        session = LedgerSession.from_url(
+            "sdk-rules", redis_url, prefix=prefix, session_settings=SessionSettings(limit=2)
+        )
+        await session.add_items([{"role": "user", "content": str(n)} for n in range(5)])
+        assert [i["content"] for i in await session.get_items()] == ["3", "4"]
+        assert [i["content"] for i in await session.get_items(limit=4)] == ["1", "2", "3", "4"]
+        with pytest.raises(TypeError):
+            await session.add_items([{"role": "user", "content": {1, 2}}])
+        assert len(await session.get_items(limit=100)) == 5
+        await session.close()
+        other = LedgerSession("sdk-rules", lb.connect(redis_url, prefix=prefix))
+        assert len(await other.get_items()) == 5  # no settings: every item
+
+    asyncio.run(scenario())
+
+
+def test_a_run_s_items_are_written_once_as_the_ledger_s_events(tmp_path: Path) -> None:
+    """A user's message, each function call and its output, the model's answer: the ledger's
+    own events, beside the items, each call one attempt named by its call id (requested and
+    ended once, by the recorded tool here)."""
+    store = lb.connect("memory://")
+    session = LedgerSession("items-events", store)
+    agent, _ = build(session, tmp_path)
+    assert asyncio.run(run(agent, session)) == "refunded and notified"
+
+    events = [e for e in store.scan_session("items-events") if e.type != "mutation"]
+    said = [(e.type, e.agent, e.get("tool") or e.get("body"), e.attempt_id) for e in events]
+    assert said == [
+        ("message", "user", "refund order 7", None),
+        ("tool_call", "openai-agents", "refund", "c-refund"),
+        ("tool_result", "openai-agents", "refund", "c-refund"),
+        ("tool_call", "openai-agents", "notify", "c-notify"),
+        ("tool_result", "openai-agents", "notify", "c-notify"),
+        ("message", "assistant", "refunded and notified", None),
+    ]
+    assert {e.stream.name for e in events if e.type != "message"} == {"oa.tools"}
+    assert store.open_attempts("items-events") == []
+    # and the session gives back its items as they were added, nothing else
+    items = asyncio.run(session.get_items())
+    assert [i.get("type", "message") for i in items] == [
+        "message",
+        "function_call",
+        "function_call_output",
+        "function_call",
+        "function_call_output",
+        "message",
+    ]
+
+
+def test_calls_of_tools_not_recorded_are_written_from_the_items(tmp_path: Path) -> None:
+    store = lb.connect("memory://")
+    session = LedgerSession("items-plain", store)
+    items = [
+        {"role": "user", "content": "refund order 7"},
+        {"type": "function_call", "call_id": "k1", "name": "refund", "arguments": '{"order":7}'},
+        {"type": "function_call_output", "call_id": "k1", "output": "refunded 7"},
+        {"type": "reasoning", "id": "r1", "summary": []},
+    ]
+    asyncio.run(session.add_items(items[:2]))
+    assert [a.attempt_id for a in store.open_attempts("items-plain")] == ["k1"]
+    asyncio.run(session.add_items(items[2:]))
+    events = [e for e in store.scan_session("items-plain") if e.type != "mutation"]
+    assert [(e.type, e.get("tool"), e.attempt_id) for e in events] == [
+        ("message", None, None),
+        ("tool_call", "refund", "k1"),
+        ("tool_result", "refund", "k1"),
+    ]
+    assert events[1]["args"] == {"order": 7}
+    assert events[2].parents == [events[1].event_id]
+    assert store.open_attempts("items-plain") == []
+    assert asyncio.run(session.get_items()) == items

@@ -41,16 +41,23 @@ from ledger_bus.model.extras import needs
 
 try:
     from agents import FunctionTool
+    from agents.memory.session_settings import (
+        SessionSettings,
+        coerce_session_settings,
+        resolve_session_limit,
+    )
     from agents.tool_context import ToolContext
 except ImportError as err:
     raise needs(err, "ledger_bus.adapters.openai_agents") from None
 
+from ledger_bus.adapters.agents_items import item_events
 from ledger_bus.adapters.calls import CallLedger, decided_text
 from ledger_bus.adapters.view import Views
 from ledger_bus.model.errors import InvalidInput, VersionConflict
-from ledger_bus.model.ids import ANY, StreamId, check_name
+from ledger_bus.model.ids import ANY, StreamId, check_name, derive_event_id
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.recorder import DEFAULT_LEASE_MS, Capabilities
+from ledger_bus.store import connect
 from ledger_bus.store.aio import AsyncStore
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.ops import Op
@@ -88,9 +95,13 @@ class _Items:
     """The items stream folded: the live items, by the version that added each."""
 
     live: list[tuple[int, Any]] = field(default_factory=list)
+    names: dict[str, str] = field(default_factory=dict)  # call id -> its tool's name
 
 
 def _fold(state: _Items, event: RecordedEvent) -> None:
+    if event.type == "tool_call":
+        state.names[str(event.attempt_id)] = str(event["tool"])
+        return
     kind = event.get("kind")
     if kind == ITEM:
         state.live.append((event.version, event["item"]))
@@ -107,7 +118,7 @@ class LedgerSession:
     """
 
     capabilities: Final = CAPABILITIES
-    session_settings: Any = None
+    session_settings: SessionSettings | None = None
 
     def __init__(
         self,
@@ -115,13 +126,32 @@ class LedgerSession:
         store: EventStore | AsyncStore,
         *,
         lease_ttl_ms: int = DEFAULT_LEASE_MS,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
     ):
         self.session_id = session_id
+        if session_settings is not None:
+            self.session_settings = coerce_session_settings(session_settings)
         self.astore = store if isinstance(store, AsyncStore) else None
         self.store: EventStore = store.core if isinstance(store, AsyncStore) else store
         self.items = StreamId(ledger_session(session_id), ITEMS)
         self._views: Views[_Items] = Views(_Items, _fold)
         self.calls = CallLedger(self.store, agent=AGENT, lease_ttl_ms=lease_ttl_ms)
+        self._owned = False  # whether close() closes the store (a session from_url)
+
+    @classmethod
+    def from_url(cls, session_id: str, url: str, **options: Any) -> LedgerSession:
+        """A session on the store at `url` (any URL `ledger_bus.connect` takes), as the SDK's
+        RedisSession.from_url gives one; `close()` closes that store. `options`: the
+        session's (lease_ttl_ms, session_settings) and connect's (prefix, timeout, ...)."""
+        own = {k: options.pop(k) for k in ("lease_ttl_ms", "session_settings") if k in options}
+        session = cls(session_id, connect(url, **options), **own)
+        session._owned = True
+        return session
+
+    async def close(self) -> None:
+        """Close the store, if this session opened it (from_url)."""
+        if self._owned:
+            await asyncio.to_thread(self.store.close)
 
     async def _drive(self, op: Op[T]) -> T:
         if self.astore is not None:
@@ -131,9 +161,11 @@ class LedgerSession:
     # -- the Session protocol -------------------------------------------------------------------
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
-        """The session's items, oldest first; with `limit`, the newest `limit` of them."""
+        """The session's items, oldest first; with `limit` (else `session_settings.limit`, as
+        the SDK's own sessions take it), the newest `limit` of them."""
         state = await self._drive(self._views.of(self.items).refresh_op(self.store))
         items = [item for _, item in state.live]
+        limit = resolve_session_limit(limit, self.session_settings)
         if limit is not None:
             items = items[-limit:] if limit > 0 else []
         return items
@@ -142,10 +174,8 @@ class LedgerSession:
         """Append the items, in one atomic append (up to the store's events per append)."""
         if not items:
             return
-        events = [
-            {"type": "mutation", "agent": AGENT, "kind": ITEM, "item": item} for item in items
-        ]
-        await self._drive(self._append_op(events, _call_id("add")))
+        json.dumps(items)  # an item that is not JSON is a TypeError, as in the SDK's sessions
+        await self._drive(self._add_op(items, _call_id("add")))
 
     async def pop_item(self) -> Any | None:
         """Withdraw the newest item and return it (None when there is none)."""
@@ -156,6 +186,30 @@ class LedgerSession:
         await self._drive(self._clear_op())
 
     # -- operations -----------------------------------------------------------------------------
+
+    def _add_op(self, items: list[Any], append_id: str) -> Op[None]:
+        """The items, each an `agents.item` mutation, and after them their events
+        (adapters/agents_items.py), in one append."""
+        events = [{"type": "mutation", "agent": AGENT, "kind": ITEM, "item": i} for i in items]
+        asked = {
+            str(i["call_id"])
+            for i in items
+            if isinstance(i, dict) and i.get("call_id") and "function_call" in str(i.get("type"))
+        }
+        recorded: dict[str, tuple[str, str | None]] = {}
+        if asked:
+            tools = StreamId(self.items.session_id, TOOLS)
+            found = yield from self.calls.recorded_op(tools, asked)
+            recorded = {s: (r, o.event_id if o else None) for s, (r, o) in found.items()}
+        session, stream, first = self.items.session_id, self.items.name, len(events)
+        events += item_events(
+            items,
+            lambda n: derive_event_id(session, stream, append_id, first + n),
+            self._views.of(self.items).state.names,
+            recorded,
+            AGENT,
+        )
+        yield from self._append_op(events, append_id)
 
     def _append_op(self, events: list[dict[str, Any]], append_id: str) -> Op[None]:
         """Append `events` wherever the stream is: items from other writers may come between
@@ -219,7 +273,9 @@ class LedgerSession:
             args = _arguments(arguments)
             guard = self.calls.guard(stream, sync)
             done, found = await self._drive(
-                guard.begin_op(context.tool_call_id, tool.name, args, safe, match_args=True)
+                guard.begin_op(
+                    context.tool_call_id, tool.name, args, safe, match_args=True, named=True
+                )
             )
             if done:
                 return _replayed(found)

@@ -19,19 +19,19 @@ from ledger_bus.model.ids import CURSOR_PATTERN
 _NAME: Final = re.compile(r"[^\x00-\x1f\x7f-\x9f]+")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Opens:
     attempt_id: str
     run_id: str  # "" for a call outside any run
     tool: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Closes:
     attempt_id: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Flags:
     """Flags the open attempt of this id whose tool_call has the cursor `call` ("<ms>-<seq>",
     as stores compare them), or whatever attempt of that id is open when `call` is None."""
@@ -40,7 +40,7 @@ class Flags:
     call: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DeclaresSafe:
     run_id: str
     tool: str

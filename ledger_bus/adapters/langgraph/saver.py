@@ -53,7 +53,8 @@ from ledger_bus.model.errors import InvalidInput
 from ledger_bus.model.ids import ANY, StreamId, derive_event_id
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.recorder import DEFAULT_LEASE_MS
-from ledger_bus.store.aio import AsyncStore
+from ledger_bus.store import connect
+from ledger_bus.store.aio import AsyncStore, open_async
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.ops import Op
 
@@ -83,6 +84,14 @@ class LedgerSaver(ToolRecording, BaseCheckpointSaver[str]):
         self._views: Views[Namespace] = Views(Namespace, fold)
         # lease_ttl_ms: how long a tool call's lease outlives its process (recorded tools).
         self.calls = CallLedger(self.store, agent=AGENT, lease_ttl_ms=lease_ttl_ms)
+
+    @classmethod
+    def from_conn_string(cls, url: str, **options: Any) -> Opened:
+        """A saver on the store at `url` (any URL `ledger_bus.connect` takes), closed with the
+        block, as LangGraph's savers give theirs: `with LedgerSaver.from_conn_string(url) as
+        saver` on a blocking store, `async with` on an asyncio one. `options`: the saver's
+        (serde, lease_ttl_ms) and connect's (prefix, timeout, durability, ...)."""
+        return Opened(cls, url, options)
 
     # -- drivers ------------------------------------------------------------------------------
 
@@ -708,3 +717,33 @@ def _alike(written: BaseMessage, message: BaseMessage) -> bool:
     if isinstance(written, ToolMessage) and isinstance(message, ToolMessage):
         return bool(written.tool_call_id == message.tool_call_id)
     return bool(written.content == message.content)
+
+
+_SAVER_OPTIONS: Final = ("serde", "lease_ttl_ms")
+
+
+class Opened:
+    """LedgerSaver.from_conn_string: a context manager, blocking or asyncio."""
+
+    def __init__(self, kind: type[LedgerSaver], url: str, options: dict[str, Any]):
+        self._kind, self._url = kind, url
+        self._saver_options = {k: v for k, v in options.items() if k in _SAVER_OPTIONS}
+        self._store_options = {k: v for k, v in options.items() if k not in _SAVER_OPTIONS}
+        self._store: EventStore | None = None
+        self._astore: AsyncStore | None = None
+
+    def __enter__(self) -> LedgerSaver:
+        self._store = connect(self._url, **self._store_options)
+        return self._kind(self._store, **self._saver_options)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._store is not None:
+            self._store.close()
+
+    async def __aenter__(self) -> LedgerSaver:
+        self._astore = await open_async(self._url, **self._store_options)
+        return self._kind(self._astore, **self._saver_options)
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._astore is not None:
+            await self._astore.aclose()

@@ -211,22 +211,21 @@ def function_notes(notes: list[AttemptNote | None]) -> tuple[list[str], bool]:
     encoded = []
     opened = []
     others = False
-    for note in notes:
-        match note:
-            case None:
-                encoded.append("")
-            case Opens(attempt_id, run_id, tool):
-                encoded.append(f"o\x1f{attempt_id}\x1f{run_id}\x1f{tool}")
-                opened.append(attempt_id)
-            case Closes(attempt_id):
-                encoded.append(f"c\x1f{attempt_id}")
-                others = True
-            case Flags(attempt_id, call):
-                encoded.append(f"f\x1f{attempt_id}\x1f{call or ''}")
-                others = True
-            case DeclaresSafe(run_id, tool):
-                encoded.append(f"s\x1f{run_id}\x1f{tool}")
-                others = True
+    for note in notes:  # isinstance, not a match on classes: a class pattern costs more
+        if isinstance(note, Opens):
+            encoded.append(f"o\x1f{note.attempt_id}\x1f{note.run_id}\x1f{note.tool}")
+            opened.append(note.attempt_id)
+            continue
+        if note is None:
+            encoded.append("")
+            continue
+        others = True
+        if isinstance(note, Closes):
+            encoded.append(f"c\x1f{note.attempt_id}")
+        elif isinstance(note, Flags):
+            encoded.append(f"f\x1f{note.attempt_id}\x1f{note.call or ''}")
+        else:
+            encoded.append(f"s\x1f{note.run_id}\x1f{note.tool}")
     return encoded, bool(opened) and not others and len(set(opened)) == len(opened)
 
 
