@@ -135,7 +135,7 @@ def test_a_run_killed_inside_a_tool_is_flagged_and_never_runs_it_again_silently(
     kill_when_ready(args, (tmp_path / "notify.started").exists, "the agent")
     store = lb.connect(redis_url, prefix=prefix)
     (attempt,) = store.open_attempts("crash")
-    assert (attempt.tool, attempt.attempt_id) == ("notify", "c-notify#1")
+    assert (attempt.tool, attempt.attempt_id) == ("notify", "c-notify")
     time.sleep(1.2)  # the process's lease (1 s) expires
     reconciler = Reconciler(store, ReconcilerConfig(grace_s=0, sessions=("crash",)))
     assert reconciler.run_pass().flagged == 1
@@ -147,21 +147,21 @@ def test_a_run_killed_inside_a_tool_is_flagged_and_never_runs_it_again_silently(
 
     # The run again, its model asking for the same calls under the same ids: refund's recorded
     # result comes back without running it; notify was never finished.
-    with pytest.raises(UserError, match="c-notify#1"):
+    with pytest.raises(UserError, match="c-notify"):
         asyncio.run(again("c"))
     assert ran(tmp_path) == {"refund": 1, "notify": 1}
 
     # Under new ids, as a real model's would be: refund was finished and runs again as a new
     # call; notify, with the same arguments as the unfinished call, does not.
     # (The SDK reports a tool's exception as a UserError, the ledger's error its cause.)
-    with pytest.raises(UserError, match="c-notify#1") as caught:
+    with pytest.raises(UserError, match="c-notify") as caught:
         asyncio.run(again("d"))
     assert isinstance(caught.value.__cause__, UnresolvedAttempt)
     assert ran(tmp_path) == {"refund": 2, "notify": 1}
 
     # Once someone decides (the call's outcome is unknown), the call asked again gets that
     # decision, and notify does not run again: only a tool declared safe to replay would.
-    resolve_attempt(store, "crash", "c-notify#1", "unknown")
+    resolve_attempt(store, "crash", "c-notify", "unknown")
     assert asyncio.run(again("e")) == "refunded and notified"
     assert ran(tmp_path) == {"refund": 3, "notify": 1}
     assert store.open_attempts("crash") == []
@@ -188,7 +188,7 @@ def test_an_outcome_an_operator_resolves_is_what_the_rerun_gets_and_the_tool_run
     # Given a run killed inside notify, and an operator who resolved its call from the shell
     args = ["tests.support.agents_sdk", redis_url, prefix, "res", str(tmp_path)]
     kill_when_ready(args, (tmp_path / "notify.started").exists, "the agent")
-    done = ledger_here(redis_url, prefix, "resolve", "res", "c-notify#1", flag, value)
+    done = ledger_here(redis_url, prefix, "resolve", "res", "c-notify", flag, value)
     assert done.returncode == 0, done.stderr
     store = lb.connect(redis_url, prefix=prefix)
 

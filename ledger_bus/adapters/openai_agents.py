@@ -96,11 +96,13 @@ class _Items:
 
     live: list[tuple[int, Any]] = field(default_factory=list)
     names: dict[str, str] = field(default_factory=dict)  # call id -> its tool's name
+    calls: dict[str, str] = field(default_factory=dict)  # call id -> its tool_call's event id
 
 
 def _fold(state: _Items, event: RecordedEvent) -> None:
     if event.type == "tool_call":
         state.names[str(event.attempt_id)] = str(event["tool"])
+        state.calls[str(event.attempt_id)] = event.event_id
         return
     kind = event.get("kind")
     if kind == ITEM:
@@ -202,11 +204,16 @@ class LedgerSession:
             found = yield from self.calls.recorded_op(tools, asked)
             recorded = {s: (r, o.event_id if o else None) for s, (r, o) in found.items()}
         session, stream, first = self.items.session_id, self.items.name, len(events)
+        view = self._views.of(self.items)
+        state = view.state
+        called = {str(i.get("call_id")) for i in items if _kind(i) == "function_call"}
+        if any(_kind(i) == "function_call_output" and i["call_id"] not in called for i in items):
+            state = yield from view.refresh_op(self.store)  # its call came in an earlier add
         events += item_events(
             items,
             lambda n: derive_event_id(session, stream, append_id, first + n),
-            self._views.of(self.items).state.names,
-            recorded,
+            state.names,
+            {**{c: (e, None) for c, e in state.calls.items()}, **recorded},
             AGENT,
         )
         yield from self._append_op(events, append_id)
@@ -284,6 +291,10 @@ class LedgerSession:
             )
 
         return dataclasses.replace(tool, on_invoke_tool=on_invoke_tool)
+
+
+def _kind(item: Any) -> str | None:
+    return item.get("type") if isinstance(item, dict) else None
 
 
 def _arguments(text: str) -> dict[str, Any]:
