@@ -10,7 +10,6 @@ import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Final, TypeVar, cast
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -24,6 +23,7 @@ from langgraph.checkpoint.base import (
 )
 
 from ledger_bus.adapters.calls import CallLedger
+from ledger_bus.adapters.langgraph.deltas import MessageDeltas
 from ledger_bus.adapters.langgraph.layout import (
     AGENT,
     CAPABILITIES,
@@ -31,12 +31,10 @@ from ledger_bus.adapters.langgraph.layout import (
     CHECKPOINTS,
     EMPTY,
     MESSAGES,
-    TOOLS,
     UNIQUE,
     VALUE,
     WRITES,
     Namespace,
-    Saved,
     Typed,
     blob_fields,
     channel_versions,
@@ -61,7 +59,7 @@ from ledger_bus.store.ops import Op
 T = TypeVar("T")
 
 
-class LedgerSaver(ToolRecording, BaseCheckpointSaver[str]):
+class LedgerSaver(MessageDeltas, ToolRecording, BaseCheckpointSaver[str]):
     """A LangGraph checkpointer on any ledger store (Redis, Valkey, Redis Cluster, SQLite,
     PostgreSQL, memory), sync and async.
 
@@ -204,97 +202,6 @@ class LedgerSaver(ToolRecording, BaseCheckpointSaver[str]):
             }
         }
 
-    def _messages(
-        self,
-        state: Namespace,
-        writer: Writer,
-        channel: str,
-        messages: builtins.list[BaseMessage],
-        parent: str | None,
-        seen: dict[str, Any],
-        inner: bool = False,
-    ) -> builtins.list[Any]:
-        """A list of messages as a delta on the list the parent checkpoint held (MESSAGES),
-        its new messages written as events by `writer`; the whole list, by event ids, when it
-        does not begin with the parent's. `inner`: a subgraph's namespace, whose messages are
-        named by their ids and not written as events: a subgraph's input is its parent's
-        messages, and what it adds reaches its parent's list, where each is written once (the
-        two namespaces' checkpoints are written by threads of their own, in no fixed order)."""
-        base = ""
-        saved = state.checkpoints.get(parent) if parent else None
-        if saved is not None:
-            base = self._channel_versions(saved).get(channel, "")
-        known = state.refs(channel, base) if base else None
-        kept: builtins.list[str | None]
-        if (
-            known is not None
-            and len(known) <= len(messages)
-            and all(self._same(state, ref, m) for ref, m in zip(known, messages, strict=False))
-        ):
-            kept = [None] * (len(messages) - len(known))
-            messages = messages[len(known) :]
-        else:
-            base = ""
-            by_id: dict[str, str] = {}
-            for ref in state.natives:
-                if (message_id := self._object(state, ref).id) is not None:
-                    by_id[message_id] = ref
-            kept = []
-            for message in messages:
-                same = by_id.get(message.id or "")
-                kept.append(same if same and self._same(state, same, message) else None)
-        fresh = [m for m, known_ref in zip(messages, kept, strict=True) if known_ref is None]
-        made = self._runs(state, parent, fresh, seen)
-        items: builtins.list[str | builtins.list[str]] = []
-        for message, reused in zip(messages, kept, strict=True):
-            if reused is not None:
-                items.append(reused)
-                continue
-            run_id, node = made.get(id(message), (None, None))
-            if inner and message.id:
-                written = f"m~{message.id}"
-            else:
-                written = writer.message(message, run_id, node)
-            items.append([written, *self._dump(message)])
-        return [MESSAGES, base, items]
-
-    def _recorded_op(
-        self, state: Namespace, session_id: str, messages: builtins.list[BaseMessage]
-    ) -> Op[tuple[dict[str, str], dict[str, str]]]:
-        """What the thread's recorded tools (`lg.tools`, record_tools) hold of the tool calls
-        these messages ask for and answer: attempt id -> the event id of its request, and of
-        its outcome. A call is one attempt: its request and its result are written once,
-        whichever of the tool and the checkpoint comes first (LangGraph may run a tool before
-        the checkpoint that asks for it is written)."""
-        asked: set[str] = set()
-        for m in messages:
-            if isinstance(m, AIMessage):
-                asked.update(str(c["id"]) for c in m.tool_calls if c.get("id"))
-            elif isinstance(m, ToolMessage):
-                asked.add(str(m.tool_call_id))
-        unknown = {a for a in asked - state.recorded.keys() if a not in state.results}
-        if unknown:
-            found = yield from self.calls.recorded_op(StreamId(session_id, TOOLS), unknown)
-            for attempt, (request, outcome) in found.items():
-                if outcome is not None:  # final: never looked up again
-                    state.recorded[attempt] = (request, outcome.event_id)
-                else:
-                    state.requested[attempt] = request
-        requests = {a: r for a, (r, _) in state.recorded.items() if a in asked}
-        requests.update({a: r for a, r in state.requested.items() if a in asked})
-        outcomes = {a: o for a, (_, o) in state.recorded.items() if a in asked}
-        return requests, outcomes
-
-    def _object(self, state: Namespace, ref: str) -> Any:
-        """The message an event id names, read once (a copy of its own, never handed out)."""
-        found = state.objects.get(ref)
-        if found is None:
-            found = state.objects[ref] = self._load(state.natives[ref])
-        return found
-
-    def _same(self, state: Namespace, ref: str, message: BaseMessage) -> bool:
-        return ref in state.natives and bool(self._object(state, ref) == message)
-
     def _asked_op(self, request: Any) -> Op[tuple[str | None, RecordedEvent | None]]:
         configurable = (request.runtime.config if request.runtime is not None else {}).get(
             "configurable", {}
@@ -308,48 +215,6 @@ class LedgerSaver(ToolRecording, BaseCheckpointSaver[str]):
         state = yield from self._views.of(stream).refresh_op(self.store)
         call_id = str(request.tool_call["id"])
         return state.calls.get(call_id), state.results.get(call_id)
-
-    def _channel_versions(self, saved: Saved) -> dict[str, str]:
-        if saved.versions is None:
-            found = self._load(saved.fields["checkpoint"]).get("channel_versions", {})
-            saved.versions = channel_versions(found)
-        return saved.versions
-
-    def _runs(
-        self,
-        state: Namespace,
-        parent: str | None,
-        messages: Sequence[BaseMessage],
-        seen: dict[str, Any],
-    ) -> dict[int, tuple[str, str | None]]:
-        """Which node execution wrote each of `messages`: id(message) -> (run id, node). By
-        the writes recorded for the parent checkpoint, the task's; where they are not written
-        yet (LangGraph writes them and the checkpoint on threads of their own), the one node
-        that ran in the step (its `versions_seen` moved), named by the step and the node."""
-        written: builtins.list[tuple[str, str | None, Any]] = []
-        for task_id, _, value, task_path, _ in (state.writes.get(parent or "", {})).values():
-            if value[0] == "empty":
-                continue
-            loaded = self._load(value)
-            node = _node_of(str(task_path))
-            for m in loaded if isinstance(loaded, builtins.list) else [loaded]:
-                if isinstance(m, BaseMessage):
-                    written.append((str(task_id), node, m))
-        made: dict[int, tuple[str, str | None]] = {}
-        for message in messages:
-            for n, (task_id, node, m) in enumerate(written):
-                if _alike(m, message):
-                    made[id(message)] = (task_id, node)
-                    del written[n]
-                    break
-        saved = state.checkpoints.get(parent) if parent else None
-        if saved is not None and len(made) < len(messages):
-            before = self._load(saved.fields["checkpoint"]).get("versions_seen", {})
-            ran = [n for n, v in seen.items() if before.get(n) != v and not n.startswith("__")]
-            if len(ran) == 1:
-                for message in messages:
-                    made.setdefault(id(message), (f"{parent}.{ran[0]}", ran[0]))
-        return made
 
     def put_writes(
         self,
@@ -697,26 +562,6 @@ def record_tools(saver: LedgerSaver, *, safe_to_replay: Sequence[str] = ()) -> d
     """`saver.record_tools(...)`: keyword arguments for ToolNode (wrap_tool_call and
     awrap_tool_call) that record its tool calls in the saver's store."""
     return saver.record_tools(safe_to_replay=safe_to_replay)
-
-
-def _node_of(task_path: str) -> str | None:
-    """The node a task ran, from its path ("~__pregel_pull, agent"); None where it says none."""
-    parts = [p.strip() for p in task_path.split(",")]
-    if len(parts) == 2 and parts[0] == "~__pregel_pull" and parts[1] != "__start__":
-        return parts[1]
-    return None
-
-
-def _alike(written: BaseMessage, message: BaseMessage) -> bool:
-    """Whether a message a task wrote is this message of the channel (the reducer gives a
-    message without an id one, so ids are compared only where both have one)."""
-    if type(written) is not type(message):
-        return False
-    if written.id and message.id:
-        return bool(written.id == message.id)
-    if isinstance(written, ToolMessage) and isinstance(message, ToolMessage):
-        return bool(written.tool_call_id == message.tool_call_id)
-    return bool(written.content == message.content)
 
 
 _SAVER_OPTIONS: Final = ("serde", "lease_ttl_ms")
