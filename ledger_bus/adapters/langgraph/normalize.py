@@ -76,6 +76,8 @@ class Writer:
         calls: dict[str, str],
         requested: dict[str, str],
         recorded: dict[str, str],
+        *,
+        requests_calls: bool = True,
     ):
         self.events: list[dict[str, Any]] = []
         self._event_id = event_id
@@ -86,6 +88,9 @@ class Writer:
         # (record_tools): not written again
         self.requested = requested
         self.recorded = recorded
+        # False where the tools record their calls as they run (record_tools): the request
+        # of a call is theirs, written before the tool runs, and only theirs
+        self.requests_calls = requests_calls
 
     def _add(self, event: dict[str, Any]) -> str:
         self.events.append({k: v for k, v in event.items() if v is not None})
@@ -154,7 +159,7 @@ class Writer:
                 }
             )
             named = self._add({**said, "parents": [call]})
-        for tool_call in message.tool_calls:
+        for tool_call in message.tool_calls if self.requests_calls else ():
             if not tool_call.get("id") or str(tool_call["id"]) in self.requested:
                 continue
             self.calls[str(tool_call["id"])] = self._add(

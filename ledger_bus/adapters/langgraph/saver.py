@@ -165,6 +165,7 @@ class LedgerSaver(MessageDeltas, ToolRecording, BaseCheckpointSaver[str]):
             {**state.calls, **requests} if state is not None else {},
             requests,
             outcomes,
+            requests_calls=not self.tools_recorded,
         )
         blobs = []
         for channel, version in new_versions.items():

@@ -22,6 +22,8 @@ class ToolRecording(abc.ABC):
     """The saver's tool wrappers, on its drivers and serde (LedgerSaver's)."""
 
     calls: CallLedger
+    # Whether this saver's record_tools is in use: its tool calls are requested there.
+    tools_recorded: bool = False
 
     @abc.abstractmethod
     def _sync(self, op: Op[T]) -> T: ...
@@ -45,8 +47,14 @@ class ToolRecording(abc.ABC):
         the thread's session (`lg.tools`) before it runs and its result after; on a resumed
         thread, a call whose result is recorded returns it instead of running the tool again.
         `safe_to_replay`: the tools that may run again after a crash left their call unfinished
-        (the others stop the resume: UnresolvedAttempt)."""
+        (the others stop the resume: UnresolvedAttempt).
+
+        Each call is one attempt, named by its call id: its request is the one written here,
+        just before the tool runs, and the checkpoints that hold the model's reply then write
+        no request of their own (LangGraph writes checkpoints on a thread of their own, so a
+        checkpoint and a tool that start together would both find none written)."""
         safe = frozenset(safe_to_replay)
+        self.tools_recorded = True
 
         def begin(request: Any) -> Op[tuple[bool, Any]]:
             call = request.tool_call
