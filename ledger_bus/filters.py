@@ -26,6 +26,17 @@ from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import PAGE, EventStore
 
 _DATE: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
+# The kinds of mutation that are a framework's native record, kept for its own resume.
+NATIVE_PREFIXES: Final = ("langgraph.", "agents.")
+NATIVE_KINDS: Final = frozenset({"native.checkpoint"})
+
+
+def is_native(event: RecordedEvent) -> bool:
+    """Whether an event is a framework's native record (NATIVE_PREFIXES, NATIVE_KINDS)."""
+    if event.type != "mutation":
+        return False
+    kind = str(event.get("kind", ""))
+    return kind in NATIVE_KINDS or kind.startswith(NATIVE_PREFIXES)
 
 
 def parse_bound(text: str, end: bool = False) -> str:
@@ -60,6 +71,9 @@ class EventFilter:
     runs: Collection[str] = ()
     since: str | None = None
     until: str | None = None
+    # Whether the frameworks' native records (a LangGraph checkpoint, an Agents SDK item, a
+    # run's snapshot) are kept: their events say what they hold, in the ledger's own terms.
+    native: bool = True
 
     def __post_init__(self) -> None:
         for bound in (self.since, self.until):
@@ -74,12 +88,13 @@ class EventFilter:
             and (not self.runs or event.run_id in self.runs)
             and (self.since is None or event.cursor >= self.since)
             and (self.until is None or event.cursor <= self.until)
+            and (self.native or not is_native(event))
         )
 
     @property
     def everything(self) -> bool:
         return not (self.types or self.agents or self.streams or self.runs) and not (
-            self.since or self.until
+            self.since or self.until or not self.native
         )
 
 
@@ -129,7 +144,7 @@ def select_tail(
 
 def _one_stream(keep: EventFilter) -> str | None:
     """The stream, when the filter is exactly one stream and nothing else."""
-    if len(keep.streams) != 1 or keep.types or keep.agents or keep.runs:
+    if len(keep.streams) != 1 or keep.types or keep.agents or keep.runs or not keep.native:
         return None
     if keep.since or keep.until:
         return None

@@ -5,6 +5,7 @@ deltas, so a thread's bytes grow with its turns, not with their square."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ import ledger_bus as lb
 from ledger_bus.adapters.langgraph import LedgerSaver, thread_session
 from ledger_bus.model.records import RecordedEvent
 from tests.support.graphs import ask, build
-from tests.support.helpers import runs_of
+from tests.support.helpers import ledger_here, runs_of
 from tests.test_langgraph_differential import forks_at_several_depths, tool_graph
 
 MODEL = "model"
@@ -198,3 +199,25 @@ def test_a_saver_opened_from_a_url_works_and_closes_with_its_block(
 
     messages = asyncio.run(resumed())
     assert messages[-1].content == "done: charged 5; order-7 shipped"
+
+
+def test_tail_and_scan_show_a_thread_as_its_conversation_and_the_native_records_when_asked(
+    redis_url: str, prefix: str, tmp_path: Path
+) -> None:
+    store = lb.connect(redis_url, prefix=prefix)
+    question, config = ask("readable")
+    build(LedgerSaver(store), tmp_path).invoke(question, config)
+    for command in (["tail", "readable", "-n", "100"], ["scan", "readable"]):
+        shown = ledger_here(redis_url, prefix, *command)
+        assert shown.returncode == 0, shown.stderr
+        rows = [json.loads(line) for line in shown.stdout.splitlines()]
+        kinds = {r.get("kind") for r in rows if r["type"] == "mutation"}
+        assert not any(str(k).startswith("langgraph.") for k in kinds), kinds
+        assert "charge and look up order-7" in shown.stdout
+        assert "done: charged 5; order-7 shipped" in shown.stdout
+        everything = ledger_here(redis_url, prefix, *command, "--native")
+        assert "langgraph.checkpoint" in everything.stdout
+        assert len(everything.stdout.splitlines()) > len(rows)
+    # an export keeps everything: it is what a thread is imported and resumed from
+    exported = ledger_here(redis_url, prefix, "export", "readable")
+    assert "langgraph.checkpoint" in exported.stdout

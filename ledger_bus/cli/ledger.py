@@ -101,6 +101,16 @@ def read(settings: Settings, session: str, stream: str, after: int, limit: int |
     show_events(settings, events, f"{session}/{stream}")
 
 
+def native_option(command: Callable[..., None]) -> Callable[..., None]:
+    """--native, for the commands that show events to a reader."""
+    return click.option(
+        "--native",
+        is_flag=True,
+        help="Show the frameworks' native records too (LangGraph checkpoints, Agents SDK"
+        " items, snapshots); hidden otherwise: the other events say what they hold.",
+    )(command)
+
+
 def filter_options(command: Callable[..., None]) -> Callable[..., None]:
     """--type, --agent, --stream, --run (each repeatable) and --since / --until."""
     for name, what in reversed(FILTERS):
@@ -133,6 +143,7 @@ def event_filter(options: dict[str, Any]) -> EventFilter:
         runs=options.pop("runs"),
         since=None if since is None else parse_bound(since),
         until=None if until is None else parse_bound(until, end=True),
+        native=options.pop("native", True),  # an export keeps everything
     )
 
 
@@ -141,6 +152,7 @@ def event_filter(options: dict[str, Any]) -> EventFilter:
 @click.option("--after", "after", default=None, help="Events after this cursor (0: the start).")
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="At most this many.")
 @filter_options
+@native_option
 @pass_settings
 def scan(
     settings: Settings, /, session: str, after: str | None, limit: int | None, **filters: Any
@@ -160,6 +172,7 @@ def scan(
 @click.option("-n", "count", type=click.IntRange(min=0), default=20, show_default=True)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new events as they commit.")
 @filter_options
+@native_option
 @pass_settings
 def tail(settings: Settings, /, session: str, count: int, follow: bool, **filters: Any) -> None:
     """The session's last N events, oldest first; with --follow, then every new one."""
