@@ -329,14 +329,18 @@ def _filters(request: Request) -> tuple[EventFilter, str, bool]:
         return (value,) if value else ()
 
     keep = EventFilter(
-        types=one("type"), agents=one("agent"), runs=one("run"), streams=one("stream")
+        types=one("type"),
+        agents=one("agent"),
+        runs=one("run"),
+        streams=one("stream"),
+        native=q.get("native") == "1",  # a framework's native records: hidden unless asked
     )
     return keep, q.get("q", ""), q.get("unresolved") == "1"
 
 
 def _query(request: Request, **drop: Any) -> dict[str, str]:
     """The page's filter parameters (not its place in the session)."""
-    kept = ("type", "agent", "run", "stream", "q", "unresolved")
+    kept = ("type", "agent", "run", "stream", "q", "unresolved", "native")
     return {k: v for k, v in request.query_params.items() if k in kept and v and k not in drop}
 
 
