@@ -23,7 +23,11 @@ from ledger_bus.adapters.langgraph import LedgerSaver, thread_session
 from ledger_bus.model.records import RecordedEvent
 from tests.support.graphs import ask, build
 from tests.support.helpers import ledger_here, runs_of
-from tests.test_langgraph_differential import forks_at_several_depths, tool_graph
+from tests.test_langgraph_differential import (
+    forks_at_several_depths,
+    interrupts_and_subgraphs,
+    tool_graph,
+)
 
 MODEL = "model"
 
@@ -221,3 +225,27 @@ def test_tail_and_scan_show_a_thread_as_its_conversation_and_the_native_records_
     # an export keeps everything: it is what a thread is imported and resumed from
     exported = ledger_here(redis_url, prefix, "export", "readable")
     assert "langgraph.checkpoint" in exported.stdout
+
+
+def test_interrupts_and_resumes_are_written_once_each_as_mutations(ledger: lb.EventStore) -> None:
+    """An interrupt in a node, one inside a subgraph (which reaches its parent's task too),
+    each resumed: one `interrupt.asked` per interrupt, one `interrupt.resumed` per resume."""
+    saver = LedgerSaver(ledger)
+    interrupts_and_subgraphs(saver)
+    session = thread_session("thread-approval")
+    said = [
+        (e["kind"], e.agent, e.get("value"))
+        for e in ledger.scan_session(session)
+        if e.type == "mutation" and str(e.get("kind")).startswith("interrupt.")
+    ]
+    asked = [s for s in said if s[0] == "interrupt.asked"]
+    resumed = [s for s in said if s[0] == "interrupt.resumed"]
+    assert ("interrupt.asked", "ask", {"question": "approve?", "seen": 1}) in asked
+    assert ("interrupt.asked", "sub", "detail?") in asked
+    assert sorted(str(v) for _, _, v in resumed) == ["blue", "no", "red", "yes"]
+    ids = [
+        e["interrupt_id"]
+        for e in ledger.scan_session(session)
+        if e.type == "mutation" and e.get("kind") == "interrupt.asked"
+    ]
+    assert len(ids) == len(set(ids))

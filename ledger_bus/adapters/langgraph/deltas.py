@@ -19,7 +19,7 @@ from ledger_bus.adapters.langgraph.layout import (
     Typed,
     channel_versions,
 )
-from ledger_bus.adapters.langgraph.normalize import Writer
+from ledger_bus.adapters.langgraph.normalize import Writer, node_of
 from ledger_bus.model.ids import StreamId
 from ledger_bus.store.ops import Op
 
@@ -148,7 +148,7 @@ class MessageDeltas(abc.ABC):
             if value[0] == "empty":
                 continue
             loaded = self._load(value)
-            node = _node_of(str(task_path))
+            node = node_of(str(task_path))
             for m in loaded if isinstance(loaded, builtins.list) else [loaded]:
                 if isinstance(m, BaseMessage):
                     written.append((str(task_id), node, m))
@@ -167,14 +167,6 @@ class MessageDeltas(abc.ABC):
                 for message in messages:
                     made.setdefault(id(message), (f"{parent}.{ran[0]}", ran[0]))
         return made
-
-
-def _node_of(task_path: str) -> str | None:
-    """The node a task ran, from its path ("~__pregel_pull, agent"); None where it says none."""
-    parts = [p.strip() for p in task_path.split(",")]
-    if len(parts) == 2 and parts[0] == "~__pregel_pull" and parts[1] != "__start__":
-        return parts[1]
-    return None
 
 
 def _alike(written: BaseMessage, message: BaseMessage) -> bool:

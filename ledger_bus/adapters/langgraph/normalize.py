@@ -7,7 +7,9 @@ Each message a checkpoint adds is written once, in the checkpoint's append, befo
   `model`, whose result holds the model's name, its token usage and why it stopped), the
   `message` of the node that called the model, and each tool call it asks for, a requested
   `tool_call` whose attempt is the tool call's id;
-- a ToolMessage, the `tool_result` of that attempt, `error` when the tool failed.
+- a ToolMessage, the `tool_result` of that attempt, `error` when the tool failed;
+- an interrupt, an `interrupt.asked` mutation of the node that asked, with its value; the value
+  a `Command(resume=...)` gives back, an `interrupt.resumed` mutation of `user`.
 
 Each carries the run of the node execution (LangGraph's task) that wrote it, and its node as the
 agent. The messages themselves stay in the checkpoint, in the saver's serde, as the input to
@@ -17,12 +19,15 @@ LangGraph's own resume.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ledger_bus.adapters.langgraph.layout import AGENT
+
+INTERRUPT: Final = "__interrupt__"  # LangGraph's channels of interrupts and resumes
+RESUME: Final = "__resume__"
 
 MODEL: Final = "model"  # the tool a model call is recorded as (spec: model calls are tool calls)
 
@@ -174,3 +179,42 @@ class Writer:
                 }
             )
         return named
+
+
+def interrupt_events(
+    writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
+) -> list[dict[str, Any]]:
+    """The interrupts a task's writes raise, and the resume the graph's loop writes."""
+    node = node_of(task_path)
+    events: list[dict[str, Any]] = []
+    for channel, value in writes:
+        if channel == INTERRUPT:
+            for interrupt in value if isinstance(value, list | tuple) else [value]:
+                events.append(
+                    {
+                        "type": "mutation",
+                        "agent": node or AGENT,
+                        "kind": "interrupt.asked",
+                        "run_id": task_id or None,
+                        "interrupt_id": str(getattr(interrupt, "id", "")),
+                        "value": _plain(getattr(interrupt, "value", interrupt)),
+                    }
+                )
+        elif channel == RESUME and not node:  # the loop's; a task's own repeats what it took
+            events.append(
+                {
+                    "type": "mutation",
+                    "agent": "user",
+                    "kind": "interrupt.resumed",
+                    "value": _plain(value),
+                }
+            )
+    return [{k: v for k, v in e.items() if v is not None} for e in events]
+
+
+def node_of(task_path: str) -> str | None:
+    """The node a task ran, from its path ("~__pregel_pull, agent"); None where it says none."""
+    parts = [p.strip() for p in task_path.split(",")]
+    if len(parts) == 2 and parts[0] == "~__pregel_pull" and parts[1] != "__start__":
+        return parts[1]
+    return None

@@ -44,7 +44,7 @@ from ledger_bus.adapters.langgraph.layout import (
     version_key,
     write_id,
 )
-from ledger_bus.adapters.langgraph.normalize import Writer, is_messages
+from ledger_bus.adapters.langgraph.normalize import Writer, interrupt_events, is_messages
 from ledger_bus.adapters.langgraph.tools import ToolRecording
 from ledger_bus.adapters.view import Views
 from ledger_bus.model.errors import InvalidInput
@@ -261,7 +261,10 @@ class LedgerSaver(MessageDeltas, ToolRecording, BaseCheckpointSaver[str]):
         }
         stream = namespace_stream(thread_session(thread_id), ns)
         append_id = write_id("w", f"{configurable['checkpoint_id']}:{task_id}")
-        yield from self.store.append_op(stream, ANY, append_id, [event])
+        # Interrupts and resumes, once: where the thread's own graph sees them (a subgraph's
+        # interrupt reaches its parent's task too).
+        said = [] if ns else interrupt_events(writes, task_id, task_path)
+        yield from self.store.append_op(stream, ANY, append_id, [event, *said])
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self._sync(self._get_tuple_op(config))
