@@ -13,10 +13,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ledger_bus.model.ids import StreamId
-from ledger_bus.model.records import RecordedEvent
+from ledger_bus.model.records import AppendResult, RecordedEvent
 from ledger_bus.store.base import REMEMBERED, EventStore
 from ledger_bus.store.ops import Op
 
@@ -65,6 +65,17 @@ class StreamView(Generic[S]):
                     self.apply(self.state, event)
                     self.version, self.cursor = event.version, event.cursor
             return self.state
+
+    def wrote(self, result: AppendResult, events: list[dict[str, Any]]) -> None:
+        """Apply what this process has just appended (`events`, with their event ids), when it
+        follows what the view holds, nothing between: the next refresh need not read it."""
+        with self._lock:
+            if result.deduplicated or result.first_version != self.version + 1:
+                return
+            for n, fields in enumerate(events):
+                at = RecordedEvent(result.stream, result.first_version + n, result.cursor, fields)
+                self.apply(self.state, at)
+            self.version, self.cursor = result.last_version, result.cursor
 
     def forget(self) -> None:
         with self._lock:

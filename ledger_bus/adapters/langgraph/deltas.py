@@ -4,6 +4,7 @@ once as the ledger's own events (normalize.py), with the node execution that wro
 from __future__ import annotations
 
 import abc
+import base64
 import builtins
 from collections.abc import Sequence
 from typing import Any
@@ -28,6 +29,7 @@ class MessageDeltas(abc.ABC):
     """The saver's message lists (LedgerSaver's), on its serde and its recorded tools."""
 
     calls: CallLedger
+    serde: Any
 
     @abc.abstractmethod
     def _dump(self, value: Any) -> Typed: ...
@@ -115,6 +117,30 @@ class MessageDeltas(abc.ABC):
         requests.update({a: r for a, r in state.requested.items() if a in asked})
         outcomes = {a: o for a, (_, o) in state.recorded.items() if a in asked}
         return requests, outcomes
+
+    def _message_list(self, state: Namespace, refs: builtins.list[str]) -> builtins.list[Any]:
+        """The messages `refs` name, read afresh. Messages in the serde's msgpack (its default)
+        are read as one msgpack array of them, one call, as a whole list is read from one blob;
+        each message's bytes are decoded from base64 once."""
+        natives = [state.natives[ref] for ref in refs]
+        if not all(typed[0] == "msgpack" for typed in natives):
+            return [self._load(typed) for typed in natives]
+        raw = state.raw
+        parts = []
+        for ref, typed in zip(refs, natives, strict=True):
+            found = raw.get(ref)
+            if found is None:
+                found = raw[ref] = base64.b64decode(typed[1])
+            parts.append(found)
+        count = len(parts)
+        if count < 16:
+            head = bytes([0x90 | count])
+        elif count < 0x10000:
+            head = b"\xdc" + count.to_bytes(2, "big")
+        else:
+            head = b"\xdd" + count.to_bytes(4, "big")
+        found_list: builtins.list[Any] = self.serde.loads_typed(("msgpack", head + b"".join(parts)))
+        return found_list
 
     def _object(self, state: Namespace, ref: str) -> Any:
         """The message an event id names, read once (a copy of its own, never handed out)."""

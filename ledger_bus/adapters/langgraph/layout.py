@@ -86,6 +86,7 @@ class Namespace:
     results: dict[str, RecordedEvent] = field(default_factory=dict)  # attempt id -> its result
     lists: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # made whole (MEMO)
     objects: dict[str, Any] = field(default_factory=dict)  # event id -> the message, read once
+    raw: dict[str, bytes] = field(default_factory=dict)  # event id -> its serde bytes, decoded
     # attempt id -> the event ids of its request and its outcome in `lg.tools` (record_tools);
     # and of those without an outcome when last looked, the request
     recorded: dict[str, tuple[str, str]] = field(default_factory=dict)

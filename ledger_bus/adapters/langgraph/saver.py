@@ -151,12 +151,15 @@ class LedgerSaver(MessageDeltas, ToolRecording, BaseCheckpointSaver[str]):
         stream = namespace_stream(thread_session(thread_id), ns)
         append_id = write_id("c", checkpoint["id"])
         lists = [c for c in new_versions if is_messages(values.get(c))]
+        view = self._views.of(stream)
         state = None
         if lists:  # what the thread holds so far, to write only the messages that are new
-            state = yield from self._views.of(stream).refresh_op(self.store)
+            state = view.state
+            if configurable.get("checkpoint_id") not in state.checkpoints:
+                state = yield from view.refresh_op(self.store)
         requests: dict[str, str] = {}
         outcomes: dict[str, str] = {}
-        if state is not None:
+        if state is not None and self.tools_recorded:
             requests, outcomes = yield from self._recorded_op(
                 state, stream.session_id, [m for c in lists for m in values[c]]
             )
@@ -194,7 +197,14 @@ class LedgerSaver(MessageDeltas, ToolRecording, BaseCheckpointSaver[str]):
             "versions": UNIQUE,
             **blob_fields(blobs),
         }
-        yield from self.store.append_op(stream, ANY, append_id, [*writer.events, event])
+        events = [*writer.events, event]
+        written = yield from self.store.append_op(stream, ANY, append_id, events)
+        if state is not None:  # the next checkpoint's parent, without reading it back
+            for n, fields in enumerate(events):
+                fields.setdefault(
+                    "event_id", derive_event_id(stream.session_id, stream.name, append_id, n)
+                )
+            view.wrote(written, events)
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -374,8 +384,7 @@ class LedgerSaver(MessageDeltas, ToolRecording, BaseCheckpointSaver[str]):
             key = version_key(version)
             typed = state.blobs.get((channel, key))
             if isinstance(typed, tuple):
-                refs = state.refs(channel, key) or []
-                values[channel] = [self._load(state.natives[ref]) for ref in refs]
+                values[channel] = self._message_list(state, state.refs(channel, key) or [])
             elif typed is not None and typed[0] != "empty":
                 values[channel] = self._load(typed)
         checkpoint_id = fields["checkpoint_id"]
