@@ -33,7 +33,7 @@ fix: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy ledger_bus tests scripts
+	$(BIN)/mypy ledger_bus tests scripts examples
 
 test: install
 	$(BIN)/pytest -q
