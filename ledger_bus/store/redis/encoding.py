@@ -7,9 +7,10 @@ import re
 from collections.abc import Iterable
 from typing import Any, Final
 
-from ledger_bus.model.attempts import AttemptNote, Closes, Flags, Opens
+from ledger_bus.model.attempts import AttemptNote
 from ledger_bus.model.ids import format_cursor, parse_cursor
 from ledger_bus.model.records import AppendRecord, OpenAttempt
+from ledger_bus.store.notes import note_text
 
 HEX_DIGEST: Final = re.compile(rb"[0-9a-f]{64}")
 # Between a session id and the token of an append's provisional entry in the open-attempts
@@ -71,24 +72,9 @@ def fullest(memory: Iterable[dict[str, Any]]) -> tuple[int, int]:
 
 
 def lua_notes(notes: list[AttemptNote | None]) -> str:
-    """The notes as append.lua and restore.lua take them, one argument: each event's begun by
-    \x1e, its parts joined by \x1f (no id or name holds a control character): "o<id><run><tool>",
-    "c<id>", "f<id><call cursor, or '' for any>", "s<run><tool>", or nothing."""
-    # isinstance and attributes, not a match on classes: an append of a hundred calls notes a
-    # hundred attempts, and a class pattern costs several times as much.
-    parts = []
-    for note in notes:
-        if isinstance(note, Opens):
-            parts.append(f"o\x1f{note.attempt_id}\x1f{note.run_id}\x1f{note.tool}")
-        elif note is None:
-            parts.append("")
-        elif isinstance(note, Closes):
-            parts.append(f"c\x1f{note.attempt_id}")
-        elif isinstance(note, Flags):
-            parts.append(f"f\x1f{note.attempt_id}\x1f{note.call or ''}")
-        else:
-            parts.append(f"s\x1f{note.run_id}\x1f{note.tool}")
-    return "\x1e" + "\x1e".join(parts)
+    """The notes as append.lua and restore.lua take them, one argument: each event's note
+    (store/notes.py) begun by \x1e."""
+    return "\x1e" + "\x1e".join([note_text(note) for note in notes])
 
 
 def open_attempt_of(session_id: str, attempt_id: str, value: str) -> OpenAttempt:

@@ -26,6 +26,7 @@ from ledger_bus.model.batch import PreparedAppend
 from ledger_bus.model.errors import IdempotencyConflict, VersionConflict
 from ledger_bus.model.ids import CURSOR_ZERO, StreamId, cursors_after, format_cursor, parse_cursor
 from ledger_bus.model.records import AppendResult
+from ledger_bus.store.notes import note_text
 
 
 def _sql(text: str, postgres: bool) -> str:
@@ -205,28 +206,12 @@ def net_notes(notes: list[Note]) -> tuple[dict[str, tuple[str, str, str, str]], 
 
 
 def function_notes(notes: list[AttemptNote | None]) -> tuple[list[str], bool]:
-    """The notes as the append function of migration 0002 takes them ("o", "c", "f" or "s" and
-    the note's parts, joined by \x1f, which no id or name holds; "" for none), and whether they
-    only open attempts, each once: then the function applies them in one statement."""
-    encoded = []
-    opened = []
-    others = False
-    for note in notes:  # isinstance, not a match on classes: a class pattern costs more
-        if isinstance(note, Opens):
-            encoded.append(f"o\x1f{note.attempt_id}\x1f{note.run_id}\x1f{note.tool}")
-            opened.append(note.attempt_id)
-            continue
-        if note is None:
-            encoded.append("")
-            continue
-        others = True
-        if isinstance(note, Closes):
-            encoded.append(f"c\x1f{note.attempt_id}")
-        elif isinstance(note, Flags):
-            encoded.append(f"f\x1f{note.attempt_id}\x1f{note.call or ''}")
-        else:
-            encoded.append(f"s\x1f{note.run_id}\x1f{note.tool}")
-    return encoded, bool(opened) and not others and len(set(opened)) == len(opened)
+    """The notes as the append function of migration 0002 takes them (store/notes.py), and
+    whether they only open attempts, each once: then the function applies them in one
+    statement."""
+    opened = [note.attempt_id for note in notes if isinstance(note, Opens)]
+    only = bool(opened) and len(set(opened)) == len(opened) == sum(n is not None for n in notes)
+    return [note_text(note) for note in notes], only
 
 
 def restored_attempts(table: str) -> tuple[TextClause, TextClause]:
