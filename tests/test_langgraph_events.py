@@ -147,8 +147,8 @@ def test_a_subgraph_s_messages_are_written_once_in_its_own_namespace(
     assert (sub.stream.name, sub.agent) == ("lg.ckpt", "delegate")
 
 
-def _grown(store: lb.EventStore, thread: str, turns: int) -> None:
-    """A MessagesState graph with a scripted model, `turns` turns on one thread."""
+def answering(saver: LedgerSaver) -> Any:
+    """A MessagesState graph whose scripted model answers each question (~300 bytes)."""
 
     def model(state: MessagesState) -> dict[str, Any]:
         last: BaseMessage = state["messages"][-1]
@@ -159,7 +159,12 @@ def _grown(store: lb.EventStore, thread: str, turns: int) -> None:
     builder = StateGraph(MessagesState)
     builder.add_node("model", model)
     builder.add_edge(START, "model")
-    graph = builder.compile(checkpointer=LedgerSaver(store))
+    return builder.compile(checkpointer=saver)
+
+
+def _grown(store: lb.EventStore, thread: str, turns: int) -> None:
+    """`turns` turns on one thread."""
+    graph = answering(LedgerSaver(store))
     config: RunnableConfig = {"configurable": {"thread_id": thread}}
     for turn in range(turns):
         graph.invoke({"messages": [HumanMessage(f"question {turn} " * 20)]}, config)
@@ -249,3 +254,25 @@ def test_interrupts_and_resumes_are_written_once_each_as_mutations(ledger: lb.Ev
         if e.type == "mutation" and e.get("kind") == "interrupt.asked"
     ]
     assert len(ids) == len(set(ids))
+
+
+def test_what_the_saver_keeps_in_the_process_is_capped_and_an_evicted_thread_reads_back(
+    ledger: lb.EventStore,
+) -> None:
+    """Forty threads of five turns, a cap of about three threads: the saver holds no more
+    than the cap and the thread in use, and every thread reads back whole."""
+    saver = LedgerSaver(ledger, max_bytes=60_000)
+    graph = answering(saver)
+    largest = 0
+    for thread in range(40):
+        config: RunnableConfig = {"configurable": {"thread_id": f"capped-{thread}"}}
+        for turn in range(5):
+            graph.invoke({"messages": [HumanMessage(f"question {turn} " * 20)]}, config)
+        largest = max(largest, saver.memory())
+    one_thread = saver._views.of(lb.StreamId("capped-39", "lg.ckpt")).weight
+    assert 0 < one_thread < 60_000
+    assert largest <= 60_000 + one_thread
+    for thread in (0, 17, 39):
+        config = {"configurable": {"thread_id": f"capped-{thread}"}}
+        messages = graph.get_state(config).values["messages"]
+        assert [m.content for m in messages[::2]] == [f"question {t} " * 20 for t in range(5)]

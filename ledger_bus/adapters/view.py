@@ -11,6 +11,7 @@ session, so an event read again under the same version and cursor is the same ev
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -30,9 +31,11 @@ class StreamView(Generic[S]):
     stream: StreamId
     make: Callable[[], S]
     apply: Callable[[S, RecordedEvent], None]
+    weigh: Callable[[RecordedEvent], int] = lambda event: 0
     version: int = 0
     cursor: str | None = None
     state: S = field(init=False)
+    weight: int = 0  # about how many bytes `state` holds, by `weigh` of what it folded
     _lock: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -50,19 +53,21 @@ class StreamView(Generic[S]):
         )
         if version and (not found or found[0].version != version or found[0].cursor != cursor):
             # Deleted, trimmed or rewritten since: read it all into a state of its own.
-            fresh = self.make()
+            fresh, weight = self.make(), 0
             last: tuple[int, str | None] = (0, None)
             for event in (yield from store.read_stream_op(self.stream, 0, resolve_artifacts=True)):
                 self.apply(fresh, event)
+                weight += self.weigh(event)
                 last = (event.version, event.cursor)
             with self._lock:
-                self.state = fresh
+                self.state, self.weight = fresh, weight
                 self.version, self.cursor = last
                 return fresh
         with self._lock:
             for event in found:
                 if event.version > self.version:
                     self.apply(self.state, event)
+                    self.weight += self.weigh(event)
                     self.version, self.cursor = event.version, event.cursor
             return self.state
 
@@ -75,6 +80,7 @@ class StreamView(Generic[S]):
             for n, fields in enumerate(events):
                 at = RecordedEvent(result.stream, result.first_version + n, result.cursor, fields)
                 self.apply(self.state, at)
+                self.weight += self.weigh(at)
             self.version, self.cursor = result.last_version, result.cursor
 
     def forget(self) -> None:
@@ -83,20 +89,46 @@ class StreamView(Generic[S]):
 
 
 class Views(Generic[S]):
-    """The views a process keeps, one per stream, forgotten together past REMEMBERED."""
+    """The views a process keeps, one per stream. With `max_bytes`, the views used least
+    recently are forgotten while the views together weigh more (a forgotten stream is read
+    again when it is next used); past REMEMBERED views, the least recent go too."""
 
-    def __init__(self, make: Callable[[], S], apply: Callable[[S, RecordedEvent], None]):
+    def __init__(
+        self,
+        make: Callable[[], S],
+        apply: Callable[[S, RecordedEvent], None],
+        weigh: Callable[[RecordedEvent], int] | None = None,
+        max_bytes: int | None = None,
+    ):
         self._make, self._apply = make, apply
-        self._views: dict[StreamId, StreamView[S]] = {}
+        self._weigh = weigh or (lambda event: 0)
+        self.max_bytes = max_bytes
+        self._views: OrderedDict[StreamId, StreamView[S]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def of(self, stream: StreamId) -> StreamView[S]:
-        view = self._views.get(stream)
-        if view is None:
-            if len(self._views) >= REMEMBERED:
-                self._views.clear()
-            view = self._views[stream] = StreamView(stream, self._make, self._apply)
-        return view
+        with self._lock:
+            view = self._views.get(stream)
+            if view is None:
+                view = StreamView(stream, self._make, self._apply, self._weigh)
+                self._views[stream] = view
+            self._views.move_to_end(stream)
+            while len(self._views) > REMEMBERED:
+                self._views.popitem(last=False)
+            if self.max_bytes is not None:
+                total = sum(v.weight for v in self._views.values())
+                for other in list(self._views):
+                    if total <= self.max_bytes or other == stream:
+                        break
+                    total -= self._views.pop(other).weight
+            return view
+
+    def held(self) -> int:
+        """About how many bytes the views hold."""
+        with self._lock:
+            return sum(v.weight for v in self._views.values())
 
     def forget_session(self, session_id: str) -> None:
-        for stream in [s for s in self._views if s.session_id == session_id]:
-            del self._views[stream]
+        with self._lock:
+            for stream in [s for s in self._views if s.session_id == session_id]:
+                del self._views[stream]

@@ -153,6 +153,25 @@ def fold(state: Namespace, event: RecordedEvent) -> None:
             found[key] = [fields["task_id"], channel, value, fields.get("task_path", ""), idx]
 
 
+def weigh(event: RecordedEvent) -> int:
+    """About how many bytes a thread's view keeps of an event: its serialized values (a new
+    message twice: its base64 and, once read, its bytes and one parsed copy)."""
+    fields = event.fields
+    kind = fields.get("kind")
+    if kind == CHECKPOINT:
+        total = len(fields["checkpoint"][1]) + len(fields["metadata"][1])
+        for _, _, name in fields.get("blobs", ()):
+            value = fields[name]
+            if value[0] == MESSAGES:
+                total += sum(3 * len(item[2]) for item in value[2] if isinstance(item, list))
+            else:
+                total += len(value[1])
+        return total
+    if kind == WRITES:
+        return sum(len(value[1]) for _, _, value in fields["writes"])
+    return 200
+
+
 def version_key(version: object) -> str:
     """A channel version as this saver keeps it: LangGraph's own form, `<32-digit counter>.<16
     characters of a random draw>`, unique per write, so that two branches forked from one

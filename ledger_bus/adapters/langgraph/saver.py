@@ -42,6 +42,7 @@ from ledger_bus.adapters.langgraph.layout import (
     namespace_stream,
     thread_session,
     version_key,
+    weigh,
     write_id,
 )
 from ledger_bus.adapters.langgraph.normalize import Writer, interrupt_events, is_messages
@@ -57,6 +58,7 @@ from ledger_bus.store.base import EventStore
 from ledger_bus.store.ops import Op
 
 T = TypeVar("T")
+DEFAULT_MAX_BYTES: Final = 256 * 1024 * 1024  # of threads kept in the process, about
 
 
 class LedgerSaver(MessageDeltas, ToolRecording, BaseCheckpointSaver[str]):
@@ -75,13 +77,20 @@ class LedgerSaver(MessageDeltas, ToolRecording, BaseCheckpointSaver[str]):
         *,
         serde: Any = None,
         lease_ttl_ms: int = DEFAULT_LEASE_MS,
+        max_bytes: int | None = DEFAULT_MAX_BYTES,
     ):
         super().__init__(serde=serde)
         self.astore = store if isinstance(store, AsyncStore) else None
         self.store: EventStore = store.core if isinstance(store, AsyncStore) else store
-        self._views: Views[Namespace] = Views(Namespace, fold)
+        # max_bytes: about how much of the threads it read the saver keeps in this process;
+        # past it, the threads used least recently are read again when next used.
+        self._views: Views[Namespace] = Views(Namespace, fold, weigh, max_bytes)
         # lease_ttl_ms: how long a tool call's lease outlives its process (recorded tools).
         self.calls = CallLedger(self.store, agent=AGENT, lease_ttl_ms=lease_ttl_ms)
+
+    def memory(self) -> int:
+        """About how many bytes of threads the saver keeps in this process (max_bytes)."""
+        return self._views.held()
 
     @classmethod
     def from_conn_string(cls, url: str, **options: Any) -> Opened:
@@ -577,7 +586,7 @@ def record_tools(saver: LedgerSaver, *, safe_to_replay: Sequence[str] = ()) -> d
     return saver.record_tools(safe_to_replay=safe_to_replay)
 
 
-_SAVER_OPTIONS: Final = ("serde", "lease_ttl_ms")
+_SAVER_OPTIONS: Final = ("serde", "lease_ttl_ms", "max_bytes")
 
 
 class Opened:
