@@ -141,6 +141,7 @@ class Writer:
         if attempt is None:
             named = self._add(said)
         else:
+            cost = _usage(message)
             call = self._add(
                 {
                     "type": "tool_call",
@@ -148,7 +149,7 @@ class Writer:
                     "run_id": run_id,
                     "tool": MODEL,
                     "attempt_id": attempt,
-                    "args": {k: v for k, v in _usage(message).items() if k == "model"},
+                    "args": {"model": cost["model"]} if "model" in cost else {},
                 }
             )
             self._add(
@@ -159,7 +160,7 @@ class Writer:
                     "tool": MODEL,
                     "attempt_id": attempt,
                     "status": "ok",
-                    "result": _usage(message),
+                    "result": cost,
                     "parents": [call],
                 }
             )
