@@ -276,3 +276,30 @@ def test_what_the_saver_keeps_in_the_process_is_capped_and_an_evicted_thread_rea
         config = {"configurable": {"thread_id": f"capped-{thread}"}}
         messages = graph.get_state(config).values["messages"]
         assert [m.content for m in messages[::2]] == [f"question {t} " * 20 for t in range(5)]
+
+
+def test_a_model_reply_s_model_and_token_usage_are_its_model_call_s_record() -> None:
+    store = lb.connect("memory://")
+
+    def model(state: MessagesState) -> dict[str, Any]:
+        reply = AIMessage(
+            "four",
+            id="reply-1",
+            usage_metadata={"input_tokens": 12, "output_tokens": 3, "total_tokens": 15},
+            response_metadata={"model_name": "gpt-test-1", "finish_reason": "stop"},
+        )
+        return {"messages": [reply]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("model", model)
+    builder.add_edge(START, "model")
+    graph = builder.compile(checkpointer=LedgerSaver(store))
+    graph.invoke({"messages": [HumanMessage("2 + 2?")]}, {"configurable": {"thread_id": "usage"}})
+    call, result, said = (e for e in normalized(store, "usage") if e.agent == "model")
+    assert (call.type, call["tool"], call["args"]) == ("tool_call", MODEL, {"model": "gpt-test-1"})
+    assert result["result"] == {
+        "model": "gpt-test-1",
+        "usage": {"input_tokens": 12, "output_tokens": 3, "total_tokens": 15},
+        "finish_reason": "stop",
+    }
+    assert (said.type, said["body"], said.parents) == ("message", "four", [call.event_id])
