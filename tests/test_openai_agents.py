@@ -396,9 +396,10 @@ def test_a_session_from_a_url_keeps_the_sdk_s_limit_and_type_rules(
         with pytest.raises(TypeError):
             await session.add_items([{"role": "user", "content": {1, 2}}])
         assert len(await session.get_items(limit=100)) == 5
-        await session.close()
+        session.close()
         other = LedgerSession("sdk-rules", lb.connect(redis_url, prefix=prefix))
-        assert len(await other.get_items()) == 5  # no settings: every item
+        assert other.session_settings == SessionSettings()  # as the SDK's sessions default
+        assert len(await other.get_items()) == 5  # no limit: every item
 
     asyncio.run(scenario())
 

@@ -131,8 +131,11 @@ class LedgerSession:
         session_settings: SessionSettings | dict[str, Any] | None = None,
     ):
         self.session_id = session_id
-        if session_settings is not None:
-            self.session_settings = coerce_session_settings(session_settings)
+        self.session_settings = (
+            coerce_session_settings(session_settings)
+            if session_settings is not None
+            else SessionSettings()
+        )
         self.astore = store if isinstance(store, AsyncStore) else None
         self.store: EventStore = store.core if isinstance(store, AsyncStore) else store
         self.items = StreamId(ledger_session(session_id), ITEMS)
@@ -150,10 +153,11 @@ class LedgerSession:
         session._owned = True
         return session
 
-    async def close(self) -> None:
-        """Close the store, if this session opened it (from_url)."""
+    def close(self) -> None:
+        """Close the store, if this session opened it (from_url); as SQLiteSession's, not
+        awaited."""
         if self._owned:
-            await asyncio.to_thread(self.store.close)
+            self.store.close()
 
     async def _drive(self, op: Op[T]) -> T:
         if self.astore is not None:
