@@ -35,7 +35,16 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy ledger_bus tests scripts examples
 
-test: install
+# The Agents SDK's own session tests, from the sdist of the version installed, for
+# tests/test_agents_sdk_own.py to run against LedgerSession (which skips, saying so, without them).
+SDK_TESTS = $(VENV)/agents-sdist
+$(SDK_TESTS)/.fetched: $(VENV)/.installed
+	rm -rf $(SDK_TESTS) && mkdir -p $(SDK_TESTS)
+	$(PIP) download "openai-agents==$$($(PY) -c 'from importlib.metadata import version; print(version("openai-agents"))')" \
+	  --no-binary :all: --no-deps -d $(SDK_TESTS) 2>&1 | grep -v -e '^WARNING: Location' || true
+	tar xzf $(SDK_TESTS)/openai_agents-*.tar.gz -C $(SDK_TESTS) && touch $@ || echo "the Agents SDK's sdist was not fetched"
+
+test: install $(SDK_TESTS)/.fetched
 	$(BIN)/pytest -q
 
 test-fast: install
