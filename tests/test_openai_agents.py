@@ -459,3 +459,50 @@ def test_calls_of_tools_not_recorded_are_written_from_the_items(tmp_path: Path) 
     assert events[2].parents == [events[1].event_id]
     assert store.open_attempts("items-plain") == []
     assert asyncio.run(session.get_items()) == items
+
+
+def test_each_agent_of_a_handoff_is_a_run_following_the_one_that_handed_off() -> None:
+    from agents import Agent, Runner
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    store = lb.connect("memory://")
+    session = LedgerSession("handoff", store)
+    support = Agent(name="support", model=ScriptedModel([[assistant_message("refunded")]]))
+    triage = Agent(
+        name="triage",
+        model=ScriptedModel([[function_call("transfer_to_support", {}, call_id="h1")]]),
+        handoffs=[support],
+    )
+
+    async def scenario() -> str:
+        result = await Runner.run(
+            triage, "refund order 7", session=session, hooks=session.run_hooks()
+        )
+        return str(result.final_output)
+
+    assert asyncio.run(scenario()) == "refunded"
+    runs = store.read_stream(lb.StreamId("handoff", "oa.runs"))
+    said = [(e.agent, e.type, e.get("kind") or e.get("tool")) for e in runs]
+    assert said == [
+        ("triage", "mutation", "run.started"),
+        ("triage", "tool_call", "model"),
+        ("triage", "tool_result", "model"),
+        ("triage", "mutation", "run.finished"),
+        ("support", "mutation", "run.started"),
+        ("support", "tool_call", "model"),
+        ("support", "tool_result", "model"),
+        ("support", "mutation", "run.finished"),
+    ]
+    started = {e.agent: e for e in runs if e.get("kind") == "run.started"}
+    assert started["support"].parents == [started["triage"].event_id]
+    assert runs[3]["handed_to"] == "support"
+    result = runs[2]
+    assert result.parents == [runs[1].event_id]
+    assert set(result["result"]["usage"]) == {
+        "input_tokens",
+        "output_tokens",
+        "total_tokens",
+        "requests",
+    }
+    assert {e.run_id for e in runs[:4]} == {started["triage"].run_id}
+    assert store.open_attempts("handoff") == []

@@ -93,3 +93,28 @@ def item_events(
                 }
             )
     return events
+
+
+def model_events(
+    agent: str, run_id: str | None, model: str | None, response: Any, attempt: str
+) -> list[dict[str, Any]]:
+    """A model response as its model call: a `tool_call` of the tool `model` and its
+    `tool_result` (the model, the token usage, the response id), the call its result's parent
+    by position (the result's `parents` are filled in by the caller, who knows the ids)."""
+    usage = getattr(response, "usage", None)
+    record: dict[str, Any] = {}
+    if model:
+        record["model"] = model
+    if usage is not None:
+        record["usage"] = {
+            "input_tokens": int(getattr(usage, "input_tokens", 0) or 0),
+            "output_tokens": int(getattr(usage, "output_tokens", 0) or 0),
+            "total_tokens": int(getattr(usage, "total_tokens", 0) or 0),
+            "requests": int(getattr(usage, "requests", 0) or 0),
+        }
+    if getattr(response, "response_id", None):
+        record["response_id"] = str(response.response_id)
+    ids = {"agent": agent, "run_id": run_id, "attempt_id": attempt, "tool": "model"}
+    call = {"type": "tool_call", **ids, "args": {"model": model} if model else {}}
+    result = {"type": "tool_result", **ids, "status": "ok", "result": record}
+    return [{k: v for k, v in e.items() if v is not None} for e in (call, result)]

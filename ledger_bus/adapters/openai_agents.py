@@ -40,7 +40,7 @@ from typing import Any, Final, TypeVar
 from ledger_bus.model.extras import needs
 
 try:
-    from agents import FunctionTool
+    from agents import FunctionTool, RunHooks
     from agents.memory.session_settings import (
         SessionSettings,
         coerce_session_settings,
@@ -50,7 +50,7 @@ try:
 except ImportError as err:
     raise needs(err, "ledger_bus.adapters.openai_agents") from None
 
-from ledger_bus.adapters.agents_items import item_events
+from ledger_bus.adapters.agents_items import item_events, model_events
 from ledger_bus.adapters.calls import CallLedger, decided_text
 from ledger_bus.adapters.view import Views
 from ledger_bus.model.errors import InvalidInput, VersionConflict
@@ -66,6 +66,7 @@ T = TypeVar("T")
 
 AGENT: Final = "openai-agents"
 ITEMS: Final = "oa.items"
+RUNS: Final = "oa.runs"  # the runs of a session's agents and their model calls (run_hooks)
 TOOLS: Final = "oa.tools"
 ITEM: Final = "agents.item"
 POPPED: Final = "agents.popped"
@@ -263,6 +264,15 @@ class LedgerSession:
         finally:
             yield from self.store.bound_stream_op(self.items, None)
 
+    # -- runs and model calls ----------------------------------------------------------------------
+
+    def run_hooks(self) -> RunHooks[Any]:
+        """RunHooks for `Runner.run(..., hooks=session.run_hooks())`: each agent that runs a
+        run of its own in the session's `oa.runs` stream (`run.started`, `run.finished`), the
+        agent a handoff passes to a run whose parent is the run that handed off, and each model
+        response its model call with its token usage."""
+        return _RunRecorder(self)
+
     # -- function tools -------------------------------------------------------------------------
 
     def record_tools(
@@ -335,3 +345,55 @@ def _call_id(kind: str) -> str:
 
 
 __all__ = ["CAPABILITIES", "LedgerSession", "ledger_session"]
+
+
+class _RunRecorder(RunHooks[Any]):
+    """LedgerSession.run_hooks: a Runner's agents as runs, their model calls with usage."""
+
+    def __init__(self, session: LedgerSession):
+        self.session = session
+        self.stream = StreamId(session.items.session_id, RUNS)
+        self.runs: dict[int, tuple[str, str]] = {}  # id(agent) -> (run id, run.started's id)
+        self.handed: dict[int, str] = {}  # id(agent) -> the event id of the run that handed off
+
+    async def _write(self, events: list[dict[str, Any]]) -> list[str]:
+        key = _call_id("run")
+        session, name = self.stream.session_id, self.stream.name
+        ids = [derive_event_id(session, name, key, n) for n in range(len(events))]
+        await self.session._drive(self.session.store.append_op(self.stream, ANY, key, events))
+        return ids
+
+    async def on_agent_start(self, context: Any, agent: Any) -> None:
+        if id(agent) in self.runs:
+            return
+        run_id = uuid.uuid4().hex[:16]
+        parent = self.handed.pop(id(agent), None)
+        started = {"type": "mutation", "agent": str(agent.name), "kind": "run.started"}
+        event = {**started, "run_id": run_id, **({"parents": [parent]} if parent else {})}
+        (event_id,) = await self._write([event])
+        self.runs[id(agent)] = (run_id, event_id)
+
+    async def on_handoff(self, context: Any, from_agent: Any, to_agent: Any) -> None:
+        """The run that hands off ends there; the next agent's run follows from it."""
+        found = self.runs.pop(id(from_agent), None)
+        if found is not None:
+            self.handed[id(to_agent)] = found[1]
+            finished = {"type": "mutation", "agent": str(from_agent.name), "kind": "run.finished"}
+            handed = {"status": "ok", "handed_to": str(to_agent.name)}
+            await self._write([{**finished, "run_id": found[0], **handed}])
+
+    async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
+        run_id = self.runs.get(id(agent), (None, ""))[0]
+        model = agent.model if isinstance(agent.model, str) else getattr(agent.model, "model", None)
+        attempt = f"model:{getattr(response, 'response_id', None) or uuid.uuid4().hex}"
+        call, result = model_events(str(agent.name), run_id, model, response, attempt)
+        key = _call_id("model")
+        call_id = derive_event_id(self.stream.session_id, self.stream.name, key, 0)
+        events = [call, {**result, "parents": [call_id]}]
+        await self.session._drive(self.session.store.append_op(self.stream, ANY, key, events))
+
+    async def on_agent_end(self, context: Any, agent: Any, output: Any) -> None:
+        found = self.runs.pop(id(agent), None)
+        if found is not None:
+            finished = {"type": "mutation", "agent": str(agent.name), "kind": "run.finished"}
+            await self._write([{**finished, "run_id": found[0], "status": "ok"}])
