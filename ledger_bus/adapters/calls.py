@@ -19,7 +19,7 @@ import threading
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 from ledger_bus.adapters.view import Views
 from ledger_bus.model.errors import InvalidInput, LedgerError, VersionConflict
@@ -53,11 +53,8 @@ class _Calls:
     taken: set[str] = field(default_factory=set)
 
 
-STARTED: Final = "tool.started"  # a call requested elsewhere, about to run here
-
-
 def _fold(state: _Calls, event: RecordedEvent) -> None:
-    if (event.type == "tool_call" or event.get("kind") == STARTED) and event.step_id:
+    if event.type == "tool_call" and event.step_id:
         state.calls.setdefault(str(event.step_id), []).append(event)
         state.taken.update(event.parents)
     elif event.type == "tool_result" and event.attempt_id:
@@ -143,15 +140,12 @@ class CallLedger:
         args: dict[str, Any],
         safe_to_replay: bool,
         match_args: bool = False,
-        requested: str | None = None,
         named: bool = False,
     ) -> Op[tuple[bool, Any]]:
         """(True, the recorded tool_result) for a step recorded with its outcome; else (False,
         a Begun call), its request committed under its lease. `named`: the step's first
-        attempt is the step itself (its id), as a framework's record of the model's reply
-        names it; `requested`: the event id of that attempt's tool_call, committed already in
-        that record, so the attempt is marked as started here (STARTED), not requested again.
-        UnresolvedAttempt:
+        attempt is the step itself (its id), as the framework's record of the model's reply
+        names it. UnresolvedAttempt:
         the step was requested and never finished, and the tool is not safe to replay.
         RequestNotRecorded: the request could not be committed; the tool must not run.
 
@@ -197,23 +191,6 @@ class CallLedger:
                         parents=[latest.event_id],
                     )
                     yield from self._write_op(stream, owner, closed)
-            if named and requested is not None and not earlier:
-                started = {
-                    "type": "mutation",
-                    "kind": STARTED,
-                    "tool": tool,
-                    "attempt_id": step_id,
-                    "step_id": step_id,
-                    "run_id": run_id,
-                    "parents": [requested],
-                }
-                try:
-                    yield from self._write_op(stream, owner, started)
-                except LedgerError as err:
-                    raise RequestNotRecorded(
-                        f"{tool} was not called: its start was not recorded: {err}"
-                    ) from err
-                return False, Begun(stream, tool, step_id, step_id, run_id, requested, owner)
             attempt_id = step_id if named and not earlier else f"{step_id}#{len(earlier) + 1}"
             if safe_to_replay:
                 yield from self._write_op(
@@ -342,11 +319,10 @@ class CallGuard:
         args: dict[str, Any],
         safe_to_replay: bool,
         match_args: bool = False,
-        requested: str | None = None,
         named: bool = False,
     ) -> Op[tuple[bool, Any]]:
         return self.ledger.begin_op(
-            self.stream, step_id, tool, args, safe_to_replay, match_args, requested, named
+            self.stream, step_id, tool, args, safe_to_replay, match_args, named
         )
 
     def finish_sync(self, begun: Begun, run: Callable[[], T], outcome: Outcome) -> T:

@@ -50,7 +50,6 @@ from ledger_bus.adapters.langgraph.tools import ToolRecording
 from ledger_bus.adapters.view import Views
 from ledger_bus.model.errors import InvalidInput
 from ledger_bus.model.ids import ANY, StreamId, derive_event_id
-from ledger_bus.model.records import RecordedEvent
 from ledger_bus.recorder import DEFAULT_LEASE_MS
 from ledger_bus.store import connect
 from ledger_bus.store.aio import AsyncStore, open_async
@@ -221,20 +220,6 @@ class LedgerSaver(MessageDeltas, ToolRecording, BaseCheckpointSaver[str]):
                 "checkpoint_id": checkpoint["id"],
             }
         }
-
-    def _asked_op(self, request: Any) -> Op[tuple[str | None, RecordedEvent | None]]:
-        configurable = (request.runtime.config if request.runtime is not None else {}).get(
-            "configurable", {}
-        )
-        thread_id = str(configurable.get("thread_id", ""))
-        if not thread_id:
-            return None, None
-        # A node runs in its task's namespace ("tools:<task>"), its graph's checkpoints one up.
-        ns = "|".join(str(configurable.get("checkpoint_ns", "")).split("|")[:-1])
-        stream = namespace_stream(thread_session(thread_id), ns)
-        state = yield from self._views.of(stream).refresh_op(self.store)
-        call_id = str(request.tool_call["id"])
-        return state.calls.get(call_id), state.results.get(call_id)
 
     def put_writes(
         self,

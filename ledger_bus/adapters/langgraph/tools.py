@@ -37,11 +37,6 @@ class ToolRecording(abc.ABC):
     @abc.abstractmethod
     def _load(self, typed: Typed) -> Any: ...
 
-    @abc.abstractmethod
-    def _asked_op(self, request: Any) -> Op[tuple[str | None, RecordedEvent | None]]:
-        """The tool_call the thread's checkpoints recorded for the request's call (its event
-        id), and an outcome recorded for it there (an operator's decision), if any."""
-
     def record_tools(self, *, safe_to_replay: Sequence[str] = ()) -> dict[str, Any]:
         """ToolNode's `wrap_tool_call` and `awrap_tool_call`, recording each call of a tool in
         the thread's session (`lg.tools`) before it runs and its result after; on a resumed
@@ -58,16 +53,8 @@ class ToolRecording(abc.ABC):
 
         def begin(request: Any) -> Op[tuple[bool, Any]]:
             call = request.tool_call
-            requested, decided = yield from self._asked_op(request)
-            if decided is not None:
-                return True, decided
             begun: tuple[bool, Any] = yield from self._guard(request).begin_op(
-                call["id"],
-                call["name"],
-                call["args"],
-                call["name"] in safe,
-                requested=requested,
-                named=True,
+                call["id"], call["name"], call["args"], call["name"] in safe, named=True
             )
             return begun
 
