@@ -17,11 +17,12 @@ pytest.importorskip("langgraph")
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.types import Command, interrupt
 
 import ledger_bus as lb
 from ledger_bus.adapters.langgraph import LedgerSaver, thread_session
 from ledger_bus.model.records import RecordedEvent
-from tests.support.graphs import ask, build
+from tests.support.graphs import ask, build, delegating
 from tests.support.helpers import ledger_here, runs_of
 from tests.test_langgraph_differential import (
     forks_at_several_depths,
@@ -303,3 +304,64 @@ def test_a_model_reply_s_model_and_token_usage_are_its_model_call_s_record() -> 
         "finish_reason": "stop",
     }
     assert (said.type, said["body"], said.parents) == ("message", "four", [call.event_id])
+
+
+def runs_written(store: lb.EventStore, session: str) -> dict[str, dict[str, Any]]:
+    """run id -> its run.started (or run.resumed) fields, with its last status from run.finished."""
+    runs: dict[str, dict[str, Any]] = {}
+    for e in store.scan_session(session):
+        kind = e.get("kind") if e.type == "mutation" else None
+        if kind in ("run.started", "run.resumed"):
+            runs.setdefault(str(e.run_id), {}).update(e.fields, status=None)
+        elif kind == "run.finished":
+            runs[str(e.run_id)]["status"] = e["status"]
+    return runs
+
+
+def test_node_executions_are_runs_and_a_subgraph_and_a_send_are_delegations(
+    ledger: lb.EventStore,
+) -> None:
+    graph = delegating(LedgerSaver(ledger))
+    graph.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "runs-1"}})
+
+    runs = runs_written(ledger, "runs-1")
+    by_node = {(r["agent"], r.get("parent_run")): run_id for run_id, r in runs.items()}
+    (plan_run,) = (run_id for run_id, r in runs.items() if r["agent"] == "plan")
+    (delegate_run,) = (run_id for run_id, r in runs.items() if r["agent"] == "delegate")
+    assert "parent_run" not in runs[plan_run]
+    assert "parent_run" not in runs[delegate_run]
+    # The two Sends: runs of `worker` whose parent is the run that sent them.
+    workers = [run_id for run_id, r in runs.items() if r["agent"] == "worker"]
+    assert len(workers) == 2, [(k, r["agent"], r.get("parent_run")) for k, r in runs.items()]
+    assert {runs[w]["parent_run"] for w in workers} == {plan_run}
+    # The subgraph's node: a run whose parent is the run of the node that ran the subgraph.
+    assert ("inner_model", delegate_run) in by_node
+    assert {r["status"] for r in runs.values()} == {"ok"}
+    assert len(runs) == 5  # plan, two workers, delegate, inner_model: the input is no run
+    # Each message names the run that wrote it, by the same name its run events give it.
+    said = {e["body"]: e.run_id for e in normalized(ledger, "runs-1") if e.type == "message"}
+    assert said["plan"] == plan_run
+    assert {said["did part 1"], said["did part 2"]} == set(workers)
+    assert said["inner"] == delegate_run
+
+
+def test_an_interrupted_node_s_run_says_so_and_its_resume_is_the_same_run(
+    ledger: lb.EventStore,
+) -> None:
+    def ask_human(state: MessagesState) -> dict[str, Any]:
+        answer = interrupt("approve?")
+        return {"messages": [AIMessage(f"approved: {answer}", id="approved")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("ask_human", ask_human)
+    builder.add_edge(START, "ask_human")
+    graph = builder.compile(checkpointer=LedgerSaver(ledger))
+    config: RunnableConfig = {"configurable": {"thread_id": "runs-2"}}
+    graph.invoke({"messages": [HumanMessage("go")]}, config)
+    (run_id,) = runs_written(ledger, "runs-2")
+    assert runs_written(ledger, "runs-2")[run_id]["status"] == "interrupted"
+
+    graph.invoke(Command(resume="yes"), config)
+    runs = runs_written(ledger, "runs-2")
+    assert list(runs) == [run_id]
+    assert (runs[run_id]["kind"], runs[run_id]["status"]) == ("run.resumed", "ok")

@@ -495,6 +495,7 @@ def test_each_agent_of_a_handoff_is_a_run_following_the_one_that_handed_off() ->
     ]
     started = {e.agent: e for e in runs if e.get("kind") == "run.started"}
     assert started["support"].parents == [started["triage"].event_id]
+    assert started["support"]["parent_run"] == started["triage"].run_id
     assert runs[3]["handed_to"] == "support"
     result = runs[2]
     assert result.parents == [runs[1].event_id]

@@ -364,6 +364,37 @@ def test_the_runs_tree_links_both_ways_with_each_runs_status_and_collapses_to_a_
     assert {e["run_id"] for e in only_writer} == {writer}
 
 
+def test_a_langgraph_thread_s_node_runs_are_a_tree_its_subgraph_and_sends_under_their_parents(
+    store: EventStore, client: TestClient
+) -> None:
+    pytest.importorskip("langgraph")
+    from langchain_core.messages import HumanMessage
+
+    from ledger_bus.adapters.langgraph import LedgerSaver
+    from tests.support.graphs import delegating
+
+    graph = delegating(LedgerSaver(store))
+    graph.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "lg-tree"}})
+    html = client.get("/s/lg-tree").text
+    found = re.findall(
+        r'<li data-run="[^"]+\.([a-z_0-9]+)" data-status="([^"]+)" style="margin-left: (\d+)px',
+        html,
+    )
+    tree = [(name, status, int(indent) // 20) for name, status, indent in found]
+    # Each parent before its children, one level in: plan above the two workers it sent,
+    # delegate above its subgraph's node (siblings in the order they were written).
+    assert sorted(tree) == [
+        ("delegate", "ok", 0),
+        ("inner_model", "ok", 1),
+        ("plan", "ok", 0),
+        ("send0", "ok", 1),
+        ("send1", "ok", 1),
+    ]
+    names = [name for name, _, _ in tree]
+    assert names.index("plan") < min(names.index("send0"), names.index("send1"))
+    assert names.index("delegate") + 1 == names.index("inner_model")
+
+
 def test_a_run_whose_lease_is_gone_without_run_finished_shows_as_died(
     store: EventStore, client: TestClient
 ) -> None:

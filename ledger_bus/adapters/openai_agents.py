@@ -354,7 +354,8 @@ class _RunRecorder(RunHooks[Any]):
         self.session = session
         self.stream = StreamId(session.items.session_id, RUNS)
         self.runs: dict[int, tuple[str, str]] = {}  # id(agent) -> (run id, run.started's id)
-        self.handed: dict[int, str] = {}  # id(agent) -> the event id of the run that handed off
+        # id(agent) -> the run that handed off to it: its id and its run.started's event id
+        self.handed: dict[int, tuple[str, str]] = {}
 
     async def _write(self, events: list[dict[str, Any]]) -> list[str]:
         key = _call_id("run")
@@ -369,7 +370,9 @@ class _RunRecorder(RunHooks[Any]):
         run_id = uuid.uuid4().hex[:16]
         parent = self.handed.pop(id(agent), None)
         started = {"type": "mutation", "agent": str(agent.name), "kind": "run.started"}
-        event = {**started, "run_id": run_id, **({"parents": [parent]} if parent else {})}
+        event: dict[str, Any] = {**started, "run_id": run_id}
+        if parent is not None:
+            event.update(parent_run=parent[0], parents=[parent[1]])
         (event_id,) = await self._write([event])
         self.runs[id(agent)] = (run_id, event_id)
 
@@ -377,7 +380,7 @@ class _RunRecorder(RunHooks[Any]):
         """The run that hands off ends there; the next agent's run follows from it."""
         found = self.runs.pop(id(from_agent), None)
         if found is not None:
-            self.handed[id(to_agent)] = found[1]
+            self.handed[id(to_agent)] = found
             finished = {"type": "mutation", "agent": str(from_agent.name), "kind": "run.finished"}
             handed = {"status": "ok", "handed_to": str(to_agent.name)}
             await self._write([{**finished, "run_id": found[0], **handed}])

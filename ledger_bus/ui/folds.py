@@ -16,6 +16,7 @@ from typing import Any, Final, TypeVar
 
 from ledger_bus.dispatch import STREAM as DISPATCH_STREAM
 from ledger_bus.dispatch import BoardState, Window, is_open, window
+from ledger_bus.filters import carries_runs
 from ledger_bus.model.ids import StreamId
 from ledger_bus.model.records import RecordedEvent, SessionInfo
 from ledger_bus.store.aio import AsyncStore
@@ -38,6 +39,7 @@ class RunNode:
     objective: str | None = None
     children: list[str] = field(default_factory=list)
     depth: int = 0
+    leased: bool = False  # a Recorder's run, which holds a lease while it runs
 
 
 @dataclass
@@ -64,8 +66,12 @@ class RunsFold:
                 self._link(child)
         elif event.type == "mutation" and f.get("kind") in ("run.started", "run.resumed"):
             node = self.runs.get(run_id)
+            parent = f.get("parent_run")  # a run an adapter names as the one that delegated it
+            if isinstance(parent, str) and run_id not in self.delegated:
+                self.delegated[run_id] = (parent, "")
             if node is None:
                 node = self.runs[run_id] = RunNode(run_id, event.agent, event.cursor)
+                node.leased = event.stream.name.startswith(RUN_PREFIX)
                 self._link(run_id)
             node.started, node.status, node.ended = event.cursor, "running", None
         elif event.type == "mutation" and f.get("kind") == "run.finished":
@@ -78,17 +84,26 @@ class RunsFold:
         found = self.delegated.get(child)
         if node is None or found is None or node.parent is not None:
             return
-        parent, node.objective = found
-        node.parent = parent
-        if parent in self.runs:
-            self.runs[parent].children.append(child)
+        node.parent, node.objective = found
 
     def tree(self) -> list[RunNode]:
         """The runs depth first from the roots, each level in the order its runs (last)
         started; depth set."""
         out: list[RunNode] = []
+        # Children from their parents' names, made here: a child may be written before its
+        # parent (a LangGraph subgraph's runs end before the run of the node that ran it).
+        for node in self.runs.values():
+            node.children = []
+        for node in self.runs.values():
+            if node.parent is not None and node.parent in self.runs:
+                self.runs[node.parent].children.append(node.run_id)
+
+        seen: set[str] = set()
 
         def visit(node: RunNode, depth: int) -> None:
+            if node.run_id in seen:  # parents named in a circle: each run once
+                return
+            seen.add(node.run_id)
             node.depth = depth
             out.append(node)
             children = [self.runs[c] for c in node.children if c in self.runs]
@@ -98,6 +113,8 @@ class RunsFold:
         roots = [n for n in self.runs.values() if n.parent is None or n.parent not in self.runs]
         for node in sorted(roots, key=lambda n: n.started):  # in the order they started
             visit(node, 0)
+        for node in sorted(self.runs.values(), key=lambda n: n.started):
+            visit(node, 0)  # in a circle of parents: shown at the top
         return out
 
 
@@ -129,7 +146,7 @@ class Folds:
         """The runs of the session `info` describes (as just read), in tree order."""
         async with self._folding:
             nodes = await self._runs_of(store, info)
-        running = [n for n in nodes if n.status == "running"]
+        running = [n for n in nodes if n.status == "running" and n.leased]
         alive = await asyncio.gather(
             *(store.lease_alive(info.session_id, f"{RUN_PREFIX}{n.run_id}") for n in running)
         )
@@ -141,7 +158,7 @@ class Folds:
     async def _runs_of(self, store: AsyncStore, info: SessionInfo) -> list[RunNode]:
         session_id = info.session_id
         fold = _kept(self._runs, session_id, RunsFold)
-        streams = {s.name: s.version for s in info.streams if s.name.startswith(RUN_PREFIX)}
+        streams = {s.name: s.version for s in info.streams if carries_runs(s.name)}
         rewritten = fold.first != info.first_cursor or any(
             streams.get(name, 0) < version for name, version in fold.versions.items()
         )

@@ -18,6 +18,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.types import Send
 
 import ledger_bus as lb
 from ledger_bus.adapters.langgraph import LedgerSaver
@@ -73,6 +74,37 @@ def build(saver: LedgerSaver, ran: Path, *, hang: bool = False, safe: tuple[str,
     builder.add_edge("plan", "agent")
     builder.add_conditional_edges("agent", tools_condition)
     builder.add_edge("tools", "agent")
+    return builder.compile(checkpointer=saver)
+
+
+def delegating(saver: LedgerSaver) -> Any:
+    """A graph whose node `plan` sends two parts to `worker` (Send) and runs `delegate`, a
+    subgraph of one node, `inner_model`."""
+
+    def inner_model(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage("inner", id=f"in-{len(state['messages'])}")]}
+
+    inner = StateGraph(MessagesState)
+    inner.add_node("inner_model", inner_model)
+    inner.add_edge(START, "inner_model")
+
+    def plan(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage("plan", id="plan-1")]}
+
+    def fan_out(state: MessagesState) -> list[Any]:
+        parts = [Send("worker", {"messages": [HumanMessage(f"part {n}")]}) for n in (1, 2)]
+        return [*parts, "delegate"]
+
+    def worker(state: MessagesState) -> dict[str, Any]:
+        part = state["messages"][-1].text
+        return {"messages": [AIMessage(f"did {part}", id=f"did-{part}")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("plan", plan)
+    builder.add_node("worker", worker)
+    builder.add_node("delegate", inner.compile())
+    builder.add_edge(START, "plan")
+    builder.add_conditional_edges("plan", fan_out, ["worker", "delegate"])
     return builder.compile(checkpointer=saver)
 
 

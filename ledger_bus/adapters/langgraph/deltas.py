@@ -20,7 +20,7 @@ from ledger_bus.adapters.langgraph.layout import (
     Typed,
     channel_versions,
 )
-from ledger_bus.adapters.langgraph.normalize import Writer, node_of
+from ledger_bus.adapters.langgraph.normalize import Writer, node_of, task_run
 from ledger_bus.model.ids import StreamId
 from ledger_bus.store.ops import Op
 
@@ -77,7 +77,9 @@ class MessageDeltas(abc.ABC):
                 same = by_id.get(message.id or "")
                 kept.append(same if same and self._same(state, same, message) else None)
         fresh = [m for m, known_ref in zip(messages, kept, strict=True) if known_ref is None]
-        made = self._runs(state, parent, fresh, seen)
+        made, unplaced = self._runs(state, parent, fresh, seen)
+        if not inner:
+            writer.unplaced += unplaced
         items: builtins.list[str | builtins.list[str]] = []
         for message, reused in zip(messages, kept, strict=True):
             if reused is not None:
@@ -164,35 +166,39 @@ class MessageDeltas(abc.ABC):
         parent: str | None,
         messages: Sequence[BaseMessage],
         seen: dict[str, Any],
-    ) -> dict[int, tuple[str, str | None]]:
-        """Which node execution wrote each of `messages`: id(message) -> (run id, node). By
+    ) -> tuple[dict[int, tuple[str | None, str | None]], int]:
+        """Which node execution wrote each of `messages`: id(message) -> (run id, node), and
+        how many of them no task's writes hold (yet). By
         the writes recorded for the parent checkpoint, the task's; where they are not written
         yet (LangGraph writes them and the checkpoint on threads of their own), the one node
-        that ran in the step (its `versions_seen` moved), named by the step and the node."""
-        written: builtins.list[tuple[str, str | None, Any]] = []
-        for task_id, _, value, task_path, _ in (state.writes.get(parent or "", {})).values():
+        that ran in the step (its `versions_seen` moved). Either way the run is named as its
+        writes name it (normalize.task_run)."""
+        written: builtins.list[tuple[str | None, str | None, Any]] = []
+        for _, _, value, task_path, _ in (state.writes.get(parent or "", {})).values():
             if value[0] == "empty":
                 continue
+            run_id = task_run(parent or "", str(task_path))  # None: LangGraph's own write
             loaded = self._load(value)
             node = node_of(str(task_path))
             for m in loaded if isinstance(loaded, builtins.list) else [loaded]:
                 if isinstance(m, BaseMessage):
-                    written.append((str(task_id), node, m))
-        made: dict[int, tuple[str, str | None]] = {}
+                    written.append((run_id, node, m))
+        made: dict[int, tuple[str | None, str | None]] = {}
         for message in messages:
             for n, (task_id, node, m) in enumerate(written):
                 if _alike(m, message):
                     made[id(message)] = (task_id, node)
                     del written[n]
                     break
+        unplaced = len(messages) - len(made)
         saved = state.checkpoints.get(parent) if parent else None
         if saved is not None and len(made) < len(messages):
             before = self._load(saved.fields["checkpoint"]).get("versions_seen", {})
             ran = [n for n, v in seen.items() if before.get(n) != v and not n.startswith("__")]
-            if len(ran) == 1:
+            if len(ran) == 1 and parent:
                 for message in messages:
-                    made.setdefault(id(message), (f"{parent}.{ran[0]}", ran[0]))
-        return made
+                    made.setdefault(id(message), (f"{parent}.{ran[0]}", ran[0]))  # task_run's
+        return made, unplaced
 
 
 def _alike(written: BaseMessage, message: BaseMessage) -> bool:

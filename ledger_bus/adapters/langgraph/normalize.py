@@ -12,12 +12,21 @@ Each message a checkpoint adds is written once, in the checkpoint's append, befo
   a `Command(resume=...)` gives back, an `interrupt.resumed` mutation of `user`.
 
 Each carries the run of the node execution (LangGraph's task) that wrote it, and its node as the
-agent. The messages themselves stay in the checkpoint, in the saver's serde, as the input to
+agent. A node execution is a run: its `run.started` and `run.finished` are written with the
+task's writes (LangGraph hands the saver a task when it has run), named by the checkpoint it ran
+from and its node (`<checkpoint id>.<node>`), or for a `Send`, by its place among the step's
+sends (`<checkpoint id>.send<i>`): names the saver can give a task from either side, its
+writes or the checkpoint that follows them, which LangGraph writes on threads of their own in
+no fixed order. A subgraph's runs name the run of the node that ran the subgraph as their
+parent (`parent_run`), and a Send's run the run that sent it.
+
+The messages themselves stay in the checkpoint, in the saver's serde, as the input to
 LangGraph's own resume.
 """
 
 from __future__ import annotations
 
+import builtins
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -28,6 +37,10 @@ from ledger_bus.adapters.langgraph.layout import AGENT
 
 INTERRUPT: Final = "__interrupt__"  # LangGraph's channels of interrupts and resumes
 RESUME: Final = "__resume__"
+ERROR: Final = "__error__"  # a task's error
+TASKS: Final = "__pregel_tasks"  # the sends a task writes
+PULL: Final = "__pregel_pull"  # a task path's kinds: a node the edges ran, a Send
+PUSH: Final = "__pregel_push"
 
 MODEL: Final = "model"  # the tool a model call is recorded as (spec: model calls are tool calls)
 
@@ -85,6 +98,7 @@ class Writer:
         requests_calls: bool = True,
     ):
         self.events: list[dict[str, Any]] = []
+        self.unplaced = 0  # new messages whose run no task's writes named
         self._event_id = event_id
         # attempt id -> event id of its tool_call, in this thread so far (a ToolMessage's
         # result names its call as a parent)
@@ -213,9 +227,48 @@ def interrupt_events(
     return [{k: v for k, v in e.items() if v is not None} for e in events]
 
 
-def node_of(task_path: str) -> str | None:
-    """The node a task ran, from its path ("~__pregel_pull, agent"); None where it says none."""
-    parts = [p.strip() for p in task_path.split(",")]
-    if len(parts) == 2 and parts[0] == "~__pregel_pull" and parts[1] != "__start__":
+def _path_parts(task_path: str | Sequence[Any]) -> builtins.list[str]:
+    """A task path's first two parts as text: from the string a task's writes carry
+    ("~__pregel_pull, agent", "~__pregel_push, 0000000001, 0000000000") or the tuple in a
+    task's metadata (`langgraph_path`)."""
+    if isinstance(task_path, str):
+        return [p.strip().lstrip("~") for p in task_path.split(",")][:2]
+    return [str(p) for p in task_path[:2]]
+
+
+def node_of(task_path: str | Sequence[Any]) -> str | None:
+    """The node a task ran, from its path (a node its edges ran); None where it says none."""
+    parts = _path_parts(task_path)
+    if len(parts) == 2 and parts[0] == PULL and parts[1] != "__start__":
         return parts[1]
     return None
+
+
+def send_of(task_path: str | Sequence[Any]) -> int | None:
+    """The place of a Send's task among its step's sends, from its path; None for others."""
+    parts = _path_parts(task_path)
+    if len(parts) == 2 and parts[0] == PUSH and parts[1].isdigit():
+        return int(parts[1])
+    return None
+
+
+def task_run(checkpoint_id: str, task_path: str | Sequence[Any]) -> str | None:
+    """The run id of a node execution: the checkpoint it ran from and its node, or its place
+    among the step's sends. None for LangGraph's own writes (the input, a resume)."""
+    node = node_of(task_path)
+    if node is not None:
+        return f"{checkpoint_id}.{node}"
+    sent = send_of(task_path)
+    if sent is not None:
+        return f"{checkpoint_id}.send{sent}"
+    return None
+
+
+def task_status(writes: Sequence[tuple[str, Any]]) -> str:
+    """How a task's run ended, by its writes: `error`, `interrupted` or `ok`."""
+    channels = {channel for channel, _ in writes}
+    if ERROR in channels:
+        return "error"
+    if INTERRUPT in channels:
+        return "interrupted"
+    return "ok"

@@ -46,6 +46,7 @@ from ledger_bus.adapters.langgraph.layout import (
     write_id,
 )
 from ledger_bus.adapters.langgraph.normalize import Writer, interrupt_events, is_messages
+from ledger_bus.adapters.langgraph.runs import TaskRuns
 from ledger_bus.adapters.langgraph.tools import ToolRecording
 from ledger_bus.adapters.view import Views
 from ledger_bus.model.errors import InvalidInput
@@ -54,13 +55,14 @@ from ledger_bus.recorder import DEFAULT_LEASE_MS
 from ledger_bus.store import connect
 from ledger_bus.store.aio import AsyncStore, open_async
 from ledger_bus.store.base import EventStore
-from ledger_bus.store.ops import Op
+from ledger_bus.store.ops import Op, Sleep
 
 T = TypeVar("T")
 DEFAULT_MAX_BYTES: Final = 256 * 1024 * 1024  # of threads kept in the process, about
+WRITES_WAIT: Final = 0.5  # seconds a checkpoint waits for the writes that name its messages' runs
 
 
-class LedgerSaver(MessageDeltas, ToolRecording, BaseCheckpointSaver[str]):
+class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[str]):
     """A LangGraph checkpointer on any ledger store (Redis, Valkey, Redis Cluster, SQLite,
     PostgreSQL, memory), sync and async.
 
@@ -165,30 +167,24 @@ class LedgerSaver(MessageDeltas, ToolRecording, BaseCheckpointSaver[str]):
             state = view.state
             if configurable.get("checkpoint_id") not in state.checkpoints:
                 state = yield from view.refresh_op(self.store)
-        requests: dict[str, str] = {}
-        outcomes: dict[str, str] = {}
-        if state is not None and self.tools_recorded:
-            requests, outcomes = yield from self._recorded_op(
-                state, stream.session_id, [m for c in lists for m in values[c]]
+        # A step of the graph's loop, on a thread whose tasks' writes are saved (not so with
+        # durability="exit"): its tasks' writes name the runs of its messages.
+        stepped = merged.get("source") == "loop" and state is not None and bool(state.writes)
+        pause, waited = 0.002, 0.0
+        while True:
+            writer, blobs = yield from self._values_op(
+                config, checkpoint, new_versions, stream, append_id, state, lists
             )
-        writer = Writer(
-            lambda index: derive_event_id(stream.session_id, stream.name, append_id, index),
-            {**state.calls, **requests} if state is not None else {},
-            requests,
-            outcomes,
-            requests_calls=not self.tools_recorded,
-        )
-        blobs = []
-        for channel, version in new_versions.items():
-            if state is not None and channel in lists:
-                parent = configurable.get("checkpoint_id")
-                seen = checkpoint.get("versions_seen", {})
-                typed = self._messages(
-                    state, writer, channel, values[channel], parent, seen, bool(ns)
-                )
-            else:
-                typed = self._dump(values[channel]) if channel in values else EMPTY
-            blobs.append((channel, version_key(version), typed))
+            if not writer.unplaced or not stepped or waited >= WRITES_WAIT:
+                break
+            # A new message of a step no task's writes hold yet: LangGraph writes a step's
+            # writes and the checkpoint after it on threads of their own, so they may still be
+            # on their way. Wait for them a while, to name the run that wrote each message.
+            state = yield from view.refresh_op(self.store)
+            if waited:
+                yield Sleep(pause)
+                pause = min(pause * 2, 0.05)
+            waited += pause
         event = {
             "type": "mutation",
             "agent": AGENT,
@@ -205,14 +201,8 @@ class LedgerSaver(MessageDeltas, ToolRecording, BaseCheckpointSaver[str]):
             "versions": UNIQUE,
             **blob_fields(blobs),
         }
-        events = [*writer.events, event]
-        written = yield from self.store.append_op(stream, ANY, append_id, events)
-        if state is not None:  # the next checkpoint's parent, without reading it back
-            for n, fields in enumerate(events):
-                fields.setdefault(
-                    "event_id", derive_event_id(stream.session_id, stream.name, append_id, n)
-                )
-            view.wrote(written, events)
+        # The view takes the checkpoint: the next one's parent, without reading it back.
+        yield from self._append_op(stream, append_id, [*writer.events, event])
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -220,6 +210,45 @@ class LedgerSaver(MessageDeltas, ToolRecording, BaseCheckpointSaver[str]):
                 "checkpoint_id": checkpoint["id"],
             }
         }
+
+    def _values_op(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        new_versions: ChannelVersions,
+        stream: StreamId,
+        append_id: str,
+        state: Namespace | None,
+        lists: builtins.list[str],
+    ) -> Op[tuple[Writer, builtins.list[tuple[str, str, Any]]]]:
+        """The checkpoint's new channel values, a message list as a delta whose new messages
+        the returned writer holds as events (the checkpoint's append, numbered from 0)."""
+        configurable = config["configurable"]
+        values = checkpoint.get("channel_values", {})
+        requests: dict[str, str] = {}
+        outcomes: dict[str, str] = {}
+        if state is not None and self.tools_recorded:
+            requests, outcomes = yield from self._recorded_op(
+                state, stream.session_id, [m for c in lists for m in values[c]]
+            )
+        writer = Writer(
+            lambda index: derive_event_id(stream.session_id, stream.name, append_id, index),
+            {**state.calls, **requests} if state is not None else {},
+            requests,
+            outcomes,
+            requests_calls=not self.tools_recorded,
+        )
+        blobs: builtins.list[tuple[str, str, Any]] = []
+        for channel, version in new_versions.items():
+            if state is not None and channel in lists:
+                parent = configurable.get("checkpoint_id")
+                seen = checkpoint.get("versions_seen", {})
+                inner = bool(configurable.get("checkpoint_ns", ""))
+                typed = self._messages(state, writer, channel, values[channel], parent, seen, inner)
+            else:
+                typed = self._dump(values[channel]) if channel in values else EMPTY
+            blobs.append((channel, version_key(version), typed))
+        return writer, blobs
 
     def put_writes(
         self,
@@ -268,7 +297,18 @@ class LedgerSaver(MessageDeltas, ToolRecording, BaseCheckpointSaver[str]):
         # Interrupts and resumes, once: where the thread's own graph sees them (a subgraph's
         # interrupt reaches its parent's task too).
         said = [] if ns else interrupt_events(writes, task_id, task_path)
-        yield from self.store.append_op(stream, ANY, append_id, [event, *said])
+        runs = yield from self._task_events_op(config, stream, task_id, task_path, writes)
+        yield from self._append_op(stream, append_id, [*runs[:1], event, *said, *runs[1:]])
+
+    def _append_op(self, stream: StreamId, append_id: str, events: builtins.list[Any]) -> Op[None]:
+        """Append to a namespace's stream; its view takes what was written (with the event ids
+        the store gives), so that the next read need not read it back."""
+        written = yield from self.store.append_op(stream, ANY, append_id, events)
+        for n, fields in enumerate(events):
+            fields.setdefault(
+                "event_id", derive_event_id(stream.session_id, stream.name, append_id, n)
+            )
+        self._views.of(stream).wrote(written, events)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self._sync(self._get_tuple_op(config))
