@@ -5,7 +5,11 @@ deltas, so a thread's bytes grow with its turns, not with their square."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import subprocess
+import sys
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -21,8 +25,9 @@ from langgraph.types import Command, interrupt
 
 import ledger_bus as lb
 from ledger_bus.adapters.langgraph import LedgerSaver, thread_session
+from ledger_bus.model.errors import ConcurrentRun
 from ledger_bus.model.records import RecordedEvent
-from tests.support.graphs import ask, build, delegating
+from tests.support.graphs import ask, build, delegating, echo_turn, echoing
 from tests.support.helpers import ledger_here, runs_of
 from tests.test_langgraph_differential import (
     forks_at_several_depths,
@@ -365,3 +370,86 @@ def test_an_interrupted_node_s_run_says_so_and_its_resume_is_the_same_run(
     runs = runs_written(ledger, "runs-2")
     assert list(runs) == [run_id]
     assert (runs[run_id]["kind"], runs[run_id]["status"]) == ("run.resumed", "ok")
+
+
+def test_two_runs_of_one_thread_at_once_never_fork_it_the_second_is_refused(
+    redis_server: Any, prefix: str
+) -> None:
+    """langgraph#8796: two processes run one thread; both PostgresSaver writers succeed and the
+    thread forks without a word. Here the run that read the thread before the other wrote it is
+    refused at its checkpoint, naming the thread, and nothing of its step is written."""
+    url = redis_server.url
+    thread = "two-writers"
+    config: RunnableConfig = {"configurable": {"thread_id": thread}}
+    echo_turn(url, prefix, thread, "first")
+    inside, go_on = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        inside.set()
+        assert go_on.wait(30)
+
+    store = lb.connect(url, prefix=prefix)
+    held = echoing(LedgerSaver(store), before_reply=hold)
+    failure: list[BaseException] = []
+
+    def run_held() -> None:
+        try:
+            held.invoke({"messages": [HumanMessage("from the held run")]}, config)
+        except BaseException as err:
+            failure.append(err)
+
+    runner = threading.Thread(target=run_held)
+    runner.start()
+    assert inside.wait(30)  # it has read the thread and runs its node
+    other = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from tests.support.graphs import echo_turn; echo_turn(*sys.argv[1:])",
+            url,
+            prefix,
+            thread,
+            "from another process",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert other.returncode == 0, other.stderr
+    go_on.set()
+    runner.join(30)
+
+    (err,) = failure
+    assert isinstance(err, ConcurrentRun)
+    assert "thread 'two-writers'" in str(err)
+    # One line of history, each checkpoint the child of the one before; the held run's
+    # message nowhere.
+    check = echoing(LedgerSaver(lb.connect(url, prefix=prefix)))
+    history = list(check.get_state_history(config))
+    for newer, older in itertools.pairwise(history):
+        assert newer.parent_config is not None
+        assert (
+            newer.parent_config["configurable"]["checkpoint_id"]
+            == older.config["configurable"]["checkpoint_id"]
+        )
+    # The held run's input was written before its node ran, and the other process continued
+    # from there; the held run's step (its reply) was never written.
+    said = [m.text for m in check.get_state(config).values["messages"]]
+    assert said == [
+        "first",
+        "re: first",
+        "from the held run",
+        "from another process",
+        "re: from another process",
+    ]
+    bodies = {e.get("body") for e in normalized(store, thread)}
+    assert "re: from the held run" not in bodies
+
+    # Run again, it continues the thread as it stands.
+    go_on.set()
+    held.invoke({"messages": [HumanMessage("again")]}, config)
+    assert [m.text for m in check.get_state(config).values["messages"]][-2:] == [
+        "again",
+        "re: again",
+    ]

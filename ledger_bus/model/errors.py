@@ -64,6 +64,12 @@ class Refused(LedgerError):
     second close of a closed dispatch, a resolution of a closed attempt. Nothing was written."""
 
 
+class ConcurrentRun(Refused):
+    """Raised when a run would write a thread (a session) that another run wrote since this
+    one read it: two runs of one thread at once would fork it. Nothing of the second was
+    written."""
+
+
 class SessionArchived(Refused):
     """Raised for an append to a session moved to the archive (spec 3.10): the archive holds it
     read-only now. A retry of an append the archive records returns its original result

@@ -120,3 +120,26 @@ if __name__ == "__main__":
     graph = build(saver, Path(where), hang=True)
     question, config = ask(thread)
     graph.invoke(question, config)
+
+
+def echoing(saver: LedgerSaver, before_reply: Any = None) -> Any:
+    """A graph of one node that replies to the last message (`before_reply()` first, if given:
+    a test holds the run there)."""
+
+    def reply(state: MessagesState) -> dict[str, Any]:
+        if before_reply is not None:
+            before_reply()
+        return {"messages": [AIMessage(f"re: {state['messages'][-1].text}")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("reply", reply)
+    builder.add_edge(START, "reply")
+    return builder.compile(checkpointer=saver)
+
+
+def echo_turn(url: str, prefix: str, thread: str, text: str) -> None:
+    """One turn of `echoing` on a thread, as a process of its own would run it."""
+    store = lb.connect(url, prefix=prefix)
+    config: RunnableConfig = {"configurable": {"thread_id": thread}}
+    echoing(LedgerSaver(store)).invoke({"messages": [HumanMessage(text)]}, config)
+    store.close()

@@ -91,6 +91,11 @@ class Namespace:
     # and of those without an outcome when last looked, the request
     recorded: dict[str, tuple[str, str]] = field(default_factory=dict)
     requested: dict[str, str] = field(default_factory=dict)
+    # The version of the newest checkpoint folded; and checkpoint id ("" for none) -> the
+    # stream's version when this process read it for a run, or wrote it: a run continues a
+    # checkpoint only while no other checkpoint was written after that (no silent fork).
+    newest: int = 0
+    handed: dict[str, int] = field(default_factory=dict)
 
     def refs(self, channel: str, version: str) -> list[str] | None:
         """The event ids of the messages a channel holds at a version (None: not a list of
@@ -144,6 +149,7 @@ def fold(state: Namespace, event: RecordedEvent) -> None:
             else:
                 state.blobs[(channel, version_key(version))] = value
         state.checkpoints[fields["checkpoint_id"]] = Saved(fields, event.version)
+        state.newest = max(state.newest, event.version)
     elif kind == WRITES:
         found = state.writes.setdefault(fields["checkpoint_id"], {})
         for idx, channel, value in fields["writes"]:

@@ -49,8 +49,9 @@ from ledger_bus.adapters.langgraph.normalize import Writer, interrupt_events, is
 from ledger_bus.adapters.langgraph.runs import TaskRuns
 from ledger_bus.adapters.langgraph.tools import ToolRecording
 from ledger_bus.adapters.view import Views
-from ledger_bus.model.errors import InvalidInput
-from ledger_bus.model.ids import ANY, StreamId, derive_event_id
+from ledger_bus.model.errors import ConcurrentRun, InvalidInput, VersionConflict
+from ledger_bus.model.ids import ANY, ExpectedVersion, StreamId, derive_event_id
+from ledger_bus.model.records import AppendResult
 from ledger_bus.recorder import DEFAULT_LEASE_MS
 from ledger_bus.store import connect
 from ledger_bus.store.aio import AsyncStore, open_async
@@ -160,12 +161,13 @@ class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[st
         merged = get_checkpoint_metadata(config, metadata)
         stream = namespace_stream(thread_session(thread_id), ns)
         append_id = write_id("c", checkpoint["id"])
+        parent = configurable.get("checkpoint_id")
         lists = [c for c in new_versions if is_messages(values.get(c))]
         view = self._views.of(stream)
         state = None
         if lists:  # what the thread holds so far, to write only the messages that are new
             state = view.state
-            if configurable.get("checkpoint_id") not in state.checkpoints:
+            if parent not in state.checkpoints:
                 state = yield from view.refresh_op(self.store)
         # A step of the graph's loop, on a thread whose tasks' writes are saved (not so with
         # durability="exit"): its tasks' writes name the runs of its messages.
@@ -192,7 +194,7 @@ class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[st
             "thread_id": thread_id,
             "checkpoint_ns": ns,
             "checkpoint_id": checkpoint["id"],
-            "parent_checkpoint_id": configurable.get("checkpoint_id"),
+            "parent_checkpoint_id": parent,
             "graph_run_id": str(merged.get("run_id", "")),
             "checkpoint": self._dump(rest),
             "metadata": self._dump(merged),
@@ -202,7 +204,7 @@ class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[st
             **blob_fields(blobs),
         }
         # The view takes the checkpoint: the next one's parent, without reading it back.
-        yield from self._append_op(stream, append_id, [*writer.events, event])
+        yield from self._continue_op(stream, thread_id, parent, append_id, [*writer.events, event])
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -300,15 +302,55 @@ class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[st
         runs = yield from self._task_events_op(config, stream, task_id, task_path, writes)
         yield from self._append_op(stream, append_id, [*runs[:1], event, *said, *runs[1:]])
 
-    def _append_op(self, stream: StreamId, append_id: str, events: builtins.list[Any]) -> Op[None]:
+    def _append_op(
+        self,
+        stream: StreamId,
+        append_id: str,
+        events: builtins.list[Any],
+        expected: ExpectedVersion = ANY,
+    ) -> Op[AppendResult]:
         """Append to a namespace's stream; its view takes what was written (with the event ids
         the store gives), so that the next read need not read it back."""
-        written = yield from self.store.append_op(stream, ANY, append_id, events)
+        written = yield from self.store.append_op(stream, expected, append_id, events)
         for n, fields in enumerate(events):
             fields.setdefault(
                 "event_id", derive_event_id(stream.session_id, stream.name, append_id, n)
             )
         self._views.of(stream).wrote(written, events)
+        return written
+
+    def _continue_op(
+        self,
+        stream: StreamId,
+        thread_id: str,
+        parent: str | None,
+        append_id: str,
+        events: builtins.list[Any],
+    ) -> Op[None]:
+        """Append a checkpoint that continues `parent`, unless another checkpoint was written
+        to its namespace after this process read `parent` for the run (or wrote it): two runs
+        of one thread at once would fork it without a word (ConcurrentRun). A fork on purpose,
+        from a checkpoint the run asked for by its id, continues what it read then."""
+        view = self._views.of(stream)
+        while True:
+            state = view.state
+            since = state.handed.get(parent or "")
+            if since is None:  # not read here for a run: nothing to hold it to
+                written = yield from self._append_op(stream, append_id, events)
+                break
+            if state.newest > since:
+                raise ConcurrentRun(
+                    f"thread {thread_id!r}: another run wrote a checkpoint after this run read"
+                    f" {parent or 'the thread'}; two runs of one thread at once would fork it."
+                    " Nothing of this run's step was written: run it again on the thread as it"
+                    " stands, or fork on purpose from a checkpoint named by its checkpoint_id"
+                )
+            try:
+                written = yield from self._append_op(stream, append_id, events, view.version)
+                break
+            except VersionConflict:  # appended to since the view was read: by whom?
+                yield from view.refresh_op(self.store)
+        view.state.handed[events[-1]["checkpoint_id"]] = written.last_version
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self._sync(self._get_tuple_op(config))
@@ -321,12 +363,19 @@ class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[st
         thread_id = str(configurable["thread_id"])
         ns = str(configurable.get("checkpoint_ns", ""))
         stream = namespace_stream(thread_session(thread_id), ns)
-        state = yield from self._views.of(stream).refresh_op(self.store)
+        view = self._views.of(stream)
+        state = yield from view.refresh_op(self.store)
         wanted = get_checkpoint_id(config)
         if wanted is None:
-            if not state.checkpoints:
+            # A run reads the thread's latest checkpoint, then continues it: no other
+            # checkpoint may come after it meanwhile (_continue_op).
+            latest = max(state.checkpoints) if state.checkpoints else ""
+            state.handed[latest] = view.version
+            if not latest:
                 return None
-            wanted = max(state.checkpoints)
+            wanted = latest
+        else:
+            state.handed[wanted] = view.version
         saved = state.checkpoints.get(wanted)
         if saved is None:
             return None
