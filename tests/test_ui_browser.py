@@ -4,6 +4,7 @@ through its executable path): what a person sees, live."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -341,3 +342,39 @@ def test_what_agents_write_runs_no_script_on_any_page_and_every_page_loads(
         # and bidi overrides show by name, never reordering the text around them
         assert "\u202e" not in page.locator("body").inner_text()
     assert page.dialogs == []
+
+
+def test_a_langgraph_thread_reads_as_its_conversation_with_no_serialized_state_on_screen(
+    store: EventStore, base: str, page: Any, tmp_path: Any
+) -> None:
+    pytest.importorskip("langgraph")
+    from ledger_bus.adapters.langgraph import LedgerSaver
+    from tests.support.graphs import ask, build
+
+    graph = build(LedgerSaver(store), tmp_path)
+    question, config = ask("lg-chat")
+    graph.invoke(question, config)
+
+    page.goto(f"{base}/s/lg-chat")
+    text = page.inner_text("#timeline")
+    # The conversation: the question, the model's calls with their tokens, both tool calls with
+    # their results and durations, the answer.
+    assert "charge and look up order-7" in text
+    assert "done: charged 5; order-7 shipped" in text
+    calls = page.locator("#timeline tr[data-type=tool_call]")
+    tools = calls.locator("td.text").all_inner_texts()
+    assert sum(t.startswith("model(") for t in tools) == 2
+    assert any(t.startswith("charge(") for t in tools)
+    assert any(t.startswith("lookup(") for t in tools)
+    for outcome in calls.locator("td.outcome").all_inner_texts():
+        assert re.search(r"^ok \d+ ms", outcome), outcome
+    tokens = page.locator("#timeline .tokens").all_inner_texts()
+    assert len(tokens) == 2
+    assert all(t.endswith("in · 30 out tokens") for t in tokens)
+    # No checkpoint, no pending writes, no base64 of the saver's serde on screen.
+    assert "langgraph.checkpoint" not in text
+    assert "langgraph.writes" not in text
+    assert not re.search(r"[A-Za-z0-9+/]{60,}", text)
+    # Asked for, the native records are there.
+    page.goto(f"{base}/s/lg-chat?native=1")
+    assert "langgraph.checkpoint" in page.inner_text("#timeline")

@@ -93,6 +93,20 @@ class Row:
         return cursor_ms(self.result.cursor) - cursor_ms(self.event.cursor)
 
     @property
+    def tokens(self) -> str | None:
+        """A model call's token counts, from its result's `usage` (`input_tokens` and
+        `output_tokens`, or OpenAI's `prompt_tokens` and `completion_tokens`)."""
+        usage = self.result.fields.get("result") if self.result is not None else None
+        usage = usage.get("usage") if isinstance(usage, dict) else None
+        if not isinstance(usage, dict):
+            return None
+        read = usage.get("input_tokens", usage.get("prompt_tokens"))
+        wrote = usage.get("output_tokens", usage.get("completion_tokens"))
+        if not isinstance(read, int) or not isinstance(wrote, int):
+            return None
+        return f"{read:,} in · {wrote:,} out tokens"
+
+    @property
     def attempt(self) -> str | None:
         attempt = self.event.fields.get("attempt_id")
         return str(attempt) if attempt is not None else None
@@ -124,6 +138,8 @@ class Row:
         if self.result is not None:
             out["paired_result"] = self.result.to_dict()
             out["duration_ms"] = self.duration_ms
+            if self.tokens is not None:
+                out["tokens"] = self.tokens
         if self.badge:
             out["badge"] = self.badge
         return out

@@ -32,10 +32,15 @@ CALLS = [
 def reply_to(messages: list[Any]) -> AIMessage:
     """What the scripted model says: the two calls to a question, a summary to their results."""
     last = messages[-1]
+    said = sum(len(str(m.content)) for m in messages)
+    cost: dict[str, Any] = {
+        "usage_metadata": {"input_tokens": said, "output_tokens": 30, "total_tokens": said + 30},
+        "response_metadata": {"model_name": "scripted-1"},
+    }
     if isinstance(last, HumanMessage):
-        return AIMessage(content="", tool_calls=CALLS)
+        return AIMessage(content="", tool_calls=CALLS, **cost)
     results = sorted(str(m.content) for m in messages if isinstance(m, ToolMessage))
-    return AIMessage(content="done: " + "; ".join(results))
+    return AIMessage(content="done: " + "; ".join(results), **cost)
 
 
 def build(saver: LedgerSaver, ran: Path, *, hang: bool = False, safe: tuple[str, ...] = ()) -> Any:
