@@ -57,6 +57,7 @@ from ledger_bus.model.errors import InvalidInput, VersionConflict
 from ledger_bus.model.ids import ANY, StreamId, check_name, derive_event_id
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.recorder import DEFAULT_LEASE_MS, Capabilities
+from ledger_bus.retention import Retention, Sweeper
 from ledger_bus.store import connect
 from ledger_bus.store.aio import AsyncStore
 from ledger_bus.store.base import EventStore
@@ -89,6 +90,11 @@ def ledger_session(session_id: str) -> str:
         return check_name(session_id, "session id")
     except InvalidInput:
         return "oa~" + hashlib.sha256(session_id.encode()).hexdigest()[:40]
+
+
+def _is_session(stream_names: Sequence[str]) -> bool:
+    """Whether a ledger session is an Agents SDK session, by its streams (for retention)."""
+    return ITEMS in stream_names
 
 
 @dataclass
@@ -130,6 +136,7 @@ class LedgerSession:
         *,
         lease_ttl_ms: int = DEFAULT_LEASE_MS,
         session_settings: SessionSettings | dict[str, Any] | None = None,
+        retention: Retention | None = None,
     ):
         self.session_id = session_id
         self.session_settings = (
@@ -143,13 +150,21 @@ class LedgerSession:
         self._views: Views[_Items] = Views(_Items, _fold)
         self.calls = CallLedger(self.store, agent=AGENT, lease_ttl_ms=lease_ttl_ms)
         self._owned = False  # whether close() closes the store (a session from_url)
+        # retention: sessions idle past it deleted (or archived) whole (retention.py)
+        self.retention = (
+            Sweeper(retention, self.store, _is_session, self.astore) if retention else None
+        )
 
     @classmethod
     def from_url(cls, session_id: str, url: str, **options: Any) -> LedgerSession:
         """A session on the store at `url` (any URL `ledger_bus.connect` takes), as the SDK's
         RedisSession.from_url gives one; `close()` closes that store. `options`: the
         session's (lease_ttl_ms, session_settings) and connect's (prefix, timeout, ...)."""
-        own = {k: options.pop(k) for k in ("lease_ttl_ms", "session_settings") if k in options}
+        own = {
+            k: options.pop(k)
+            for k in ("lease_ttl_ms", "session_settings", "retention")
+            if k in options
+        }
         session = cls(session_id, connect(url, **options), **own)
         session._owned = True
         return session
@@ -183,6 +198,8 @@ class LedgerSession:
             return
         json.dumps(items)  # an item that is not JSON is a TypeError, as in the SDK's sessions
         await self._drive(self._add_op(items, _call_id("add")))
+        if self.retention is not None:
+            self.retention.kick()
 
     async def pop_item(self) -> Any | None:
         """Withdraw the newest item and return it (None when there is none)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import builtins
 import hashlib
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -50,6 +51,11 @@ def thread_session(thread_id: str) -> str:
         return check_name(thread_id, "thread id")
     except InvalidInput:
         return "lg~" + hashlib.sha256(thread_id.encode()).hexdigest()[:40]
+
+
+def is_thread(stream_names: Sequence[str]) -> bool:
+    """Whether a session is a LangGraph thread, by its streams (retention sweeps only these)."""
+    return any(name.startswith(CHECKPOINTS) for name in stream_names)
 
 
 def namespace_stream(session_id: str, ns: str) -> StreamId:

@@ -39,6 +39,7 @@ from ledger_bus.adapters.langgraph.layout import (
     blob_fields,
     channel_versions,
     fold,
+    is_thread,
     namespace_stream,
     thread_session,
     version_key,
@@ -53,6 +54,7 @@ from ledger_bus.model.errors import ConcurrentRun, InvalidInput, VersionConflict
 from ledger_bus.model.ids import ANY, ExpectedVersion, StreamId, derive_event_id
 from ledger_bus.model.records import AppendResult
 from ledger_bus.recorder import DEFAULT_LEASE_MS
+from ledger_bus.retention import Retention, Sweeper
 from ledger_bus.store import connect
 from ledger_bus.store.aio import AsyncStore, open_async
 from ledger_bus.store.base import EventStore
@@ -80,10 +82,15 @@ class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[st
         serde: Any = None,
         lease_ttl_ms: int = DEFAULT_LEASE_MS,
         max_bytes: int | None = DEFAULT_MAX_BYTES,
+        retention: Retention | None = None,
     ):
         super().__init__(serde=serde)
         self.astore = store if isinstance(store, AsyncStore) else None
         self.store: EventStore = store.core if isinstance(store, AsyncStore) else store
+        # retention: threads idle past it deleted (or archived) whole (retention.py)
+        self.retention = (
+            Sweeper(retention, self.store, is_thread, self.astore) if retention else None
+        )
         # max_bytes: about how much of the threads it read the saver keeps in this process;
         # past it, the threads used least recently are read again when next used.
         self._views: Views[Namespace] = Views(Namespace, fold, weigh, max_bytes)
@@ -135,7 +142,10 @@ class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[st
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        return self._sync(self._put_op(config, checkpoint, metadata, new_versions))
+        saved = self._sync(self._put_op(config, checkpoint, metadata, new_versions))
+        if self.retention is not None:
+            self.retention.kick()
+        return saved
 
     async def aput(
         self,
@@ -144,7 +154,10 @@ class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[st
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        return await self._async(self._put_op(config, checkpoint, metadata, new_versions))
+        saved = await self._async(self._put_op(config, checkpoint, metadata, new_versions))
+        if self.retention is not None:
+            self.retention.kick()
+        return saved
 
     def _put_op(
         self,
@@ -660,7 +673,7 @@ def record_tools(saver: LedgerSaver, *, safe_to_replay: Sequence[str] = ()) -> d
     return saver.record_tools(safe_to_replay=safe_to_replay)
 
 
-_SAVER_OPTIONS: Final = ("serde", "lease_ttl_ms", "max_bytes")
+_SAVER_OPTIONS: Final = ("serde", "lease_ttl_ms", "max_bytes", "retention")
 
 
 class Opened:
