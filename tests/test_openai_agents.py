@@ -507,3 +507,26 @@ def test_each_agent_of_a_handoff_is_a_run_following_the_one_that_handed_off() ->
     }
     assert {e.run_id for e in runs[:4]} == {started["triage"].run_id}
     assert store.open_attempts("handoff") == []
+
+
+def test_what_sessions_keep_in_the_process_is_capped_and_an_evicted_session_reads_back() -> None:
+    """Two hundred sessions of twenty items on one store, a cap of a few sessions: the sessions
+    together hold no more than the cap and the session in use; each reads back whole."""
+    store = lb.connect("memory://")
+
+    async def scenario() -> tuple[int, int, list[list[Any]]]:
+        largest = 0
+        for n in range(200):
+            session = LedgerSession(f"capped-{n}", store, max_bytes=20_000)
+            await session.add_items([item(f"item {i} of {n} " * 10) for i in range(20)])
+            await session.get_items()
+            largest = max(largest, session.memory())
+        one = LedgerSession("capped-199", store)._views.of(lb.StreamId("capped-199", "oa.items"))
+        back = [await LedgerSession(f"capped-{n}", store).get_items() for n in (0, 99, 199)]
+        return largest, one.weight, back
+
+    largest, one_session, back = asyncio.run(scenario())
+    assert 0 < one_session < 20_000
+    assert largest <= 20_000 + one_session
+    for n, items in zip((0, 99, 199), back, strict=True):
+        assert items == [item(f"item {i} of {n} " * 10) for i in range(20)]

@@ -32,10 +32,14 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import threading
 import uuid
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
+
+import msgpack
 
 from ledger_bus.model.extras import needs
 
@@ -82,6 +86,7 @@ CAPABILITIES: Final = Capabilities(
     profile="openai-agents",
 )
 CONFLICT_RETRIES: Final = 50
+DEFAULT_MAX_BYTES: Final = 256 * 1024 * 1024  # of items kept in the process, about, per store
 
 
 def ledger_session(session_id: str) -> str:
@@ -104,6 +109,27 @@ class _Items:
     live: list[tuple[int, Any]] = field(default_factory=list)
     names: dict[str, str] = field(default_factory=dict)  # call id -> its tool's name
     calls: dict[str, str] = field(default_factory=dict)  # call id -> its tool_call's event id
+
+
+def _weigh(event: RecordedEvent) -> int:
+    """About how many bytes a session's view keeps of an event: an item's, packed."""
+    if event.get("kind") == ITEM:
+        return 64 + len(msgpack.packb(event["item"], default=str))
+    return 64
+
+
+_SHARED: weakref.WeakKeyDictionary[EventStore, Views[_Items]] = weakref.WeakKeyDictionary()
+_SHARING = threading.Lock()
+
+
+def _shared_views(store: EventStore, max_bytes: int | None) -> Views[_Items]:
+    with _SHARING:
+        views = _SHARED.get(store)
+        if views is None:
+            views = _SHARED[store] = Views(_Items, _fold, _weigh, max_bytes)
+        elif max_bytes is not None:
+            views.max_bytes = min(views.max_bytes or max_bytes, max_bytes)
+        return views
 
 
 def _fold(state: _Items, event: RecordedEvent) -> None:
@@ -137,6 +163,7 @@ class LedgerSession:
         lease_ttl_ms: int = DEFAULT_LEASE_MS,
         session_settings: SessionSettings | dict[str, Any] | None = None,
         retention: Retention | None = None,
+        max_bytes: int | None = DEFAULT_MAX_BYTES,
     ):
         self.session_id = session_id
         self.session_settings = (
@@ -147,7 +174,9 @@ class LedgerSession:
         self.astore = store if isinstance(store, AsyncStore) else None
         self.store: EventStore = store.core if isinstance(store, AsyncStore) else store
         self.items = StreamId(ledger_session(session_id), ITEMS)
-        self._views: Views[_Items] = Views(_Items, _fold)
+        # The items of the sessions read in this process, shared by every LedgerSession on
+        # this store (a session object made per request reads only what is new), and capped.
+        self._views = _shared_views(self.store, max_bytes)
         self.calls = CallLedger(self.store, agent=AGENT, lease_ttl_ms=lease_ttl_ms)
         self._owned = False  # whether close() closes the store (a session from_url)
         # retention: sessions idle past it deleted (or archived) whole (retention.py)
@@ -162,12 +191,17 @@ class LedgerSession:
         session's (lease_ttl_ms, session_settings) and connect's (prefix, timeout, ...)."""
         own = {
             k: options.pop(k)
-            for k in ("lease_ttl_ms", "session_settings", "retention")
+            for k in ("lease_ttl_ms", "session_settings", "retention", "max_bytes")
             if k in options
         }
         session = cls(session_id, connect(url, **options), **own)
         session._owned = True
         return session
+
+    def memory(self) -> int:
+        """About how many bytes of items the sessions on this store keep in this process (the
+        smallest `max_bytes` any of them was given caps them all)."""
+        return self._views.held()
 
     def close(self) -> None:
         """Close the store, if this session opened it (from_url); as SQLiteSession's, not

@@ -168,13 +168,14 @@ class MessageDeltas(abc.ABC):
         seen: dict[str, Any],
     ) -> tuple[dict[int, tuple[str | None, str | None]], int]:
         """Which node execution wrote each of `messages`: id(message) -> (run id, node), and
-        how many of them no task's writes hold (yet). By
-        the writes recorded for the parent checkpoint, the task's; where they are not written
+        how many of them no task's writes hold (yet). By the writes recorded for the parent
+        checkpoint, or being written by this process, the task's; where they are not known
         yet (LangGraph writes them and the checkpoint on threads of their own), the one node
         that ran in the step (its `versions_seen` moved). Either way the run is named as its
         writes name it (normalize.task_run)."""
         written: builtins.list[tuple[str | None, str | None, Any]] = []
-        for _, _, value, task_path, _ in (state.writes.get(parent or "", {})).values():
+        stored = [(w[3], w[2]) for w in state.writes.get(parent or "", {}).values()]
+        for task_path, value in stored + state.announced.get(parent or "", []):
             if value[0] == "empty":
                 continue
             run_id = task_run(parent or "", str(task_path))  # None: LangGraph's own write

@@ -41,6 +41,7 @@ MESSAGES: Final = "ledger.messages"
 # What the view keeps of the list's items, its delta: the version it extends, the event ids.
 Delta = tuple[str, tuple[str, ...]]
 MEMO: Final = 8  # lists of event ids kept made whole, the newest, per namespace
+ANNOUNCED: Final = 4  # checkpoints whose tasks' writes are remembered as they are written
 VALUE: Final = "value_"  # the fields a checkpoint event keeps its channel values in
 UNIQUE: Final = "unique"  # a checkpoint's `versions`: written by a saver that makes them so
 
@@ -102,6 +103,16 @@ class Namespace:
     # checkpoint only while no other checkpoint was written after that (no silent fork).
     newest: int = 0
     handed: dict[str, int] = field(default_factory=dict)
+    # checkpoint id -> [(task path, value)] of the writes this process is writing for the
+    # tasks run from it, for naming the runs of the next checkpoint's messages (never read as
+    # pending writes: those are what the stream holds). The newest ANNOUNCED checkpoints.
+    announced: dict[str, list[tuple[str, Typed]]] = field(default_factory=dict)
+
+    def announce(self, checkpoint_id: str, task_path: str, writes: list[list[Any]]) -> None:
+        found = self.announced.setdefault(checkpoint_id, [])
+        found.extend((task_path, value) for _, _, value in writes)
+        while len(self.announced) > ANNOUNCED:
+            del self.announced[next(iter(self.announced))]
 
     def refs(self, channel: str, version: str) -> list[str] | None:
         """The event ids of the messages a channel holds at a version (None: not a list of

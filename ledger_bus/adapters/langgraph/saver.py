@@ -308,6 +308,11 @@ class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[st
             ],
         }
         stream = namespace_stream(thread_session(thread_id), ns)
+        # Said before it is written: the checkpoint LangGraph writes after this step, on a
+        # thread of its own, names its messages' runs by the tasks' writes.
+        self._views.of(stream).state.announce(
+            str(configurable["checkpoint_id"]), task_path, event["writes"]
+        )
         append_id = write_id("w", f"{configurable['checkpoint_id']}:{task_id}")
         # Interrupts and resumes, once: where the thread's own graph sees them (a subgraph's
         # interrupt reaches its parent's task too).
