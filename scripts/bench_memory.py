@@ -30,7 +30,7 @@ from ledger_bus.adapters.langgraph.saver import DEFAULT_MAX_BYTES
 from ledger_bus.server import LocalServer
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_threads import WORDS, graph_on  # noqa: E402
+from bench_threads import WORDS, graph_on
 
 MIB = 1024 * 1024
 
