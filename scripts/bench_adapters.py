@@ -1,99 +1,317 @@
-"""The LangGraph checkpointer beside LangGraph's own savers, measured in the same run.
+"""The adapters beside what a user would pick instead, turn by turn, measured in one run.
 
-One operation is a `put` of a checkpoint (three channels, one of them changed, a few hundred
-bytes of state) followed by a `get_tuple` of the thread's latest checkpoint, as a graph's step
-does. Savers: LangGraph's InMemorySaver and SqliteSaver (a file), and LedgerSaver on a private
-Redis, on SQLite (a file) and in memory. Alternating rounds; the median operations per second.
+LangGraph: a turn is `graph.invoke` of a compiled MessagesState graph whose scripted model asks
+for one tool and then answers (messages of about 300 bytes), on one thread. Savers: LangGraph's
+SqliteSaver (a file) and PostgresSaver, and LedgerSaver on a private Redis, on SQLite (a file)
+and on PostgreSQL. Reported: turns per second at turns 1-20 and at the last 20, as ratios to
+SqliteSaver (and, for PostgreSQL, to PostgresSaver); the bytes of the thread at 200 turns and
+at 50; the time of `get_state_history` of the grown thread.
 
-    python scripts/bench_adapters.py            # 9 rounds of 300 operations
-    python scripts/bench_adapters.py --quick    # 3 rounds of 100
+Agents SDK: a turn is `add_items` of four items (a user message, a function call, its output,
+the answer; ~300 bytes each) then `get_items()`, on one session. Sessions: the SDK's
+SQLiteSession (a file) and RedisSession, and LedgerSession on Redis and on SQLite. Reported as
+the graph's, against SQLiteSession and RedisSession.
+
+The sides take turns a block at a time, so the machine's drift falls on all alike. PostgreSQL
+is the machine's own (`--pg`, a database made for each side and dropped after); Redis a private
+server per run.
+
+    python scripts/bench_adapters.py              # 200 turns, blocks of 10
+    python scripts/bench_adapters.py --turns 60   # shorter
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
 import sqlite3
 import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psycopg
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
-from langgraph.checkpoint.memory import InMemorySaver
+from langchain_core.tools import tool
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
 
 import ledger_bus as lb
 from ledger_bus.adapters.langgraph import LedgerSaver
 from ledger_bus.server import LocalServer
 
-MESSAGES = [{"role": "user", "content": "look up the auth service's jwt rotation policy"}] * 4
+WORDS = "the auth service rotates its signing keys every thirty days; "
+TEXT = (WORDS * 5)[:300]
 
 
-def operation(saver: BaseCheckpointSaver[Any]) -> Callable[[int], None]:
-    """put + get_tuple on a thread of its own, the checkpoint chained to the one before."""
-    thread = uuid.uuid4().hex
-    config: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-    versions = {"messages": 0, "step": 0, "plan": 1}
-
-    def step(i: int) -> None:
-        nonlocal config
-        checkpoint = empty_checkpoint()
-        versions["messages"] += 1
-        versions["step"] += 1
-        checkpoint["channel_values"] = {"messages": MESSAGES, "step": i, "plan": "refund"}
-        checkpoint["channel_versions"] = dict(versions)
-        new: dict[str, str | int | float] = {
-            "messages": versions["messages"],
-            "step": versions["step"],
-        }
-        if i == 0:
-            new["plan"] = 1
-        config = saver.put(config, checkpoint, {"source": "loop", "step": i}, new)
-        found = saver.get_tuple({"configurable": {"thread_id": thread}})
-        assert found is not None
-        assert found.checkpoint["channel_values"]["step"] == i
-
-    return step
+@tool
+def lookup(key: str) -> str:
+    """Look something up."""
+    return TEXT + key
 
 
-def rate(step: Callable[[int], None], n: int) -> float:
-    start = time.perf_counter()
-    for i in range(n):
-        step(i)
-    return n / (time.perf_counter() - start)
+def graph_on(saver: BaseCheckpointSaver[Any]) -> Any:
+    """Human -> model (asks for lookup) -> lookup -> model (answers)."""
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        last = state["messages"][-1]
+        turn = sum(isinstance(m, HumanMessage) for m in state["messages"])
+        if isinstance(last, ToolMessage):
+            return {"messages": [AIMessage(TEXT, id=f"answer-{turn}")]}
+        call = {"name": "lookup", "args": {"key": f"k{turn}"}, "id": f"call-{turn}"}
+        return {"messages": [AIMessage("", tool_calls=[call], id=f"ask-{turn}")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", ToolNode([lookup]))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition)
+    builder.add_edge("tools", "agent")
+    return builder.compile(checkpointer=saver)
 
 
-def main(rounds: int, n: int) -> None:
-    with LocalServer(appendonly=False) as server, tempfile.TemporaryDirectory() as where:
-        base = Path(where)
-        savers: dict[str, BaseCheckpointSaver[Any]] = {
-            "InMemorySaver (LangGraph)": InMemorySaver(),
-            "SqliteSaver (LangGraph)": SqliteSaver(
-                sqlite3.connect(base / "lg.db", check_same_thread=False)
+class Side:
+    """One side's thread or session, turned a block at a time."""
+
+    def __init__(self, name: str, turn: Callable[[int], None], size: Callable[[], int]):
+        self.name, self._turn, self.size = name, turn, size
+        self.turns = 0
+        self.seconds: dict[int, float] = {}
+        self.bytes: dict[int, int] = {}
+        self.history: float | None = None
+
+    def block(self, turns: int) -> None:
+        for _ in range(turns):
+            self.turns += 1
+            start = time.perf_counter()
+            self._turn(self.turns)
+            self.seconds[self.turns] = time.perf_counter() - start
+            if self.turns in (50, 200):
+                self.bytes[self.turns] = self.size()
+
+    def rate(self, first: int, last: int) -> float:
+        return (last - first + 1) / sum(self.seconds[t] for t in range(first, last + 1))
+
+
+def graph_side(name: str, saver: BaseCheckpointSaver[Any], size: Callable[[], int]) -> Side:
+    graph = graph_on(saver)
+    config: RunnableConfig = {"configurable": {"thread_id": "bench-thread"}}
+
+    def turn(n: int) -> None:
+        graph.invoke({"messages": [HumanMessage(f"{TEXT} #{n}")]}, config)
+
+    side = Side(name, turn, size)
+
+    def history() -> None:
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            found = list(graph.get_state_history(config))
+            times.append(time.perf_counter() - start)
+            assert len(found) >= side.turns
+        side.history = statistics.median(times)
+
+    side.measure_history = history  # type: ignore[attr-defined]
+    return side
+
+
+def session_side(name: str, session: Any, size: Callable[[], int]) -> Side:
+    loop = asyncio.new_event_loop()
+
+    async def turn(n: int) -> None:
+        await session.add_items(
+            [
+                {"role": "user", "content": f"{TEXT} #{n}"},
+                {
+                    "type": "function_call",
+                    "call_id": f"call-{n}",
+                    "name": "lookup",
+                    "arguments": f'{{"key": "k{n}"}}',
+                },
+                {"type": "function_call_output", "call_id": f"call-{n}", "output": TEXT},
+                {"role": "assistant", "content": TEXT},
+            ]
+        )
+        items = await session.get_items()
+        assert len(items) == 4 * n
+
+    return Side(name, lambda n: loop.run_until_complete(turn(n)), size)
+
+
+def file_size(path: Path) -> Callable[[], int]:
+    def size() -> int:
+        wal = Path(f"{path}-wal")
+        return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+    return size
+
+
+def redis_keys_size(url: str, pattern: str) -> Callable[[], int]:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    return lambda: sum(client.memory_usage(k) or 0 for k in client.scan_iter(pattern))
+
+
+@contextmanager
+def database(pg: str) -> Iterator[tuple[str, Callable[[], int]]]:
+    """A database of its own on the PostgreSQL at `pg`: its URL, and its size since made."""
+    name = f"bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    url = pg.rsplit("/", 1)[0] + f"/{name}"
+
+    def size() -> int:
+        with psycopg.connect(url) as conn:
+            row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+            return int(row[0]) if row else 0
+
+    base = size()
+    try:
+        yield url, lambda: size() - base
+    finally:
+        with psycopg.connect(pg, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def run(sides: list[Side], turns: int, block: int) -> None:
+    while sides[0].turns < turns:
+        for side in sides:
+            side.block(min(block, turns - side.turns))
+
+
+def report(title: str, sides: list[Side], bases: dict[str, Side], turns: int) -> None:
+    late = max(1, turns - 19)
+    early_end = min(20, turns)
+    print(title)
+    for side in sides:
+        ratios = "  ".join(
+            f"{side.rate(1, early_end) / base.rate(1, early_end):.2f}x /"
+            f" {side.rate(late, turns) / base.rate(late, turns):.2f}x {label}"
+            for label, base in bases.items()
+        )
+        growth = (
+            f"{side.bytes[200] / side.bytes[50]:.1f}x ({side.bytes[200] / 1e6:.1f} MB at 200)"
+            if side.bytes.get(50) and 200 in side.bytes
+            else "-"
+        )
+        history = f"{side.history * 1000:7.1f} ms" if side.history is not None else ""
+        print(
+            f"  {side.name:26} turns 1-{early_end} {side.rate(1, early_end):6.1f}/s"
+            f"  {late}-{turns} {side.rate(late, turns):6.1f}/s   {ratios}"
+            f"   bytes 200/50 {growth}  {history}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--block", type=int, default=10)
+    parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/postgres")
+    parser.add_argument("--skip", default="", help="comma-separated: graphs,sessions")
+    args = parser.parse_args()
+    skip = set(args.skip.split(","))
+    folder = Path(tempfile.mkdtemp(prefix="bench-adapters-"))
+    print(f"{args.turns} turns, blocks of {args.block}, pid {os.getpid()}, files in {folder}")
+    with LocalServer(appendonly=False) as server:
+        if "graphs" not in skip:
+            bench_graphs(args, server, folder)
+        if "sessions" not in skip:
+            bench_sessions(args, server, folder)
+
+
+def bench_graphs(args: Any, server: LocalServer, folder: Path) -> None:
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with database(args.pg) as (theirs_url, theirs_size), database(args.pg) as (ours_url, ours_size):
+        sqlite_file, ledger_file = folder / "sqlite-saver.db", folder / "ledger.db"
+        conn = sqlite3.connect(sqlite_file, check_same_thread=False)
+        pg_conn = psycopg.connect(theirs_url, autocommit=True, prepare_threshold=0)
+        postgres_saver = PostgresSaver(pg_conn)  # type: ignore[arg-type]
+        postgres_saver.setup()
+        redis = lb.connect(server.url, prefix="g")
+        on_sqlite = lb.connect(f"sqlite:///{ledger_file}")
+        on_pg = lb.connect(ours_url)
+        sides = [
+            graph_side("SqliteSaver (a file)", SqliteSaver(conn), file_size(sqlite_file)),
+            graph_side("PostgresSaver", postgres_saver, theirs_size),
+            graph_side(
+                "LedgerSaver on Redis", LedgerSaver(redis), redis_keys_size(server.url, "g:*")
             ),
-            "LedgerSaver, Redis": LedgerSaver(lb.connect(server.url, prefix="bench")),
-            "LedgerSaver, SQLite": LedgerSaver(lb.connect(f"sqlite:///{base / 'ledger.db'}")),
-            "LedgerSaver, memory://": LedgerSaver(lb.connect("memory://")),
-        }
-        found: dict[str, list[float]] = {name: [] for name in savers}
-        for saver in savers.values():
-            rate(operation(saver), max(1, n // 10))
-        for _ in range(rounds):
-            for name, saver in savers.items():
-                found[name].append(rate(operation(saver), n))
-        print(f"server: {server.binary}; {rounds} rounds of {n} put + get_tuple")
-        reference = statistics.median(found["SqliteSaver (LangGraph)"])
-        for name, rates in found.items():
-            median = statistics.median(rates)
-            print(f"{name:<28} {median:>9,.0f} ops/s   {median / reference:5.2f}x SqliteSaver")
+            graph_side("LedgerSaver on SQLite", LedgerSaver(on_sqlite), file_size(ledger_file)),
+            graph_side("LedgerSaver on PostgreSQL", LedgerSaver(on_pg), ours_size),
+        ]
+        run(sides, args.turns, args.block)
+        for side in sides:
+            side.measure_history()  # type: ignore[attr-defined]
+        report(
+            "LangGraph, a turn = graph.invoke; ratios turns 1-20 / last 20;"
+            " get_state_history of the thread",
+            sides,
+            {"SqliteSaver": sides[0]},
+            args.turns,
+        )
+        report(
+            "  on PostgreSQL, against PostgresSaver:",
+            sides[4:],
+            {"PostgresSaver": sides[1]},
+            args.turns,
+        )
+        for store in (redis, on_sqlite, on_pg):
+            store.close()
+        pg_conn.close()
+        conn.close()
+
+
+def bench_sessions(args: Any, server: LocalServer, folder: Path) -> None:
+    import redis as redis_py
+    from agents import SQLiteSession
+    from agents.extensions.memory.redis_session import RedisSession
+
+    from ledger_bus.adapters.openai_agents import LedgerSession
+
+    theirs_file, ours_file = folder / "sqlite-session.db", folder / "ledger-sessions.db"
+    redis_session = RedisSession(
+        "bench-session", redis_client=redis_py.asyncio.Redis.from_url(server.url), key_prefix="rs"
+    )
+    ours_redis = lb.connect(server.url, prefix="s")
+    ours_sqlite = lb.connect(f"sqlite:///{ours_file}")
+    sides = [
+        session_side(
+            "SQLiteSession (a file)",
+            SQLiteSession("bench-session", theirs_file),
+            file_size(theirs_file),
+        ),
+        session_side("RedisSession", redis_session, redis_keys_size(server.url, "rs:*")),
+        session_side(
+            "LedgerSession on Redis",
+            LedgerSession("bench-session", ours_redis),
+            redis_keys_size(server.url, "s:*"),
+        ),
+        session_side(
+            "LedgerSession on SQLite",
+            LedgerSession("bench-session", ours_sqlite),
+            file_size(ours_file),
+        ),
+    ]
+    run(sides, args.turns, args.block)
+    report(
+        "Agents SDK, a turn = add_items(4) + get_items(); ratios turns 1-20 / last 20",
+        sides,
+        {"SQLiteSession": sides[0], "RedisSession": sides[1]},
+        args.turns,
+    )
+    ours_redis.close()
+    ours_sqlite.close()
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="3 rounds of 100")
-    args = parser.parse_args()
-    main(3 if args.quick else 9, 100 if args.quick else 300)
+    main()

@@ -39,8 +39,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
-import msgpack
-
 from ledger_bus.model.extras import needs
 
 try:
@@ -56,7 +54,7 @@ except ImportError as err:
 
 from ledger_bus.adapters.agents_items import item_events, model_events
 from ledger_bus.adapters.calls import CallLedger, decided_text
-from ledger_bus.adapters.view import Views
+from ledger_bus.adapters.view import Views, size_of
 from ledger_bus.model.errors import InvalidInput, VersionConflict
 from ledger_bus.model.ids import ANY, StreamId, check_name, derive_event_id
 from ledger_bus.model.records import RecordedEvent
@@ -112,10 +110,10 @@ class _Items:
 
 
 def _weigh(event: RecordedEvent) -> int:
-    """About how many bytes a session's view keeps of an event: an item's, packed."""
+    """About how many bytes a session's view keeps of an event: an item, as decoded."""
     if event.get("kind") == ITEM:
-        return 64 + len(msgpack.packb(event["item"], default=str))
-    return 64
+        return 100 + size_of(event["item"])
+    return 100
 
 
 _SHARED: weakref.WeakKeyDictionary[EventStore, Views[_Items]] = weakref.WeakKeyDictionary()

@@ -10,6 +10,7 @@ session, so an event read again under the same version and cursor is the same ev
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -22,6 +23,17 @@ from ledger_bus.store.base import REMEMBERED, EventStore
 from ledger_bus.store.ops import Op
 
 S = TypeVar("S")
+
+
+def size_of(value: Any) -> int:
+    """About how many bytes `value` takes in the process, with what it holds (JSON-like values:
+    dicts, lists, strings, numbers): what a view keeps of an event it folded, decoded."""
+    size = sys.getsizeof(value)
+    if isinstance(value, dict):
+        return size + sum(size_of(k) + size_of(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return size + sum(size_of(v) for v in value)
+    return size
 
 
 @dataclass

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ledger_bus.adapters.view import size_of
 from ledger_bus.model.errors import InvalidInput
 from ledger_bus.model.ids import StreamId, check_name
 from ledger_bus.model.records import RecordedEvent
@@ -177,22 +178,16 @@ def fold(state: Namespace, event: RecordedEvent) -> None:
 
 
 def weigh(event: RecordedEvent) -> int:
-    """About how many bytes a thread's view keeps of an event: its serialized values (a new
-    message twice: its base64 and, once read, its bytes and one parsed copy)."""
-    fields = event.fields
-    kind = fields.get("kind")
-    if kind == CHECKPOINT:
-        total = len(fields["checkpoint"][1]) + len(fields["metadata"][1])
-        for _, _, name in fields.get("blobs", ()):
-            value = fields[name]
+    """About how many bytes a thread's view keeps of an event: its fields as decoded (a
+    checkpoint's and a write's stay whole), and a new message twice more once read (its bytes
+    and one parsed copy)."""
+    total = size_of(event.fields)
+    if event.fields.get("kind") == CHECKPOINT:
+        for _, _, name in event.fields.get("blobs", ()):
+            value = event.fields[name]
             if value[0] == MESSAGES:
-                total += sum(3 * len(item[2]) for item in value[2] if isinstance(item, list))
-            else:
-                total += len(value[1])
-        return total
-    if kind == WRITES:
-        return sum(len(value[1]) for _, _, value in fields["writes"])
-    return 200
+                total += sum(2 * len(item[2]) for item in value[2] if isinstance(item, list))
+    return total
 
 
 def version_key(version: object) -> str:
