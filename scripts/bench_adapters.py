@@ -30,7 +30,7 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 import ledger_bus as lb
+from ledger_bus import aio
 from ledger_bus.adapters.langgraph import LedgerSaver
 from ledger_bus.server import LocalServer
 
@@ -123,8 +124,11 @@ def graph_side(name: str, saver: BaseCheckpointSaver[Any], size: Callable[[], in
     return side
 
 
-def session_side(name: str, session: Any, size: Callable[[], int]) -> Side:
+def session_side(name: str, make: Callable[[], Awaitable[Any]], size: Callable[[], int]) -> Side:
+    """A session made by `make` on an event loop of its own (an asyncio store's client lives
+    on the loop that made it)."""
     loop = asyncio.new_event_loop()
+    session = loop.run_until_complete(make())
 
     async def turn(n: int) -> None:
         await session.add_items(
@@ -279,28 +283,25 @@ def bench_sessions(args: Any, server: LocalServer, folder: Path) -> None:
     from ledger_bus.adapters.openai_agents import LedgerSession
 
     theirs_file, ours_file = folder / "sqlite-session.db", folder / "ledger-sessions.db"
-    redis_session = RedisSession(
-        "bench-session", redis_client=redis_py.asyncio.Redis.from_url(server.url), key_prefix="rs"
-    )
-    ours_redis = lb.connect(server.url, prefix="s")
-    ours_sqlite = lb.connect(f"sqlite:///{ours_file}")
+
+    async def sqlite_session() -> Any:
+        return SQLiteSession("bench-session", theirs_file)
+
+    async def redis_session() -> Any:
+        client = redis_py.asyncio.Redis.from_url(server.url)
+        return RedisSession("bench-session", redis_client=client, key_prefix="rs")
+
+    async def ours_on_redis() -> Any:  # the SDK is asyncio: the ledger's asyncio store
+        return LedgerSession("bench-session", await aio.connect(server.url, prefix="s"))
+
+    async def ours_on_sqlite() -> Any:
+        return LedgerSession("bench-session", lb.connect(f"sqlite:///{ours_file}"))
+
     sides = [
-        session_side(
-            "SQLiteSession (a file)",
-            SQLiteSession("bench-session", theirs_file),
-            file_size(theirs_file),
-        ),
+        session_side("SQLiteSession (a file)", sqlite_session, file_size(theirs_file)),
         session_side("RedisSession", redis_session, redis_keys_size(server.url, "rs:*")),
-        session_side(
-            "LedgerSession on Redis",
-            LedgerSession("bench-session", ours_redis),
-            redis_keys_size(server.url, "s:*"),
-        ),
-        session_side(
-            "LedgerSession on SQLite",
-            LedgerSession("bench-session", ours_sqlite),
-            file_size(ours_file),
-        ),
+        session_side("LedgerSession on Redis", ours_on_redis, redis_keys_size(server.url, "s:*")),
+        session_side("LedgerSession on SQLite", ours_on_sqlite, file_size(ours_file)),
     ]
     run(sides, args.turns, args.block)
     report(
@@ -309,8 +310,6 @@ def bench_sessions(args: Any, server: LocalServer, folder: Path) -> None:
         {"SQLiteSession": sides[0], "RedisSession": sides[1]},
         args.turns,
     )
-    ours_redis.close()
-    ours_sqlite.close()
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """What a LangGraph saver keeps in its process, with many long threads: 1,000 threads of 200
 turns read through one LedgerSaver, its cap against what it holds and the process's RSS.
 
-One thread is grown turn by turn with the graph of bench_threads.py (a MessagesState graph whose
+One thread is grown turn by turn with the graph of bench_adapters.py (a MessagesState graph whose
 scripted model asks for one tool and then answers, ~300-byte messages); its events are then
 written again as 999 more threads (the same records in sessions of their own, so the store's
 work is not the subject). One saver then reads every thread's state, the least recent first:
@@ -30,7 +30,7 @@ from ledger_bus.adapters.langgraph.saver import DEFAULT_MAX_BYTES
 from ledger_bus.server import LocalServer
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_threads import WORDS, graph_on
+from bench_adapters import TEXT, graph_on
 
 MIB = 1024 * 1024
 
@@ -47,7 +47,7 @@ def grow(store: lb.EventStore, thread: str, turns: int) -> None:
     graph = graph_on(LedgerSaver(store))
     config: RunnableConfig = {"configurable": {"thread_id": thread}}
     for turn in range(1, turns + 1):
-        graph.invoke({"messages": [HumanMessage((WORDS * 5)[:300] + f" #{turn}")]}, config)
+        graph.invoke({"messages": [HumanMessage(f"{TEXT} #{turn}")]}, config)
 
 
 def copy_records(store: lb.EventStore, source: str, target: str) -> None:
