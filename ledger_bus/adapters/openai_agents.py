@@ -152,6 +152,9 @@ class LedgerSession:
 
     capabilities: Final = CAPABILITIES
     session_settings: SessionSettings | None = None
+    # Whether this session's record_tools is in use: the calls its items carry may then be
+    # recorded already, and are looked up before the items' events are written.
+    tools_recorded: bool = False
 
     def __init__(
         self,
@@ -253,7 +256,7 @@ class LedgerSession:
             if isinstance(i, dict) and i.get("call_id") and "function_call" in str(i.get("type"))
         }
         recorded: dict[str, tuple[str, str | None]] = {}
-        if asked:
+        if asked and self.tools_recorded:  # else no call of these was recorded as it ran
             tools = StreamId(self.items.session_id, TOOLS)
             found = yield from self.calls.recorded_op(tools, asked)
             recorded = {s: (r, o.event_id if o else None) for s, (r, o) in found.items()}
@@ -330,6 +333,7 @@ class LedgerSession:
         """The tools, each call of each recorded in this session before it runs and after.
         `safe_to_replay`: tools that may run again after a crash left a call unfinished."""
         safe = frozenset(safe_to_replay)
+        self.tools_recorded = True
         return [self._recorded(tool, tool.name in safe) for tool in tools]
 
     def _recorded(self, tool: FunctionTool, safe: bool) -> FunctionTool:

@@ -18,8 +18,9 @@ from typing import Final
 ROLES: Final = ("writer", "reconciler", "inspector", "operator")
 
 # What every client of the ledger runs: connection set-up, the server clock, scripts by sha
-# (loaded again after a restart or SCRIPT FLUSH).
-_CONNECT: Final = "+ping +hello +select +time +evalsha +script|load"
+# (loaded again after a restart or SCRIPT FLUSH), the read-only ones as such (a stream's read,
+# read_stream.lua, on keys a role may only read).
+_CONNECT: Final = "+ping +hello +select +time +evalsha +evalsha_ro +script|load"
 # Reads of session data and the indexes, artifacts included.
 _READ: Final = (
     "+xrange +xrevrange +xread +xlen +hget +hmget +hgetall +hscan +hlen +hexists +get +zrange"

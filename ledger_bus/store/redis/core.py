@@ -94,6 +94,7 @@ class RedisCore(EventStore):
         self.max_block_ms = max(100, int((socket_timeout - 1.0) * 1000))
         self._indexed: dict[str, int] = {}
         self._open_indexed: dict[str, int] = {}
+        self._read_script = True  # until a server says it has no EVALSHA_RO (reads.py)
         # A blocking client's appends run on a connection each thread holds (the asyncio
         # driver coalesces its appends into pipelines instead: store/redis/autopipe.py).
         self._held = HeldConnections(client) if isinstance(client, Redis | RedisCluster) else None
@@ -141,18 +142,26 @@ class RedisCore(EventStore):
         return out
 
     def _evalsha(
-        self, script: LuaScript, keys: list[str], args: list[Any], held: bool = False
+        self,
+        script: LuaScript,
+        keys: list[str],
+        args: list[Any],
+        held: bool = False,
+        read_only: bool = False,
     ) -> Op[Any]:
         """Run a script by its sha, loading it first when the server lacks it (after a restart
         or failover). EVALSHA directly, not redis-py's Script wrapper: its per-call work is
         measurable on a single-event append (docs/performance.md). `held`: on this thread's
         held connection (store/redis/held.py), for a script that is safe to send twice."""
         on = self._held if held else None
+        # EVALSHA_RO for a script that only reads: a role that may only read its keys may run it.
+        command = "EVALSHA_RO" if read_only else "EVALSHA"
 
         def request(client: Any) -> Any:
-            if on is None:
-                return client.evalsha(script.sha, len(keys), *keys, *args)
-            return on.execute(keys[0], "EVALSHA", script.sha, len(keys), *keys, *args)
+            if on is not None:
+                return on.execute(keys[0], command, script.sha, len(keys), *keys, *args)
+            run = client.evalsha_ro if read_only else client.evalsha
+            return run(script.sha, len(keys), *keys, *args)
 
         try:
             return (yield request)
