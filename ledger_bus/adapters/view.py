@@ -20,10 +20,9 @@ from typing import Any, Generic, TypeVar
 from ledger_bus.model.ids import StreamId
 from ledger_bus.model.records import AppendResult, RecordedEvent
 from ledger_bus.store.base import REMEMBERED, EventStore
-from ledger_bus.store.ops import Op, Sleep
+from ledger_bus.store.ops import Op
 
 S = TypeVar("S")
-T = TypeVar("T")
 
 
 def size_of(value: Any) -> int:
@@ -50,7 +49,6 @@ class StreamView(Generic[S]):
     state: S = field(init=False)
     weight: int = 0  # about how many bytes `state` holds, by `weigh` of what it folded
     _lock: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
-    _alone: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.state = self.make()
@@ -96,20 +94,6 @@ class StreamView(Generic[S]):
                 self.apply(self.state, at)
                 self.weight += self.weigh(at)
             self.version, self.cursor = result.last_version, result.cursor
-
-    def alone_op(self, op: Op[T]) -> Op[T]:
-        """Run `op` (an append to the stream) while no other `alone_op` of this view runs, so
-        that this process's appends to the stream follow one another and the view, taking each
-        (`wrote`), knows the stream's version. Waits by pausing, never by blocking: under the
-        asyncio driver a blocked thread would be the event loop's."""
-        pause = 0.0001
-        while not self._alone.acquire(blocking=False):
-            yield Sleep(pause)
-            pause = min(pause * 2, 0.005)
-        try:
-            return (yield from op)
-        finally:
-            self._alone.release()
 
     def forget(self) -> None:
         with self._lock:

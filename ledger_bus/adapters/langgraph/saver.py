@@ -7,7 +7,7 @@ import base64
 import builtins
 import random
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Final, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -325,25 +325,17 @@ class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[st
         stream: StreamId,
         append_id: str,
         events: builtins.list[Any],
-        expected: Callable[[], ExpectedVersion] = lambda: ANY,
+        expected: ExpectedVersion = ANY,
     ) -> Op[AppendResult]:
-        """Append to a namespace's stream, one append of this process at a time (LangGraph
-        writes a step's writes and its checkpoint on threads of their own): its view takes
-        what was written (with the event ids the store gives), so that the next read need not
-        read it back, and knows the stream's version for the next checkpoint's append.
-        `expected()`: the version to append at, asked once this append's turn has come."""
-        view = self._views.of(stream)
-
-        def append() -> Op[AppendResult]:
-            written = yield from self.store.append_op(stream, expected(), append_id, events)
-            for n, fields in enumerate(events):
-                fields.setdefault(
-                    "event_id", derive_event_id(stream.session_id, stream.name, append_id, n)
-                )
-            view.wrote(written, events)
-            return written
-
-        return (yield from view.alone_op(append()))
+        """Append to a namespace's stream; its view takes what was written (with the event ids
+        the store gives), so that the next read need not read it back."""
+        written = yield from self.store.append_op(stream, expected, append_id, events)
+        for n, fields in enumerate(events):
+            fields.setdefault(
+                "event_id", derive_event_id(stream.session_id, stream.name, append_id, n)
+            )
+        self._views.of(stream).wrote(written, events)
+        return written
 
     def _continue_op(
         self,
@@ -358,12 +350,12 @@ class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[st
         of one thread at once would fork it without a word (ConcurrentRun). A fork on purpose,
         from a checkpoint the run asked for by its id, continues what it read then."""
         view = self._views.of(stream)
-
-        def version() -> ExpectedVersion:
+        while True:
             state = view.state
             since = state.handed.get(parent or "")
             if since is None:  # not read here for a run: nothing to hold it to
-                return ANY
+                written = yield from self._append_op(stream, append_id, events)
+                break
             if state.newest > since:
                 raise ConcurrentRun(
                     f"thread {thread_id!r}: another run wrote a checkpoint after this run read"
@@ -371,13 +363,10 @@ class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[st
                     " Nothing of this run's step was written: run it again on the thread as it"
                     " stands, or fork on purpose from a checkpoint named by its checkpoint_id"
                 )
-            return view.version
-
-        while True:
             try:
-                written = yield from self._append_op(stream, append_id, events, version)
+                written = yield from self._append_op(stream, append_id, events, view.version)
                 break
-            except VersionConflict:  # another process appended since the view was read
+            except VersionConflict:  # appended to since the view was read: by whom?
                 yield from view.refresh_op(self.store)
         view.state.handed[events[-1]["checkpoint_id"]] = written.last_version
 
