@@ -60,6 +60,7 @@ bench: install
 	$(PY) scripts/bench_lifecycle.py
 	$(PY) scripts/bench_async.py
 	$(PY) scripts/bench_adapters.py
+	$(PY) scripts/bench_memory.py --threads 200
 
 demo: install
 	$(BIN)/ledger-bus demo
