@@ -44,7 +44,19 @@ $(SDK_TESTS)/.fetched: $(VENV)/.installed
 	  --no-binary :all: --no-deps -d $(SDK_TESTS) 2>&1 | grep -v -e '^WARNING: Location' || true
 	tar xzf $(SDK_TESTS)/openai_agents-*.tar.gz -C $(SDK_TESTS) && touch $@ || echo "the Agents SDK's sdist was not fetched"
 
-test: install $(SDK_TESTS)/.fetched
+# Harbor's ATIF validator, for tests/test_atif.py, in a venv of its own: Harbor needs Python
+# 3.12 or newer (pyenv's, else one on the PATH); without one the ATIF tests skip, saying so.
+HARBOR = $(VENV)/harbor
+PY312 := $(firstword $(wildcard $(HOME)/.pyenv/versions/3.1[2-9]*/bin/python3.1[2-9]) \
+  $(shell command -v python3.13 python3.12 2>/dev/null))
+$(HARBOR)/.installed: $(VENV)/.installed
+	@if [ -n "$(PY312)" ]; then \
+	  rm -rf $(HARBOR) && $(PY312) -m venv $(HARBOR) && \
+	  $(HARBOR)/bin/pip install -q 'harbor==0.26.0' 2>&1 | grep -v -e '^WARNING: Location' ; \
+	  $(HARBOR)/bin/python -c 'import harbor.utils.trajectory_validator' && touch $@; \
+	else echo 'no Python 3.12 or newer: the ATIF tests will skip'; fi
+
+test: install $(SDK_TESTS)/.fetched $(HARBOR)/.installed
 	$(BIN)/pytest -q
 
 test-fast: install

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import itertools
+import json
 import sys
 import threading
 from collections.abc import Callable
@@ -39,6 +40,7 @@ from ledger_bus.model.ids import (
 from ledger_bus.model.jsontext import format_time, parse_json_values
 from ledger_bus.model.records import AppendResult
 from ledger_bus.store import ARCHIVE_ENV
+from ledger_bus.store.base import EventStore
 from ledger_bus.tailer import watch
 
 
@@ -290,11 +292,27 @@ def inspect(settings: Settings, session: str) -> None:
 @cli.command()
 @click.argument("session")
 @click.argument("file", required=False, type=click.Path(dir_okay=False, allow_dash=True))
+@click.option(
+    "--format",
+    "form",
+    type=click.Choice(["jsonl", "atif"]),
+    default="jsonl",
+    show_default=True,
+    help="jsonl: conversation.jsonl, every event; atif: an ATIF v1.7 trajectory (Harbor's).",
+)
 @filter_options
 @pass_settings
-def export(settings: Settings, /, session: str, file: str | None, **filters: Any) -> None:
-    """The whole session as conversation.jsonl, in commit order (stdout when no FILE)."""
+def export(
+    settings: Settings, /, session: str, file: str | None, form: str, **filters: Any
+) -> None:
+    """The whole session as conversation.jsonl, in commit order, or as a trajectory (stdout
+    when no FILE)."""
     keep = event_filter(filters)
+    if form == "atif":
+        if keep != EventFilter():
+            raise BadInput("a trajectory is of the whole session: --format atif takes no filter")
+        export_trajectory(settings.session(session), session, file)
+        return
     store = settings.session(session)
     if file in (None, "-"):
         export_session(store, session, sys.stdout, keep)
@@ -303,6 +321,19 @@ def export(settings: Settings, /, session: str, file: str | None, **filters: Any
     with replace_whole(file) as out:
         count = export_session(store, session, out, keep)
     click.echo(f"exported {count} events to {file}", err=True)
+
+
+def export_trajectory(store: EventStore, session: str, file: str | None) -> None:
+    from ledger_bus.atif import atif_of
+
+    text = json.dumps(atif_of(store, session), ensure_ascii=False, indent=2) + "\n"
+    if file in (None, "-"):
+        sys.stdout.write(text)
+        return
+    assert file is not None
+    with replace_whole(file) as out:
+        out.write(text)
+    click.echo(f"exported the trajectory of {session} to {file}", err=True)
 
 
 @cli.command(name="import")

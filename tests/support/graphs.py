@@ -43,9 +43,17 @@ def reply_to(messages: list[Any]) -> AIMessage:
     return AIMessage(content="done: " + "; ".join(results), **cost)
 
 
-def build(saver: LedgerSaver, ran: Path, *, hang: bool = False, safe: tuple[str, ...] = ()) -> Any:
+def build(
+    saver: LedgerSaver,
+    ran: Path,
+    *,
+    hang: bool = False,
+    safe: tuple[str, ...] = (),
+    as_subgraph: bool = False,
+) -> Any:
     """The graph; each tool run appends a line to `ran/<tool>`; with `hang`, lookup never
-    returns once it has started."""
+    returns once it has started. `as_subgraph`: compiled to be a node of another graph (the
+    outer graph's checkpointer keeps it)."""
 
     @tool
     def charge(amount: int) -> str:
@@ -79,7 +87,7 @@ def build(saver: LedgerSaver, ran: Path, *, hang: bool = False, safe: tuple[str,
     builder.add_edge("plan", "agent")
     builder.add_conditional_edges("agent", tools_condition)
     builder.add_edge("tools", "agent")
-    return builder.compile(checkpointer=saver)
+    return builder.compile() if as_subgraph else builder.compile(checkpointer=saver)
 
 
 def delegating(saver: LedgerSaver) -> Any:

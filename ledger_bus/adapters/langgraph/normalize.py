@@ -4,7 +4,8 @@ Each message a checkpoint adds is written once, in the checkpoint's append, befo
 
 - a HumanMessage, a `message` of the agent `user` (a SystemMessage, of `system`);
 - an AIMessage, the model call that made it (a `tool_call` and `tool_result` of the tool
-  `model`, whose result holds the model's name, its token usage and why it stopped), the
+  `model`, whose result holds the model's name, its token usage, why it stopped and the ids of
+  the tool calls it asked for), the
   `message` of the node that called the model, and each tool call it asks for, a requested
   `tool_call` whose attempt is the tool call's id;
 - a ToolMessage, the `tool_result` of that attempt, `error` when the tool failed;
@@ -156,6 +157,9 @@ class Writer:
             named = self._add(said)
         else:
             cost = _usage(message)
+            asked = [str(c["id"]) for c in message.tool_calls if c.get("id")]
+            if asked:  # the calls it asked for, by attempt (a recorded tool's may come first)
+                cost["tool_calls"] = asked
             call = self._add(
                 {
                     "type": "tool_call",

@@ -1,0 +1,322 @@
+"""A session as trajectories: its runs, each a sequence of steps (what was said, the calls each
+step made and what came back, what the model cost), delegated runs nested under the run that
+delegated them. Built from the normalized events alone (a framework's native records are its
+own), so a Recorder's session, a LangGraph thread and an Agents SDK session read alike.
+
+The runs tree: a run starts with `run.started` (or `run.resumed`); its parent is the run a
+`run.started` names (`parent_run`: an adapter's delegation, a LangGraph subgraph or Send, an
+Agents SDK handoff) or the run whose `delegate` call named it (`args.child_run`: a Recorder's).
+A run with no parent, and events of no run known to have started, belong to the session's own
+trajectory; a delegated run is a trajectory of its own, embedded in its parent's.
+
+Steps, in commit order within each trajectory:
+- a `message` of `user` (or `system`) is a step of that source;
+- a model call (the tool `model`: its model and token usage) is an agent step, whose message is
+  the `message` that follows from it (its `parents`); any other `message` is an agent step;
+- a `tool_call` joins the step of the model call that asked for it (the model call's
+  `tool_calls`, whichever of the two came first), else the agent step it follows from (its
+  `parents`), else the trajectory's last step when that is an agent's, else a step of its own;
+  its `tool_result` is that step's
+  observation; a `delegate` call's observation names the child's trajectory;
+- a call with no result is `unresolved`, `flagged` once the reconciler flagged it, and says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Final
+
+from ledger_bus.filters import is_native
+from ledger_bus.model.records import RecordedEvent
+from ledger_bus.reconciler import FLAG_KIND
+
+MODEL: Final = "model"  # the tool a model call is recorded as (spec: model calls are tool calls)
+DELEGATE: Final = "delegate"
+STARTS: Final = ("run.started", "run.resumed")
+# The frameworks whose native records a session holds, by their streams' first part.
+FRAMEWORKS: Final = {"lg": "langgraph", "oa": "openai-agents"}
+
+
+@dataclass
+class Call:
+    """A tool call and, once it came, its result."""
+
+    event: RecordedEvent
+    result: RecordedEvent | None = None
+    flagged: bool = False
+
+    @property
+    def attempt(self) -> str:
+        return str(self.event.attempt_id)
+
+    @property
+    def tool(self) -> str:
+        return str(self.event.get("tool"))
+
+    @property
+    def status(self) -> str:
+        """ok, error, unresolved (no result yet) or flagged (the reconciler said so)."""
+        if self.result is not None:
+            return str(self.result.get("status"))
+        return "flagged" if self.flagged else "unresolved"
+
+    @property
+    def child_run(self) -> str | None:
+        """The run a `delegate` call asked for."""
+        args = self.event.get("args") if self.tool == DELEGATE else None
+        child = args.get("child_run") if isinstance(args, dict) else None
+        return child if isinstance(child, str) else None
+
+
+@dataclass
+class Step:
+    """One step of a trajectory."""
+
+    source: str  # user, system or agent
+    agent: str
+    at: datetime
+    message: str = ""
+    event_id: str | None = None  # of the message that opened it
+    model: Call | None = None  # the model call it follows from
+    calls: list[Call] = field(default_factory=list)
+
+
+@dataclass
+class Run:
+    """A run (or the session's own trajectory, run id ""), its steps and its children."""
+
+    run_id: str
+    agent: str | None = None
+    parent: str | None = None
+    started: datetime | None = None
+    ended: datetime | None = None
+    status: str | None = None  # as run.finished said; None while it runs
+    steps: list[Step] = field(default_factory=list)
+    children: list[str] = field(default_factory=list)
+    last: datetime | None = None  # its latest event
+
+    @property
+    def model_calls(self) -> list[Call]:
+        return [s.model for s in self.steps if s.model is not None]
+
+
+@dataclass
+class Session:
+    """A session's runs, the session's own trajectory under the id ""."""
+
+    session_id: str
+    runs: dict[str, Run]
+    calls: dict[str, Call]
+    events: int
+    framework: str | None = None  # langgraph, openai-agents: whose thread or session it is
+
+    @property
+    def root(self) -> Run:
+        return self.runs[""]
+
+    def children(self, run: Run) -> list[Run]:
+        return [self.runs[c] for c in run.children if c in self.runs]
+
+    def descendants(self, run: Run) -> list[Run]:
+        out: list[Run] = []
+        seen: set[str] = set()
+
+        def visit(node: Run) -> None:
+            for child in self.children(node):
+                if child.run_id not in seen:
+                    seen.add(child.run_id)
+                    out.append(child)
+                    visit(child)
+
+        visit(run)
+        return out
+
+
+class Builder:
+    """Folds a session's events into its runs and steps: first what says who runs and who
+    delegated whom (a run's events may be committed before its run.started: LangGraph writes
+    a task's messages and its writes on threads of its own), then the steps, in commit order."""
+
+    def __init__(self, session_id: str):
+        self.session_id = session_id
+        self.runs: dict[str, Run] = {"": Run("")}
+        self.calls: dict[str, Call] = {}  # _key(run, attempt) -> its call
+        self.models: dict[str, Step] = {}  # event id of a model call -> the step it made
+        self.steps: dict[str, Step] = {}  # event id of a message -> its step
+        self.holders: dict[str, Step] = {}  # attempt id -> the step holding its call
+        self.asked: dict[str, Step] = {}  # attempt id -> the step of the message asking for it
+        self.parents: dict[str, str] = {}  # run -> the run that delegated it
+        self.flagged: set[str] = set()
+        self.said: list[RecordedEvent] = []  # messages, calls and results, in commit order
+        self.events = 0
+        self.framework: str | None = None
+
+    def add(self, event: RecordedEvent) -> None:
+        if is_native(event):
+            name = event.stream.name
+            self.framework = self.framework or FRAMEWORKS.get(name.split(".", 1)[0])
+            return
+        self.events += 1
+        f = event.fields
+        if event.type != "mutation":
+            self.said.append(event)
+            if event.type == "tool_call" and f.get("tool") == DELEGATE and event.run_id:
+                child = (f.get("args") or {}).get("child_run")
+                if isinstance(child, str) and child != event.run_id:
+                    self.parents.setdefault(child, str(event.run_id))
+            return
+        kind = f.get("kind")
+        if kind in STARTS and event.run_id:
+            run = self._run(str(event.run_id))
+            run.agent = run.agent or event.agent
+            run.started = run.started or event.recorded_at
+            run.status = None
+            parent = f.get("parent_run")
+            if isinstance(parent, str) and parent != run.run_id:
+                self.parents.setdefault(run.run_id, parent)
+        elif kind == "run.finished" and event.run_id:
+            run = self._run(str(event.run_id))
+            run.ended, run.status = event.recorded_at, str(f.get("status", "ok"))
+        elif kind == FLAG_KIND and f.get("attempt_id"):
+            self.flagged.add(str(f["attempt_id"]))
+
+    def _run(self, run_id: str) -> Run:
+        found = self.runs.get(run_id)
+        if found is None:
+            found = self.runs[run_id] = Run(run_id)
+        return found
+
+    def _trajectory(self, event: RecordedEvent) -> Run:
+        """The trajectory an event belongs to: its run's, when that run was delegated (a run
+        at the top, and a recorded call's own run id, which no run.started names, are the
+        session's)."""
+        run = self.runs.get(event.run_id or "")
+        if run is not None and run.parent is not None:
+            return run
+        return self.runs[""]
+
+    def build(self) -> Session:
+        for child, parent in self.parents.items():
+            if (
+                child in self.runs
+                and child != parent
+                and not _is_ancestor(self.parents, child, parent)
+            ):
+                self._run(parent)
+                self.runs[child].parent = parent
+        for run in list(self.runs.values()):
+            if run.run_id and run.parent is not None:
+                holder = self.runs[run.parent]
+                # The trajectory a child's reference goes in: its parent's, if delegated;
+                # else the session's.
+                if holder.parent is None:
+                    holder = self.runs[""]
+                holder.children.append(run.run_id)
+        for event in self.said:
+            run = self._trajectory(event)
+            run.last = event.recorded_at
+            if event.type == "message":
+                self._message(run, event)
+            elif event.type == "tool_call":
+                self._call(run, event)
+            elif event.type == "tool_result":
+                self._result(run, event)
+        for call in self.calls.values():
+            call.flagged = call.attempt in self.flagged
+        return Session(self.session_id, self.runs, self.calls, self.events, self.framework)
+
+    def _message(self, run: Run, event: RecordedEvent) -> None:
+        body = str(event.get("body", ""))
+        if event.agent in ("user", "system"):
+            step = Step(event.agent, event.agent, event.recorded_at, body, event.event_id)
+        else:
+            made = next((self.models[p] for p in event.parents if p in self.models), None)
+            if made is not None and made.event_id is None:  # what the model call said
+                made.message, made.event_id, made.agent = body, event.event_id, event.agent
+                self._claim(run, made, event)
+                self.steps[event.event_id] = made
+                return
+            step = Step("agent", event.agent, event.recorded_at, body, event.event_id)
+        run.steps.append(step)
+        self.steps[event.event_id] = step
+        self._claim(run, step, event)
+
+    def _claim(self, run: Run, step: Step, event: RecordedEvent) -> None:
+        """The calls a model call asked for (its result's `tool_calls`, by attempt) are its
+        step's: those whose requests came first (a tool recorded as it ran, before the
+        checkpoint that holds the message) move to it from the step they stood in alone."""
+        said = step.model.result.get("result") if step.model and step.model.result else None
+        asked = said.get("tool_calls") if isinstance(said, dict) else None
+        for attempt in asked if isinstance(asked, list) else ():
+            self.asked[str(attempt)] = step
+            holder = self.holders.get(str(attempt))
+            if holder is None or holder is step or holder.event_id:
+                continue
+            call = next((c for c in holder.calls if c.attempt == str(attempt)), None)
+            if call is None:
+                continue
+            holder.calls.remove(call)
+            step.calls.append(call)
+            self.holders[str(attempt)] = step
+            if not holder.calls and holder.model is None and holder in run.steps:
+                run.steps.remove(holder)
+
+    def _call(self, run: Run, event: RecordedEvent) -> None:
+        call = Call(event)
+        attempt = call.attempt
+        key = _key(event.run_id, attempt)
+        if key in self.calls:
+            return  # a request written again (a retry, a replayed step): one call
+        self.calls[key] = call
+        if call.tool == MODEL:  # a step of its own, until the message it made comes
+            made = Step("agent", event.agent, event.recorded_at, model=call)
+            run.steps.append(made)
+            self.models[event.event_id] = made
+            return
+        step = self.asked.get(attempt) or next(
+            (self.steps[p] for p in event.parents if p in self.steps), None
+        )
+        if step is None or step.source != "agent":
+            step = run.steps[-1] if run.steps else None  # the step that asked, most likely
+        if step is None or step.source != "agent":
+            step = Step("agent", event.agent, event.recorded_at)
+            run.steps.append(step)
+        step.calls.append(call)
+        self.holders[attempt] = step
+
+    def _result(self, run: Run, event: RecordedEvent) -> None:
+        call = self.calls.get(_key(event.run_id, str(event.attempt_id)))
+        if call is None:  # its call is not in the session (imported, trimmed): a step of its own
+            call = Call(event, result=event)
+            self.calls[_key(event.run_id, str(event.attempt_id))] = call
+            step = Step("agent", event.agent, event.recorded_at)
+            step.calls.append(call)
+            run.steps.append(step)
+        elif call.result is None:
+            call.result = event
+
+
+def _key(run_id: str | None, attempt: str) -> str:
+    """A call by its run and attempt: attempt ids are the framework's, and two runs may name
+    theirs alike (a scripted model's response ids)."""
+    return f"{run_id or ''}\x1f{attempt}"
+
+
+def _is_ancestor(parents: dict[str, str], run: str, of: str) -> bool:
+    """Whether `run` is `of` or above it (a circle of parents is cut where it would close)."""
+    seen: set[str] = set()
+    while of and of not in seen:
+        if of == run:
+            return True
+        seen.add(of)
+        of = parents.get(of, "")
+    return False
+
+
+def build(session_id: str, events: Iterable[RecordedEvent]) -> Session:
+    builder = Builder(session_id)
+    for event in events:
+        builder.add(event)
+    return builder.build()
