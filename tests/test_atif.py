@@ -206,3 +206,18 @@ def test_the_demo_s_session_is_a_valid_trajectory(
         if c.get("extra", {}).get("status") == "flagged"
     )
     assert flagged["tool_call_id"] == ledger["flagged"][0]
+
+
+def test_the_web_view_serves_the_same_trajectory(
+    redis_url: str, prefix: str, redis_store: EventStore
+) -> None:
+    from starlette.testclient import TestClient
+
+    from tests.support.ui import view_app
+
+    delegated(redis_store, "ui-tree")
+    with TestClient(view_app(redis_url, prefix)) as client:
+        served = client.get("/s/ui-tree/trajectory")
+        assert served.status_code == 200
+        assert served.json() == atif_of(redis_store, "ui-tree")
+        assert client.get("/s/nowhere/trajectory").status_code == 404

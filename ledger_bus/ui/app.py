@@ -28,12 +28,14 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from ledger_bus.atif import document
 from ledger_bus.filters import EventFilter
 from ledger_bus.model.errors import BackendUnavailable, InvalidInput, LedgerError, NotFound
 from ledger_bus.model.ids import check_name, format_cursor, parse_cursor, quoted
 from ledger_bus.model.jsontext import format_time
 from ledger_bus.model.records import RecordedEvent, SessionInfo
 from ledger_bus.store.aio import AsyncStore
+from ledger_bus.trajectory import Builder
 from ledger_bus.ui import pages
 from ledger_bus.ui.folds import Folds
 from ledger_bus.ui.live import Hub
@@ -220,6 +222,17 @@ def create_app(
             after_cursor=format_cursor(ms, seq + 1),
         )
 
+    async def trajectory(request: Request) -> Response:
+        """The session as an ATIF trajectory (what `ledger-bus export --format atif` writes),
+        for the trace view and for anyone who reads the view's JSON."""
+        session_id = _session(request)
+        s = await store()
+        await existing(s, session_id)
+        builder = Builder(session_id)
+        async for found in s.iter_session(session_id):
+            builder.add(found)
+        return JSONResponse(document(builder.build()))
+
     async def live(request: Request) -> Response:
         session_id = _session(request)
         keep, search, unresolved = _filters(request)
@@ -258,6 +271,7 @@ def create_app(
         Route("/s/{session}/e/{cursor}", event),
         Route("/s/{session}/panels", panels),
         Route("/s/{session}/live", live),
+        Route("/s/{session}/trajectory", trajectory),
     ]
     return Starlette(
         routes=routes,
