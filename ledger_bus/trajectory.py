@@ -235,15 +235,15 @@ class Builder:
             made = next((self.models[p] for p in event.parents if p in self.models), None)
             if made is not None and made.event_id is None:  # what the model call said
                 made.message, made.event_id, made.agent = body, event.event_id, event.agent
-                self._claim(run, made, event)
+                self._claim(run, made)
                 self.steps[event.event_id] = made
                 return
             step = Step("agent", event.agent, event.recorded_at, body, event.event_id)
         run.steps.append(step)
         self.steps[event.event_id] = step
-        self._claim(run, step, event)
+        self._claim(run, step)
 
-    def _claim(self, run: Run, step: Step, event: RecordedEvent) -> None:
+    def _claim(self, run: Run, step: Step) -> None:
         """The calls a model call asked for (its result's `tool_calls`, by attempt) are its
         step's: those whose requests came first (a tool recorded as it ran, before the
         checkpoint that holds the message) move to it from the step they stood in alone."""
