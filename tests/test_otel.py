@@ -1,0 +1,152 @@
+"""A session as OpenTelemetry GenAI spans over OTLP/HTTP, received by a receiver in the test's
+process: names, attributes, parents from the runs tree, ids the same on a second export, and
+every span held to the conventions' required attributes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+import ledger_bus as lb
+from ledger_bus.otel import CONVENTIONS, Options, export, span_id, spans_of, trace_id
+from ledger_bus.store.base import EventStore
+from tests.support.helpers import ledger_here
+from tests.support.otlp import receiver
+from tests.test_atif import delegated
+
+# The GenAI semantic conventions (v1.44.0): for each operation, the attributes a span must
+# have (Required), and those it must have where the ledger knows them (Conditionally Required:
+# available, or on error).
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "invoke_agent": ("gen_ai.operation.name", "gen_ai.provider.name"),
+    "chat": ("gen_ai.operation.name", "gen_ai.provider.name"),
+    "execute_tool": ("gen_ai.operation.name",),
+}
+WHEN_KNOWN: dict[str, tuple[str, ...]] = {
+    "invoke_agent": ("gen_ai.agent.id", "gen_ai.agent.name", "gen_ai.conversation.id"),
+    "chat": ("gen_ai.request.model", "gen_ai.conversation.id"),
+    "execute_tool": ("gen_ai.tool.name", "gen_ai.tool.call.id", "gen_ai.conversation.id"),
+}
+
+
+def conforms(span: dict[str, Any]) -> list[str]:
+    """What a span lacks of the conventions' table (its name's first word is its operation)."""
+    attrs = span["attributes"]
+    operation = attrs.get("gen_ai.operation.name")
+    missing = []
+    if not span["name"].startswith(str(operation)):
+        missing.append("a name beginning with its operation")
+    for name in REQUIRED.get(str(operation), ("gen_ai.operation.name",)):
+        if name not in attrs:
+            missing.append(name)
+    for name in WHEN_KNOWN.get(str(operation), ()):
+        if name not in attrs:
+            missing.append(name)
+    if span["status"] == 2 and "error.type" not in attrs:  # STATUS_CODE_ERROR
+        missing.append("error.type")
+    return missing
+
+
+def by_name(spans: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {s["name"]: s for s in spans}
+
+
+def test_a_recorder_s_runs_are_spans_under_the_runs_that_delegated_them() -> None:
+    store = lb.connect("memory://")
+    runs = delegated(store, "otel-tree")
+    with receiver() as (url, got):
+        export(spans_of(store, "otel-tree"), url)
+    spans = by_name(got.spans)
+    assert CONVENTIONS == "1.44.0"
+    assert {s["trace_id"] for s in got.spans} == {f"{trace_id('otel-tree'):032x}"}
+    planner, writer = spans["invoke_agent planner"], spans["invoke_agent writer"]
+    editor = spans["invoke_agent editor"]
+    assert planner["parent_span_id"] is None
+    assert writer["parent_span_id"] == planner["span_id"]
+    assert editor["parent_span_id"] == writer["span_id"]
+    assert writer["attributes"]["gen_ai.agent.id"] == runs["writer"]
+    assert writer["attributes"]["gen_ai.conversation.id"] == "otel-tree"
+    search = spans["execute_tool search"]
+    assert search["parent_span_id"] == writer["span_id"]
+    assert search["attributes"]["gen_ai.tool.name"] == "search"
+    assert search["attributes"]["ledger.call.status"] == "ok"
+    assert search["end"] >= search["start"]
+    assert "gen_ai.tool.call.arguments" not in search["attributes"]  # opt-in only
+    # The writer's delegate to the editor, never answered: a span that says so.
+    delegates = [s for s in got.spans if s["name"] == "execute_tool delegate"]
+    assert sorted(s["attributes"]["ledger.call.status"] for s in delegates) == [
+        "ok",
+        "unresolved",
+    ]
+    for span in got.spans:
+        assert conforms(span) == [], span
+
+
+def test_exporting_twice_sends_the_same_ids_and_content_only_when_asked() -> None:
+    store = lb.connect("memory://")
+    delegated(store, "twice")
+    with receiver() as (url, got):
+        export(spans_of(store, "twice"), url)
+        first = {(s["span_id"], s["parent_span_id"], s["name"]) for s in got.spans}
+        got.spans.clear()
+        export(spans_of(store, "twice", Options(content=True)), url)
+        second = {(s["span_id"], s["parent_span_id"], s["name"]) for s in got.spans}
+    assert first == second
+    search = by_name(got.spans)["execute_tool search"]
+    assert search["attributes"]["gen_ai.tool.call.arguments"] == '{"q": "jwt"}'
+    assert search["attributes"]["gen_ai.tool.call.result"] == '{"hits": 3}'
+    assert by_name(got.spans)["invoke_agent planner"]["span_id"] == f"{span_id('run', 'plan'):016x}"
+
+
+def test_a_langgraph_thread_s_model_calls_are_chat_spans_with_their_tokens(tmp_path: Path) -> None:
+    pytest.importorskip("langgraph")
+    from ledger_bus.adapters.langgraph import LedgerSaver
+    from tests.support.graphs import ask, build
+
+    store = lb.connect("memory://")
+    graph = build(LedgerSaver(store), tmp_path)
+    question, config = ask("otel-lg")
+    graph.invoke(question, config)
+    with receiver() as (url, got):
+        export(spans_of(store, "otel-lg"), url)
+    chats = [s for s in got.spans if s["name"] == "chat scripted-1"]
+    assert len(chats) == 2
+    assert {c["attributes"]["gen_ai.usage.output_tokens"] for c in chats} == {30}
+    agents = {s["span_id"]: s for s in got.spans if s["name"] == "invoke_agent agent"}
+    for chat in chats:
+        assert chat["parent_span_id"] in agents
+    tools = [s for s in got.spans if s["name"] in ("execute_tool charge", "execute_tool lookup")]
+    assert len(tools) == 2
+    # A recorded tool's call is its own: its parent is the run of the node whose model asked.
+    for tool in tools:
+        assert tool["parent_span_id"] in agents
+    for span in got.spans:
+        assert conforms(span) == [], span
+
+
+def test_export_sends_spans_and_refuses_what_it_cannot_do(
+    redis_url: str, prefix: str, redis_store: EventStore
+) -> None:
+    delegated(redis_store, "cli-otel")
+    with receiver() as (url, got):
+        done = ledger_here(
+            redis_url, prefix, "export", "cli-otel", "--format", "otlp", "--endpoint", url
+        )
+        assert done.returncode == 0, done.stderr
+        assert f"exported {len(got.spans)} spans" in done.stderr
+    assert {s["name"] for s in got.spans} >= {"invoke_agent planner", "execute_tool search"}
+    for args in (
+        ("--format", "otlp"),  # no endpoint
+        ("--format", "otlp", "--endpoint", url, "--type", "message"),  # a filter
+        ("--endpoint", url),  # not otlp
+    ):
+        refused = ledger_here(redis_url, prefix, "export", "cli-otel", *args)
+        assert (refused.returncode, refused.stderr.count("\n")) == (2, 1), args
+    missing = ledger_here(
+        redis_url, prefix, "export", "nowhere", "--format", "otlp", "--endpoint", url
+    )
+    assert missing.returncode == 6
