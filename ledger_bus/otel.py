@@ -59,8 +59,15 @@ def spans_of(
     return spans(build(session_id, store.scan_session(session_id)), options)
 
 
-def spans(session: Session, options: Options = Options()) -> list[ReadableSpan]:
-    maker = _Spans(session, options)
+def spans(
+    session: Session,
+    options: Options = Options(),
+    window: tuple[str | None, str] | None = None,
+) -> list[ReadableSpan]:
+    """The session's spans; with `window` (after, through), only those settled by an event
+    after the first cursor and up to the second: a run by its run.finished, a call by its
+    result or the reconciler's flag (what a follower sends once, pass by pass)."""
+    maker = _Spans(session, options, window)
     for run in session.runs.values():
         if run.run_id and run.started is not None:
             maker.run(run)
@@ -84,12 +91,18 @@ def _id(kind: bytes, key: str, size: int) -> int:
 
 
 class _Spans:
-    def __init__(self, session: Session, options: Options):
-        self.session, self.options = session, options
+    def __init__(self, session: Session, options: Options, window: tuple[str | None, str] | None):
+        self.session, self.options, self.window = session, options, window
         self.trace = trace_id(session.session_id)
         self.resource = Resource.create({"service.name": options.service})
         self.scope = InstrumentationScope("ledger_bus.otel", schema_url=_schema())
         self.out: list[ReadableSpan] = []
+
+    def _settled(self, at: str | None) -> bool:
+        if self.window is None:
+            return True
+        after, through = self.window
+        return at is not None and (after is None or at > after) and at <= through
 
     def _context(self, span: int) -> SpanContext:
         return SpanContext(self.trace, span, False, TraceFlags(TraceFlags.SAMPLED))
@@ -128,6 +141,8 @@ class _Spans:
 
     def run(self, run: Run) -> None:
         assert run.started is not None
+        if not self._settled(run.ended_at):
+            return
         end = run.ended or run.last or run.started
         agent = run.agent or "agent"
         self._span(
@@ -156,6 +171,8 @@ class _Spans:
             self.call(call, parent)
 
     def model(self, call: Call) -> None:
+        if not self._settled(call.closed_at):
+            return
         result = call.result.get("result") if call.result is not None else None
         said = result if isinstance(result, dict) else {}
         found = said.get("usage")
@@ -180,6 +197,8 @@ class _Spans:
         )
 
     def call(self, call: Call, parent: SpanContext | None) -> None:
+        if not self._settled(call.closed_at):
+            return
         failed = call.result is not None and call.result.get("status") != "ok"
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",

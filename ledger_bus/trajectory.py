@@ -46,6 +46,7 @@ class Call:
     event: RecordedEvent
     result: RecordedEvent | None = None
     flagged: bool = False
+    flagged_at: str | None = None  # the cursor of the reconciler's flag
 
     @property
     def attempt(self) -> str:
@@ -61,6 +62,11 @@ class Call:
         if self.result is not None:
             return str(self.result.get("status"))
         return "flagged" if self.flagged else "unresolved"
+
+    @property
+    def closed_at(self) -> str | None:
+        """The cursor of the event that settled it: its result, else the reconciler's flag."""
+        return self.result.cursor if self.result is not None else self.flagged_at
 
     @property
     def child_run(self) -> str | None:
@@ -92,6 +98,7 @@ class Run:
     parent: str | None = None
     started: datetime | None = None
     ended: datetime | None = None
+    ended_at: str | None = None  # the cursor of its run.finished
     status: str | None = None  # as run.finished said; None while it runs
     steps: list[Step] = field(default_factory=list)
     children: list[str] = field(default_factory=list)
@@ -148,7 +155,7 @@ class Builder:
         self.holders: dict[str, Step] = {}  # attempt id -> the step holding its call
         self.asked: dict[str, Step] = {}  # attempt id -> the step of the message asking for it
         self.parents: dict[str, str] = {}  # run -> the run that delegated it
-        self.flagged: set[str] = set()
+        self.flagged: dict[str, str] = {}  # attempt id -> the cursor of its flag
         self.said: list[RecordedEvent] = []  # messages, calls and results, in commit order
         self.events = 0
         self.framework: str | None = None
@@ -172,15 +179,16 @@ class Builder:
             run = self._run(str(event.run_id))
             run.agent = run.agent or event.agent
             run.started = run.started or event.recorded_at
-            run.status = None
+            run.status = run.ended = run.ended_at = None  # running (again)
             parent = f.get("parent_run")
             if isinstance(parent, str) and parent != run.run_id:
                 self.parents.setdefault(run.run_id, parent)
         elif kind == "run.finished" and event.run_id:
             run = self._run(str(event.run_id))
             run.ended, run.status = event.recorded_at, str(f.get("status", "ok"))
+            run.ended_at = event.cursor
         elif kind == FLAG_KIND and f.get("attempt_id"):
-            self.flagged.add(str(f["attempt_id"]))
+            self.flagged.setdefault(str(f["attempt_id"]), event.cursor)
 
     def _run(self, run_id: str) -> Run:
         found = self.runs.get(run_id)
@@ -224,7 +232,8 @@ class Builder:
             elif event.type == "tool_result":
                 self._result(run, event)
         for call in self.calls.values():
-            call.flagged = call.attempt in self.flagged
+            call.flagged_at = self.flagged.get(call.attempt)
+            call.flagged = call.flagged_at is not None
         return Session(self.session_id, self.runs, self.calls, self.events, self.framework)
 
     def _message(self, run: Run, event: RecordedEvent) -> None:

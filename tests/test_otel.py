@@ -4,6 +4,11 @@ every span held to the conventions' required attributes."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +18,10 @@ pytest.importorskip("opentelemetry.sdk")
 
 import ledger_bus as lb
 from ledger_bus.otel import CONVENTIONS, Options, export, span_id, spans_of, trace_id
+from ledger_bus.otel_follow import Follower
+from ledger_bus.recorder import Recorder
 from ledger_bus.store.base import EventStore
-from tests.support.helpers import ledger_here
+from tests.support.helpers import cli_env, ledger_here
 from tests.support.otlp import receiver
 from tests.test_atif import delegated
 
@@ -150,3 +157,65 @@ def test_export_sends_spans_and_refuses_what_it_cannot_do(
         redis_url, prefix, "export", "nowhere", "--format", "otlp", "--endpoint", url
     )
     assert missing.returncode == 6
+
+
+def test_the_follower_sends_what_each_pass_settled_once(redis_store: EventStore) -> None:
+    store = redis_store
+    run = Recorder(store, "growing", "worker").run("w1")
+    run.__enter__()
+    run.message("starting")
+    run.call("search", {"q": "a"}, lambda q: "found a")
+    with receiver() as (url, got):
+        follower = Follower(store, url, "t1")
+        (first,) = follower.run_pass()
+        # The call settled; the run, still going, not yet.
+        assert {s["name"] for s in got.spans} == {"execute_tool search"}
+        assert follower.run_pass() == []  # nothing new
+        run.call("fetch", {"url": "x"}, lambda url: "page")
+        run.__exit__(None, None, None)
+        (second,) = Follower(store, url, "t1").run_pass()  # a new follower: the same cursors
+        assert second["spans"] == 2
+        ids = [s["span_id"] for s in got.spans]
+        assert len(ids) == len(set(ids)) == 3
+        assert {s["name"] for s in got.spans} == {
+            "execute_tool search",
+            "execute_tool fetch",
+            "invoke_agent worker",
+        }
+        assert first["through"] < second["through"]
+
+
+def test_the_follower_killed_and_started_again_sends_every_span_once(
+    redis_url: str, prefix: str, redis_store: EventStore
+) -> None:
+    store = redis_store
+
+    def step(n: int) -> None:
+        with Recorder(store, "followed", "worker").run(f"w{n}") as run:
+            run.call("search", {"q": n}, lambda q: f"found {q}")
+
+    with receiver() as (url, got):
+        args = ["otel", "--endpoint", url, "--follow", "--every", "0.1", "--name", "killed"]
+        for rounds in ((1, 2), (3, 4)):
+            with subprocess.Popen(
+                [sys.executable, "-m", "ledger_bus", *args],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                env=cli_env(redis_url, prefix),
+            ) as proc:
+                try:
+                    for n in rounds:
+                        step(n)
+                        assert proc.stdout is not None
+                        while True:  # its pass through that step, recorded
+                            line = json.loads(proc.stdout.readline())
+                            if line["session"] == "followed" and line["spans"]:
+                                break
+                finally:
+                    os.kill(proc.pid, signal.SIGKILL)
+                    proc.wait(10)
+    names = sorted(s["name"] for s in got.spans)
+    assert names == ["execute_tool search"] * 4 + ["invoke_agent worker"] * 4
+    ids = [s["span_id"] for s in got.spans]
+    assert len(ids) == len(set(ids)), "a span was sent twice"

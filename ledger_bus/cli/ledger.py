@@ -365,6 +365,46 @@ def export_spans(store: EventStore, session: str, endpoint: str, content: bool) 
     click.echo(f"exported {len(found)} spans of {session} to {endpoint}", err=True)
 
 
+@cli.command()
+@click.option("--endpoint", required=True, help="The OTLP/HTTP endpoint (its /v1/traces).")
+@click.option("--follow", is_flag=True, help="Pass after pass, until stopped (SIGTERM, Ctrl-C).")
+@click.option(
+    "--name",
+    default="default",
+    show_default=True,
+    help="The follower's name: its cursors, kept in the ledger, are its own.",
+)
+@click.option("--every", type=float, default=1.0, show_default=True, help="Seconds between passes.")
+@click.option(
+    "--content",
+    is_flag=True,
+    help="The tools' arguments and results as attributes (the conventions' opt-in).",
+)
+@pass_settings
+def otel(
+    settings: Settings, endpoint: str, follow: bool, name: str, every: float, content: bool
+) -> None:
+    """Send what sessions settled since the last pass to an OTLP endpoint, as GenAI spans,
+    once or (--follow) as they grow; one line per session a pass sent on stdout."""
+    from ledger_bus.otel import Options
+    from ledger_bus.otel_follow import Follower
+
+    if every <= 0:
+        raise BadInput(f"--every must be above 0 seconds, got {every}")
+    follower = Follower(
+        settings.store(patient=follow), endpoint, name, options=Options(content=content)
+    )
+    follower.on_pass = emit
+    if not follow:
+        follower.run_pass()
+        return
+    stop_on_sigterm()
+    try:
+        follower.run(threading.Event(), every)
+    except KeyboardInterrupt:
+        return
+
+
 @cli.command(name="import")
 @click.argument("session")
 @click.argument("file", type=click.File("rb"))
