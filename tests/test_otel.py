@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -219,3 +220,76 @@ def test_the_follower_killed_and_started_again_sends_every_span_once(
     assert names == ["execute_tool search"] * 4 + ["invoke_agent worker"] * 4
     ids = [s["span_id"] for s in got.spans]
     assert len(ids) == len(set(ids)), "a span was sent twice"
+
+
+@pytest.mark.slow
+def test_a_real_phoenix_takes_the_spans_once_with_their_links(
+    redis_url: str, prefix: str, redis_store: EventStore, tmp_path: Path
+) -> None:
+    """End to end: `ledger-bus export --format otlp` and the follower, killed and started
+    again, against Arize Phoenix; the spans read back from its API."""
+    from tests.support.phoenix import phoenix, phoenix_spans
+
+    store = redis_store
+    runs = delegated(store, "phx-tree")
+    with phoenix(tmp_path) as url:
+        sent = ledger_here(
+            redis_url, prefix, "export", "phx-tree", "--format", "otlp", "--endpoint", url
+        )
+        assert sent.returncode == 0, sent.stderr
+        expected = len(spans_of(store, "phx-tree"))
+        spans = phoenix_spans(url, expected)
+        assert len(spans) == expected
+        by = {s["name"]: s for s in spans}
+        planner, writer = by["invoke_agent planner"], by["invoke_agent writer"]
+        assert planner["parent_id"] is None
+        assert writer["parent_id"] == planner["context"]["span_id"]
+        assert by["invoke_agent editor"]["parent_id"] == writer["context"]["span_id"]
+        assert by["execute_tool search"]["parent_id"] == writer["context"]["span_id"]
+        assert writer["attributes"]["gen_ai.agent.id"] == runs["writer"]
+        assert writer["attributes"]["gen_ai.conversation.id"] == "phx-tree"
+        assert {s["context"]["trace_id"] for s in spans} == {f"{trace_id('phx-tree'):032x}"}
+        # A second export adds no span.
+        again = ledger_here(
+            redis_url, prefix, "export", "phx-tree", "--format", "otlp", "--endpoint", url
+        )
+        assert again.returncode == 0
+        time.sleep(2)
+        assert len(phoenix_spans(url)) == expected
+
+        # The follower, killed between passes and started again: each span once.
+        def step(n: int) -> None:
+            with Recorder(store, "phx-followed", "worker").run(f"w{n}") as run:
+                run.call("search", {"q": n}, lambda q: f"found {q}")
+
+        args = ["otel", "--endpoint", url, "--follow", "--every", "0.1", "--name", "phx"]
+        for rounds in ((1, 2), (3,)):
+            with subprocess.Popen(
+                [sys.executable, "-m", "ledger_bus", *args],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                env=cli_env(redis_url, prefix),
+            ) as proc:
+                try:
+                    for n in rounds:
+                        step(n)
+                        assert proc.stdout is not None
+                        while True:
+                            line = json.loads(proc.stdout.readline())
+                            if line["session"] == "phx-followed" and line["spans"]:
+                                break
+                finally:
+                    os.kill(proc.pid, signal.SIGKILL)
+                    proc.wait(10)
+        # The follower's first pass sent phx-tree's spans too, which Phoenix has already.
+        everything = phoenix_spans(url, expected + 6)
+        followed = [
+            s for s in everything if s["attributes"].get("gen_ai.conversation.id") == "phx-followed"
+        ]
+        assert (
+            sorted(s["name"] for s in followed)
+            == ["execute_tool search"] * 3 + ["invoke_agent worker"] * 3
+        )
+        ids = [s["context"]["span_id"] for s in everything]
+        assert len(ids) == len(set(ids)) == expected + 6
