@@ -2,7 +2,9 @@
 opentelemetry-semantic-conventions 0.66b2 names them), sent over OTLP/HTTP (protobuf) to the
 trace viewers people use: Phoenix, Langfuse, Jaeger, Grafana Tempo.
 
-From the session's runs tree and steps (trajectory.py):
+From the session's runs tree (trajectory.py) and its calls, read as a stream in two passes
+(the runs, then the calls, each span given as soon as its event settles it), so a session of
+any length is sent in bounded memory:
 - each run an `invoke_agent {agent}` span, from its run.started to its run.finished (or its
   last event), a child of the run that delegated it;
 - each model call a `chat {model}` span with the model and the token usage;
@@ -20,14 +22,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
+from ledger_bus.filters import is_native
 from ledger_bus.model.extras import needs
+from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import EventStore
-from ledger_bus.trajectory import Call, Run, Session, Step, build
+from ledger_bus.trajectory import MODEL, Builder, Call, Run, Session, key
 
 try:
     from opentelemetry.sdk.resources import Resource
@@ -40,6 +45,8 @@ except ImportError as err:  # the [otel] extra
 CONVENTIONS: Final = "1.44.0"  # the GenAI semantic conventions these spans follow
 SERVICE: Final = "ledger-bus"
 UNKNOWN_PROVIDER: Final = "_OTHER"  # the conventions' value where the provider is not known
+BATCH: Final = 512  # spans an export request carries
+WAITING: Final = 1000  # settled calls held for the model call that asked for them, at most
 
 
 @dataclass(frozen=True)
@@ -55,26 +62,25 @@ def spans_of(
     store: EventStore, session_id: str, options: Options = Options()
 ) -> list[ReadableSpan]:
     """The spans of a session (NotFound when it does not exist)."""
-    store.session_info(session_id)
-    return spans(build(session_id, store.scan_session(session_id)), options)
+    return list(streamed(store, session_id, options))
 
 
-def spans(
-    session: Session,
+def streamed(
+    store: EventStore,
+    session_id: str,
     options: Options = Options(),
     window: tuple[str | None, str] | None = None,
-) -> list[ReadableSpan]:
-    """The session's spans; with `window` (after, through), only those settled by an event
-    after the first cursor and up to the second: a run by its run.finished, a call by its
-    result or the reconciler's flag (what a follower sends once, pass by pass)."""
-    maker = _Spans(session, options, window)
-    for run in session.runs.values():
-        if run.run_id and run.started is not None:
-            maker.run(run)
-    for run in session.runs.values():
-        for step in run.steps:
-            maker.step(step)
-    return maker.out
+) -> Iterator[ReadableSpan]:
+    """The spans of a session, read a page at a time, twice: first the
+    runs tree, then the calls, each span given as soon as it is settled. What is held between
+    is the runs, the calls still open, and the calls whose run is not yet known (a recorded
+    tool's, until the model call that asked for it comes; at most WAITING of them)."""
+    store.session_info(session_id)  # NotFound, before anything is read
+    runs = Builder(session_id, steps=False)
+    for event in store.iter_session(session_id):
+        runs.add(event)
+    session = runs.build()
+    yield from _Streamed(session, options, window).spans(store.iter_session(session_id))
 
 
 def trace_id(session_id: str) -> int:
@@ -93,6 +99,7 @@ def _id(kind: bytes, key: str, size: int) -> int:
 class _Spans:
     def __init__(self, session: Session, options: Options, window: tuple[str | None, str] | None):
         self.session, self.options, self.window = session, options, window
+        self.flags = session.flags
         self.trace = trace_id(session.session_id)
         self.resource = Resource.create({"service.name": options.service})
         self.scope = InstrumentationScope("ledger_bus.otel", schema_url=_schema())
@@ -162,14 +169,6 @@ class _Spans:
             error="the run ended in error" if run.status == "error" else None,
         )
 
-    def step(self, step: Step) -> None:
-        asked_in = step.model.event.run_id if step.model is not None else None
-        if step.model is not None:
-            self.model(step.model)
-        for call in step.calls:
-            parent = self._run_span(call.event.run_id) or self._run_span(asked_in)
-            self.call(call, parent)
-
     def model(self, call: Call) -> None:
         if not self._settled(call.closed_at):
             return
@@ -224,22 +223,99 @@ class _Spans:
         )
 
 
-def export(spans_: Sequence[ReadableSpan], endpoint: str, timeout: float = 10.0) -> None:
-    """Send spans to an OTLP/HTTP endpoint (its /v1/traces), protobuf. BackendUnavailable when
-    it does not take them."""
+def export(spans_: Iterable[ReadableSpan], endpoint: str, timeout: float = 10.0) -> int:
+    """Send spans to an OTLP/HTTP endpoint (its /v1/traces), protobuf, BATCH at a time as they
+    come; how many were sent. BackendUnavailable when it does not take them."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import SpanExportResult
 
     from ledger_bus.model.errors import BackendUnavailable
 
     exporter = OTLPSpanExporter(endpoint=_traces_url(endpoint), timeout=timeout)
+    sent = 0
+
+    def send(batch: list[ReadableSpan]) -> None:
+        if batch and exporter.export(batch) is not SpanExportResult.SUCCESS:
+            raise BackendUnavailable(f"the OTLP endpoint {endpoint} did not take the spans")
+
     try:
-        for start in range(0, len(spans_), 512):
-            done = exporter.export(list(spans_[start : start + 512]))
-            if done is not SpanExportResult.SUCCESS:
-                raise BackendUnavailable(f"the OTLP endpoint {endpoint} did not take the spans")
+        batch: list[ReadableSpan] = []
+        for span in spans_:
+            batch.append(span)
+            if len(batch) >= BATCH:
+                send(batch)
+                sent, batch = sent + len(batch), []
+        send(batch)
+        return sent + len(batch)
     finally:
         exporter.shutdown()  # type: ignore[no-untyped-call]
+
+
+class _Streamed(_Spans):
+    """Spans as a session's events settle them, in one pass over its events; with `window`
+    (after, through), only those settled by an event after the first cursor and up to the
+    second: a run by its run.finished, a call by its result or the reconciler's flag (what a
+    follower sends once, pass by pass)."""
+
+    def spans(self, events: Iterable[RecordedEvent]) -> Iterator[ReadableSpan]:
+        opened: dict[str, RecordedEvent] = {}  # key(run, attempt) -> a call without a result
+        done: set[int] = set()  # hashes of the keys of calls settled (a request written again)
+        asked: dict[str, str | None] = {}  # attempt -> the run of the model call asking for it
+        waiting: OrderedDict[str, Call] = OrderedDict()  # attempt -> a settled call, no parent
+        last: dict[str, datetime] = {}  # run -> its latest event
+        for event in events:
+            if is_native(event):
+                continue
+            if event.run_id:
+                last[event.run_id] = event.recorded_at
+            if event.type not in ("tool_call", "tool_result"):
+                continue
+            attempt = str(event.attempt_id)
+            found = key(event.run_id, attempt)
+            if event.type == "tool_call":
+                if found not in opened and hash(found) not in done:
+                    opened[found] = event
+                continue
+            call = Call(opened.pop(found, event), result=event)
+            call.flagged_at = self.flags.get(attempt)
+            done.add(hash(found))
+            if call.tool == MODEL:
+                self.model(call)
+                said = event.get("result")
+                for child in said.get("tool_calls", []) if isinstance(said, dict) else ():
+                    asked[str(child)] = call.event.run_id
+                    if str(child) in waiting:
+                        self._settle(waiting.pop(str(child)), asked)
+            elif self._run_span(call.event.run_id) is None and attempt not in asked:
+                waiting[attempt] = call  # its model call may come after it (a recorded tool)
+                if len(waiting) > WAITING:
+                    self._settle(waiting.popitem(last=False)[1], asked)
+            else:
+                self._settle(call, asked)
+            yield from self._flush()
+        for call in waiting.values():
+            self._settle(call, asked)
+        for event in opened.values():  # never settled: unresolved, or flagged
+            call = Call(event)
+            call.flagged_at = self.flags.get(str(event.attempt_id))
+            call.flagged = call.flagged_at is not None
+            if call.tool == MODEL:
+                self.model(call)
+            else:
+                self._settle(call, asked)
+        for run in self.session.runs.values():
+            if run.run_id and run.started is not None:
+                run.last = last.get(run.run_id)
+                self.run(run)
+        yield from self._flush()
+
+    def _settle(self, call: Call, asked: dict[str, str | None]) -> None:
+        parent = self._run_span(call.event.run_id) or self._run_span(asked.pop(call.attempt, None))
+        self.call(call, parent)
+
+    def _flush(self) -> Iterator[ReadableSpan]:
+        yield from self.out
+        self.out.clear()
 
 
 def _traces_url(endpoint: str) -> str:
@@ -267,4 +343,4 @@ def _json(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-__all__ = ["CONVENTIONS", "Options", "export", "span_id", "spans", "spans_of", "trace_id"]
+__all__ = ["CONVENTIONS", "Options", "export", "span_id", "spans_of", "streamed", "trace_id"]

@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ledger_bus.model.ids import ANY, StreamId, check_name
-from ledger_bus.otel import Options, export, spans
+from ledger_bus.otel import Options, export, streamed
 from ledger_bus.store.base import EventStore
-from ledger_bus.trajectory import build
 
 STATE_SESSION: Final = "otel"
 KIND: Final = "otel.followed"
@@ -71,27 +70,23 @@ class Follower:
         return done
 
     def _follow(self, session: str, pass_ms: int) -> dict[str, Any] | None:
-        events = self.store.scan_session(session)
-        if not events:
+        through = self.store.session_info(session).last_cursor
+        after = self.marks.get(session)
+        if through is None or (after is not None and through <= after):
             return None
-        through, after = events[-1].cursor, self.marks.get(session)
-        if after is not None and through <= after:
-            return None
-        found = spans(build(session, events), self.options, (after, through))
-        if found:
-            export(found, self.endpoint)
+        sent = export(streamed(self.store, session, self.options, (after, through)), self.endpoint)
         mark = {
             "type": "mutation",
             "agent": "otel-follower",
             "kind": KIND,
             "followed": session,  # `session` is the ledger's own field
             "through": through,
-            "spans": len(found),
+            "spans": sent,
             "pass_ms": pass_ms,
         }
         self.store.append(self.stream, ANY, f"{session}:{through}", [mark])
         self.marks[session] = through
-        return {"session": session, "through": through, "spans": len(found)}
+        return {"session": session, "through": through, "spans": sent}
 
     def run(self, stop: threading.Event, every_s: float = 1.0) -> None:
         """Pass after pass until `stop` is set."""

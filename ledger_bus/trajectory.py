@@ -118,6 +118,7 @@ class Session:
     calls: dict[str, Call]
     events: int
     framework: str | None = None  # langgraph, openai-agents: whose thread or session it is
+    flags: dict[str, str] = field(default_factory=dict)  # attempt -> the cursor of its flag
 
     @property
     def root(self) -> Run:
@@ -146,10 +147,13 @@ class Builder:
     delegated whom (a run's events may be committed before its run.started: LangGraph writes
     a task's messages and its writes on threads of its own), then the steps, in commit order."""
 
-    def __init__(self, session_id: str):
+    def __init__(self, session_id: str, *, steps: bool = True):
+        """`steps=False`: the runs tree and the flags alone, keeping no event (a first pass
+        over a session too large to hold)."""
         self.session_id = session_id
+        self.keep = steps
         self.runs: dict[str, Run] = {"": Run("")}
-        self.calls: dict[str, Call] = {}  # _key(run, attempt) -> its call
+        self.calls: dict[str, Call] = {}  # key(run, attempt) -> its call
         self.models: dict[str, Step] = {}  # event id of a model call -> the step it made
         self.steps: dict[str, Step] = {}  # event id of a message -> its step
         self.holders: dict[str, Step] = {}  # attempt id -> the step holding its call
@@ -168,7 +172,8 @@ class Builder:
         self.events += 1
         f = event.fields
         if event.type != "mutation":
-            self.said.append(event)
+            if self.keep:
+                self.said.append(event)
             if event.type == "tool_call" and f.get("tool") == DELEGATE and event.run_id:
                 child = (f.get("args") or {}).get("child_run")
                 if isinstance(child, str) and child != event.run_id:
@@ -234,7 +239,9 @@ class Builder:
         for call in self.calls.values():
             call.flagged_at = self.flagged.get(call.attempt)
             call.flagged = call.flagged_at is not None
-        return Session(self.session_id, self.runs, self.calls, self.events, self.framework)
+        return Session(
+            self.session_id, self.runs, self.calls, self.events, self.framework, self.flagged
+        )
 
     def _message(self, run: Run, event: RecordedEvent) -> None:
         body = str(event.get("body", ""))
@@ -275,10 +282,10 @@ class Builder:
     def _call(self, run: Run, event: RecordedEvent) -> None:
         call = Call(event)
         attempt = call.attempt
-        key = _key(event.run_id, attempt)
-        if key in self.calls:
+        found = key(event.run_id, attempt)
+        if found in self.calls:
             return  # a request written again (a retry, a replayed step): one call
-        self.calls[key] = call
+        self.calls[found] = call
         if call.tool == MODEL:  # a step of its own, until the message it made comes
             made = Step("agent", event.agent, event.recorded_at, model=call)
             run.steps.append(made)
@@ -296,10 +303,10 @@ class Builder:
         self.holders[attempt] = step
 
     def _result(self, run: Run, event: RecordedEvent) -> None:
-        call = self.calls.get(_key(event.run_id, str(event.attempt_id)))
+        call = self.calls.get(key(event.run_id, str(event.attempt_id)))
         if call is None:  # its call is not in the session (imported, trimmed): a step of its own
             call = Call(event, result=event)
-            self.calls[_key(event.run_id, str(event.attempt_id))] = call
+            self.calls[key(event.run_id, str(event.attempt_id))] = call
             step = Step("agent", event.agent, event.recorded_at)
             step.calls.append(call)
             run.steps.append(step)
@@ -307,7 +314,7 @@ class Builder:
             call.result = event
 
 
-def _key(run_id: str | None, attempt: str) -> str:
+def key(run_id: str | None, attempt: str) -> str:
     """A call by its run and attempt: attempt ids are the framework's, and two runs may name
     theirs alike (a scripted model's response ids)."""
     return f"{run_id or ''}\x1f{attempt}"

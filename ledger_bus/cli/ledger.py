@@ -358,11 +358,10 @@ def export_trajectory(store: EventStore, session: str, file: str | None) -> None
 
 
 def export_spans(store: EventStore, session: str, endpoint: str, content: bool) -> None:
-    from ledger_bus.otel import Options, export, spans_of
+    from ledger_bus.otel import Options, export, streamed
 
-    found = spans_of(store, session, Options(content=content))
-    export(found, endpoint)
-    click.echo(f"exported {len(found)} spans of {session} to {endpoint}", err=True)
+    sent = export(streamed(store, session, Options(content=content)), endpoint)
+    click.echo(f"exported {sent} spans of {session} to {endpoint}", err=True)
 
 
 @cli.command()
