@@ -93,8 +93,8 @@ if {form!r} == "atif":
     doc = atif_of(store, {session!r})
     json.dumps(doc)
 else:
-    from ledger_bus.otel import export, spans_of
-    export(spans_of(store, {session!r}), {endpoint!r})
+    from ledger_bus.otel import export, streamed
+    export(streamed(store, {session!r}), {endpoint!r})
 took = time.perf_counter() - start
 print(json.dumps([took, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]))
 """
