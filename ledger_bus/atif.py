@@ -8,83 +8,294 @@ asked for it, by that call's observation (`subagent_trajectory_ref`). An agent s
 model call it follows from as its `model_name` and `metrics`; a call with no result carries its
 standing (`unresolved`, or `flagged` once the reconciler flagged it) in its `extra`, and the
 document lists them in its own `extra`.
+
+It is written in bounded memory: the session is read twice, a page at a time, first for its
+runs tree, then for its steps; each trajectory keeps its newest KEEP steps in memory and writes
+the older ones to a file of its own (SQLite, in the temporary folder), with what a result
+arriving after its step was written adds to it; the document is written from that file.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import sqlite3
+import tempfile
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import IO, Any, Final
 
+from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import EventStore
-from ledger_bus.trajectory import Call, Run, Session, Step, build
+from ledger_bus.trajectory import Builder, Call, Run, Session, Step, key
 
 SCHEMA_VERSION: Final = "ATIF-v1.7"
+KEEP: Final = 64  # steps a trajectory keeps in memory while the session is read
 
 
 def atif_of(store: EventStore, session_id: str) -> dict[str, Any]:
     """The ATIF document of a session (NotFound when it does not exist)."""
+    out = io.StringIO()
+    write_atif(store, session_id, out)
+    found: dict[str, Any] = json.loads(out.getvalue())
+    return found
+
+
+def write_atif(store: EventStore, session_id: str, out: IO[str]) -> None:
+    """Write the ATIF document of a session to `out` (NotFound when it does not exist)."""
     store.session_info(session_id)  # NotFound, before anything is read
-    return document(build(session_id, store.scan_session(session_id)))
+    write_events(session_id, lambda: store.iter_session(session_id), out)
 
 
-def document(session: Session) -> dict[str, Any]:
-    doc = _trajectory(session, session.root)
-    open_calls = [c for c in session.calls.values() if c.result is None and c.tool != "model"]
-    doc["extra"] = {
-        "ledger": {
-            "session": session.session_id,
-            "events": session.events,
-            "runs": {
-                r.run_id: {
-                    "agent": r.agent,
-                    "parent": r.parent,
-                    "status": r.status or "running",
+def write_events(
+    session_id: str, events: Callable[[], Iterable[RecordedEvent]], out: IO[str]
+) -> None:
+    """Write the ATIF document of the events `events()` gives (twice, alike) to `out`."""
+    builder = Builder(session_id, steps=False)
+    for event in events():
+        builder.add(event)
+    session = builder.tree()
+    with _Spill() as spill:
+        writer = _Writer(session, builder, spill)
+        for event in events():
+            writer.feed(event)
+        writer.finish()
+        writer.write(out)
+
+
+@dataclass
+class _Tally:
+    """What a trajectory's written steps add up to."""
+
+    steps: int = 0
+    models: Counter[str] = field(default_factory=Counter)
+    agents: Counter[str] = field(default_factory=Counter)
+    tokens: Counter[str] = field(default_factory=Counter)
+    cost: float = 0.0
+
+
+class _Spill:
+    """The steps written out of memory, and what later results add to them."""
+
+    def __enter__(self) -> _Spill:
+        handle, self.path = tempfile.mkstemp(prefix="ledger-atif-", suffix=".db")
+        os.close(handle)
+        self.db = sqlite3.connect(self.path)
+        self.db.execute("PRAGMA journal_mode=OFF")
+        self.db.execute("PRAGMA synchronous=OFF")
+        self.db.execute("CREATE TABLE steps (t TEXT, n INTEGER, doc TEXT, PRIMARY KEY (t, n))")
+        self.db.execute("CREATE TABLE later (t TEXT, n INTEGER, doc TEXT)")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.db.close()
+        os.unlink(self.path)
+
+    def step(self, trajectory: str, n: int, doc: dict[str, Any]) -> None:
+        self.db.execute("INSERT INTO steps VALUES (?, ?, ?)", (trajectory, n, json.dumps(doc)))
+
+    def later(self, trajectory: str, n: int, observed: dict[str, Any]) -> None:
+        self.db.execute("INSERT INTO later VALUES (?, ?, ?)", (trajectory, n, json.dumps(observed)))
+
+    def steps(self, trajectory: str) -> Iterator[dict[str, Any]]:
+        later: dict[int, list[dict[str, Any]]] = {}
+        for n, doc in self.db.execute("SELECT n, doc FROM later WHERE t = ?", (trajectory,)):
+            later.setdefault(n, []).append(json.loads(doc))
+        rows = self.db.execute("SELECT n, doc FROM steps WHERE t = ? ORDER BY n", (trajectory,))
+        for n, doc in rows:
+            step: dict[str, Any] = json.loads(doc)
+            for observed in later.get(n, ()):
+                _settle(step, observed)
+            yield step
+
+
+def _settle(step: dict[str, Any], observed: dict[str, Any]) -> None:
+    """A result that came after its step was written: the call no longer open, its result in
+    the step's observation."""
+    for call in step.get("tool_calls", ()):
+        if call["tool_call_id"] == observed["source_call_id"]:
+            call.pop("extra", None)
+    results = step.setdefault("observation", {"results": []})["results"]
+    results[:] = [r for r in results if r["source_call_id"] != observed["source_call_id"]]
+    results.append(observed)
+
+
+class _Writer:
+    """Feeds the session's events to the builder, writing each trajectory's older steps out."""
+
+    def __init__(self, session: Session, builder: Builder, spill: _Spill):
+        self.session, self.builder, self.spill = session, builder, spill
+        self.tallies: dict[str, _Tally] = {}
+        self.written: dict[str, tuple[str, int]] = {}  # key of an open call -> its written step
+
+    def feed(self, event: RecordedEvent) -> None:
+        if event.type not in ("message", "tool_call", "tool_result"):
+            return
+        run = self.builder.feed(event)
+        if event.type == "tool_result":
+            found = key(event.run_id, str(event.attempt_id))
+            call = self.builder.calls.get(found)
+            if call is not None and call.result is not None:
+                self.builder.settled(found)
+                where = self.written.pop(found, None)
+                if where is not None:
+                    observed = _observed(call, self.session)
+                    if observed is not None:
+                        self.spill.later(*where, observed)
+        while len(run.steps) > KEEP:
+            self._out(run, run.steps.pop(0))
+
+    def finish(self) -> None:
+        for run in self.session.runs.values():
+            while run.steps:
+                self._out(run, run.steps.pop(0))
+
+    def _out(self, run: Run, step: Step) -> None:
+        tally = self.tallies.setdefault(run.run_id, _Tally())
+        tally.steps += 1
+        doc = _step(tally.steps, step, self.session)
+        self.spill.step(run.run_id, tally.steps, doc)
+        if step.source == "agent":
+            tally.agents[step.agent] += 1
+        if step.model is not None:
+            name = _model_name(step.model)
+            if name:
+                tally.models[name] += 1
+            metrics = _metrics(step.model)
+            for name in ("prompt_tokens", "completion_tokens", "cached_tokens"):
+                tally.tokens[name] += metrics.get(name, 0)
+            tally.cost += metrics.get("cost_usd", 0.0)
+        for call in step.calls:
+            if call.result is None:
+                self.written[key(call.event.run_id, call.attempt)] = (run.run_id, tally.steps)
+        self.builder.forget(step)
+
+    def _said_anything(self, run: Run) -> bool:
+        """Whether a run has steps, or a run under it has (a run whose events its parent's
+        steps carry, as a LangGraph subgraph's, is in the document's runs, not a
+        trajectory)."""
+        return any(self.tallies.get(r.run_id) for r in [run, *self.session.descendants(run)])
+
+    def write(self, out: IO[str]) -> None:
+        embedded = {r.run_id for r in self.session.runs.values() if self._said_anything(r)}
+        self._trajectory(self.session.root, embedded, out, top=True)
+
+    def _trajectory(self, run: Run, embedded: set[str], out: IO[str], top: bool = False) -> None:
+        tally = self.tallies.get(run.run_id) or _Tally()
+        agent: dict[str, Any] = {
+            "name": _agent_name(self.session, run, tally),
+            "version": "unknown",
+        }
+        if tally.models:
+            agent["model_name"] = tally.models.most_common(1)[0][0]
+        head = {
+            "schema_version": SCHEMA_VERSION,
+            "session_id": self.session.session_id,
+            "trajectory_id": run.run_id or self.session.session_id,
+            "agent": agent,
+        }
+        out.write(json.dumps(head, ensure_ascii=False)[:-1] + ', "steps": [')
+        count = 0
+        for step in self.spill.steps(run.run_id):
+            _refs_embedded(step, embedded)
+            out.write((", " if count else "") + json.dumps(step, ensure_ascii=False))
+            count += 1
+        if not count:  # nothing said yet: ATIF wants a step
+            out.write(json.dumps(_empty(run), ensure_ascii=False))
+            count = 1
+        out.write("]")
+        children = [c for c in self.session.children(run) if c.run_id in embedded]
+        if children:
+            out.write(', "subagent_trajectories": [')
+            for n, child in enumerate(children):
+                out.write(", " if n else "")
+                self._trajectory(child, embedded, out)
+            out.write("]")
+        final = self._final_metrics(run, count)
+        out.write(', "final_metrics": ' + json.dumps(final))
+        extra: dict[str, Any] | None = None
+        if top:
+            extra = self._document_extra()
+        elif run.run_id:
+            extra = {
+                "ledger": {
+                    "run": run.run_id,
+                    "parent": run.parent,
+                    "status": run.status or "running",
                 }
-                for r in session.runs.values()
-                if r.run_id and r.started is not None
-            },
-            "unresolved": sorted(c.attempt for c in open_calls if not c.flagged),
-            "flagged": sorted(c.attempt for c in open_calls if c.flagged),
+            }
+        if extra is not None:
+            out.write(', "extra": ' + json.dumps(extra, ensure_ascii=False))
+        out.write("}")
+
+    def _final_metrics(self, run: Run, steps: int) -> dict[str, Any]:
+        """The tokens and cost of the run and every run under it; its own steps."""
+        tokens: Counter[str] = Counter()
+        cost = 0.0
+        for each in [run, *self.session.descendants(run)]:
+            tally = self.tallies.get(each.run_id)
+            if tally is not None:
+                tokens.update(tally.tokens)
+                cost += tally.cost
+        out: dict[str, Any] = {
+            f"total_{name}": tokens[name]
+            for name in ("prompt_tokens", "completion_tokens", "cached_tokens")
         }
-    }
-    return doc
+        if cost:
+            out["total_cost_usd"] = cost
+        out["total_steps"] = steps
+        return out
 
-
-def _trajectory(session: Session, run: Run) -> dict[str, Any]:
-    steps = [_step(n, step, session) for n, step in enumerate(run.steps, 1)]
-    if not steps:  # the session's, with nothing said yet: ATIF wants a step
-        steps = [_empty(run)]
-    models = Counter(m for m in (_model_name(c) for c in _model_calls(session, run)) if m)
-    agent: dict[str, Any] = {"name": _agent_name(session, run), "version": "unknown"}
-    if models:
-        agent["model_name"] = models.most_common(1)[0][0]
-    out: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "session_id": session.session_id,
-        "trajectory_id": run.run_id or session.session_id,
-        "agent": agent,
-        "steps": steps,
-    }
-    children = [c for c in session.children(run) if _said_anything(session, c)]
-    if children:
-        out["subagent_trajectories"] = [_trajectory(session, child) for child in children]
-    out["final_metrics"] = _final_metrics(session, run, len(steps))
-    if run.run_id:
-        out["extra"] = {
-            "ledger": {"run": run.run_id, "parent": run.parent, "status": run.status or "running"}
+    def _document_extra(self) -> dict[str, Any]:
+        open_calls = [
+            c for c in self.builder.calls.values() if c.result is None and c.tool != "model"
+        ]
+        return {
+            "ledger": {
+                "session": self.session.session_id,
+                "events": self.builder.events,
+                "runs": {
+                    r.run_id: {
+                        "agent": r.agent,
+                        "parent": r.parent,
+                        "status": r.status or "running",
+                    }
+                    for r in self.session.runs.values()
+                    if r.run_id and r.started is not None
+                },
+                "unresolved": sorted(c.attempt for c in open_calls if not c.flagged),
+                "flagged": sorted(c.attempt for c in open_calls if c.flagged),
+            }
         }
-    return out
 
 
-def _said_anything(session: Session, run: Run) -> bool:
-    """Whether a run has steps, or a run under it has (a run whose events its parent's steps
-    carry, as a LangGraph subgraph's, is in the document's runs, not a trajectory)."""
-    return any(r.steps for r in [run, *session.descendants(run)])
+def _refs_embedded(step: dict[str, Any], embedded: set[str]) -> None:
+    """Keep a delegate call's reference only to a trajectory the document embeds (whether its
+    run says anything is known once the whole session is read)."""
+    observation = step.get("observation")
+    if observation is None:
+        return
+    kept = []
+    for result in observation["results"]:
+        refs = [
+            r for r in result.get("subagent_trajectory_ref", ()) if r["trajectory_id"] in embedded
+        ]
+        if refs:
+            result["subagent_trajectory_ref"] = refs
+        else:
+            result.pop("subagent_trajectory_ref", None)
+        if "content" in result or "subagent_trajectory_ref" in result:
+            kept.append(result)
+    if kept:
+        observation["results"] = kept
+    else:
+        del step["observation"]
 
 
-def _agent_name(session: Session, run: Run) -> str:
+def _agent_name(session: Session, run: Run, tally: _Tally) -> str:
     """A run's agent; for the session's own trajectory, the agent of its one run at the top,
     else the framework whose thread it is, else the agent that started first (an
     orchestrator, most often)."""
@@ -100,8 +311,7 @@ def _agent_name(session: Session, run: Run) -> str:
         return session.framework
     if tops and tops[0].agent:
         return tops[0].agent
-    said = Counter(s.agent for s in run.steps if s.source == "agent")
-    return said.most_common(1)[0][0] if said else "session"
+    return tally.agents.most_common(1)[0][0] if tally.agents else "session"
 
 
 def _step(n: int, step: Step, session: Session) -> dict[str, Any]:
@@ -129,6 +339,25 @@ def _step(n: int, step: Step, session: Session) -> dict[str, Any]:
     return out
 
 
+def _observed(call: Call, session: Session) -> dict[str, Any] | None:
+    """A call's observation result: its result, and for a `delegate` call the trajectory of
+    the run it asked for (kept where the document embeds it, _refs_embedded)."""
+    child = call.child_run
+    named = bool(child) and child in session.runs
+    if call.result is None and not named:
+        return None
+    out: dict[str, Any] = {"source_call_id": call.attempt}
+    if call.result is not None:
+        out["content"] = _text(call.result.get("result"))
+        if call.result.get("status") != "ok":
+            out["extra"] = {"status": call.result.get("status")}
+    if named:
+        out["subagent_trajectory_ref"] = [
+            {"trajectory_id": child, "session_id": session.session_id}
+        ]
+    return out
+
+
 def _tool_call(call: Call) -> dict[str, Any]:
     args = call.event.get("args")
     out: dict[str, Any] = {
@@ -141,31 +370,8 @@ def _tool_call(call: Call) -> dict[str, Any]:
     return out
 
 
-def _observed(call: Call, session: Session) -> dict[str, Any] | None:
-    child = call.child_run
-    embedded = (
-        bool(child) and child in session.runs and _said_anything(session, session.runs[child])
-    )
-    if call.result is None and not embedded:
-        return None
-    out: dict[str, Any] = {"source_call_id": call.attempt}
-    if call.result is not None:
-        out["content"] = _text(call.result.get("result"))
-        if call.result.get("status") != "ok":
-            out["extra"] = {"status": call.result.get("status")}
-    if embedded:
-        out["subagent_trajectory_ref"] = [
-            {"trajectory_id": child, "session_id": session.session_id}
-        ]
-    return out
-
-
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
-def _model_calls(session: Session, run: Run) -> list[Call]:
-    return [s.model for s in run.steps if s.model is not None]
 
 
 def _model_name(call: Call) -> str | None:
@@ -191,13 +397,13 @@ def _metrics(call: Call) -> dict[str, Any]:
     details = usage.get("input_token_details") or usage.get("input_tokens_details")
     details = details or usage.get("prompt_tokens_details") or {}
     cached = _count(details, "cache_read", "cached_tokens") if isinstance(details, dict) else None
-    for key, value in (
+    for name, value in (
         ("prompt_tokens", prompt),
         ("completion_tokens", completion),
         ("cached_tokens", cached),
     ):
         if value is not None:
-            out[key] = value
+            out[name] = value
     cost = result.get("cost_usd") if isinstance(result, dict) else None
     if isinstance(cost, int | float) and not isinstance(cost, bool):
         out["cost_usd"] = float(cost)
@@ -210,26 +416,6 @@ def _count(found: dict[str, Any], *names: str) -> int | None:
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
             return value
     return None
-
-
-def _final_metrics(session: Session, run: Run, steps: int) -> dict[str, Any]:
-    """The tokens and cost of the run and every run under it; its own steps."""
-    totals: Counter[str] = Counter()
-    cost = 0.0
-    for each in [run, *session.descendants(run)]:
-        for call in _model_calls(session, each):
-            metrics = _metrics(call)
-            for key in ("prompt_tokens", "completion_tokens", "cached_tokens"):
-                totals[key] += metrics.get(key, 0)
-            cost += metrics.get("cost_usd", 0.0)
-    out: dict[str, Any] = {
-        f"total_{key}": totals[key]
-        for key in ("prompt_tokens", "completion_tokens", "cached_tokens")
-    }
-    if cost:
-        out["total_cost_usd"] = cost
-    out["total_steps"] = steps
-    return out
 
 
 def _empty(run: Run) -> dict[str, Any]:

@@ -161,6 +161,7 @@ class Builder:
         self.parents: dict[str, str] = {}  # run -> the run that delegated it
         self.flagged: dict[str, str] = {}  # attempt id -> the cursor of its flag
         self.said: list[RecordedEvent] = []  # messages, calls and results, in commit order
+        self.done: set[int] = set()  # hashes of the keys of calls settled and let go
         self.events = 0
         self.framework: str | None = None
 
@@ -211,6 +212,32 @@ class Builder:
         return self.runs[""]
 
     def build(self) -> Session:
+        session = self.tree()
+        for event in self.said:
+            self.feed(event)
+        return session
+
+    def settled(self, found: str) -> None:
+        """Let a call with its result go (its step holds it): only that it was seen stays."""
+        if self.calls.pop(found, None) is not None:
+            self.done.add(hash(found))
+
+    def forget(self, step: Step) -> None:
+        """Let go of what names a step that was written out: no later event joins it."""
+        if step.event_id is not None:
+            self.steps.pop(step.event_id, None)
+        if step.model is not None:
+            self.models.pop(step.model.event.event_id, None)
+            said = step.model.result.get("result") if step.model.result is not None else None
+            for attempt in said.get("tool_calls", []) if isinstance(said, dict) else ():
+                if self.asked.get(str(attempt)) is step:
+                    del self.asked[str(attempt)]
+        for call in step.calls:
+            if self.holders.get(call.attempt) is step:
+                del self.holders[call.attempt]
+
+    def tree(self) -> Session:
+        """The runs tree, once every event was added: each run's parent and children."""
         for child, parent in self.parents.items():
             if (
                 child in self.runs
@@ -227,21 +254,22 @@ class Builder:
                 if holder.parent is None:
                     holder = self.runs[""]
                 holder.children.append(run.run_id)
-        for event in self.said:
-            run = self._trajectory(event)
-            run.last = event.recorded_at
-            if event.type == "message":
-                self._message(run, event)
-            elif event.type == "tool_call":
-                self._call(run, event)
-            elif event.type == "tool_result":
-                self._result(run, event)
-        for call in self.calls.values():
-            call.flagged_at = self.flagged.get(call.attempt)
-            call.flagged = call.flagged_at is not None
         return Session(
             self.session_id, self.runs, self.calls, self.events, self.framework, self.flagged
         )
+
+    def feed(self, event: RecordedEvent) -> Run:
+        """Take a message, call or result into its trajectory's steps (after tree()); the
+        trajectory it went to."""
+        run = self._trajectory(event)
+        run.last = event.recorded_at
+        if event.type == "message":
+            self._message(run, event)
+        elif event.type == "tool_call":
+            self._call(run, event)
+        elif event.type == "tool_result":
+            self._result(run, event)
+        return run
 
     def _message(self, run: Run, event: RecordedEvent) -> None:
         body = str(event.get("body", ""))
@@ -283,8 +311,10 @@ class Builder:
         call = Call(event)
         attempt = call.attempt
         found = key(event.run_id, attempt)
-        if found in self.calls:
+        if found in self.calls or hash(found) in self.done:
             return  # a request written again (a retry, a replayed step): one call
+        call.flagged_at = self.flagged.get(attempt)
+        call.flagged = call.flagged_at is not None
         self.calls[found] = call
         if call.tool == MODEL:  # a step of its own, until the message it made comes
             made = Step("agent", event.agent, event.recorded_at, model=call)

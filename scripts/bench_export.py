@@ -1,6 +1,7 @@
 """Exporting a grown session as a trajectory: events per second and the exporting process's
-peak RSS, for ATIF (`ledger-bus export --format atif`) and OTLP spans (to a receiver in the
-benchmark's process that decodes nothing), at 10,000 and 100,000 events.
+peak RSS, for ATIF (`ledger-bus export --format atif`, written as the command writes it) and
+OTLP spans (to a receiver in the benchmark's process that decodes nothing), at 10,000 and
+100,000 events.
 
 A session of runs that each say something, call a tool and get its result (a message, a call,
 a result; three events a step), written to a private Redis first. Each export runs in a process
@@ -89,9 +90,10 @@ import ledger_bus as lb
 store = lb.connect({url!r})
 start = time.perf_counter()
 if {form!r} == "atif":
-    from ledger_bus.atif import atif_of
-    doc = atif_of(store, {session!r})
-    json.dumps(doc)
+    import os
+    from ledger_bus.atif import write_atif
+    with open(os.devnull, "w") as out:
+        write_atif(store, {session!r}, out)
 else:
     from ledger_bus.otel import export, streamed
     export(streamed(store, {session!r}), {endpoint!r})

@@ -221,3 +221,70 @@ def test_the_web_view_serves_the_same_trajectory(
         assert served.status_code == 200
         assert served.json() == atif_of(redis_store, "ui-tree")
         assert client.get("/s/nowhere/trajectory").status_code == 404
+
+
+def test_a_trajectory_written_a_step_at_a_time_is_the_one_held_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The document is written keeping a trajectory's newest steps in memory (KEEP) and the
+    rest in a file: kept to one step, results arrive after their steps were written out (the
+    writer's delegate, the calls parallel tools answer), and the document is the same."""
+    pytest.importorskip("langgraph")
+    from langchain_core.messages import HumanMessage
+
+    from ledger_bus import atif
+    from ledger_bus.adapters.langgraph import LedgerSaver
+    from tests.support.graphs import build, delegating
+
+    store = lb.connect("memory://")
+    delegated(store, "tree")
+    saver = LedgerSaver(store)
+    build(saver, tmp_path).invoke(
+        {"messages": [HumanMessage("charge and look up order-7")]},
+        {"configurable": {"thread_id": "tools"}},
+    )
+    delegating(saver).invoke(
+        {"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "sends"}}
+    )
+    store.append(  # a result long after its call: many steps between
+        lb.StreamId("tree", "main"),
+        lb.ANY,
+        "late-call",
+        [{"type": "tool_call", "agent": "a", "tool": "fetch", "args": {}, "attempt_id": "late"}],
+    )
+    for n in range(5):
+        store.append(
+            lb.StreamId("tree", "main"),
+            lb.ANY,
+            f"said-{n}",
+            [{"type": "message", "agent": "a", "body": f"meanwhile {n}"}],
+        )
+    store.append(
+        lb.StreamId("tree", "main"),
+        lb.ANY,
+        "late-result",
+        [
+            {
+                "type": "tool_result",
+                "agent": "a",
+                "tool": "fetch",
+                "attempt_id": "late",
+                "status": "ok",
+                "result": "fetched",
+            }
+        ],
+    )
+    whole = {s: atif_of(store, s) for s in ("tree", "tools", "sends")}
+    monkeypatch.setattr(atif, "KEEP", 1)
+    stepwise = {s: atif_of(store, s) for s in ("tree", "tools", "sends")}
+    assert stepwise == whole
+    assert harbor_errors(stepwise, tmp_path) == {"tree": [], "tools": [], "sends": []}
+    (fetch,) = (
+        s
+        for s in stepwise["tree"]["steps"]
+        for c in s.get("tool_calls", ())
+        if c["function_name"] == "fetch"
+    )
+    assert {"source_call_id": "late", "content": "fetched"} in fetch["observation"]["results"]
+    (call,) = (c for c in fetch["tool_calls"] if c["tool_call_id"] == "late")
+    assert "extra" not in call  # no longer open

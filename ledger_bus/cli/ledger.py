@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import itertools
-import json
 import sys
 import threading
 from collections.abc import Callable
@@ -345,15 +344,17 @@ def export(
 
 
 def export_trajectory(store: EventStore, session: str, file: str | None) -> None:
-    from ledger_bus.atif import atif_of
+    from ledger_bus.atif import write_atif
 
-    text = json.dumps(atif_of(store, session), ensure_ascii=False, indent=2) + "\n"
     if file in (None, "-"):
-        sys.stdout.write(text)
+        write_atif(store, session, sys.stdout)
+        sys.stdout.write("\n")
         return
     assert file is not None
+    store.session_info(session)  # NotFound before the file is begun
     with replace_whole(file) as out:
-        out.write(text)
+        write_atif(store, session, out)
+        out.write("\n")
     click.echo(f"exported the trajectory of {session} to {file}", err=True)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
+import io
 import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -28,14 +29,13 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from ledger_bus.atif import document
+from ledger_bus.atif import write_events
 from ledger_bus.filters import EventFilter
 from ledger_bus.model.errors import BackendUnavailable, InvalidInput, LedgerError, NotFound
 from ledger_bus.model.ids import check_name, format_cursor, parse_cursor, quoted
 from ledger_bus.model.jsontext import format_time
 from ledger_bus.model.records import RecordedEvent, SessionInfo
 from ledger_bus.store.aio import AsyncStore
-from ledger_bus.trajectory import Builder
 from ledger_bus.ui import pages
 from ledger_bus.ui.folds import Folds
 from ledger_bus.ui.live import Hub
@@ -228,10 +228,10 @@ def create_app(
         session_id = _session(request)
         s = await store()
         await existing(s, session_id)
-        builder = Builder(session_id)
-        async for found in s.iter_session(session_id):
-            builder.add(found)
-        return JSONResponse(document(builder.build()))
+        events = [found async for found in s.iter_session(session_id)]
+        out = io.StringIO()
+        write_events(session_id, lambda: events, out)
+        return Response(out.getvalue(), media_type="application/json")
 
     async def live(request: Request) -> Response:
         session_id = _session(request)
