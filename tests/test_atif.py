@@ -4,11 +4,9 @@ an Agents SDK run with a handoff; the command line."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -129,26 +127,11 @@ def test_a_langgraph_thread_with_two_tools_in_a_subgraph_is_one_trajectory(
 
 def test_an_agents_sdk_run_with_a_handoff_is_a_trajectory_with_a_subagent(tmp_path: Path) -> None:
     pytest.importorskip("agents")
-    from agents import Agent, Runner
-    from agents.testing import ScriptedModel, assistant_message, function_call
-
     from ledger_bus.adapters.openai_agents import LedgerSession
+    from tests.support.agents_sdk import handed_off
 
     store = lb.connect("memory://")
-    session = LedgerSession("handoff", store)
-    support = Agent(name="support", model=ScriptedModel([[assistant_message("refunded")]]))
-    triage = Agent(
-        name="triage",
-        model=ScriptedModel([[function_call("transfer_to_support", {}, call_id="h1")]]),
-        handoffs=[support],
-    )
-
-    async def scenario() -> Any:
-        return await Runner.run(
-            triage, "refund order 7", session=session, hooks=session.run_hooks()
-        )
-
-    asyncio.run(scenario())
+    handed_off(LedgerSession("handoff", store))
     doc = atif_of(store, "handoff")
     assert harbor_errors({"handoff": doc}, tmp_path) == {"handoff": []}
     assert doc["steps"][0] == {**doc["steps"][0], "source": "user", "message": "refund order 7"}

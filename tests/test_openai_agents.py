@@ -28,7 +28,7 @@ from ledger_bus.recorder import UnresolvedAttempt
 from ledger_bus.server import LocalServer
 from ledger_bus.store.memory import MemoryStore
 from ledger_bus.store.ops import Op
-from tests.support.agents_sdk import build, run
+from tests.support.agents_sdk import build, handed_off, run
 from tests.support.cluster import LocalCluster
 from tests.support.helpers import kill_when_ready, ledger_here, runs_of
 from tests.support.proxy import DropProxy
@@ -462,25 +462,9 @@ def test_calls_of_tools_not_recorded_are_written_from_the_items(tmp_path: Path) 
 
 
 def test_each_agent_of_a_handoff_is_a_run_following_the_one_that_handed_off() -> None:
-    from agents import Agent, Runner
-    from agents.testing import ScriptedModel, assistant_message, function_call
-
     store = lb.connect("memory://")
     session = LedgerSession("handoff", store)
-    support = Agent(name="support", model=ScriptedModel([[assistant_message("refunded")]]))
-    triage = Agent(
-        name="triage",
-        model=ScriptedModel([[function_call("transfer_to_support", {}, call_id="h1")]]),
-        handoffs=[support],
-    )
-
-    async def scenario() -> str:
-        result = await Runner.run(
-            triage, "refund order 7", session=session, hooks=session.run_hooks()
-        )
-        return str(result.final_output)
-
-    assert asyncio.run(scenario()) == "refunded"
+    assert handed_off(session) == "refunded"
     runs = store.read_stream(lb.StreamId("handoff", "oa.runs"))
     said = [(e.agent, e.type, e.get("kind") or e.get("tool")) for e in runs]
     assert said == [

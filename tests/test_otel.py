@@ -63,6 +63,33 @@ def by_name(spans: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {s["name"]: s for s in spans}
 
 
+def follow_killed(
+    redis_url: str, prefix: str, url: str, name: str, rounds: Any, step: Any, session: str
+) -> None:
+    """`ledger-bus otel --follow`, SIGKILLed after the pass that sent each round's last step,
+    and started again for the next round."""
+    args = ["otel", "--endpoint", url, "--follow", "--every", "0.1", "--name", name]
+    for each in rounds:
+        with subprocess.Popen(
+            [sys.executable, "-m", "ledger_bus", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=cli_env(redis_url, prefix),
+        ) as proc:
+            try:
+                for n in each:
+                    step(n)
+                    assert proc.stdout is not None
+                    while True:  # its pass through that step, recorded
+                        line = json.loads(proc.stdout.readline())
+                        if line["session"] == session and line["spans"]:
+                            break
+            finally:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+
+
 def test_a_recorder_s_runs_are_spans_under_the_runs_that_delegated_them() -> None:
     store = lb.connect("memory://")
     runs = delegated(store, "otel-tree")
@@ -196,26 +223,7 @@ def test_the_follower_killed_and_started_again_sends_every_span_once(
             run.call("search", {"q": n}, lambda q: f"found {q}")
 
     with receiver() as (url, got):
-        args = ["otel", "--endpoint", url, "--follow", "--every", "0.1", "--name", "killed"]
-        for rounds in ((1, 2), (3, 4)):
-            with subprocess.Popen(
-                [sys.executable, "-m", "ledger_bus", *args],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                text=True,
-                env=cli_env(redis_url, prefix),
-            ) as proc:
-                try:
-                    for n in rounds:
-                        step(n)
-                        assert proc.stdout is not None
-                        while True:  # its pass through that step, recorded
-                            line = json.loads(proc.stdout.readline())
-                            if line["session"] == "followed" and line["spans"]:
-                                break
-                finally:
-                    os.kill(proc.pid, signal.SIGKILL)
-                    proc.wait(10)
+        follow_killed(redis_url, prefix, url, "killed", ((1, 2), (3, 4)), step, "followed")
     names = sorted(s["name"] for s in got.spans)
     assert names == ["execute_tool search"] * 4 + ["invoke_agent worker"] * 4
     ids = [s["span_id"] for s in got.spans]
@@ -262,26 +270,7 @@ def test_a_real_phoenix_takes_the_spans_once_with_their_links(
             with Recorder(store, "phx-followed", "worker").run(f"w{n}") as run:
                 run.call("search", {"q": n}, lambda q: f"found {q}")
 
-        args = ["otel", "--endpoint", url, "--follow", "--every", "0.1", "--name", "phx"]
-        for rounds in ((1, 2), (3,)):
-            with subprocess.Popen(
-                [sys.executable, "-m", "ledger_bus", *args],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                text=True,
-                env=cli_env(redis_url, prefix),
-            ) as proc:
-                try:
-                    for n in rounds:
-                        step(n)
-                        assert proc.stdout is not None
-                        while True:
-                            line = json.loads(proc.stdout.readline())
-                            if line["session"] == "phx-followed" and line["spans"]:
-                                break
-                finally:
-                    os.kill(proc.pid, signal.SIGKILL)
-                    proc.wait(10)
+        follow_killed(redis_url, prefix, url, "phx", ((1, 2), (3,)), step, "phx-followed")
         # The follower's first pass sent phx-tree's spans too, which Phoenix has already.
         everything = phoenix_spans(url, expected + 6)
         followed = [

@@ -71,3 +71,22 @@ if __name__ == "__main__":
     session = LedgerSession(session_id, lb.connect(url, prefix=prefix), lease_ttl_ms=1000)
     agent, _ = build(session, Path(where), hang=True)
     asyncio.run(run(agent, session))
+
+
+def handed_off(session: LedgerSession) -> str:
+    """`triage` hands "refund order 7" off to `support`, which answers; run with the session
+    and its run hooks. What the run said last."""
+    support = Agent(name="support", model=ScriptedModel([[assistant_message("refunded")]]))
+    triage = Agent(
+        name="triage",
+        model=ScriptedModel([[function_call("transfer_to_support", {}, call_id="h1")]]),
+        handoffs=[support],
+    )
+
+    async def scenario() -> str:
+        result = await Runner.run(
+            triage, "refund order 7", session=session, hooks=session.run_hooks()
+        )
+        return str(result.final_output)
+
+    return asyncio.run(scenario())
