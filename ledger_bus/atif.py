@@ -34,6 +34,10 @@ from ledger_bus.trajectory import Builder, Call, Run, Session, Step, key
 
 SCHEMA_VERSION: Final = "ATIF-v1.7"
 KEEP: Final = 64  # steps a trajectory keeps in memory while the session is read
+# ... and more, while a step no message has joined yet has fewer than HOLD steps after it: a
+# recorded tool's calls, written before the model call that asked for them; a model call before
+# the message it made.
+HOLD: Final = 8
 
 
 def atif_of(store: EventStore, session_id: str) -> dict[str, Any]:
@@ -146,6 +150,8 @@ class _Writer:
                     if observed is not None:
                         self.spill.later(*where, observed)
         while len(run.steps) > KEEP:
+            if run.steps[0].event_id is None and len(run.steps) <= KEEP + HOLD:
+                break  # a message may still join it (its model call's, or one asking its calls)
             self._out(run, run.steps.pop(0))
 
     def finish(self) -> None:

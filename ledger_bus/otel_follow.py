@@ -4,7 +4,8 @@ Each pass looks at the sessions written since the pass before and, for each, sen
 settled since the cursor it reached in that session last time (a run by its run.finished, a
 call by its result or the reconciler's flag: otel.spans' window), then records the new cursor.
 The cursors are kept in the ledger itself, a mutation per session and pass in the follower's
-own stream (`--state-session`, `otel`, stream `follow.<name>`), so a follower restarted (or
+own stream (the session `otel` unless `--state-session` names another, stream
+`follow.<name>`), so a follower restarted (or
 killed and started again) goes on from where the last recorded pass ended. A pass killed after
 sending and before recording sends those spans again: with the same ids, which a viewer keeps
 once.

@@ -185,6 +185,13 @@ def test_export_sends_spans_and_refuses_what_it_cannot_do(
         redis_url, prefix, "export", "nowhere", "--format", "otlp", "--endpoint", url
     )
     assert missing.returncode == 6
+    # One pass of the follower, its cursors in the session it is told to keep them in.
+    with receiver() as (url, got):
+        once = ledger_here(redis_url, prefix, "otel", "--endpoint", url, "--state-session", "mine")
+        assert once.returncode == 0, once.stderr
+        said = [json.loads(line) for line in once.stdout.splitlines()]
+    assert {"session": "cli-otel", "through": said[0]["through"], "spans": len(got.spans)} in said
+    assert redis_store.read_stream(lb.StreamId("mine", "follow.default"))
 
 
 def test_the_follower_sends_what_each_pass_settled_once(redis_store: EventStore) -> None:

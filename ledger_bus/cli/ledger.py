@@ -374,6 +374,12 @@ def export_spans(store: EventStore, session: str, endpoint: str, content: bool) 
     show_default=True,
     help="The follower's name: its cursors, kept in the ledger, are its own.",
 )
+@click.option(
+    "--state-session",
+    default="otel",
+    show_default=True,
+    help="The session the follower keeps its cursors in (it sends nothing of its own).",
+)
 @click.option("--every", type=float, default=1.0, show_default=True, help="Seconds between passes.")
 @click.option(
     "--content",
@@ -382,7 +388,13 @@ def export_spans(store: EventStore, session: str, endpoint: str, content: bool) 
 )
 @pass_settings
 def otel(
-    settings: Settings, endpoint: str, follow: bool, name: str, every: float, content: bool
+    settings: Settings,
+    endpoint: str,
+    follow: bool,
+    name: str,
+    state_session: str,
+    every: float,
+    content: bool,
 ) -> None:
     """Send what sessions settled since the last pass to an OTLP endpoint, as GenAI spans,
     once or (--follow) as they grow; one line per session a pass sent on stdout."""
@@ -392,7 +404,11 @@ def otel(
     if every <= 0:
         raise BadInput(f"--every must be above 0 seconds, got {every}")
     follower = Follower(
-        settings.store(patient=follow), endpoint, name, options=Options(content=content)
+        settings.store(patient=follow),
+        endpoint,
+        name,
+        state_session=state_session,
+        options=Options(content=content),
     )
     follower.on_pass = emit
     if not follow:
