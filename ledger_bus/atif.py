@@ -30,7 +30,7 @@ from typing import IO, Any, Final
 
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import EventStore
-from ledger_bus.trajectory import Builder, Call, Run, Session, Step, key
+from ledger_bus.trajectory import Builder, Call, Run, Session, Step, key, model_cost, model_name
 
 SCHEMA_VERSION: Final = "ATIF-v1.7"
 KEEP: Final = 64  # steps a trajectory keeps in memory while the session is read
@@ -58,7 +58,7 @@ def write_events(
     session_id: str, events: Callable[[], Iterable[RecordedEvent]], out: IO[str]
 ) -> None:
     """Write the ATIF document of the events `events()` gives (twice, alike) to `out`."""
-    builder = Builder(session_id, steps=False)
+    builder = Builder(session_id)
     for event in events():
         builder.add(event)
     session = builder.tree()
@@ -167,10 +167,10 @@ class _Writer:
         if step.source == "agent":
             tally.agents[step.agent] += 1
         if step.model is not None:
-            name = _model_name(step.model)
+            name = model_name(step.model)
             if name:
                 tally.models[name] += 1
-            metrics = _metrics(step.model)
+            metrics = model_cost(step.model)
             for name in ("prompt_tokens", "completion_tokens", "cached_tokens"):
                 tally.tokens[name] += metrics.get(name, 0)
             tally.cost += metrics.get("cost_usd", 0.0)
@@ -179,17 +179,33 @@ class _Writer:
                 self.written[key(call.event.run_id, call.attempt)] = (run.run_id, tally.steps)
         self.builder.forget(step)
 
-    def _said_anything(self, run: Run) -> bool:
-        """Whether a run has steps, or a run under it has (a run whose events its parent's
-        steps carry, as a LangGraph subgraph's, is in the document's runs, not a
-        trajectory)."""
-        return any(self.tallies.get(r.run_id) for r in [run, *self.session.descendants(run)])
-
     def write(self, out: IO[str]) -> None:
-        embedded = {r.run_id for r in self.session.runs.values() if self._said_anything(r)}
-        self._trajectory(self.session.root, embedded, out, top=True)
+        self._trajectory(self.session.root, self._subtrees(), out, top=True)
 
-    def _trajectory(self, run: Run, embedded: set[str], out: IO[str], top: bool = False) -> None:
+    def _subtrees(self) -> dict[str, _Tally]:
+        """Each trajectory with what it and every trajectory under it add up to, in one walk
+        from the leaves; one with no step in its subtree (a LangGraph subgraph's runs, whose
+        events its parent's steps carry) is in the document's runs, not a trajectory."""
+        totals: dict[str, _Tally] = {}
+
+        def total(run: Run) -> _Tally:
+            own = self.tallies.get(run.run_id) or _Tally()
+            found = _Tally(own.steps, tokens=Counter(own.tokens), cost=own.cost)
+            for child in self.session.children(run):
+                below = total(child)
+                found.steps += below.steps
+                found.tokens.update(below.tokens)
+                found.cost += below.cost
+            if found.steps:
+                totals[run.run_id] = found
+            return found
+
+        total(self.session.root)
+        return totals
+
+    def _trajectory(
+        self, run: Run, embedded: dict[str, _Tally], out: IO[str], top: bool = False
+    ) -> None:
         tally = self.tallies.get(run.run_id) or _Tally()
         agent: dict[str, Any] = {
             "name": _agent_name(self.session, run, tally),
@@ -220,7 +236,14 @@ class _Writer:
                 out.write(", " if n else "")
                 self._trajectory(child, embedded, out)
             out.write("]")
-        final = self._final_metrics(run, count)
+        below = embedded.get(run.run_id) or _Tally()
+        final: dict[str, Any] = {
+            f"total_{name}": below.tokens[name]
+            for name in ("prompt_tokens", "completion_tokens", "cached_tokens")
+        }
+        if below.cost:
+            final["total_cost_usd"] = below.cost
+        final["total_steps"] = count
         out.write(', "final_metrics": ' + json.dumps(final))
         extra: dict[str, Any] | None = None
         if top:
@@ -236,24 +259,6 @@ class _Writer:
         if extra is not None:
             out.write(', "extra": ' + json.dumps(extra, ensure_ascii=False))
         out.write("}")
-
-    def _final_metrics(self, run: Run, steps: int) -> dict[str, Any]:
-        """The tokens and cost of the run and every run under it; its own steps."""
-        tokens: Counter[str] = Counter()
-        cost = 0.0
-        for each in [run, *self.session.descendants(run)]:
-            tally = self.tallies.get(each.run_id)
-            if tally is not None:
-                tokens.update(tally.tokens)
-                cost += tally.cost
-        out: dict[str, Any] = {
-            f"total_{name}": tokens[name]
-            for name in ("prompt_tokens", "completion_tokens", "cached_tokens")
-        }
-        if cost:
-            out["total_cost_usd"] = cost
-        out["total_steps"] = steps
-        return out
 
     def _document_extra(self) -> dict[str, Any]:
         open_calls = [
@@ -278,7 +283,7 @@ class _Writer:
         }
 
 
-def _refs_embedded(step: dict[str, Any], embedded: set[str]) -> None:
+def _refs_embedded(step: dict[str, Any], embedded: dict[str, _Tally]) -> None:
     """Keep a delegate call's reference only to a trajectory the document embeds (whether its
     run says anything is known once the whole session is read)."""
     observation = step.get("observation")
@@ -330,10 +335,10 @@ def _step(n: int, step: Step, session: Session) -> dict[str, Any]:
     if step.source != "agent":
         return out
     if step.model is not None:
-        name = _model_name(step.model)
+        name = model_name(step.model)
         if name:
             out["model_name"] = name
-        metrics = _metrics(step.model)
+        metrics = model_cost(step.model)
         if metrics:
             out["metrics"] = metrics
     if step.calls:
@@ -378,50 +383,6 @@ def _tool_call(call: Call) -> dict[str, Any]:
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
-def _model_name(call: Call) -> str | None:
-    result = call.result.get("result") if call.result is not None else None
-    if isinstance(result, dict) and isinstance(result.get("model"), str):
-        return str(result["model"])
-    args = call.event.get("args")
-    if isinstance(args, dict) and isinstance(args.get("model"), str):
-        return str(args["model"])
-    return None
-
-
-def _metrics(call: Call) -> dict[str, Any]:
-    """A model call's token counts, as its usage says them: LangChain's and the Agents SDK's
-    (input_tokens, output_tokens, their details) or OpenAI's (prompt_tokens, ...)."""
-    result = call.result.get("result") if call.result is not None else None
-    usage = result.get("usage") if isinstance(result, dict) else None
-    if not isinstance(usage, dict):
-        return {}
-    out: dict[str, Any] = {}
-    prompt = _count(usage, "input_tokens", "prompt_tokens")
-    completion = _count(usage, "output_tokens", "completion_tokens")
-    details = usage.get("input_token_details") or usage.get("input_tokens_details")
-    details = details or usage.get("prompt_tokens_details") or {}
-    cached = _count(details, "cache_read", "cached_tokens") if isinstance(details, dict) else None
-    for name, value in (
-        ("prompt_tokens", prompt),
-        ("completion_tokens", completion),
-        ("cached_tokens", cached),
-    ):
-        if value is not None:
-            out[name] = value
-    cost = result.get("cost_usd") if isinstance(result, dict) else None
-    if isinstance(cost, int | float) and not isinstance(cost, bool):
-        out["cost_usd"] = float(cost)
-    return out
-
-
-def _count(found: dict[str, Any], *names: str) -> int | None:
-    for name in names:
-        value = found.get(name)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return value
-    return None
 
 
 def _empty(run: Run) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from ledger_bus.filters import is_native
 from ledger_bus.model.extras import needs
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import EventStore
-from ledger_bus.trajectory import MODEL, Builder, Call, Run, Session, key
+from ledger_bus.trajectory import MODEL, Builder, Call, Run, Session, key, model_cost, model_name
 
 try:
     from opentelemetry.sdk.resources import Resource
@@ -76,11 +76,11 @@ def streamed(
     is the runs, the calls still open, and the calls whose run is not yet known (a recorded
     tool's, until the model call that asked for it comes; at most WAITING of them)."""
     store.session_info(session_id)  # NotFound, before anything is read
-    runs = Builder(session_id, steps=False)
+    runs = Builder(session_id)
     for event in store.iter_session(session_id):
         runs.add(event)
-    session = runs.build()
-    yield from _Streamed(session, options, window).spans(store.iter_session(session_id))
+    session = runs.tree()
+    yield from _Spans(session, options, window).spans(store.iter_session(session_id))
 
 
 def trace_id(session_id: str) -> int:
@@ -97,6 +97,11 @@ def _id(kind: bytes, key: str, size: int) -> int:
 
 
 class _Spans:
+    """Spans as a session's events settle them, in one pass over its events; with `window`
+    (after, through), only those settled by an event after the first cursor and up to the
+    second: a run by its run.finished, a call by its result or the reconciler's flag (what a
+    follower sends once, pass by pass)."""
+
     def __init__(self, session: Session, options: Options, window: tuple[str | None, str] | None):
         self.session, self.options, self.window = session, options, window
         self.flags = session.flags
@@ -174,9 +179,7 @@ class _Spans:
             return
         result = call.result.get("result") if call.result is not None else None
         said = result if isinstance(result, dict) else {}
-        found = said.get("usage")
-        usage: dict[str, Any] = found if isinstance(found, dict) else {}
-        model = said.get("model") or (call.event.get("args") or {}).get("model")
+        model, cost = model_name(call), model_cost(call)
         self._span(
             f"chat {model}" if model else "chat",
             span_id("event", call.event.event_id),
@@ -187,8 +190,8 @@ class _Spans:
                 "gen_ai.operation.name": "chat",
                 "gen_ai.provider.name": said.get("provider") or UNKNOWN_PROVIDER,
                 "gen_ai.request.model": model,
-                "gen_ai.usage.input_tokens": _count(usage, "input_tokens", "prompt_tokens"),
-                "gen_ai.usage.output_tokens": _count(usage, "output_tokens", "completion_tokens"),
+                "gen_ai.usage.input_tokens": cost.get("prompt_tokens"),
+                "gen_ai.usage.output_tokens": cost.get("completion_tokens"),
                 "gen_ai.response.finish_reasons": (
                     [said["finish_reason"]] if said.get("finish_reason") else None
                 ),
@@ -221,41 +224,6 @@ class _Spans:
             attributes,
             error="the tool failed" if failed else None,
         )
-
-
-def export(spans_: Iterable[ReadableSpan], endpoint: str, timeout: float = 10.0) -> int:
-    """Send spans to an OTLP/HTTP endpoint (its /v1/traces), protobuf, BATCH at a time as they
-    come; how many were sent. BackendUnavailable when it does not take them."""
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.trace.export import SpanExportResult
-
-    from ledger_bus.model.errors import BackendUnavailable
-
-    exporter = OTLPSpanExporter(endpoint=_traces_url(endpoint), timeout=timeout)
-    sent = 0
-
-    def send(batch: list[ReadableSpan]) -> None:
-        if batch and exporter.export(batch) is not SpanExportResult.SUCCESS:
-            raise BackendUnavailable(f"the OTLP endpoint {endpoint} did not take the spans")
-
-    try:
-        batch: list[ReadableSpan] = []
-        for span in spans_:
-            batch.append(span)
-            if len(batch) >= BATCH:
-                send(batch)
-                sent, batch = sent + len(batch), []
-        send(batch)
-        return sent + len(batch)
-    finally:
-        exporter.shutdown()  # type: ignore[no-untyped-call]
-
-
-class _Streamed(_Spans):
-    """Spans as a session's events settle them, in one pass over its events; with `window`
-    (after, through), only those settled by an event after the first cursor and up to the
-    second: a run by its run.finished, a call by its result or the reconciler's flag (what a
-    follower sends once, pass by pass)."""
 
     def spans(self, events: Iterable[RecordedEvent]) -> Iterator[ReadableSpan]:
         opened: dict[str, RecordedEvent] = {}  # key(run, attempt) -> a call without a result
@@ -318,6 +286,34 @@ class _Streamed(_Spans):
         self.out.clear()
 
 
+def export(spans_: Iterable[ReadableSpan], endpoint: str, timeout: float = 10.0) -> int:
+    """Send spans to an OTLP/HTTP endpoint (its /v1/traces), protobuf, BATCH at a time as they
+    come; how many were sent. BackendUnavailable when it does not take them."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from ledger_bus.model.errors import BackendUnavailable
+
+    exporter = OTLPSpanExporter(endpoint=_traces_url(endpoint), timeout=timeout)
+    sent = 0
+
+    def send(batch: list[ReadableSpan]) -> None:
+        if batch and exporter.export(batch) is not SpanExportResult.SUCCESS:
+            raise BackendUnavailable(f"the OTLP endpoint {endpoint} did not take the spans")
+
+    try:
+        batch: list[ReadableSpan] = []
+        for span in spans_:
+            batch.append(span)
+            if len(batch) >= BATCH:
+                send(batch)
+                sent, batch = sent + len(batch), []
+        send(batch)
+        return sent + len(batch)
+    finally:
+        exporter.shutdown()  # type: ignore[no-untyped-call]
+
+
 def _traces_url(endpoint: str) -> str:
     base = endpoint.rstrip("/")
     return base if base.endswith("/v1/traces") else f"{base}/v1/traces"
@@ -329,14 +325,6 @@ def _schema() -> str:
 
 def _ns(at: datetime) -> int:
     return int(at.timestamp() * 1000) * 1_000_000
-
-
-def _count(found: dict[str, Any], *names: str) -> int | None:
-    for name in names:
-        value = found.get(name)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return None
 
 
 def _json(value: Any) -> str:

@@ -23,10 +23,9 @@ Steps, in commit order within each trajectory:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
 
 from ledger_bus.filters import is_native
 from ledger_bus.model.records import RecordedEvent
@@ -104,10 +103,6 @@ class Run:
     children: list[str] = field(default_factory=list)
     last: datetime | None = None  # its latest event
 
-    @property
-    def model_calls(self) -> list[Call]:
-        return [s.model for s in self.steps if s.model is not None]
-
 
 @dataclass
 class Session:
@@ -115,8 +110,6 @@ class Session:
 
     session_id: str
     runs: dict[str, Run]
-    calls: dict[str, Call]
-    events: int
     framework: str | None = None  # langgraph, openai-agents: whose thread or session it is
     flags: dict[str, str] = field(default_factory=dict)  # attempt -> the cursor of its flag
 
@@ -127,31 +120,16 @@ class Session:
     def children(self, run: Run) -> list[Run]:
         return [self.runs[c] for c in run.children if c in self.runs]
 
-    def descendants(self, run: Run) -> list[Run]:
-        out: list[Run] = []
-        seen: set[str] = set()
-
-        def visit(node: Run) -> None:
-            for child in self.children(node):
-                if child.run_id not in seen:
-                    seen.add(child.run_id)
-                    out.append(child)
-                    visit(child)
-
-        visit(run)
-        return out
-
 
 class Builder:
-    """Folds a session's events into its runs and steps: first what says who runs and who
-    delegated whom (a run's events may be committed before its run.started: LangGraph writes
-    a task's messages and its writes on threads of its own), then the steps, in commit order."""
+    """Folds a session's events into its runs and steps, in two passes over them: `add` each
+    (who runs, who delegated whom, which calls the reconciler flagged; no event is kept), then
+    `tree()`, then `feed` each (the steps, in commit order). Two passes, because a run's events
+    may be committed before its run.started (LangGraph writes a task's messages and its writes
+    on threads of its own)."""
 
-    def __init__(self, session_id: str, *, steps: bool = True):
-        """`steps=False`: the runs tree and the flags alone, keeping no event (a first pass
-        over a session too large to hold)."""
+    def __init__(self, session_id: str):
         self.session_id = session_id
-        self.keep = steps
         self.runs: dict[str, Run] = {"": Run("")}
         self.calls: dict[str, Call] = {}  # key(run, attempt) -> its call
         self.models: dict[str, Step] = {}  # event id of a model call -> the step it made
@@ -160,7 +138,6 @@ class Builder:
         self.asked: dict[str, Step] = {}  # attempt id -> the step of the message asking for it
         self.parents: dict[str, str] = {}  # run -> the run that delegated it
         self.flagged: dict[str, str] = {}  # attempt id -> the cursor of its flag
-        self.said: list[RecordedEvent] = []  # messages, calls and results, in commit order
         self.done: set[int] = set()  # hashes of the keys of calls settled and let go
         self.events = 0
         self.framework: str | None = None
@@ -173,8 +150,6 @@ class Builder:
         self.events += 1
         f = event.fields
         if event.type != "mutation":
-            if self.keep:
-                self.said.append(event)
             if event.type == "tool_call" and f.get("tool") == DELEGATE and event.run_id:
                 child = (f.get("args") or {}).get("child_run")
                 if isinstance(child, str) and child != event.run_id:
@@ -210,12 +185,6 @@ class Builder:
         if run is not None and run.parent is not None:
             return run
         return self.runs[""]
-
-    def build(self) -> Session:
-        session = self.tree()
-        for event in self.said:
-            self.feed(event)
-        return session
 
     def settled(self, found: str) -> None:
         """Let a call with its result go (its step holds it): only that it was seen stays."""
@@ -254,9 +223,7 @@ class Builder:
                 if holder.parent is None:
                     holder = self.runs[""]
                 holder.children.append(run.run_id)
-        return Session(
-            self.session_id, self.runs, self.calls, self.events, self.framework, self.flagged
-        )
+        return Session(self.session_id, self.runs, self.framework, self.flagged)
 
     def feed(self, event: RecordedEvent) -> Run:
         """Take a message, call or result into its trajectory's steps (after tree()); the
@@ -361,8 +328,46 @@ def _is_ancestor(parents: dict[str, str], run: str, of: str) -> bool:
     return False
 
 
-def build(session_id: str, events: Iterable[RecordedEvent]) -> Session:
-    builder = Builder(session_id)
-    for event in events:
-        builder.add(event)
-    return builder.build()
+def model_name(call: Call) -> str | None:
+    """The model a model call (the tool `model`) used, as its result or its arguments say."""
+    result = call.result.get("result") if call.result is not None else None
+    if isinstance(result, dict) and isinstance(result.get("model"), str):
+        return str(result["model"])
+    args = call.event.get("args")
+    if isinstance(args, dict) and isinstance(args.get("model"), str):
+        return str(args["model"])
+    return None
+
+
+def model_cost(call: Call) -> dict[str, Any]:
+    """A model call's token counts, as its usage says them: LangChain's and the Agents SDK's
+    (input_tokens, output_tokens, their details) or OpenAI's (prompt_tokens, ...)."""
+    result = call.result.get("result") if call.result is not None else None
+    usage = result.get("usage") if isinstance(result, dict) else None
+    if not isinstance(usage, dict):
+        return {}
+    out: dict[str, Any] = {}
+    prompt = count_of(usage, "input_tokens", "prompt_tokens")
+    completion = count_of(usage, "output_tokens", "completion_tokens")
+    details = usage.get("input_token_details") or usage.get("input_tokens_details")
+    details = details or usage.get("prompt_tokens_details") or {}
+    cached = count_of(details, "cache_read", "cached_tokens") if isinstance(details, dict) else None
+    for name, value in (
+        ("prompt_tokens", prompt),
+        ("completion_tokens", completion),
+        ("cached_tokens", cached),
+    ):
+        if value is not None:
+            out[name] = value
+    cost = result.get("cost_usd") if isinstance(result, dict) else None
+    if isinstance(cost, int | float) and not isinstance(cost, bool):
+        out["cost_usd"] = float(cost)
+    return out
+
+
+def count_of(found: dict[str, Any], *names: str) -> int | None:
+    for name in names:
+        value = found.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None

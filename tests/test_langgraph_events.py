@@ -27,7 +27,7 @@ import ledger_bus as lb
 from ledger_bus.adapters.langgraph import LedgerSaver, thread_session
 from ledger_bus.model.errors import ConcurrentRun
 from ledger_bus.model.records import RecordedEvent
-from tests.support.graphs import ask, build, delegating, echo_turn, echoing
+from tests.support.graphs import ask, build, delegating, echo_turn, echoing, saying
 from tests.support.helpers import ledger_here, runs_of
 from tests.test_langgraph_differential import (
     forks_at_several_depths,
@@ -125,19 +125,12 @@ def test_a_fork_writes_only_what_it_adds_and_a_finished_thread_resumed_writes_no
 def test_a_subgraph_s_messages_are_written_once_in_its_own_namespace(
     ledger: lb.EventStore,
 ) -> None:
-    def inner_model(state: MessagesState) -> dict[str, Any]:
-        return {"messages": [AIMessage("from the subgraph", id=f"sub-{len(state['messages'])}")]}
-
-    inner = StateGraph(MessagesState)
-    inner.add_node("inner_model", inner_model)
-    inner.add_edge(START, "inner_model")
-
     def outer_model(state: MessagesState) -> dict[str, Any]:
         return {"messages": [AIMessage("from the top", id=f"top-{len(state['messages'])}")]}
 
     builder = StateGraph(MessagesState)
     builder.add_node("outer_model", outer_model)
-    builder.add_node("delegate", inner.compile())
+    builder.add_node("delegate", saying("inner_model", "from the subgraph", "sub"))
     builder.add_edge(START, "outer_model")
     builder.add_edge("outer_model", "delegate")
     graph = builder.compile(checkpointer=LedgerSaver(ledger))

@@ -351,8 +351,7 @@ def export_trajectory(store: EventStore, session: str, file: str | None) -> None
         sys.stdout.write("\n")
         return
     assert file is not None
-    store.session_info(session)  # NotFound before the file is begun
-    with replace_whole(file) as out:
+    with replace_whole(file) as out:  # NotFound leaves no file
         write_atif(store, session, out)
         out.write("\n")
     click.echo(f"exported the trajectory of {session} to {file}", err=True)

@@ -90,16 +90,24 @@ def build(
     return builder.compile() if as_subgraph else builder.compile(checkpointer=saver)
 
 
+def saying(node: str, text: str, ids: str) -> Any:
+    """A compiled graph of one node, `node`, that says `text` (its messages' ids `<ids>-<n>`,
+    n the messages before it): a subgraph for a graph to run."""
+
+    def say(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(text, id=f"{ids}-{len(state['messages'])}")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node(node, say)
+    builder.add_edge(START, node)
+    return builder.compile()
+
+
 def delegating(saver: LedgerSaver) -> Any:
     """A graph whose node `plan` sends two parts to `worker` (Send) and runs `delegate`, a
     subgraph of one node, `inner_model`."""
 
-    def inner_model(state: MessagesState) -> dict[str, Any]:
-        return {"messages": [AIMessage("inner", id=f"in-{len(state['messages'])}")]}
-
-    inner = StateGraph(MessagesState)
-    inner.add_node("inner_model", inner_model)
-    inner.add_edge(START, "inner_model")
+    inner = saying("inner_model", "inner", "in")
 
     def plan(state: MessagesState) -> dict[str, Any]:
         return {"messages": [AIMessage("plan", id="plan-1")]}
@@ -115,7 +123,7 @@ def delegating(saver: LedgerSaver) -> Any:
     builder = StateGraph(MessagesState)
     builder.add_node("plan", plan)
     builder.add_node("worker", worker)
-    builder.add_node("delegate", inner.compile())
+    builder.add_node("delegate", inner)
     builder.add_edge(START, "plan")
     builder.add_conditional_edges("plan", fan_out, ["worker", "delegate"])
     return builder.compile(checkpointer=saver)
