@@ -9,7 +9,7 @@ import gc
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pytest
@@ -35,6 +35,22 @@ def store(redis_server: LocalServer, prefix: str) -> Iterator[RedisStore]:
 def _do(client: Any, *args: object) -> Any:
     """A raw command (redis-py's execute_command has no types)."""
     return client.execute_command(*args)
+
+
+def _owner(client: redis.Redis, slot: int) -> int | None:
+    """The port of the node `client`'s server says serves `slot`."""
+    for first, last, primary, *_ in _do(client, "CLUSTER", "SLOTS"):
+        if first <= slot <= last:
+            return int(primary[1])
+    return None
+
+
+def _settle(clients: Iterable[redis.Redis], slot: int, port: int, wait: float = 10.0) -> None:
+    """Wait until every node says the node on `port` serves `slot`."""
+    deadline = time.monotonic() + wait
+    while any(_owner(client, slot) != port for client in clients):
+        assert time.monotonic() < deadline, f"the nodes never agreed that {port} serves {slot}"
+        time.sleep(0.05)
 
 
 def _calls(client: redis.Redis, command: str) -> int:
@@ -292,9 +308,14 @@ def test_held_connections_on_a_cluster_follow_ask_and_moved() -> None:
         _do(source, "MIGRATE", "127.0.0.1", target_port, "", 0, 5000, "KEYS", *keys)
         store.append(ref, 1, "a1", [msg("asked")])
         assert _calls(target, "asking") >= 1
-        # Handed over: the held connection to the source is answered MOVED.
-        for client in clients.values():
-            _do(client, "CLUSTER", "SETSLOT", slot, "NODE", ids[target_port])
+        # Handed over: the held connection to the source is answered MOVED. The target is told
+        # first, as Redis's docs order it (the source told first would send a client to a
+        # target still importing, which sends it back), and every node must agree before the
+        # next append, or a node's stale view gossiped back can bounce a client between them.
+        others = [port for port in clients if port not in (owner, target_port)]
+        for port in [target_port, owner, *others]:
+            _do(clients[port], "CLUSTER", "SETSLOT", slot, "NODE", ids[target_port])
+        _settle(clients.values(), slot, target_port)
         store.append(ref, 2, "a2", [msg("moved")])
         rejected = source.info("commandstats")["cmdstat_evalsha"]["rejected_calls"]
         assert rejected >= 2  # the ASK and the MOVED
