@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import uuid
+from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -189,3 +191,12 @@ def test_the_first_event_at_fault_is_named(events: list[Any], index: int) -> Non
     with pytest.raises(InvalidEvent) as raised:
         prepare_append("s", "x", "a", events, Limits())
     assert raised.value.index == index
+
+
+JCS = Path(__file__).resolve().parent.parent / "conformance" / "jcs"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (JCS / "input").glob("*.json")))
+def test_the_rfc_8785_authors_vectors(name: str) -> None:
+    value = json.loads((JCS / "input" / name).read_text("utf-8"))
+    assert canonical_bytes(value) == (JCS / "output" / name).read_bytes()

@@ -1,0 +1,69 @@
+/** Open a store from a URL, as the Python package's `ledger_bus.connect` does. */
+
+import { Cluster, Redis } from "ioredis";
+
+import type { Limits } from "./model/batch.js";
+import { InvalidInput } from "./model/errors.js";
+import type { EventStore } from "./store/base.js";
+import { MemoryStore } from "./store/memory.js";
+import { RedisStore } from "./store/redis.js";
+
+export interface ConnectOptions {
+  /** How long a call is retried through lost connections and failovers before BackendUnavailable, in ms. */
+  timeoutMs?: number;
+  /** The first part of every Redis key, to share one database between ledgers. */
+  prefix?: string;
+  /** Bounds on event size and events per append, and the size from which fields become artifacts. */
+  limits?: Partial<Limits>;
+}
+
+const SCHEMES = "use redis://, rediss://, redis+cluster://, rediss+cluster:// or memory://";
+
+/**
+ * Open a store: "redis://host:port/db", "rediss://..." (TLS), "redis+cluster://host:port" (any
+ * node of a Redis Cluster) or "memory://"; none given reads LEDGER_BUS_URL, then falls back to
+ * redis://127.0.0.1:6379/0.
+ */
+export function connect(url?: string, options: ConnectOptions = {}): EventStore {
+  const given = url ?? process.env["LEDGER_BUS_URL"] ?? "redis://127.0.0.1:6379/0";
+  let parsed: URL;
+  try {
+    parsed = new URL(given);
+  } catch {
+    throw new InvalidInput(`unsupported URL '${given}': ${SCHEMES}`);
+  }
+  const scheme = parsed.protocol.replace(/:$/, "");
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  if (timeoutMs <= 0 || !Number.isFinite(timeoutMs)) {
+    throw new InvalidInput(`timeoutMs must be a positive number, got ${timeoutMs}`);
+  }
+  if (scheme === "memory") return new MemoryStore({ limits: options.limits });
+  const common = {
+    // A call that fails is tried again by the store (store/failures.ts) until its timeout, the
+    // same append_id with it; the client's own retries would only hide the failure from it.
+    maxRetriesPerRequest: 1,
+    connectTimeout: Math.min(timeoutMs, 10_000),
+    retryStrategy: (times: number) => Math.min(times * 50, 500),
+  };
+  const store = { prefix: options.prefix, timeoutMs, limits: options.limits };
+  if (scheme === "redis" || scheme === "rediss") {
+    const client = new Redis(given, common);
+    client.on("error", () => undefined); // failures reach the calls, which judge them
+    return new RedisStore(client, store);
+  }
+  if (scheme === "redis+cluster" || scheme === "rediss+cluster") {
+    const tls = scheme.startsWith("rediss") ? {} : undefined;
+    const client = new Cluster([{ host: parsed.hostname, port: Number(parsed.port || 6379) }], {
+      redisOptions: {
+        ...common,
+        username: decodeURIComponent(parsed.username) || undefined,
+        password: decodeURIComponent(parsed.password) || undefined,
+        tls,
+      },
+      clusterRetryStrategy: (times: number) => Math.min(times * 100, 1000),
+    });
+    client.on("error", () => undefined);
+    return new RedisStore(client, store);
+  }
+  throw new InvalidInput(`unsupported URL '${given}': ${SCHEMES}`);
+}

@@ -1,0 +1,30 @@
+/**
+ * ledger-bus: a durable, append-only event log for multi-agent systems on Redis Streams. The
+ * TypeScript SDK: the same contract, Redis layout and Lua scripts as the Python package, so
+ * that agents in either language write and read one record.
+ */
+
+export { connect, type ConnectOptions } from "./connect.js";
+export { EventStore, PAGE, type ReadOptions } from "./store/base.js";
+export { RedisStore, type RedisStoreOptions } from "./store/redis.js";
+export { MemoryStore } from "./store/memory.js";
+export * from "./model/errors.js";
+export {
+  ANY,
+  type ExpectedVersion,
+  type StreamId,
+  streamId,
+  deriveEventId,
+  formatCursor,
+  parseCursor,
+  cursorMs,
+  CURSOR_ZERO,
+  EVENT_ID_NAMESPACE,
+} from "./model/ids.js";
+export type { Event, Message, ToolCall, ToolResult, Mutation, Fields } from "./model/events.js";
+export { EVENT_TYPES } from "./model/events.js";
+export type { AppendResult, RecordedEvent, OpenAttempt } from "./model/records.js";
+export { eventLine, appendLine } from "./model/records.js";
+export { ArtifactRef } from "./model/artifacts.js";
+export { DEFAULT_LIMITS, type Limits, prepareAppend, type PreparedAppend } from "./model/batch.js";
+export { canonicalBytes, MAX_DEPTH } from "./model/canonical.js";

@@ -1,0 +1,72 @@
+/** The records a store returns: committed events, append results, open attempts. */
+
+import type { Fields } from "./events.js";
+import { cursorMs, type StreamId } from "./ids.js";
+
+/** One committed event: its fields as appended, plus where and when it was committed. */
+export interface RecordedEvent {
+  readonly stream: StreamId;
+  readonly version: number;
+  readonly cursor: string;
+  readonly fields: Fields;
+}
+
+/** What an append committed, or had committed before when `deduplicated`. */
+export interface AppendResult {
+  readonly stream: StreamId;
+  readonly firstVersion: number;
+  readonly lastVersion: number;
+  readonly cursor: string;
+  readonly deduplicated: boolean;
+}
+
+/** A requested call with no terminal event yet (spec/ledger-v1.md, "Open attempts"). */
+export interface OpenAttempt {
+  readonly sessionId: string;
+  readonly attemptId: string;
+  readonly runId: string | null;
+  readonly tool: string;
+  readonly stream: string;
+  readonly callCursor: string;
+  /** The cursor of the reconcile.unresolved that flagged it, or null. */
+  readonly flaggedBy: string | null;
+}
+
+/** A millisecond timestamp as ISO 8601 UTC, as the ledger's lines show it. */
+export function formatTime(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+/**
+ * The flat JSON object of an event's line, as `ledger-bus read -o jsonl` writes it: ledger keys
+ * first (session, stream, version, cursor, type, agent, event_id, recorded_at), then the event's
+ * own fields.
+ */
+export function eventLine(event: RecordedEvent): Record<string, unknown> {
+  const fields = event.fields;
+  const out: Record<string, unknown> = {
+    session: event.stream.sessionId,
+    stream: event.stream.name,
+    version: event.version,
+    cursor: event.cursor,
+    type: fields["type"],
+    agent: fields["agent"],
+    event_id: fields["event_id"],
+    recorded_at: formatTime(cursorMs(event.cursor)),
+  };
+  for (const [name, value] of Object.entries(fields)) {
+    if (!(name in out)) out[name] = value;
+  }
+  return out;
+}
+
+export function appendLine(result: AppendResult): Record<string, unknown> {
+  return {
+    session: result.stream.sessionId,
+    stream: result.stream.name,
+    first_version: result.firstVersion,
+    last_version: result.lastVersion,
+    cursor: result.cursor,
+    deduplicated: result.deduplicated,
+  };
+}

@@ -1,0 +1,236 @@
+/**
+ * The in-process store (`memory://`): the contract held in this process's memory, for tests and
+ * demos. It keeps payloads as Redis does (msgpack, decoded on each read), so that what a read
+ * returns is never the caller's own object.
+ */
+
+import { unpack } from "../model/artifacts.js";
+import type { Limits, PreparedAppend } from "../model/batch.js";
+import { IdempotencyConflict, VersionConflict } from "../model/errors.js";
+import { CURSOR_ZERO, formatCursor, parseCursor, type StreamId, streamText } from "../model/ids.js";
+import type { AppendResult, OpenAttempt, RecordedEvent } from "../model/records.js";
+import { EventStore } from "./base.js";
+
+interface Entry {
+  cursor: string;
+  stream: StreamId;
+  version: number;
+  payload: Buffer;
+}
+
+interface Recorded {
+  digest: string;
+  result: AppendResult;
+}
+
+interface Session {
+  log: Entry[];
+  versions: Map<string, number>;
+  appendIds: Map<string, Recorded>; // "<stream>\x1f<append_id>"
+  open: Map<string, OpenAttempt>;
+  safe: Set<string>;
+  artifacts: Map<string, Buffer>;
+  lastActive: number;
+}
+
+/** The cursors of `count` events committed at `nowMs` after `last`: never at or below it. */
+export function cursorsAfter(last: string, nowMs: number, count: number): string[] {
+  let [ms, seq] = parseCursor(last);
+  const found: string[] = [];
+  for (let i = 0; i < count; i++) {
+    if (nowMs > ms) [ms, seq] = [nowMs, 0];
+    else seq += 1;
+    found.push(formatCursor(ms, seq));
+  }
+  return found;
+}
+
+export class MemoryStore extends EventStore {
+  readonly tier: string = "memory";
+  private readonly data = new Map<string, Session>();
+  private waiters: (() => void)[] = [];
+
+  constructor(options: { limits?: Partial<Limits> } = {}) {
+    super(options.limits);
+  }
+
+  async close(): Promise<void> {
+    this.wake();
+  }
+
+  private session(id: string): Session {
+    let found = this.data.get(id);
+    if (found === undefined) {
+      found = {
+        log: [],
+        versions: new Map(),
+        appendIds: new Map(),
+        open: new Map(),
+        safe: new Set(),
+        artifacts: new Map(),
+        lastActive: 0,
+      };
+      this.data.set(id, found);
+    }
+    return found;
+  }
+
+  private wake(): void {
+    const waiting = this.waiters;
+    this.waiters = [];
+    for (const wake of waiting) wake();
+  }
+
+  protected async appendPrepared(
+    stream: StreamId,
+    expected: number | null,
+    appendId: string,
+    prepared: PreparedAppend,
+  ): Promise<AppendResult> {
+    const session = this.session(stream.sessionId);
+    const digest = prepared.sha256.toString("hex");
+    const prior = session.appendIds.get(`${stream.name}\x1f${appendId}`);
+    if (prior !== undefined) {
+      if (prior.digest !== digest) throw new IdempotencyConflict(streamText(stream), appendId);
+      return { ...prior.result, deduplicated: true };
+    }
+    const version = session.versions.get(stream.name) ?? 0;
+    if (expected !== null && expected !== version) {
+      throw new VersionConflict(streamText(stream), expected, version);
+    }
+    const last = session.log.length ? (session.log[session.log.length - 1] as Entry).cursor : CURSOR_ZERO;
+    const cursors = cursorsAfter(last, Date.now(), prepared.payloads.length);
+    prepared.payloads.forEach((payload, at) => {
+      const cursor = cursors[at] as string;
+      session.log.push({ cursor, stream, version: version + at + 1, payload });
+      this.note(session, stream, prepared.notes[at] as string, cursor);
+    });
+    for (const artifact of prepared.artifacts) {
+      session.artifacts.set(artifact.ref.sha256, artifact.data);
+    }
+    session.versions.set(stream.name, version + prepared.payloads.length);
+    session.lastActive = Date.now();
+    const result: AppendResult = {
+      stream,
+      firstVersion: version + 1,
+      lastVersion: version + prepared.payloads.length,
+      cursor: cursors[cursors.length - 1] as string,
+      deduplicated: false,
+    };
+    session.appendIds.set(`${stream.name}\x1f${appendId}`, { digest, result });
+    this.wake();
+    return result;
+  }
+
+  /** What an event's note (model/attempts.ts) does to the session's open attempts. */
+  private note(session: Session, stream: StreamId, note: string, cursor: string): void {
+    if (!note) return;
+    const [kind, first = "", second = "", third = ""] = note.split("\x1f");
+    if (kind === "o") {
+      session.open.set(first, {
+        sessionId: stream.sessionId,
+        attemptId: first,
+        runId: second || null,
+        tool: third,
+        stream: stream.name,
+        callCursor: cursor,
+        flaggedBy: null,
+      });
+    } else if (kind === "c") {
+      session.open.delete(first);
+    } else if (kind === "f") {
+      const open = session.open.get(first);
+      const named = second ? formatCursor(...parseCursor(second)) : null;
+      if (open && open.flaggedBy === null && (named === null || named === open.callCursor)) {
+        session.open.set(first, { ...open, flaggedBy: cursor });
+      }
+    } else if (kind === "s") {
+      session.safe.add(`${first}\x1f${second}`);
+    }
+  }
+
+  private recorded(entry: Entry): RecordedEvent {
+    return {
+      stream: entry.stream,
+      version: entry.version,
+      cursor: entry.cursor,
+      fields: unpack(entry.payload),
+    };
+  }
+
+  protected async readStreamPage(
+    stream: StreamId,
+    after: number,
+    count: number,
+  ): Promise<RecordedEvent[]> {
+    const log = this.data.get(stream.sessionId)?.log ?? [];
+    return log
+      .filter((e) => e.stream.name === stream.name && e.version > after)
+      .slice(0, count)
+      .map((e) => this.recorded(e));
+  }
+
+  protected async scanPage(
+    sessionId: string,
+    after: string | null,
+    count: number,
+  ): Promise<RecordedEvent[]> {
+    const log = this.data.get(sessionId)?.log ?? [];
+    return log
+      .filter((e) => after === null || e.cursor > after)
+      .slice(0, count)
+      .map((e) => this.recorded(e));
+  }
+
+  protected async tailPage(
+    sessionId: string,
+    n: number,
+    before: string | null,
+  ): Promise<RecordedEvent[]> {
+    const log = (this.data.get(sessionId)?.log ?? []).filter(
+      (e) => before === null || e.cursor < before,
+    );
+    return log.slice(Math.max(0, log.length - n)).map((e) => this.recorded(e));
+  }
+
+  protected async waitPage(
+    sessionId: string,
+    after: string | null,
+    timeoutMs: number,
+    count: number,
+  ): Promise<RecordedEvent[]> {
+    const log = this.data.get(sessionId)?.log ?? [];
+    const from = after ?? (log.length ? (log[log.length - 1] as Entry).cursor : CURSOR_ZERO);
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const found = await this.scanPage(sessionId, from, count);
+      const left = deadline - Date.now();
+      if (found.length || left <= 0) return found;
+      await new Promise<void>((done) => {
+        const timer = setTimeout(done, left);
+        this.waiters.push(() => {
+          clearTimeout(timer);
+          done();
+        });
+      });
+    }
+  }
+
+  protected async versionOf(stream: StreamId): Promise<number> {
+    return this.data.get(stream.sessionId)?.versions.get(stream.name) ?? 0;
+  }
+
+  protected async sessionList(limit: number | null): Promise<[string, number][]> {
+    const found: [string, number][] = [...this.data.entries()].map(([id, s]) => [id, s.lastActive]);
+    found.sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+    return limit === null ? found : found.slice(0, limit);
+  }
+
+  protected async openOf(sessionId: string): Promise<OpenAttempt[]> {
+    return [...(this.data.get(sessionId)?.open.values() ?? [])];
+  }
+
+  protected async artifactBytes(sessionId: string, sha256: string): Promise<Buffer | null> {
+    return this.data.get(sessionId)?.artifacts.get(sha256) ?? null;
+  }
+}

@@ -1,0 +1,523 @@
+/**
+ * The Redis store: the Python package's layout and Lua scripts (ledger_bus/store/redis/), so
+ * that a Python process and a Node process share one session, each reading what the other
+ * wrote as its own: the same keys, the same script bytes, the same replies.
+ */
+
+import { randomBytes } from "node:crypto";
+
+import type { Cluster, Redis } from "ioredis";
+
+import { unpack } from "../model/artifacts.js";
+import type { Artifact } from "../model/artifacts.js";
+import type { Limits, PreparedAppend } from "../model/batch.js";
+import { luaNotes, opensAttempt } from "../model/attempts.js";
+import {
+  BackendUnavailable,
+  HistoryRewound,
+  IdempotencyConflict,
+  SessionArchived,
+  BackendRefused,
+  VersionConflict,
+} from "../model/errors.js";
+import {
+  cursorMs,
+  formatCursor,
+  ledgerCursor,
+  parseCursor,
+  redisCursor,
+  type StreamId,
+  streamText,
+} from "../model/ids.js";
+import type { AppendResult, OpenAttempt, RecordedEvent } from "../model/records.js";
+import { EventStore } from "./base.js";
+import { retried } from "./failures.js";
+import { Keys } from "./keys.js";
+import { type LuaScript, script } from "./scripts.js";
+
+export type RedisClient = Redis | Cluster;
+type Arg = string | Buffer | number;
+type Entry = [Buffer, Buffer[]];
+
+// How often the cross-session index is refreshed for one session by one store, at most.
+const INDEX_REFRESH_MS = 1000;
+// How often an append that opens attempts refreshes its session in the open-attempts index:
+// a reconciler forgets a session only once its entry is older than its prune window.
+const OPEN_INDEX_REFRESH_MS = 60_000;
+// Between a session id and the token of an append's provisional open-attempts index entry.
+const OPEN_MEMBER_SEP = "\x1f";
+const ARTIFACT_CHUNK = 1024 * 1024;
+const ARTIFACT_READ_CHUNKS = 4;
+const ARTIFACT_UPLOAD_TTL_MS = 3_600_000;
+// A blocking read waits in slices, so that a lost connection is noticed within one.
+const MAX_BLOCK_MS = 5000;
+
+const APPEND = script("append");
+const ARTIFACT_PUT = script("artifact_put");
+const READ_STREAM = script("read_stream");
+
+export interface RedisStoreOptions {
+  /** The prefix of every key: "lb" unless the deployment says otherwise. */
+  prefix?: string;
+  /** How long a call is retried through lost connections and failovers, in ms. */
+  timeoutMs?: number;
+  limits?: Partial<Limits>;
+}
+
+/** A stream this store appends to: its highest version acknowledged here, and in which generation. */
+class Written {
+  acknowledged = 0;
+  generation = 0;
+
+  acknowledge(lastVersion: number, generation: number): void {
+    if (generation > this.generation) {
+      // the stream was deleted since: its count starts over
+      this.generation = generation;
+      this.acknowledged = lastVersion;
+    } else if (generation === this.generation && lastVersion > this.acknowledged) {
+      this.acknowledged = lastVersion;
+    }
+  }
+}
+
+const text = (value: unknown): string =>
+  Buffer.isBuffer(value) ? value.toString("utf8") : String(value);
+
+export class RedisStore extends EventStore {
+  readonly tier: string = "redis";
+  readonly keys: Keys;
+  readonly timeoutMs: number;
+  private readonly written = new Map<string, Written>();
+  private readonly indexed = new Map<string, number>();
+  private readonly openIndexed = new Map<string, number>();
+  private readonly idle: RedisClient[] = []; // connections for blocking reads, not in use
+  private readonly blocking = new Set<RedisClient>();
+  private readScript = true;
+
+  constructor(
+    readonly client: RedisClient,
+    options: RedisStoreOptions = {},
+  ) {
+    super(options.limits);
+    this.keys = new Keys(options.prefix ?? "lb");
+    this.timeoutMs = options.timeoutMs ?? 10_000;
+  }
+
+  async close(): Promise<void> {
+    for (const connection of [...this.blocking, ...this.idle]) connection.disconnect();
+    this.client.disconnect();
+  }
+
+  // -- appends --------------------------------------------------------------------------------
+
+  protected async appendPrepared(
+    stream: StreamId,
+    expected: number | null,
+    appendId: string,
+    prepared: PreparedAppend,
+  ): Promise<AppendResult> {
+    const session = stream.sessionId;
+    const key = `${session}\x1f${stream.name}`;
+    let written = this.written.get(key);
+    if (written === undefined) this.written.set(key, (written = new Written()));
+    const { acknowledged, generation } = written;
+    let keys = this.appendKeys(stream);
+    const args: Arg[] = [
+      stream.name,
+      expected ?? -1,
+      appendId,
+      prepared.sha256,
+      prepared.payloads.length,
+      acknowledged,
+      "",
+      generation,
+      ...prepared.payloads,
+      luaNotes(prepared.notes),
+      ...prepared.uses.flat(),
+    ];
+    const opens = prepared.notes.some(opensAttempt);
+    const listed = opens ? await this.listOpenSession(session) : null;
+    if (prepared.artifacts.length) {
+      keys = [...keys, ...this.artifactKeys(session, prepared.artifacts)];
+      await this.putArtifacts(session, prepared.artifacts, false);
+    }
+    let reply: unknown[] = [];
+    for (let tries = 0; tries < 3; tries++) {
+      reply = (await retried(() => this.evalsha(APPEND, keys, args), this.timeoutMs)) as unknown[];
+      if (text(reply[0]) !== "noartifact") break;
+      // An artifact written before went before the call ran (a deletion, its TTL): again.
+      await this.putArtifacts(session, prepared.artifacts, true);
+    }
+    const status = text(reply[0]);
+    if (listed !== null) await this.settleOpenListing(session, listed, status === "ok" || status === "dup");
+    const result = this.outcome(stream, expected, appendId, acknowledged, reply);
+    if (!result.deduplicated) await this.touchIndex(session, cursorMs(result.cursor));
+    written.acknowledge(result.lastVersion, Number(reply[result.deduplicated ? 4 : 5]));
+    return result;
+  }
+
+  private appendKeys(stream: StreamId): string[] {
+    const s = stream.sessionId;
+    const k = this.keys;
+    return [
+      k.log(s),
+      k.meta(s),
+      k.stream(s, stream.name),
+      k.idempotency(s, stream.name),
+      k.openAttempts(s),
+      k.safeTools(s),
+      k.tombstone(s),
+    ];
+  }
+
+  private outcome(
+    stream: StreamId,
+    expected: number | null,
+    appendId: string,
+    known: number,
+    reply: unknown[],
+  ): AppendResult {
+    const status = text(reply[0]);
+    const name = streamText(stream);
+    switch (status) {
+      case "rewound": {
+        const key = `${stream.sessionId}\x1f${stream.name}`;
+        throw new HistoryRewound(name, known, Number(reply[1]), () => {
+          const written = this.written.get(key);
+          if (written) written.acknowledged = 0;
+        });
+      }
+      case "conflict":
+        throw new VersionConflict(name, expected ?? -1, Number(reply[1]));
+      case "idem":
+        throw new IdempotencyConflict(name, appendId);
+      case "archived":
+        throw new SessionArchived(stream.sessionId, text(reply[1]));
+      case "noartifact":
+        throw new BackendUnavailable(
+          `an artifact of the append kept going before the append: ${text(reply[1])}`,
+        );
+      case "noperm":
+        throw new BackendRefused(
+          `redis refused the permission (ACL): this user may not ${text(reply[1])}` +
+            ` ${text(reply[2])}; nothing written`,
+        );
+    }
+    return {
+      stream,
+      firstVersion: Number(reply[1]),
+      lastVersion: Number(reply[2]),
+      cursor: ledgerCursor(text(reply[3])),
+      deduplicated: status === "dup",
+    };
+  }
+
+  private async evalsha(
+    lua: LuaScript,
+    keys: string[],
+    args: Arg[],
+    readOnly = false,
+  ): Promise<unknown> {
+    const command = readOnly ? "EVALSHA_RO" : "EVALSHA";
+    try {
+      return await this.client.callBuffer(command, lua.sha, keys.length, ...keys, ...args);
+    } catch (err) {
+      if (!(err instanceof Error && err.message.startsWith("NOSCRIPT"))) throw err;
+      // The server has not got the script (a restart, a new node): EVAL loads it as it runs.
+      const load = readOnly ? "EVAL_RO" : "EVAL";
+      return await this.client.callBuffer(load, lua.text, keys.length, ...keys, ...args);
+    }
+  }
+
+  private async run<T>(make: () => Promise<T>): Promise<T> {
+    return retried(make, this.timeoutMs);
+  }
+
+  /**
+   * List the session in the open-attempts index before an append that opens attempts, as a
+   * provisional member of this append's own (`<session>\x1f<token>`): a writer killed right
+   * after its request committed must not leave an open attempt no reconciler can find. Once a
+   * minute per session; null when no listing was due.
+   */
+  private async listOpenSession(session: string): Promise<string | null> {
+    const last = this.openIndexed.get(session) ?? -OPEN_INDEX_REFRESH_MS;
+    if (Date.now() - last < OPEN_INDEX_REFRESH_MS) return null;
+    const member = `${session}${OPEN_MEMBER_SEP}${randomBytes(8).toString("hex")}`;
+    const key = this.keys.openIndexOf(session);
+    await this.run(() => this.client.zadd(key, Date.now(), member));
+    return member;
+  }
+
+  private async settleOpenListing(
+    session: string,
+    member: string,
+    committed: boolean,
+  ): Promise<void> {
+    const key = this.keys.openIndexOf(session);
+    const now = Date.now();
+    try {
+      if (committed) await this.client.zadd(key, "GT", now, session);
+      await this.client.zrem(key, member);
+      if (committed) this.openIndexed.set(session, now);
+    } catch {
+      // Left behind, the member still names the session to the reconciler.
+    }
+  }
+
+  /** Refresh the session's last activity; a failure leaves the index a little stale. */
+  private async touchIndex(session: string, ms: number): Promise<void> {
+    if (ms - (this.indexed.get(session) ?? -INDEX_REFRESH_MS) < INDEX_REFRESH_MS) return;
+    try {
+      await this.client.zadd(this.keys.indexOf(session), "GT", ms, session);
+      this.indexed.set(session, ms);
+    } catch {
+      // retried by the next append; `ledger-bus sessions --rebuild` repairs what is left
+    }
+  }
+
+  private artifactKeys(session: string, artifacts: Artifact[]): string[] {
+    return [
+      this.keys.artifactUses(session),
+      ...artifacts.map((a) => this.keys.artifact(session, a.ref.sha256)),
+    ];
+  }
+
+  /**
+   * Write the artifacts the session does not hold (all of them `again`), each under a name of
+   * its own until artifact_put.lua names it: a hash of 1 MiB chunks, a chunk per command, so
+   * that no command holds the server for long.
+   */
+  private async putArtifacts(session: string, artifacts: Artifact[], again: boolean): Promise<void> {
+    let todo = artifacts;
+    if (!again) {
+      const there = await Promise.all(
+        artifacts.map((a) => this.run(() => this.client.exists(this.keys.artifact(session, a.ref.sha256)))),
+      );
+      todo = artifacts.filter((_, at) => !there[at]);
+    }
+    for (const artifact of todo) {
+      const sha = artifact.ref.sha256;
+      const upload = this.keys.artifactUpload(session, sha, randomBytes(6).toString("hex"));
+      const chunks: Buffer[] = [];
+      for (let at = 0; at < artifact.data.length; at += ARTIFACT_CHUNK) {
+        chunks.push(artifact.data.subarray(at, at + ARTIFACT_CHUNK));
+      }
+      const send = async (): Promise<boolean> => {
+        // The first chunk and the TTL together: an upload cut short goes by itself.
+        await this.client
+          .multi()
+          .hset(upload, "0", chunks[0] as Buffer)
+          .pexpire(upload, ARTIFACT_UPLOAD_TTL_MS)
+          .exec();
+        for (let n = 1; n < chunks.length; n++) await this.client.hset(upload, String(n), chunks[n] as Buffer);
+        const names = [upload, this.keys.artifact(session, sha)];
+        return Number(await this.evalsha(ARTIFACT_PUT, names, [artifact.data.length, chunks.length])) === 1;
+      };
+      let done = false;
+      for (let tries = 0; tries < 3 && !done; tries++) done = await this.run(send);
+      if (!done) throw new BackendUnavailable(`artifact sha256:${sha} could not be written whole`);
+    }
+  }
+
+  // -- reads ----------------------------------------------------------------------------------
+
+  private records(sessionId: string, entries: Entry[]): RecordedEvent[] {
+    const refs = new Map<string, StreamId>();
+    return entries.map(([id, flat]) => {
+      const fields = new Map<string, Buffer>();
+      for (let i = 0; i < flat.length; i += 2) fields.set(text(flat[i]), flat[i + 1] as Buffer);
+      const name = text(fields.get("s"));
+      let stream = refs.get(name);
+      if (stream === undefined) {
+        stream = Object.freeze({ sessionId, name });
+        refs.set(name, stream);
+      }
+      return {
+        stream,
+        version: Number(text(fields.get("v"))),
+        cursor: ledgerCursor(text(id)),
+        fields: unpack(fields.get("p") as Buffer),
+      };
+    });
+  }
+
+  protected async readStreamPage(
+    stream: StreamId,
+    after: number,
+    count: number,
+  ): Promise<RecordedEvent[]> {
+    const keys = [this.keys.stream(stream.sessionId, stream.name), this.keys.log(stream.sessionId)];
+    if (this.readScript) {
+      try {
+        const found = await this.run(() => this.evalsha(READ_STREAM, keys, [after + 1, count], true));
+        return this.records(stream.sessionId, found as Entry[]);
+      } catch (err) {
+        if (!(err instanceof BackendRefused && /unknown command/i.test(err.message))) throw err;
+        this.readScript = false; // a server without EVALSHA_RO: the two reads below
+      }
+    }
+    return this.readStreamTwice(stream, keys[0] as string, keys[1] as string, after + 1, count);
+  }
+
+  private async readStreamTwice(
+    stream: StreamId,
+    index: string,
+    log: string,
+    first: number,
+    count: number,
+  ): Promise<RecordedEvent[]> {
+    const [head, rest] = await this.run(() =>
+      Promise.all([
+        this.client.xrevrangeBuffer(index, `${first}-0`, "-", "COUNT", 1),
+        this.client.xrangeBuffer(index, `(${first}-0`, "+", "COUNT", count),
+      ]),
+    );
+    const plan: [string, number, number][] = [];
+    let wanted = count;
+    for (const [id, flat] of [...head, ...rest] as unknown as Entry[]) {
+      const start = Number(text(id).split("-")[0]);
+      let cursor = "";
+      let n = 0;
+      for (let i = 0; i < flat.length; i += 2) {
+        if (text(flat[i]) === "c") cursor = text(flat[i + 1]);
+        if (text(flat[i]) === "n") n = Number(text(flat[i + 1]));
+      }
+      const skip = Math.max(0, first - start);
+      const take = Math.min(n - skip, wanted);
+      if (take > 0) {
+        plan.push([cursor, skip, take]);
+        wanted -= take;
+      }
+      if (!wanted) break;
+    }
+    const found = await this.run(() =>
+      Promise.all(plan.map(([cursor, skip, take]) => this.client.xrangeBuffer(log, cursor, "+", "COUNT", skip + take))),
+    );
+    const entries = plan.flatMap(([, skip, take], at) =>
+      (found[at] as unknown as Entry[]).slice(skip, skip + take),
+    );
+    return this.records(stream.sessionId, entries);
+  }
+
+  protected async scanPage(
+    sessionId: string,
+    after: string | null,
+    count: number,
+  ): Promise<RecordedEvent[]> {
+    const start = after === null ? "-" : `(${redisCursor(after)}`;
+    const log = this.keys.log(sessionId);
+    const entries = await this.run(() => this.client.xrangeBuffer(log, start, "+", "COUNT", count));
+    return this.records(sessionId, entries);
+  }
+
+  protected async tailPage(
+    sessionId: string,
+    n: number,
+    before: string | null,
+  ): Promise<RecordedEvent[]> {
+    const end = before === null ? "+" : `(${redisCursor(before)}`;
+    const log = this.keys.log(sessionId);
+    const entries = await this.run(() => this.client.xrevrangeBuffer(log, end, "-", "COUNT", n));
+    return this.records(sessionId, (entries as unknown as Entry[]).reverse());
+  }
+
+  protected async waitPage(
+    sessionId: string,
+    after: string | null,
+    timeoutMs: number,
+    count: number,
+  ): Promise<RecordedEvent[]> {
+    const log = this.keys.log(sessionId);
+    let last: string;
+    if (after === null) {
+      // "$" would be read again on every slice and miss what lands in between: pin it.
+      const newest = await this.run(() => this.client.xrevrange(log, "+", "-", "COUNT", 1));
+      last = newest.length ? (newest[0] as [string, string[]])[0] : "0-0";
+    } else {
+      last = redisCursor(after);
+    }
+    const deadline = Date.now() + timeoutMs;
+    const connection = this.idle.pop() ?? this.duplicate();
+    connection.on("error", () => undefined);
+    this.blocking.add(connection);
+    try {
+      for (;;) {
+        const block = Math.max(1, Math.min(MAX_BLOCK_MS, deadline - Date.now()));
+        const reply = await this.run(() =>
+          connection.xreadBuffer("COUNT", count, "BLOCK", block, "STREAMS", log, last),
+        );
+        if (reply && reply.length) return this.records(sessionId, (reply[0] as [Buffer, Entry[]])[1]);
+        if (Date.now() >= deadline) return [];
+      }
+    } finally {
+      this.blocking.delete(connection);
+      this.idle.push(connection);
+    }
+  }
+
+  /** A connection of its own for a blocking read: it holds the connection while it waits. */
+  private duplicate(): RedisClient {
+    const client = this.client;
+    return "nodes" in client && typeof client.nodes === "function"
+      ? (client).duplicate()
+      : (client as Redis).duplicate();
+  }
+
+  protected async versionOf(stream: StreamId): Promise<number> {
+    const meta = this.keys.meta(stream.sessionId);
+    return Number((await this.run(() => this.client.hget(meta, stream.name))) ?? 0);
+  }
+
+  protected async sessionList(limit: number | null): Promise<[string, number][]> {
+    const stop = limit === null ? -1 : limit - 1;
+    const buckets = await this.run(() =>
+      Promise.all(
+        this.keys.allIndexes().map((key) => this.client.zrange(key, 0, stop, "REV", "WITHSCORES")),
+      ),
+    );
+    const found: [string, number][] = [];
+    for (const flat of buckets) {
+      for (let i = 0; i < flat.length; i += 2) found.push([flat[i] as string, Number(flat[i + 1])]);
+    }
+    found.sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+    return limit === null ? found : found.slice(0, limit);
+  }
+
+  protected async openOf(sessionId: string): Promise<OpenAttempt[]> {
+    const found = await this.run(() => this.client.hgetall(this.keys.openAttempts(sessionId)));
+    return Object.entries(found).map(([attemptId, value]) => {
+      const [runId, tool, stream, cursor, flagged] = value.split("\x1f") as [string, string, string, string, string];
+      return {
+        sessionId,
+        attemptId,
+        runId: runId || null,
+        tool,
+        stream,
+        callCursor: formatCursor(...parseCursor(cursor)),
+        flaggedBy: flagged ? formatCursor(...parseCursor(flagged)) : null,
+      };
+    });
+  }
+
+  protected async artifactBytes(sessionId: string, sha256: string): Promise<Buffer | null> {
+    const key = this.keys.artifact(sessionId, sha256);
+    const uses = this.keys.artifactUses(sessionId);
+    const names = Array.from({ length: ARTIFACT_READ_CHUNKS }, (_, n) => String(n));
+    return this.run(async () => {
+      const [referenced, count, first] = await Promise.all([
+        this.client.hexists(uses, sha256),
+        this.client.hlen(key),
+        this.client.hmgetBuffer(key, ...names),
+      ]);
+      if (!referenced || !count) return null; // one written for an append yet to commit is not yet one
+      const parts = first.slice(0, count);
+      // A few chunks a round trip: all at once would have the server copy it whole into a reply.
+      for (let start = ARTIFACT_READ_CHUNKS; start < count; start += ARTIFACT_READ_CHUNKS) {
+        const more = Array.from({ length: Math.min(count, start + ARTIFACT_READ_CHUNKS) - start }, (_, n) => String(start + n));
+        parts.push(...(await this.client.hmgetBuffer(key, ...more)));
+      }
+      if (parts.some((part) => part === null)) return null; // deleted while read
+      return Buffer.concat(parts as Buffer[]);
+    });
+  }
+}
