@@ -30,10 +30,16 @@ fix: install
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-lint: install
+# The TypeScript SDK's packages, from its committed lockfile (Node 20 or newer).
+TS_DEPS = typescript/node_modules/.installed
+$(TS_DEPS): typescript/package-lock.json
+	cd typescript && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.installed
+
+lint: install $(TS_DEPS)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy ledger_bus tests scripts examples
+	cd typescript && npm run --silent lua && npm run --silent lint
 
 # The Agents SDK's own session tests, from the sdist of the version installed, for
 # tests/test_agents_sdk_own.py to run against LedgerSession (which skips, saying so, without them).
@@ -56,7 +62,8 @@ $(HARBOR)/.installed: $(VENV)/.installed
 	  $(HARBOR)/bin/python -c 'import harbor.utils.trajectory_validator' && touch $@; \
 	else echo 'no Python 3.12 or newer: the ATIF tests will skip'; fi
 
-test: install $(SDK_TESTS)/.fetched $(HARBOR)/.installed
+test: install $(SDK_TESTS)/.fetched $(HARBOR)/.installed $(TS_DEPS)
+	cd typescript && npm test --silent
 	$(BIN)/pytest -q
 
 test-fast: install
@@ -83,3 +90,4 @@ build: install
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf typescript/node_modules typescript/dist typescript/lua

@@ -1,0 +1,171 @@
+"""Python and the TypeScript SDK on one Redis: each reads the other's events as its own (event
+ids, digests, versions, cursors), an append retried from the other language deduplicates, and
+the command line and the web view show Node's events. The SDK's own tests are vitest's, in
+typescript/ (make test runs both)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+import ledger_bus as lb
+from ledger_bus.model.batch import Limits, prepare_append
+from ledger_bus.model.ids import derive_event_id
+from ledger_bus.store.base import EventStore
+from tests.support.helpers import ledger_cli
+from tests.support.node import NodeError, NodePeer, need_node
+from tests.support.ui import view_app
+
+pytestmark = pytest.mark.usefixtures("node_available")
+
+EVENTS: list[dict[str, Any]] = [
+    {"type": "message", "agent": "planner", "body": "héllo 😀", "parents": []},
+    {
+        "type": "tool_call",
+        "agent": "coder",
+        "tool": "search",
+        "attempt_id": "c1",
+        "run_id": "r1",
+        "args": {"q": "x", "n": [1, 2.5, None, True, 1e21], "€": {"z": 1, "a": -0.0}},
+    },
+    {"type": "tool_result", "agent": "coder", "tool": "search", "attempt_id": "c1", "status": "ok"},
+    {"type": "mutation", "agent": "coder", "kind": "task.done", "result": None, "deep": [[[1]]]},
+]
+
+
+@pytest.fixture(scope="module")
+def node_available() -> None:
+    need_node()
+
+
+@pytest.fixture
+def node(redis_url: str, prefix: str) -> Iterator[NodePeer]:
+    with NodePeer(redis_url, prefix) as peer:
+        yield peer
+
+
+def _same(python: list[lb.RecordedEvent], node: list[dict[str, object]]) -> None:
+    assert [e.to_dict() for e in python] == [json.loads(json.dumps(line)) for line in node]
+
+
+def test_each_reads_the_others_events_identically(redis_store: EventStore, node: NodePeer) -> None:
+    from_node = node.ask(
+        "append", session="x", stream="node", expected=0, append_id="n1", events=EVENTS
+    )
+    from_python = redis_store.append(lb.StreamId("x", "py"), 0, "p1", EVENTS)
+
+    python_view = redis_store.scan_session("x")
+    _same(python_view, node.ask("scan", session="x"))
+    assert [e.version for e in python_view] == [1, 2, 3, 4] * 2
+    assert from_node["cursor"] == python_view[3].cursor
+    assert from_python.cursor == python_view[-1].cursor
+    # The event ids Node generated are the ones Python derives, and the reverse.
+    for event in python_view:
+        assert event.event_id == derive_event_id(
+            "x", event.stream.name, "n1" if event.stream.name == "node" else "p1", event.version - 1
+        )
+    # Node's digest of the events is Python's, and the one the store recorded for its append.
+    digest = prepare_append("x", "node", "n1", EVENTS, Limits()).digest
+    assert node.ask("digest", events=EVENTS) == digest
+    recorded = {r.append_id: r.digest for r in redis_store.iter_append_ids("x")}
+    assert recorded == {"n1": digest, "p1": digest}
+
+
+def test_python_and_node_append_to_one_session_at_once(
+    redis_store: EventStore, node: NodePeer
+) -> None:
+    count = 600
+    ref = lb.StreamId("both", "py")
+    started = threading.Event()
+
+    def python_writes() -> None:
+        for i in range(count):
+            event = {"type": "message", "agent": "py", "body": f"py {i}"}
+            redis_store.append(ref, i, f"py-{i}", [event])
+            if i == 20:
+                started.set()
+
+    appended = threading.Thread(target=python_writes)
+    appended.start()
+    # Node starts once Python is well under way, and writes a third of Python's count: the
+    # two overlap whichever is faster here.
+    assert started.wait(30)
+    node.send("burst", session="both", stream="node", count=count // 3)
+    node_results = node.reply()
+    appended.join()
+
+    events = redis_store.scan_session("both")
+    assert len(events) == count + count // 3
+    cursors = [e.cursor for e in events]
+    assert cursors == sorted(set(cursors))
+    for name, written in (("node", count // 3), ("py", count)):
+        mine = [e for e in events if e.stream.name == name]
+        assert [e.version for e in mine] == list(range(1, written + 1))
+        assert [e["body"] for e in mine] == [f"{name} {i}" for i in range(written)]
+    assert [r["cursor"] for r in node_results] == [
+        e.cursor for e in events if e.stream.name == "node"
+    ]
+    # Interleaved, not one writer after the other.
+    streams = [e.stream.name for e in events]
+    assert sum(a != b for a, b in itertools.pairwise(streams)) > 10
+    _same(events, node.ask("scan", session="both"))
+
+
+def test_a_retry_from_node_of_a_python_append_deduplicates(
+    redis_store: EventStore, node: NodePeer
+) -> None:
+    original = redis_store.append(lb.StreamId("r", "main"), 0, "a1", EVENTS)
+    redis_store.append(
+        lb.StreamId("r", "main"), 4, "a2", [{"type": "message", "agent": "p", "body": "later"}]
+    )
+    # Spelled otherwise (keys in another order, defaults given): the same content.
+    respelled = [dict(reversed(list(e.items()))) for e in EVENTS]
+    retried = node.ask(
+        "append", session="r", stream="main", expected=0, append_id="a1", events=respelled
+    )
+    assert retried == {**original.to_dict(), "deduplicated": True}
+
+    with pytest.raises(NodeError) as raised:
+        node.ask(
+            "append", session="r", stream="main", expected="any", append_id="a1", events=EVENTS[:1]
+        )
+    assert raised.value.name == "IdempotencyConflict"
+    # And the other way round: Node first, Python's retry.
+    first = node.ask(
+        "append", session="r", stream="side", expected=0, append_id="b1", events=EVENTS
+    )
+    again = redis_store.append(lb.StreamId("r", "side"), 0, "b1", EVENTS)
+    assert again.deduplicated
+    assert again.cursor == first["cursor"]
+    with pytest.raises(lb.IdempotencyConflict):
+        redis_store.append(lb.StreamId("r", "side"), lb.ANY, "b1", EVENTS[1:])
+    assert redis_store.stream_version(lb.StreamId("r", "main")) == 5
+
+
+def test_the_command_line_and_the_web_view_show_nodes_events(
+    redis_url: str, prefix: str, node: NodePeer
+) -> None:
+    node.ask("append", session="seen", stream="node", expected=0, append_id="n1", events=EVENTS)
+
+    shown = ledger_cli(redis_url, prefix, "--output", "jsonl", "tail", "seen")
+    assert shown.returncode == 0, shown.stderr
+    lines = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert lines == [json.loads(json.dumps(line)) for line in node.ask("scan", session="seen")]
+    assert "seen" in ledger_cli(redis_url, prefix, "--output", "jsonl", "sessions").stdout
+
+    with TestClient(view_app(redis_url, prefix)) as client:
+        page = client.get("/s/seen")
+        assert page.status_code == 200
+        assert "héllo 😀" in page.text
+        assert "search" in page.text
+        exported = client.get("/s/seen?format=json").json()["events"]
+        # The view joins a result to its call's row; every row is one of Node's events.
+        shown_ids = [e["event_id"] for e in exported]
+        assert len(shown_ids) >= 3
+        assert set(shown_ids) <= {line["event_id"] for line in lines}

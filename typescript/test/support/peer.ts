@@ -1,0 +1,67 @@
+/**
+ * A Node process of the SDK driven by another, for the cross-language tests
+ * (tests/test_typescript.py): one JSON request a line on stdin, one JSON reply a line on
+ * stdout, so that a Python test can have it append, read and be killed mid-run.
+ *
+ *   node --import tsx test/support/peer.ts URL PREFIX
+ *
+ * Requests: {"op": "append", "session", "stream", "expected", "append_id", "events"},
+ * {"op": "burst", "session", "stream", "count"} (appends one at a time, as fast as it can),
+ * {"op": "ping"} (answered once connected), {"op": "scan", "session"}, {"op": "tail", "session", "n"}, {"op": "digest", "events"}.
+ * Replies: {"ok": ...} or {"error": <the error's class name>, "message": ...}.
+ */
+
+import { createInterface } from "node:readline";
+
+import { connect, eventLine, appendLine, prepareAppend, streamId, type RecordedEvent } from "../../src/index.js";
+
+const [url, prefix] = process.argv.slice(2);
+const store = connect(url, { prefix: prefix ?? "lb" });
+
+type Request = Record<string, unknown>;
+
+const line = (event: RecordedEvent): Record<string, unknown> => eventLine(event);
+
+async function handle(request: Request): Promise<unknown> {
+  const session = request["session"] as string;
+  switch (request["op"]) {
+    case "append": {
+      const ref = streamId(session, request["stream"] as string);
+      const expected = request["expected"] as number | "any";
+      return appendLine(await store.append(ref, expected, request["append_id"] as string, request["events"] as unknown[]));
+    }
+    case "burst": {
+      const ref = streamId(session, request["stream"] as string);
+      const results = [];
+      for (let i = 0; i < (request["count"] as number); i++) {
+        const event = { type: "message", agent: "node", body: `node ${i}` };
+        results.push(appendLine(await store.append(ref, i, `node-${i}`, [event])));
+      }
+      return results;
+    }
+    case "ping":
+      await store.streamVersion(streamId("ping", "ping"));
+      return "pong";
+    case "scan":
+      return (await store.scanSession(session)).map(line);
+    case "tail":
+      return (await store.tail(session, request["n"] as number)).map(line);
+    case "digest":
+      return prepareAppend("s", "x", "a", request["events"]).sha256.toString("hex");
+    default:
+      throw new Error(`unknown op ${String(request["op"])}`);
+  }
+}
+
+const input = createInterface({ input: process.stdin });
+for await (const text of input) {
+  let reply: Record<string, unknown>;
+  try {
+    reply = { ok: await handle(JSON.parse(text) as Request) };
+  } catch (err) {
+    const error = err instanceof Error ? err : new Error(String(err));
+    reply = { error: error.name, message: error.message };
+  }
+  process.stdout.write(JSON.stringify(reply) + "\n");
+}
+await store.close();
