@@ -3,6 +3,7 @@
 import { Cluster, Redis } from "ioredis";
 
 import type { Limits } from "./model/batch.js";
+import { DEFAULT_DURABILITY_TIMEOUT_MS, durabilityName, isLocal, parseDurability } from "./model/durability.js";
 import { InvalidInput } from "./model/errors.js";
 import type { EventStore } from "./store/base.js";
 import { MemoryStore } from "./store/memory.js";
@@ -15,6 +16,11 @@ export interface ConnectOptions {
   prefix?: string;
   /** Bounds on event size and events per append, and the size from which fields become artifacts. */
   limits?: Partial<Limits>;
+  /**
+   * What an append waits for: "local" (the default), "replicas:N", "aof" or "aof+replicas:N";
+   * overrides the URL's `?durability=` (and `&durability_timeout_ms=`).
+   */
+  durability?: string;
 }
 
 const SCHEMES = "use redis://, rediss://, redis+cluster://, rediss+cluster:// or memory://";
@@ -33,11 +39,23 @@ export function connect(url?: string, options: ConnectOptions = {}): EventStore 
     throw new InvalidInput(`unsupported URL '${given}': ${SCHEMES}`);
   }
   const scheme = parsed.protocol.replace(/:$/, "");
+  const query = parsed.searchParams;
+  const waitMs = query.get("durability_timeout_ms") ?? String(DEFAULT_DURABILITY_TIMEOUT_MS);
+  if (!/^[0-9]+$/.test(waitMs)) throw new InvalidInput(`durability_timeout_ms must be milliseconds: '${given}'`);
+  const durability = parseDurability(options.durability ?? query.get("durability") ?? "local", Number(waitMs));
+  query.delete("durability");
+  query.delete("durability_timeout_ms");
+  const address = parsed.toString();
   const timeoutMs = options.timeoutMs ?? 10_000;
   if (timeoutMs <= 0 || !Number.isFinite(timeoutMs)) {
     throw new InvalidInput(`timeoutMs must be a positive number, got ${timeoutMs}`);
   }
-  if (scheme === "memory") return new MemoryStore({ limits: options.limits });
+  if (scheme === "memory") {
+    if (!isLocal(durability)) {
+      throw new InvalidInput(`memory:// keeps nothing beyond this process: durability ${durabilityName(durability)}`);
+    }
+    return new MemoryStore({ limits: options.limits });
+  }
   const common = {
     // A call that fails is tried again by the store (store/failures.ts) until its timeout, the
     // same append_id with it; the client's own retries would only hide the failure from it.
@@ -45,9 +63,9 @@ export function connect(url?: string, options: ConnectOptions = {}): EventStore 
     connectTimeout: Math.min(timeoutMs, 10_000),
     retryStrategy: (times: number) => Math.min(times * 50, 500),
   };
-  const store = { prefix: options.prefix, timeoutMs, limits: options.limits };
+  const store = { prefix: options.prefix, timeoutMs, limits: options.limits, durability };
   if (scheme === "redis" || scheme === "rediss") {
-    const client = new Redis(given, common);
+    const client = new Redis(address, common);
     client.on("error", () => undefined); // failures reach the calls, which judge them
     return new RedisStore(client, store);
   }

@@ -18,6 +18,10 @@ export interface AppendResult {
   readonly lastVersion: number;
   readonly cursor: string;
   readonly deduplicated: boolean;
+  /** What was confirmed beyond the primary's memory, for a durability other than local. */
+  readonly durability?: string;
+  readonly replicas?: number;
+  readonly aof?: boolean | null;
 }
 
 /** A requested call with no terminal event yet (spec/ledger-v1.md, "Open attempts"). */
@@ -61,7 +65,7 @@ export function eventLine(event: RecordedEvent): Record<string, unknown> {
 }
 
 export function appendLine(result: AppendResult): Record<string, unknown> {
-  return {
+  const out: Record<string, unknown> = {
     session: result.stream.sessionId,
     stream: result.stream.name,
     first_version: result.firstVersion,
@@ -69,4 +73,8 @@ export function appendLine(result: AppendResult): Record<string, unknown> {
     cursor: result.cursor,
     deduplicated: result.deduplicated,
   };
+  if (result.durability !== undefined && result.durability !== "local") {
+    Object.assign(out, { durability: result.durability, replicas: result.replicas, aof: result.aof ?? null });
+  }
+  return out;
 }

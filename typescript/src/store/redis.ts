@@ -18,8 +18,10 @@ import {
   IdempotencyConflict,
   SessionArchived,
   BackendRefused,
+  DurabilityNotConfirmed,
   VersionConflict,
 } from "../model/errors.js";
+import { type Durability, durabilityName, isLocal, LOCAL } from "../model/durability.js";
 import {
   cursorMs,
   formatCursor,
@@ -62,6 +64,8 @@ export interface RedisStoreOptions {
   /** How long a call is retried through lost connections and failovers, in ms. */
   timeoutMs?: number;
   limits?: Partial<Limits>;
+  /** What an append waits for (model/durability.ts): local unless said. */
+  durability?: Durability;
 }
 
 /** A stream this store appends to: its highest version acknowledged here, and in which generation. */
@@ -93,6 +97,8 @@ export class RedisStore extends EventStore {
   private readonly idle: RedisClient[] = []; // connections for blocking reads, not in use
   private readonly blocking = new Set<RedisClient>();
   private readScript = true;
+  private hasWaitaof: boolean | null = null;
+  readonly durability: Durability;
 
   constructor(
     readonly client: RedisClient,
@@ -101,6 +107,7 @@ export class RedisStore extends EventStore {
     super(options.limits);
     this.keys = new Keys(options.prefix ?? "lb");
     this.timeoutMs = options.timeoutMs ?? 10_000;
+    this.durability = options.durability ?? LOCAL;
   }
 
   async close(): Promise<void> {
@@ -121,6 +128,7 @@ export class RedisStore extends EventStore {
     let written = this.written.get(key);
     if (written === undefined) this.written.set(key, (written = new Written()));
     const { acknowledged, generation } = written;
+    const waits = !isLocal(this.durability);
     let keys = this.appendKeys(stream);
     const args: Arg[] = [
       stream.name,
@@ -129,7 +137,8 @@ export class RedisStore extends EventStore {
       prepared.sha256,
       prepared.payloads.length,
       acknowledged,
-      "",
+      // Written again even as a duplicate, so that the WAIT after it covers the original write.
+      waits ? "1" : "",
       generation,
       ...prepared.payloads,
       luaNotes(prepared.notes),
@@ -142,8 +151,13 @@ export class RedisStore extends EventStore {
       await this.putArtifacts(session, prepared.artifacts, false);
     }
     let reply: unknown[] = [];
+    let acks: unknown = null;
     for (let tries = 0; tries < 3; tries++) {
-      reply = (await retried(() => this.evalsha(APPEND, keys, args), this.timeoutMs)) as unknown[];
+      if (waits) {
+        [reply, acks] = await retried(() => this.sendWaiting(keys, args), this.timeoutMs);
+      } else {
+        reply = (await retried(() => this.evalsha(APPEND, keys, args), this.timeoutMs)) as unknown[];
+      }
       if (text(reply[0]) !== "noartifact") break;
       // An artifact written before went before the call ran (a deletion, its TTL): again.
       await this.putArtifacts(session, prepared.artifacts, true);
@@ -152,8 +166,93 @@ export class RedisStore extends EventStore {
     if (listed !== null) await this.settleOpenListing(session, listed, status === "ok" || status === "dup");
     const result = this.outcome(stream, expected, appendId, acknowledged, reply);
     if (!result.deduplicated) await this.touchIndex(session, cursorMs(result.cursor));
+    const confirmed = waits ? this.confirm(result, acks) : result; // throws when not confirmed
     written.acknowledge(result.lastVersion, Number(reply[result.deduplicated ? 4 : 5]));
-    return result;
+    return confirmed;
+  }
+
+  /**
+   * The append script and its WAIT (or WAITAOF) in one pipeline, on the connection to the node
+   * that holds the session: the WAIT counts exactly what that connection wrote, and costs no
+   * round trip of its own.
+   */
+  private async sendWaiting(keys: string[], args: Arg[]): Promise<[unknown[], unknown]> {
+    const level = this.durability;
+    if (level.aof && !(await this.waitaofAvailable())) {
+      throw new BackendRefused(
+        `durability ${durabilityName(level)} needs WAITAOF (Redis 7.2 or newer, or Valkey);` +
+          " this server has none: nothing written",
+      );
+    }
+    for (let tries = 0; ; tries++) {
+      const pipe = this.client.pipeline();
+      pipe.callBuffer("EVALSHA", APPEND.sha, keys.length, ...keys, ...args);
+      if (level.aof) pipe.call("WAITAOF", 1, level.replicas, level.timeoutMs);
+      else pipe.call("WAIT", level.replicas, level.timeoutMs);
+      const replies = (await pipe.exec()) ?? [];
+      const [failed, reply] = replies[0] ?? [new Error("no reply")];
+      const [waitFailed, acks] = replies[1] ?? [new Error("no reply")];
+      if (failed && failed.message.startsWith("NOSCRIPT") && tries === 0) {
+        // The server lost the script (a restart, a failover); nothing of the append ran.
+        await this.loadScript(APPEND);
+        continue;
+      }
+      if (failed) throw failed;
+      return [reply as unknown[], waitFailed ?? acks];
+    }
+  }
+
+  /** SCRIPT LOAD where appends run: the server, or every primary of a cluster. */
+  private async loadScript(lua: LuaScript): Promise<void> {
+    const client = this.client;
+    if ("nodes" in client && typeof client.nodes === "function") {
+      await Promise.all(client.nodes("master").map((node) => node.script("LOAD", lua.text)));
+    } else {
+      await (client as Redis).script("LOAD", lua.text);
+    }
+  }
+
+  private async waitaofAvailable(): Promise<boolean> {
+    if (this.hasWaitaof === null) {
+      try {
+        // Asks for nothing, so it answers at once where the command exists.
+        await this.client.call("WAITAOF", 0, 0, 1);
+        this.hasWaitaof = true;
+      } catch (err) {
+        if (!(err instanceof Error && /unknown command/i.test(err.message))) throw err;
+        this.hasWaitaof = false;
+      }
+    }
+    return this.hasWaitaof;
+  }
+
+  /** The result with what was confirmed; DurabilityNotConfirmed when it falls short. */
+  private confirm(result: AppendResult, acks: unknown): AppendResult {
+    const wanted = this.durability;
+    const name = durabilityName(wanted);
+    const where = `stream ${streamText(result.stream)}: written on the primary (cursor ${result.cursor})`;
+    if (acks instanceof Error) {
+      throw new DurabilityNotConfirmed(
+        `${where}, but durability ${name} could not be asked for: ${acks.message}; retry with the same append_id`,
+        result,
+      );
+    }
+    const [local, replicas] = wanted.aof ? (acks as number[]).map(Number) : [0, Number(acks)];
+    const confirmed: AppendResult = {
+      ...result,
+      durability: name,
+      replicas: replicas ?? 0,
+      aof: wanted.aof ? Boolean(local) : null,
+    };
+    if ((replicas ?? 0) >= wanted.replicas && (local || !wanted.aof)) return confirmed;
+    const missing: string[] = [];
+    if (wanted.aof && !local) missing.push("the primary's AOF was not fsynced");
+    if ((replicas ?? 0) < wanted.replicas) missing.push(`${replicas ?? 0} of ${wanted.replicas} replica(s) confirmed`);
+    throw new DurabilityNotConfirmed(
+      `${where}, not confirmed as ${name} within ${wanted.timeoutMs} ms: ${missing.join("; ")};` +
+        " retry with the same append_id",
+      confirmed,
+    );
   }
 
   private appendKeys(stream: StreamId): string[] {
