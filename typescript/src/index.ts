@@ -28,3 +28,5 @@ export { eventLine, appendLine } from "./model/records.js";
 export { ArtifactRef } from "./model/artifacts.js";
 export { DEFAULT_LIMITS, type Limits, prepareAppend, type PreparedAppend } from "./model/batch.js";
 export { canonicalBytes, MAX_DEPTH } from "./model/canonical.js";
+export { Tailer, watch, contextLine, renderContext, DEFAULT_TAILER_OPTIONS, type TailerOptions, type Delivery, type Handler, type RunOptions } from "./tailer.js";
+export { Groups } from "./store/groups.js";

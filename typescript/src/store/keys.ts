@@ -46,6 +46,9 @@ export class Keys {
   lease(s: string, name: string): string {
     return this.of(s, `lease:${name}`);
   }
+  deadLetters(s: string, group: string): string {
+    return this.of(s, `dead:${group}`);
+  }
   openIndex(bucket: number): string {
     return `${this.prefix}:open-sessions:{${this.prefix}-${String(bucket).padStart(2, "0")}}`;
   }

@@ -38,8 +38,8 @@ import { Keys } from "./keys.js";
 import { type LuaScript, script } from "./scripts.js";
 
 export type RedisClient = Redis | Cluster;
-type Arg = string | Buffer | number;
-type Entry = [Buffer, Buffer[]];
+export type Arg = string | Buffer | number;
+export type Entry = [Buffer, Buffer[]];
 
 // How often the cross-session index is refreshed for one session by one store, at most.
 const INDEX_REFRESH_MS = 1000;
@@ -311,7 +311,7 @@ export class RedisStore extends EventStore {
     };
   }
 
-  private async evalsha(
+  async evalsha(
     lua: LuaScript,
     keys: string[],
     args: Arg[],
@@ -328,7 +328,8 @@ export class RedisStore extends EventStore {
     }
   }
 
-  private async run<T>(make: () => Promise<T>): Promise<T> {
+  /** `make()` tried again through lost connections and failovers, until the store's timeout. */
+  async run<T>(make: () => Promise<T>): Promise<T> {
     return retried(make, this.timeoutMs);
   }
 
@@ -420,7 +421,8 @@ export class RedisStore extends EventStore {
 
   // -- reads ----------------------------------------------------------------------------------
 
-  private records(sessionId: string, entries: Entry[]): RecordedEvent[] {
+  /** Session log entries as recorded events (a stream reference made once per stream). */
+  records(sessionId: string, entries: Entry[]): RecordedEvent[] {
     const refs = new Map<string, StreamId>();
     return entries.map(([id, flat]) => {
       const fields = new Map<string, Buffer>();
@@ -536,10 +538,7 @@ export class RedisStore extends EventStore {
       last = redisCursor(after);
     }
     const deadline = Date.now() + timeoutMs;
-    const connection = this.idle.pop() ?? this.duplicate();
-    connection.on("error", () => undefined);
-    this.blocking.add(connection);
-    try {
+    return this.holding(async (connection) => {
       for (;;) {
         const block = Math.max(1, Math.min(MAX_BLOCK_MS, deadline - Date.now()));
         const reply = await this.run(() =>
@@ -548,6 +547,22 @@ export class RedisStore extends EventStore {
         if (reply && reply.length) return this.records(sessionId, (reply[0] as [Buffer, Entry[]])[1]);
         if (Date.now() >= deadline) return [];
       }
+    });
+  }
+
+  /**
+   * `use(connection)` on a connection of its own, for a blocking read: the read holds the
+   * connection while it waits, and the store's other calls must not queue behind it.
+   */
+  async holding<T>(use: (connection: RedisClient) => Promise<T>): Promise<T> {
+    let connection = this.idle.pop();
+    if (connection === undefined) {
+      connection = this.duplicate();
+      connection.on("error", () => undefined);
+    }
+    this.blocking.add(connection);
+    try {
+      return await use(connection);
     } finally {
       this.blocking.delete(connection);
       this.idle.push(connection);
