@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +18,7 @@ from starlette.testclient import TestClient
 import ledger_bus as lb
 from ledger_bus.model.batch import Limits, prepare_append
 from ledger_bus.model.ids import derive_event_id
+from ledger_bus.reconciler import Reconciler, ReconcilerConfig
 from ledger_bus.store.base import EventStore
 from tests.support.helpers import ledger_cli
 from tests.support.node import NodeError, NodePeer, need_node
@@ -169,3 +171,45 @@ def test_the_command_line_and_the_web_view_show_nodes_events(
         shown_ids = [e["event_id"] for e in exported]
         assert len(shown_ids) >= 3
         assert set(shown_ids) <= {line["event_id"] for line in lines}
+
+
+def test_a_node_run_killed_inside_a_tool_is_flagged_and_resumes_with_the_resolved_outcome(
+    redis_url: str, prefix: str, redis_store: EventStore
+) -> None:
+    args = {"env": "prod"}
+    crashed = NodePeer(redis_url, prefix)
+    try:
+        attempt = crashed.ask(
+            "hang_in_tool", session="k", run_id="r1", tool="deploy", args=args, lease_ms=300
+        )
+        crashed.process.kill()  # SIGKILL, inside the tool
+        crashed.process.wait()
+    finally:
+        crashed.close()
+    assert [a.attempt_id for a in redis_store.open_attempts("k")] == [attempt]
+
+    actions: list[dict[str, Any]] = []
+    reconciler = Reconciler(redis_store, ReconcilerConfig(grace_s=0), on_action=actions.append)
+    deadline = time.monotonic() + 10
+    flags: list[dict[str, Any]] = []
+    while not flags and time.monotonic() < deadline:  # once the dead run's lease is gone
+        reconciler.run_pass()
+        flags = [a for a in actions if a["action"] == "flag"]
+        time.sleep(0.1)
+    assert [a["attempt_id"] for a in flags] == [attempt]
+    (flagged,) = redis_store.open_attempts("k")
+    assert flagged.flagged_cursor is not None
+
+    # Unresolved, the resumed run stops at the call rather than deploying twice.
+    with NodePeer(redis_url, prefix) as node, pytest.raises(NodeError) as raised:
+        node.ask("resume_call", session="k", run_id="r1", tool="deploy", args=args, lease_ms=300)
+    assert raised.value.name == "UnresolvedAttempt"
+
+    resolved = ledger_cli(redis_url, prefix, "resolve", "k", attempt, "--ok", '{"deployed": true}')
+    assert resolved.returncode == 0, resolved.stderr
+    with NodePeer(redis_url, prefix) as node:
+        outcome = node.ask(
+            "resume_call", session="k", run_id="r1", tool="deploy", args=args, lease_ms=300
+        )
+    assert outcome == {"value": {"deployed": True}, "ran": False}
+    assert redis_store.open_attempts("k") == []

@@ -30,3 +30,8 @@ export { DEFAULT_LIMITS, type Limits, prepareAppend, type PreparedAppend } from 
 export { canonicalBytes, MAX_DEPTH } from "./model/canonical.js";
 export { Tailer, watch, contextLine, renderContext, DEFAULT_TAILER_OPTIONS, type TailerOptions, type Delivery, type Handler, type RunOptions } from "./tailer.js";
 export { Groups } from "./store/groups.js";
+export { Recorder, Run, LIFECYCLE, type Recovery, type RecorderOptions, type CallOptions } from "./recorder.js";
+export type { RunOptions as RecorderRunOptions } from "./recorder.js";
+export * from "./calls.js";
+export { type Durability, parseDurability } from "./model/durability.js";
+export type { LeaseStep } from "./store/base.js";

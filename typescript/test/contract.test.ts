@@ -295,12 +295,12 @@ describe.each(KINDS)("the contract on %s", (kind) => {
     const opened = await store.append(REF, 0, "a1", [call("c1", "run-1"), call("c2")]);
     await store.append(REF, 2, "a2", [result("c1")]);
     let pending = await store.openAttempts("s1");
-    expect(pending.map((a) => [a.attemptId, a.runId, a.tool, a.stream, a.flaggedBy])).toEqual([["c2", null, "deploy", "run-a", null]]);
-    expect(pending[0]?.callCursor).toBe(opened.cursor);
+    expect(pending.map((a) => [a.attemptId, a.runId, a.tool, a.stream, a.flaggedCursor])).toEqual([["c2", null, "deploy", "run-a", null]]);
+    expect(pending[0]?.cursor).toBe(opened.cursor);
     const flag = { type: "mutation", agent: "r", kind: "reconcile.unresolved", attempt_id: "c2", call_cursor: opened.cursor };
     const flagged = await store.append(streamId("s1", "reconciler"), 0, "f1", [flag]);
     pending = await store.openAttempts("s1");
-    expect(pending[0]?.flaggedBy).toBe(flagged.cursor);
+    expect(pending[0]?.flaggedCursor).toBe(flagged.cursor);
   });
 
   it("a field above the threshold is kept as an artifact and read back whole", async () => {

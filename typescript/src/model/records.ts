@@ -31,9 +31,9 @@ export interface OpenAttempt {
   readonly runId: string | null;
   readonly tool: string;
   readonly stream: string;
-  readonly callCursor: string;
+  readonly cursor: string;
   /** The cursor of the reconcile.unresolved that flagged it, or null. */
-  readonly flaggedBy: string | null;
+  readonly flaggedCursor: string | null;
 }
 
 /** A millisecond timestamp as ISO 8601 UTC, as the ledger's lines show it. */

@@ -21,6 +21,8 @@ import type { AppendResult, OpenAttempt, RecordedEvent } from "../model/records.
 
 export const PAGE = 1000;
 
+export type LeaseStep = "acquire" | "renew" | "release";
+
 export interface ReadOptions {
   /** Put fields kept as artifacts back into their events (the default), or leave references. */
   resolveArtifacts?: boolean;
@@ -184,6 +186,16 @@ export abstract class EventStore {
     return (await this.resolvedAll(event.stream.sessionId, [event], {}))[0] as RecordedEvent;
   }
 
+  /**
+   * A run's lease (`name`), held by one owner token and expiring unless renewed: true when
+   * `owner` holds it afterwards ("acquire", "renew") or let it go ("release").
+   */
+  async lease(step: LeaseStep, sessionId: string, name: string, owner: string, ttlMs: number): Promise<boolean> {
+    checkName(sessionId, "session id");
+    checkName(name, "lease name");
+    return this.leaseStep(step, sessionId, name, owner, ttlMs);
+  }
+
   abstract close(): Promise<void>;
 
   private async resolvedAll(
@@ -237,4 +249,11 @@ export abstract class EventStore {
   protected abstract sessionList(limit: number | null): Promise<[string, number][]>;
   protected abstract openOf(sessionId: string): Promise<OpenAttempt[]>;
   protected abstract artifactBytes(sessionId: string, sha256: string): Promise<Buffer | null>;
+  protected abstract leaseStep(
+    step: LeaseStep,
+    sessionId: string,
+    name: string,
+    owner: string,
+    ttlMs: number,
+  ): Promise<boolean>;
 }

@@ -9,7 +9,7 @@ import type { Limits, PreparedAppend } from "../model/batch.js";
 import { IdempotencyConflict, VersionConflict } from "../model/errors.js";
 import { CURSOR_ZERO, formatCursor, parseCursor, type StreamId, streamText } from "../model/ids.js";
 import type { AppendResult, OpenAttempt, RecordedEvent } from "../model/records.js";
-import { EventStore } from "./base.js";
+import { EventStore, type LeaseStep } from "./base.js";
 
 interface Entry {
   cursor: string;
@@ -49,6 +49,7 @@ export class MemoryStore extends EventStore {
   readonly tier: string = "memory";
   private readonly data = new Map<string, Session>();
   private waiters: (() => void)[] = [];
+  private readonly leases = new Map<string, { owner: string; until: number }>();
 
   constructor(options: { limits?: Partial<Limits> } = {}) {
     super(options.limits);
@@ -133,16 +134,16 @@ export class MemoryStore extends EventStore {
         runId: second || null,
         tool: third,
         stream: stream.name,
-        callCursor: cursor,
-        flaggedBy: null,
+        cursor: cursor,
+        flaggedCursor: null,
       });
     } else if (kind === "c") {
       session.open.delete(first);
     } else if (kind === "f") {
       const open = session.open.get(first);
       const named = second ? formatCursor(...parseCursor(second)) : null;
-      if (open && open.flaggedBy === null && (named === null || named === open.callCursor)) {
-        session.open.set(first, { ...open, flaggedBy: cursor });
+      if (open && open.flaggedCursor === null && (named === null || named === open.cursor)) {
+        session.open.set(first, { ...open, flaggedCursor: cursor });
       }
     } else if (kind === "s") {
       session.safe.add(`${first}\x1f${second}`);
@@ -228,6 +229,21 @@ export class MemoryStore extends EventStore {
 
   protected async openOf(sessionId: string): Promise<OpenAttempt[]> {
     return [...(this.data.get(sessionId)?.open.values() ?? [])];
+  }
+
+  protected async leaseStep(step: LeaseStep, sessionId: string, name: string, owner: string, ttlMs: number): Promise<boolean> {
+    const key = `${sessionId}\x1f${name}`;
+    const found = this.leases.get(key);
+    const holder = found && found.until > Date.now() ? found.owner : null;
+    if (step === "acquire") {
+      if (holder !== null && holder !== owner) return false;
+      this.leases.set(key, { owner, until: Date.now() + ttlMs });
+      return true;
+    }
+    if (holder !== owner) return false;
+    if (step === "renew") this.leases.set(key, { owner, until: Date.now() + ttlMs });
+    else this.leases.delete(key);
+    return true;
   }
 
   protected async artifactBytes(sessionId: string, sha256: string): Promise<Buffer | null> {

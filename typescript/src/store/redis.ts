@@ -32,7 +32,7 @@ import {
   streamText,
 } from "../model/ids.js";
 import type { AppendResult, OpenAttempt, RecordedEvent } from "../model/records.js";
-import { EventStore } from "./base.js";
+import { EventStore, type LeaseStep } from "./base.js";
 import { retried } from "./failures.js";
 import { Keys } from "./keys.js";
 import { type LuaScript, script } from "./scripts.js";
@@ -57,6 +57,7 @@ const MAX_BLOCK_MS = 5000;
 const APPEND = script("append");
 const ARTIFACT_PUT = script("artifact_put");
 const READ_STREAM = script("read_stream");
+const LEASE = script("lease");
 
 export interface RedisStoreOptions {
   /** The prefix of every key: "lb" unless the deployment says otherwise. */
@@ -607,10 +608,15 @@ export class RedisStore extends EventStore {
         runId: runId || null,
         tool,
         stream,
-        callCursor: formatCursor(...parseCursor(cursor)),
-        flaggedBy: flagged ? formatCursor(...parseCursor(flagged)) : null,
+        cursor: formatCursor(...parseCursor(cursor)),
+        flaggedCursor: flagged ? formatCursor(...parseCursor(flagged)) : null,
       };
     });
+  }
+
+  protected async leaseStep(step: LeaseStep, sessionId: string, name: string, owner: string, ttlMs: number): Promise<boolean> {
+    const keys = [this.keys.lease(sessionId, name)];
+    return Number(await this.run(() => this.evalsha(LEASE, keys, [step, owner, ttlMs]))) === 1;
   }
 
   protected async artifactBytes(sessionId: string, sha256: string): Promise<Buffer | null> {

@@ -13,7 +13,7 @@
 
 import { createInterface } from "node:readline";
 
-import { connect, eventLine, appendLine, prepareAppend, streamId, type RecordedEvent } from "../../src/index.js";
+import { connect, eventLine, appendLine, prepareAppend, Recorder, streamId, type RecordedEvent } from "../../src/index.js";
 
 const [url, prefix] = process.argv.slice(2);
 const store = connect(url, { prefix: prefix ?? "lb" });
@@ -46,6 +46,29 @@ async function handle(request: Request): Promise<unknown> {
       return (await store.scanSession(session)).map(line);
     case "tail":
       return (await store.tail(session, request["n"] as number)).map(line);
+    case "hang_in_tool": {
+      // A run that calls a tool which never returns: replied to once the request is
+      // committed, so that the test can kill the process inside the tool.
+      const recorder = new Recorder(store, session, "node-agent", { leaseTtlMs: request["lease_ms"] as number });
+      const run = await recorder.start({ runId: request["run_id"] as string });
+      const { attempt } = (await run.beginCall(request["tool"] as string, request["args"] as Record<string, unknown>)) as { attempt: { attemptId: string } };
+      return attempt.attemptId;
+    }
+    case "resume_call": {
+      // The run resumed: the call's recorded outcome, or the error that stops it.
+      const recorder = new Recorder(store, session, "node-agent", { leaseTtlMs: request["lease_ms"] as number });
+      const run = await recorder.start({ runId: request["run_id"] as string, resume: true, leaseWaitMs: 10_000 });
+      let ran = false;
+      try {
+        const value = await run.call(request["tool"] as string, request["args"] as Record<string, unknown>, () => {
+          ran = true;
+          return "ran again";
+        });
+        return { value, ran };
+      } finally {
+        await run.finish();
+      }
+    }
     case "digest":
       return prepareAppend("s", "x", "a", request["events"]).sha256.toString("hex");
     default:
