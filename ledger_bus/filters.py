@@ -27,13 +27,14 @@ from ledger_bus.store.base import PAGE, EventStore
 
 _DATE: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
 # The kinds of mutation that are a framework's native record, kept for its own resume.
-NATIVE_PREFIXES: Final = ("langgraph.", "agents.")
+NATIVE_PREFIXES: Final = ("langgraph.", "agents.", "pi.")
 NATIVE_KINDS: Final = frozenset({"native.checkpoint"})
 
 
 # Where runs are written: a Recorder's stream of each run (`run-<id>`); the Agents SDK's
-# session's `oa.runs`; a LangGraph thread's checkpoint streams, beside its tasks' writes.
-RUN_STREAM_PREFIXES: Final = ("run-", "oa.runs", "lg.ckpt")
+# session's `oa.runs`; a LangGraph thread's checkpoint streams, beside its tasks' writes; a Pi
+# session's stream (`pi.<id>`, the TypeScript SDK's Pi adapter).
+RUN_STREAM_PREFIXES: Final = ("run-", "oa.runs", "lg.ckpt", "pi.")
 
 
 def carries_runs(stream_name: str) -> bool:

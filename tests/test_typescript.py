@@ -213,3 +213,49 @@ def test_a_node_run_killed_inside_a_tool_is_flagged_and_resumes_with_the_resolve
         )
     assert outcome == {"value": {"deployed": True}, "ran": False}
     assert redis_store.open_attempts("k") == []
+
+
+def test_a_pi_agent_killed_inside_a_tool_is_flagged_and_its_session_resumes_with_the_resolution(
+    redis_url: str, prefix: str, redis_store: EventStore
+) -> None:
+    crashed = NodePeer(redis_url, prefix)
+    try:
+        pi_session = crashed.ask("pi_hang", session="pi", call_id="call-7", lease_ms=300)
+        crashed.process.kill()  # SIGKILL, inside Pi's tool
+        crashed.process.wait()
+    finally:
+        crashed.close()
+
+    actions: list[dict[str, Any]] = []
+    reconciler = Reconciler(redis_store, ReconcilerConfig(grace_s=0), on_action=actions.append)
+    deadline = time.monotonic() + 10
+    while not any(a["action"] == "flag" for a in actions) and time.monotonic() < deadline:
+        reconciler.run_pass()
+        time.sleep(0.1)
+    assert [a["attempt_id"] for a in actions if a["action"] == "flag"] == ["call-7"]
+
+    with NodePeer(redis_url, prefix) as node, pytest.raises(NodeError) as raised:
+        node.ask("pi_resume", session="pi", pi_session=pi_session)
+    assert raised.value.name == "UnresolvedAttempt"
+
+    resolved = ledger_cli(redis_url, prefix, "resolve", "pi", "call-7", "--ok", '{"deployed": 1}')
+    assert resolved.returncode == 0, resolved.stderr
+    with NodePeer(redis_url, prefix) as node:
+        outcome = node.ask("pi_resume", session="pi", pi_session=pi_session)
+    assert outcome == {
+        "completed": ["call-7"],
+        "ran": 0,
+        "roles": ["user", "assistant", "toolResult", "assistant"],
+        "told": [{"type": "text", "text": '{"deployed":1}'}],
+    }
+    assert redis_store.open_attempts("pi") == []
+    # The conversation reads in the ledger's own terms too.
+    shown = ledger_cli(redis_url, prefix, "--output", "jsonl", "tail", "pi", "-n", "100")
+    said = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert [e["body"] for e in said if e["type"] == "message"] == ["deploy it", "", "done"]
+    # Pi's native records stay out of sight unless asked for (--native).
+    assert not [e for e in said if str(e.get("kind", "")).startswith("pi.")]
+    native = ledger_cli(
+        redis_url, prefix, "--output", "jsonl", "tail", "pi", "-n", "100", "--native"
+    )
+    assert any(json.loads(line).get("kind") == "pi.entry" for line in native.stdout.splitlines())

@@ -15,6 +15,8 @@ export default tseslint.config(
       "@typescript-eslint/restrict-template-expressions": ["error", { allowNumber: true }],
       // A store's methods are async by contract, whether or not a backend awaits in them.
       "@typescript-eslint/require-await": "off",
+      // A field taken out of an object by destructuring, to keep the rest, is named `_...`.
+      "@typescript-eslint/no-unused-vars": ["error", { varsIgnorePattern: "^_", argsIgnorePattern: "^_", ignoreRestSiblings: true }],
     },
   },
   {

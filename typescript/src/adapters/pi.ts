@@ -1,0 +1,611 @@
+/**
+ * Pi (`@mariozechner/pi-coding-agent`) on the ledger: a session manager that keeps Pi's session
+ * tree in a framework stream of a ledger session, Pi's messages as normalized events beside it,
+ * and Pi's tool executions as requested and terminal attempts through its awaited hooks.
+ *
+ *     const pi = await PiLedger.open(store, { session: "task-42", cwd });
+ *     const { session } = await createAgentSession({
+ *       cwd, sessionManager: pi.sessionManager, resourceLoader: loaderWith(pi.extension), ... });
+ *     await session.prompt("fix the failing test");
+ *     await pi.close();
+ *
+ * Layout. A Pi session `<id>` is the stream `pi.<id>` of the ledger session: a `pi.session`
+ * mutation holds its header, a `pi.entry` mutation each entry as Pi wrote it (id, parentId,
+ * timestamp and all), a `pi.leaf` mutation each move of the active leaf that appended nothing
+ * (`branch`, `resetLeaf`). Each entry is one append, atomic with its normalized events: a user
+ * message is a `message` of agent `user`; an assistant message a `message` with its model and
+ * token usage, and each of its tool calls a `tool_call` whose attempt_id is the call's id; a
+ * tool result the `tool_result` paired with it. The tree loads back entry for entry, the active
+ * leaf with it, and a Pi session file imported exports back byte for byte.
+ *
+ * Tools. An assistant message's tool calls are committed with it; Pi's `tool_call` hook, which
+ * Pi awaits before it runs a tool, waits for that append, and blocks the tool when it could not
+ * be written. The `tool_result` hook records the outcome before Pi goes on. While the session is
+ * open it holds a lease (`run-pi.<id>`), so a process SIGKILLed inside a tool leaves an open
+ * attempt the reconciler flags once the lease is gone. `resume()` completes what a crash left
+ * dangling on the active branch: a call whose outcome the ledger holds (recorded, or given by
+ * `ledger-bus resolve`) gets that outcome as its tool result, so the tool does not run again;
+ * an unresolved call stops the resume (UnresolvedAttempt) unless the tool is safe to replay.
+ *
+ * Written against pi-coding-agent 0.73: the session manager is Pi's own class, its persistence
+ * replaced; tests hold the round trip to Pi's own behaviour.
+ */
+
+import { randomUUID } from "node:crypto";
+import { readFile, writeFile } from "node:fs/promises";
+
+import {
+  type ExtensionAPI,
+  type ExtensionFactory,
+  type FileEntry,
+  migrateSessionEntries,
+  parseSessionEntries,
+  type SessionEntry,
+  type SessionHeader,
+  SessionManager,
+} from "@mariozechner/pi-coding-agent";
+
+import { UnresolvedAttempt } from "../calls.js";
+import { LedgerError, VersionConflict } from "../model/errors.js";
+import { checkName, streamId, type StreamId } from "../model/ids.js";
+import type { RecordedEvent } from "../model/records.js";
+import type { EventStore } from "../store/base.js";
+
+export const AGENT = "pi";
+export const HEADER = "pi.session";
+export const ENTRY = "pi.entry";
+export const LEAF = "pi.leaf";
+const LEASE_MS = 10_000;
+// What Pi's tool hooks and this adapter guarantee, as the Python adapters publish theirs.
+export const CAPABILITIES = {
+  profile: "pi",
+  request_before_call: "strict",
+  record_outcome: "strict",
+  recovery: "strict",
+} as const;
+
+type Fields = Record<string, unknown>;
+type Json = Record<string, unknown>;
+
+/** What of Pi's SessionManager this adapter reaches into (pi-coding-agent 0.73). */
+interface Internals {
+  sessionId: string;
+  fileEntries: FileEntry[];
+  leafId: string | null;
+  _buildIndex(): void;
+  _persist(entry: SessionEntry): void;
+  _rewriteFile(): void;
+  newSession(options?: { id?: string; parentSession?: string }): string | undefined;
+  branch(id: string): void;
+  resetLeaf(): void;
+  createBranchedSession(leafId: string): string | undefined;
+}
+
+export interface PiLedgerOptions {
+  /** The ledger session the Pi session is kept in. */
+  session: string;
+  /** The Pi session to open; a new one when not given, or not in the ledger yet. */
+  piSession?: string;
+  /** Pi's working directory, kept in a new session's header. */
+  cwd?: string;
+  /** The agent name on the events the adapter writes (the user's messages are agent `user`). */
+  agent?: string;
+  /** Tools that are safe to run twice: a call of one that a crash left unresolved is run again. */
+  safeToReplay?: readonly string[];
+  /** How long the session's lease lives without renewal. */
+  leaseTtlMs?: number;
+}
+
+/** The text of a message's content: a string, or its text blocks joined. */
+function textOf(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) return "";
+  return content
+    .filter((block): block is { type: "text"; text: string } => (block as Json)["type"] === "text")
+    .map((block) => block.text)
+    .join("\n");
+}
+
+/** JSON-safe copy (Pi's entries are JSON; `undefined` fields go, as in Pi's own files). */
+function plain<T>(value: T): T {
+  return JSON.parse(JSON.stringify(value)) as T;
+}
+
+/** A Pi session kept in a ledger session. */
+export class PiLedger {
+  readonly sessionManager: SessionManager;
+  readonly agent: string;
+  private stream: StreamId;
+  private version = 0;
+  private queue: Promise<void> = Promise.resolve();
+  private failed: Error | null = null;
+  private readonly recorded: Recorded = { requested: new Map(), resulted: new Set() };
+  private readonly owner = randomUUID();
+  private renewer: NodeJS.Timeout | null = null;
+  private leaseName = "";
+  private readonly safe: Set<string>;
+  private readonly leaseTtlMs: number;
+
+  private constructor(
+    readonly store: EventStore,
+    readonly session: string,
+    manager: SessionManager,
+    options: PiLedgerOptions,
+  ) {
+    this.sessionManager = manager;
+    this.agent = options.agent ?? AGENT;
+    this.safe = new Set(options.safeToReplay ?? []);
+    this.leaseTtlMs = options.leaseTtlMs ?? LEASE_MS;
+    this.stream = streamId(session, `pi.${manager.getSessionId()}`);
+  }
+
+  /** Open (or start) a Pi session in the ledger session `options.session`. */
+  static async open(store: EventStore, options: PiLedgerOptions): Promise<PiLedger> {
+    checkName(options.session, "session id");
+    const manager = SessionManager.inMemory(options.cwd ?? process.cwd());
+    const inner = manager as unknown as Internals;
+    const ledger = new PiLedger(store, options.session, manager, options);
+    let loaded = false;
+    if (options.piSession !== undefined) {
+      inner.newSession({ id: options.piSession });
+      ledger.stream = streamId(options.session, `pi.${options.piSession}`);
+      loaded = await ledger.load();
+    }
+    ledger.attach(inner);
+    if (!loaded) await ledger.writeHeader();
+    await ledger.startRun();
+    return ledger;
+  }
+
+  /** The Pi session's id (its stream is `pi.<id>`). */
+  get piSession(): string {
+    return this.sessionManager.getSessionId();
+  }
+
+  get streamName(): string {
+    return this.stream.name;
+  }
+
+  // -- loading --------------------------------------------------------------------------------
+
+  /** Read the stream into the manager; false when the stream holds nothing. */
+  private async load(): Promise<boolean> {
+    const events = await this.store.readStream(this.stream);
+    if (!events.length) return false;
+    const inner = this.sessionManager as unknown as Internals;
+    const fold = foldSession(events);
+    if (fold.header === null) throw new LedgerError(`stream ${this.stream.name} holds no Pi session header`);
+    const entries: FileEntry[] = [fold.header, ...fold.entries];
+    migrateSessionEntries(entries); // as Pi does when it opens an older file
+    inner.sessionId = fold.header.id;
+    inner.fileEntries = entries;
+    inner._buildIndex();
+    if (fold.leafMoved) inner.leafId = fold.leaf;
+    this.version = events[events.length - 1]?.version ?? 0;
+    for (const event of events) {
+      const f = event.fields;
+      if (f["type"] === "tool_call") this.recorded.requested.set(String(f["attempt_id"]), String(f["event_id"]));
+      if (f["type"] === "tool_result") this.recorded.resulted.add(String(f["attempt_id"]));
+    }
+    return true;
+  }
+
+  /** Pi's persistence replaced by the ledger's: each entry, leaf move and new session appended. */
+  private attach(inner: Internals): void {
+    inner._persist = (entry: SessionEntry) => {
+      this.enqueue(() => this.entryEvents(entry));
+    };
+    inner._rewriteFile = () => undefined;
+    const branch = inner.branch.bind(inner);
+    inner.branch = (id: string) => {
+      branch(id);
+      this.enqueue(() => [this.native(LEAF, { leaf_id: id })]);
+    };
+    const resetLeaf = inner.resetLeaf.bind(inner);
+    inner.resetLeaf = () => {
+      resetLeaf();
+      this.enqueue(() => [this.native(LEAF, { leaf_id: null })]);
+    };
+    const newSession = inner.newSession.bind(inner);
+    inner.newSession = (options) => {
+      const file = newSession(options);
+      this.switchTo(inner);
+      return file;
+    };
+    const branched = inner.createBranchedSession.bind(inner);
+    inner.createBranchedSession = (leafId: string) => {
+      const file = branched(leafId);
+      this.switchTo(inner, true);
+      return file;
+    };
+  }
+
+  /** The manager moved to another Pi session: its own stream, header (and entries) first. */
+  private switchTo(inner: Internals, withEntries = false): void {
+    const stream = streamId(this.session, `pi.${inner.sessionId}`);
+    this.enqueue(() => {
+      this.stream = stream;
+      this.version = 0;
+      return null;
+    });
+    void this.writeHeader();
+    if (withEntries) {
+      for (const entry of this.sessionManager.getEntries()) this.enqueue(() => this.entryEvents(entry));
+    }
+  }
+
+  private async writeHeader(): Promise<void> {
+    const header = this.sessionManager.getHeader();
+    if (header) this.enqueue(() => [this.native(HEADER, { header: plain(header) })]);
+    await this.flush();
+  }
+
+  private async startRun(): Promise<void> {
+    this.leaseName = `run-${this.stream.name}`;
+    const ok = await this.store.lease("acquire", this.session, this.leaseName, this.owner, this.leaseTtlMs);
+    if (!ok) throw new LedgerError(`Pi session ${this.piSession} is open in another live process`);
+    this.renewer = setInterval(() => {
+      void this.store.lease("renew", this.session, this.leaseName, this.owner, this.leaseTtlMs).catch(() => false);
+    }, this.leaseTtlMs / 3);
+    this.renewer.unref();
+    this.enqueue(() => [
+      { type: "mutation", agent: this.agent, run_id: this.stream.name, kind: "run.started", capabilities: CAPABILITIES, pi_session: this.piSession },
+    ]);
+    await this.flush();
+  }
+
+  // -- writing --------------------------------------------------------------------------------
+
+  private native(kind: string, fields: Fields): Fields {
+    return { type: "mutation", agent: this.agent, kind, ...fields };
+  }
+
+  /** The events of one Pi entry: its native record, then what it says, normalized. */
+  private entryEvents(entry: SessionEntry): Fields[] {
+    return [this.native(ENTRY, { entry: plain(entry) }), ...normalized(entry, this.agent, this.stream.name, this.recorded)];
+  }
+
+  private resultEvent(id: string, tool: string, isError: boolean, content: unknown, details: unknown): Fields {
+    return toolResult(this.agent, this.stream.name, id, tool, isError, content, details, this.recorded);
+  }
+
+  /**
+   * Queue an append (`make()` gives its events when its turn comes, null for none): the
+   * appends of one Pi session go one after another, each at the version the last one left.
+   */
+  private enqueue(make: () => Fields[] | null): void {
+    this.queue = this.queue.then(async () => {
+      if (this.failed !== null) return;
+      const events = make();
+      if (events === null) return;
+      try {
+        await this.append(events);
+      } catch (err) {
+        this.failed = err instanceof Error ? err : new Error(String(err));
+      }
+    });
+  }
+
+  private async append(events: Fields[]): Promise<void> {
+    for (let tries = 0; ; tries++) {
+      const appendId = `${this.stream.name}:${this.version + 1}`;
+      try {
+        const result = await this.store.append(this.stream, this.version, appendId, events);
+        this.version = result.lastVersion;
+        return;
+      } catch (err) {
+        // Another writer appended to the stream (an operator's resolution): take it in, go on.
+        if (!(err instanceof VersionConflict) || tries > 3) throw err;
+        for (const event of await this.store.readStream(this.stream, this.version)) {
+          if (event.fields["type"] === "tool_result") this.recorded.resulted.add(String(event.fields["attempt_id"]));
+          if (event.fields["type"] === "mutation" && [ENTRY, HEADER].includes(String(event.fields["kind"]))) throw err;
+        }
+        this.version = err.actual;
+      }
+    }
+  }
+
+  /** Wait until everything the manager handed over is in the ledger; the first failure, thrown. */
+  async flush(): Promise<void> {
+    await this.queue;
+    if (this.failed !== null) throw this.failed;
+  }
+
+  // -- tools ----------------------------------------------------------------------------------
+
+  /**
+   * Pi's hooks, as an extension (give it to Pi's resource loader as an extension factory): a
+   * tool runs only once its request is committed, and its outcome is recorded before Pi goes on.
+   */
+  get extension(): ExtensionFactory {
+    return (pi: ExtensionAPI) => {
+      pi.on("tool_call", async (event) => {
+        try {
+          await this.flush(); // the assistant message with this call, committed
+          if (!this.recorded.requested.has(event.toolCallId)) {
+            const eventId = `${this.stream.name}/hook/${event.toolCallId}`;
+            this.recorded.requested.set(event.toolCallId, eventId);
+            this.enqueue(() => [
+              { type: "tool_call", agent: this.agent, tool: event.toolName, args: plain(event.input), attempt_id: event.toolCallId, event_id: eventId, run_id: this.stream.name },
+            ]);
+            await this.flush();
+          }
+        } catch (err) {
+          return { block: true, reason: `not run: its request could not be recorded in the ledger (${String(err)})` };
+        }
+        return undefined;
+      });
+      pi.on("tool_result", async (event) => {
+        if (!this.recorded.resulted.has(event.toolCallId)) {
+          this.recorded.resulted.add(event.toolCallId);
+          this.enqueue(() => [this.resultEvent(event.toolCallId, event.toolName, event.isError, event.content, event.details)]);
+        }
+        await this.flush();
+        return undefined;
+      });
+    };
+  }
+
+  /**
+   * Complete the tool calls a crash left without a result on the active branch: one whose
+   * outcome the ledger holds gets it as its tool result (the tool is not run again); one of a
+   * tool safe to replay is closed as abandoned and its result says so, for the model to call it
+   * again; any other stops here (UnresolvedAttempt) for a decision (`ledger-bus resolve`).
+   * Returns the ids of the calls completed. Then the agent may continue.
+   */
+  async resume(): Promise<string[]> {
+    await this.flush();
+    const answered = new Set<string>();
+    const dangling: { id: string; name: string }[] = [];
+    for (const entry of this.sessionManager.getBranch()) {
+      if (entry.type !== "message") continue;
+      const message = entry.message as unknown as Json;
+      if (message["role"] === "toolResult") answered.add(String(message["toolCallId"]));
+      if (message["role"] === "assistant") {
+        for (const block of (message["content"] ?? []) as Json[]) {
+          if (block["type"] === "toolCall") dangling.push({ id: String(block["id"]), name: String(block["name"]) });
+        }
+      }
+    }
+    const open = dangling.filter((call) => !answered.has(call.id));
+    if (!open.length) return [];
+    const outcomes = await this.outcomes(new Set(open.map((call) => call.id)));
+    const done: string[] = [];
+    for (const call of open) {
+      const outcome = outcomes.get(call.id);
+      let isError: boolean;
+      let content: { type: "text"; text: string }[];
+      let details: unknown = undefined;
+      if (outcome !== undefined) {
+        isError = outcome.fields["status"] === "error";
+        const result = outcome.fields["result"] as Json | null;
+        if (result !== null && typeof result === "object" && Array.isArray(result["content"]) && "details" in result) {
+          content = result["content"] as { type: "text"; text: string }[]; // recorded by the hook
+          details = result["details"] ?? undefined;
+        } else {
+          content = [{ type: "text", text: JSON.stringify(result) }]; // given by an operator
+        }
+      } else if (this.safe.has(call.name)) {
+        isError = true;
+        content = [{ type: "text", text: "interrupted by a crash: it is not known whether it ran; it is safe to run again" }];
+        this.enqueue(() => [
+          { ...this.resultEvent(call.id, call.name, true, content, null), result: { outcome: "unknown", reason: "abandoned by a crash; replayed on resume" } },
+        ]);
+      } else {
+        throw new UnresolvedAttempt(call.id, call.name);
+      }
+      this.recorded.resulted.add(call.id);
+      const message = { role: "toolResult", toolCallId: call.id, toolName: call.name, content, details, isError, timestamp: Date.now() };
+      this.sessionManager.appendMessage(message as never);
+      done.push(call.id);
+    }
+    await this.flush();
+    return done;
+  }
+
+  /** The tool_results the ledger holds for these attempts, whoever wrote them. */
+  private async outcomes(ids: Set<string>): Promise<Map<string, RecordedEvent>> {
+    const found = new Map<string, RecordedEvent>();
+    for (const event of await this.store.readStream(this.stream)) {
+      const f = event.fields;
+      if (f["type"] === "tool_result" && ids.has(String(f["attempt_id"]))) found.set(String(f["attempt_id"]), event);
+    }
+    this.version = Math.max(this.version, await this.store.streamVersion(this.stream));
+    return found;
+  }
+
+  /** Flush, record the end of the run, and let the lease go. */
+  async close(): Promise<void> {
+    try {
+      this.enqueue(() => [
+        { type: "mutation", agent: this.agent, run_id: this.stream.name, kind: "run.finished", status: "ok" },
+      ]);
+      await this.flush();
+    } finally {
+      if (this.renewer) clearInterval(this.renewer);
+      await this.store.lease("release", this.session, this.leaseName, this.owner, 0).catch(() => false);
+    }
+  }
+
+  // -- session files --------------------------------------------------------------------------
+
+  /** Import a Pi session file (JSONL) into the ledger session; the Pi session's id. */
+  static async importFile(store: EventStore, session: string, path: string, agent = AGENT): Promise<string> {
+    const entries = parseSessionEntries(await readFile(path, "utf8"));
+    const header = entries.find((e): e is SessionHeader => e.type === "session");
+    if (!header) throw new LedgerError(`${path} is not a Pi session file: it has no session header`);
+    const ledger = new ImportWriter(store, streamId(session, `pi.${header.id}`), agent);
+    await ledger.write(entries);
+    return header.id;
+  }
+
+  /** Write a Pi session of the ledger back as Pi's session file, line for line as imported. */
+  static async exportFile(store: EventStore, session: string, piSession: string, path: string): Promise<void> {
+    const fold = foldSession(await store.readStream(streamId(session, `pi.${piSession}`)));
+    if (fold.header === null) throw new LedgerError(`no Pi session ${piSession} in session ${session}`);
+    const lines = [fold.header, ...fold.entries].map((entry) => JSON.stringify(entry));
+    await writeFile(path, `${lines.join("\n")}\n`);
+  }
+}
+
+/** A tool's outcome, as Pi gives it (its content and details), paired with its request. */
+function toolResult(agent: string, runId: string, id: string, tool: string, isError: boolean, content: unknown, details: unknown, recorded: Recorded): Fields {
+  const call = recorded.requested.get(id);
+  return {
+    type: "tool_result",
+    agent,
+    tool,
+    attempt_id: id,
+    status: isError ? "error" : "ok",
+    result: plain({ content: content ?? [], details: details ?? null }),
+    run_id: runId,
+    ...(call ? { parents: [call] } : {}),
+  };
+}
+
+/** The calls of a Pi session recorded so far, by tool call id: the event id of each request. */
+export interface Recorded {
+  requested: Map<string, string>;
+  resulted: Set<string>;
+}
+
+/**
+ * What a Pi entry says, as normalized events, as the Python adapters write a framework's
+ * messages (ledger_bus/adapters/langgraph/normalize.py): a user message is a `message` of agent
+ * `user`; an assistant message is the model call that made it (a `tool_call` and `tool_result`
+ * of the tool `model`, the result holding the model, its token usage and cost, why it stopped
+ * and the tool calls it asked for), the `message`, and a requested `tool_call` per tool call
+ * (attempt_id: the call's id); a tool result, the `tool_result` of its call. Event ids are the
+ * entry's (`<run>/<entry id>/<part>`), so that parents name them before they are written; each
+ * call is one attempt, whichever side (an entry or a hook, `recorded`) writes it first.
+ */
+export function normalized(entry: SessionEntry, agent: string, runId: string, recorded: Recorded): Fields[] {
+  if (entry.type !== "message") return [];
+  const message = entry.message as unknown as Json;
+  const base = `${runId}/${entry.id}`;
+  const ids = { run_id: runId, step_id: entry.id };
+  const events: Fields[] = [];
+  switch (message["role"]) {
+    case "user":
+      events.push({ type: "message", agent: "user", body: textOf(message["content"]), event_id: `${base}/said`, ...ids });
+      break;
+    case "assistant": {
+      const usage = (message["usage"] ?? {}) as Json;
+      const blocks = ((message["content"] ?? []) as Json[]).filter((block) => block["type"] === "toolCall");
+      const model = typeof message["model"] === "string" ? message["model"] : null;
+      const call = `${base}/model`;
+      const said = `${base}/said`;
+      events.push({ type: "tool_call", agent, tool: "model", attempt_id: `model:${entry.id}`, args: model ? { model } : {}, event_id: call, ...ids });
+      events.push({
+        type: "tool_result",
+        agent,
+        tool: "model",
+        attempt_id: `model:${entry.id}`,
+        status: message["stopReason"] === "error" ? "error" : "ok",
+        result: plain({
+          model,
+          provider: message["provider"] ?? null,
+          usage: {
+            input_tokens: usage["input"] ?? 0,
+            output_tokens: usage["output"] ?? 0,
+            input_token_details: { cache_read: usage["cacheRead"] ?? 0 },
+          },
+          cost_usd: ((usage["cost"] ?? {}) as Json)["total"] ?? 0,
+          finish_reason: message["stopReason"] ?? null,
+          tool_calls: blocks.map((block) => String(block["id"])),
+          ...(message["errorMessage"] ? { error: message["errorMessage"] } : {}),
+        }),
+        event_id: `${base}/cost`,
+        parents: [call],
+        ...ids,
+      });
+      events.push({ type: "message", agent, body: textOf(message["content"]), event_id: said, parents: [call], ...ids });
+      for (const block of blocks) {
+        const id = String(block["id"]);
+        if (recorded.requested.has(id)) continue;
+        const eventId = `${base}/call/${id}`;
+        recorded.requested.set(id, eventId);
+        events.push({
+          type: "tool_call",
+          agent,
+          tool: String(block["name"]),
+          args: plain((block["arguments"] ?? {}) as Json),
+          attempt_id: id,
+          event_id: eventId,
+          parents: [said],
+          ...ids,
+        });
+      }
+      break;
+    }
+    case "toolResult": {
+      const id = String(message["toolCallId"]);
+      if (!recorded.resulted.has(id)) {
+        recorded.resulted.add(id);
+        const event = toolResult(agent, runId, id, String(message["toolName"]), Boolean(message["isError"]), message["content"], message["details"], recorded);
+        events.push({ ...event, step_id: entry.id });
+      }
+      break;
+    }
+  }
+  return events;
+}
+
+/** A Pi session's stream folded: its header, its entries in order, the active leaf. */
+export function foldSession(events: RecordedEvent[]): {
+  header: SessionHeader | null;
+  entries: SessionEntry[];
+  leaf: string | null;
+  leafMoved: boolean;
+} {
+  let header: SessionHeader | null = null;
+  const entries: SessionEntry[] = [];
+  let leaf: string | null = null;
+  let leafMoved = false;
+  for (const event of events) {
+    const f = event.fields;
+    if (f["type"] !== "mutation") continue;
+    if (f["kind"] === HEADER) header = f["header"] as SessionHeader;
+    else if (f["kind"] === ENTRY) {
+      const entry = f["entry"] as SessionEntry;
+      entries.push(entry);
+      leaf = entry.id;
+      leafMoved = false;
+    } else if (f["kind"] === LEAF) {
+      leaf = (f["leaf_id"] as string | null) ?? null;
+      leafMoved = true;
+    }
+  }
+  return { header, entries, leaf, leafMoved };
+}
+
+/** Appends a session file's entries, as the session manager would have, a batch at a time. */
+class ImportWriter {
+  constructor(
+    private readonly store: EventStore,
+    private readonly stream: StreamId,
+    private readonly agent: string,
+  ) {}
+
+  async write(entries: FileEntry[]): Promise<void> {
+    if (await this.store.streamVersion(this.stream)) {
+      throw new LedgerError(`the ledger holds Pi session ${this.stream.name.slice(3)} already`);
+    }
+    const events: Fields[] = [];
+    const recorded: Recorded = { requested: new Map(), resulted: new Set() };
+    for (const entry of entries) {
+      if (entry.type === "session") {
+        events.push({ type: "mutation", agent: this.agent, kind: HEADER, header: entry });
+      } else {
+        events.push({ type: "mutation", agent: this.agent, kind: ENTRY, entry });
+        events.push(...normalized(entry, this.agent, this.stream.name, recorded));
+      }
+    }
+    let version = 0;
+    for (let at = 0; at < events.length; at += 100) {
+      const batch = events.slice(at, at + 100);
+      const result = await this.store.append(this.stream, version, `${this.stream.name}:import:${at}`, batch);
+      version = result.lastVersion;
+    }
+  }
+}
