@@ -7,7 +7,7 @@ import { join, resolve } from "node:path";
 
 import { describe, expect, it } from "vitest";
 
-import { canonicalText, checkJson } from "../src/model/canonical.js";
+import { canonicalText, checkJson, referenceText } from "../src/model/canonical.js";
 import { InvalidEvent } from "../src/model/errors.js";
 import { deriveEventId } from "../src/model/ids.js";
 import { prepareAppend } from "../src/model/batch.js";
@@ -98,5 +98,34 @@ describe("payloads", () => {
       body: "hi",
       event_id: deriveEventId("s", "x", "a1", 0),
     });
+  });
+});
+
+describe("the fast canonical path", () => {
+  // Random JSON with what the two paths could disagree on made likely: keys that JavaScript
+  // enumerates first ("10", "0"), keys out of order, non-ASCII and astral keys, escapes,
+  // numbers of every form (negative zero, exponents, fractions), nesting.
+  let seed = 42;
+  const random = (): number => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    return seed / 2 ** 31;
+  };
+  const pick = <T,>(items: readonly T[]): T => items[Math.floor(random() * items.length)] as T;
+  const KEYS = ["a", "b", "B", "z", "10", "9", "0", "01", "€", "😀", "דּ", "\u0080", "key with space", "\n", "_", "aa", "ab"];
+  const STRINGS = ["", "x", "é", "😀", '"', "\\", "\u0000", "\u001f", "\u007f", "\u2028", "</script>", "tab\there"];
+  const NUMBERS = [0, -0, 1, -1, 0.1, 1e21, 1e-7, 123456789012, 2 ** 53 - 1, -(2 ** 53 - 1), 3.14159, 1e300, 5e-324, 100];
+  function value(depth: number): unknown {
+    const roll = random();
+    if (depth > 4 || roll < 0.3) return pick<unknown>([...STRINGS, ...NUMBERS, true, false, null]);
+    if (roll < 0.6) return Array.from({ length: Math.floor(random() * 4) }, () => value(depth + 1));
+    const out: Record<string, unknown> = {};
+    for (let i = Math.floor(random() * 5); i > 0; i--) out[pick(KEYS)] = value(depth + 1);
+    return out;
+  }
+  it("gives the reference's bytes for 5,000 random values", () => {
+    for (let i = 0; i < 5000; i++) {
+      const v = value(0) as never;
+      expect(canonicalText(v)).toBe(referenceText(v));
+    }
   });
 });

@@ -9,7 +9,7 @@
 
 import { createHash } from "node:crypto";
 
-import { decode, encode, ExtensionCodec } from "@msgpack/msgpack";
+import { decode, Decoder, encode, Encoder, ExtensionCodec } from "@msgpack/msgpack";
 
 import { canonicalBytes } from "./canonical.js";
 import { InvalidInput } from "./errors.js";
@@ -87,16 +87,20 @@ codec.register({
   },
 });
 
+// One encoder and one decoder for every payload: made per call, they cost more than the
+// encoding of a small event. Events nest up to MAX_DEPTH (128) levels; the default stops at 100.
+const encoder = new Encoder({ extensionCodec: codec, ignoreUndefined: true, maxDepth: 256 });
+const decoder = new Decoder({ extensionCodec: codec });
+
 /** An event's payload: its fields in msgpack, references as extension values. */
 export function pack(fields: Fields): Buffer {
-  // Events nest up to MAX_DEPTH (128) levels; the encoder's default stops at 100.
-  const packed = encode(fields, { extensionCodec: codec, ignoreUndefined: true, maxDepth: 256 });
+  const packed = encoder.encode(fields);
   return Buffer.from(packed.buffer, packed.byteOffset, packed.byteLength);
 }
 
 /** An event's fields from its payload, references as ArtifactRef values. */
 export function unpack(payload: Uint8Array): Fields {
-  return decode(payload, { extensionCodec: codec }) as Fields;
+  return decoder.decode(payload) as Fields;
 }
 
 /** The references among an event's fields. */

@@ -92,35 +92,18 @@ export function prepareAppend(
       `${events.length} events in one append; the limit is ${limits.maxEventsPerAppend}`,
     );
   }
-  const all: Fields[] = [];
-  const texts: string[] = [];
+  const all = events.map((raw, index) => givenFields(raw, index));
+  const texts = all.map((fields, index) => canonicalEvent(fields, index));
+  const whole = `[${texts.join(",")}]`;
   const moved = new Map<number, Map<string, Artifact>>();
-  let total = 0;
-  events.forEach((raw, index) => {
-    const fields = givenFields(raw, index);
-    const text = canonicalEvent(fields, index);
-    let size = byteLength(text);
-    const threshold = limits.artifactThreshold;
-    if (threshold !== null && size > threshold) {
-      const [out, left] = moveOut(index, fields, size, threshold, limits);
-      if (out.size) moved.set(index, out);
-      size = left;
-    }
-    if (size > limits.maxEventBytes) {
-      const kept = moved.has(index) ? " outside its artifacts" : "";
-      throw new InvalidEvent(
-        `${size} bytes of canonical JSON${kept}; the limit is ${limits.maxEventBytes}`,
-        { index },
-      );
-    }
-    total += size;
-    if (total > limits.maxAppendBytes) {
-      throw new InvalidEvent(`the append exceeds ${limits.maxAppendBytes} bytes in all`);
-    }
-    all.push(fields);
-    texts.push(text);
-  });
-  const sha256 = createHash("sha256").update(`[${texts.join(",")}]`, "utf8").digest();
+  const small = Math.min(limits.maxEventBytes, limits.artifactThreshold ?? Infinity);
+  // The common append: the whole array is below any one event's limit, so no event is over
+  // its own; only the total is looked at. Else each event, in order, names the first at fault.
+  if (Buffer.byteLength(whole) > small) checkSizes(all, texts, moved, limits);
+  else if (Buffer.byteLength(whole) - all.length - 1 > limits.maxAppendBytes) {
+    throw new InvalidEvent(`the append exceeds ${limits.maxAppendBytes} bytes in all`);
+  }
+  const sha256 = createHash("sha256").update(whole, "utf8").digest();
   const derive = eventIdDeriver(sessionId, stream, appendId);
   all.forEach((fields, index) => {
     if (!("event_id" in fields)) fields["event_id"] = derive(index);
@@ -150,6 +133,31 @@ export function prepareAppend(
     artifacts: [...artifacts.values()],
     uses: [...uses.entries()],
   };
+}
+
+/**
+ * Each event's size against the limits, in order (InvalidEvent names the first at fault), and
+ * the fields of those above the artifact threshold moved out (into `moved`, by event index).
+ */
+function checkSizes(all: Fields[], texts: string[], moved: Map<number, Map<string, Artifact>>, limits: Limits): void {
+  let total = 0;
+  all.forEach((fields, index) => {
+    let size = byteLength(texts[index] as string);
+    const threshold = limits.artifactThreshold;
+    if (threshold !== null && size > threshold) {
+      const [out, left] = moveOut(index, fields, size, threshold, limits);
+      if (out.size) moved.set(index, out);
+      size = left;
+    }
+    if (size > limits.maxEventBytes) {
+      const kept = moved.has(index) ? " outside its artifacts" : "";
+      throw new InvalidEvent(`${size} bytes of canonical JSON${kept}; the limit is ${limits.maxEventBytes}`, { index });
+    }
+    total += size;
+    if (total > limits.maxAppendBytes) {
+      throw new InvalidEvent(`the append exceeds ${limits.maxAppendBytes} bytes in all`);
+    }
+  });
 }
 
 /**

@@ -104,8 +104,63 @@ export function checkJson(value: unknown, depth = 1): asserts value is Json {
   }
 }
 
-/** The RFC 8785 text of a value already checked by `checkJson`. */
+// A key JavaScript enumerates before all others, in numeric order, whatever order it was set in.
+const INDEX_KEY = /^(?:0|[1-9][0-9]*)$/;
+
+/**
+ * `value` with every object's keys in RFC 8785 order (UTF-16 code units, as Array.sort has
+ * them), objects already in that order kept as they are; null when some object has a key
+ * JavaScript would enumerate out of that order (an array-index-like key such as "10").
+ */
+function inKeyOrder(value: Json): Json | null {
+  if (value === null || typeof value !== "object") return value;
+  if (Array.isArray(value)) {
+    let copy: Json[] | null = null;
+    for (let at = 0; at < value.length; at++) {
+      const item = value[at] as Json;
+      const sorted = inKeyOrder(item);
+      if (sorted === null && item !== null) return null;
+      if (sorted !== item) {
+        copy ??= value.slice();
+        copy[at] = sorted;
+      }
+    }
+    return copy ?? value;
+  }
+  const keys = Object.keys(value);
+  let ordered = true;
+  for (let at = 0; at < keys.length; at++) {
+    const key = keys[at] as string;
+    if (INDEX_KEY.test(key)) return null;
+    if (at && (keys[at - 1] as string) > key) ordered = false;
+  }
+  const items: [string, Json][] = [];
+  let changed = !ordered;
+  for (const key of ordered ? keys : keys.sort()) {
+    const item = value[key] as Json;
+    const sorted = inKeyOrder(item);
+    if (sorted === null && item !== null) return null;
+    if (sorted !== item) changed = true;
+    items.push([key, sorted]);
+  }
+  return changed ? Object.fromEntries(items) : value;
+}
+
+/**
+ * The RFC 8785 text of a value already checked by `checkJson`. RFC 8785 writes numbers and
+ * strings as ECMAScript's JSON.stringify does, and object keys sorted: JSON.stringify of the
+ * value with its keys put in order gives its bytes, several times faster than `canonicalize`
+ * (the reference, by one of the RFC's authors), which takes what that cannot: objects with
+ * array-index-like keys. A property test holds the two equal (test/canonical.test.ts).
+ */
 export function canonicalText(value: Json): string {
+  const sorted = inKeyOrder(value);
+  if (sorted === null && value !== null) return canonicalize(value) as string;
+  return JSON.stringify(sorted);
+}
+
+/** The reference's text, for the tests that hold the fast path to it. */
+export function referenceText(value: Json): string {
   return canonicalize(value) as string;
 }
 
