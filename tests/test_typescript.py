@@ -10,6 +10,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from ledger_bus.model.batch import Limits, prepare_append
 from ledger_bus.model.ids import derive_event_id
 from ledger_bus.reconciler import Reconciler, ReconcilerConfig
 from ledger_bus.store.base import EventStore
+from tests.support.harbor import harbor_errors
 from tests.support.helpers import ledger_cli
 from tests.support.node import NodeError, NodePeer, need_node
 from tests.support.ui import view_app
@@ -216,7 +218,7 @@ def test_a_node_run_killed_inside_a_tool_is_flagged_and_resumes_with_the_resolve
 
 
 def test_a_pi_agent_killed_inside_a_tool_is_flagged_and_its_session_resumes_with_the_resolution(
-    redis_url: str, prefix: str, redis_store: EventStore
+    redis_url: str, prefix: str, redis_store: EventStore, tmp_path: Path
 ) -> None:
     crashed = NodePeer(redis_url, prefix)
     try:
@@ -259,3 +261,14 @@ def test_a_pi_agent_killed_inside_a_tool_is_flagged_and_its_session_resumes_with
         redis_url, prefix, "--output", "jsonl", "tail", "pi", "-n", "100", "--native"
     )
     assert any(json.loads(line).get("kind") == "pi.entry" for line in native.stdout.splitlines())
+    # And as a trajectory Harbor accepts: the model's call with its model, the tool call with
+    # the outcome it was given.
+    exported = ledger_cli(redis_url, prefix, "export", "pi", "--format", "atif")
+    assert exported.returncode == 0, exported.stderr
+    document = json.loads(exported.stdout)
+    steps = document["steps"]
+    assert [s["source"] for s in steps] == ["user", "agent", "agent"]
+    assert steps[1]["model_name"] == "faux-1"
+    assert steps[1]["tool_calls"][0]["function_name"] == "deploy"
+    assert steps[1]["observation"]["results"][0]["source_call_id"] == "call-7"
+    assert harbor_errors({"pi": document}, tmp_path) == {"pi": []}

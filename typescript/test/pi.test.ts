@@ -94,7 +94,7 @@ describe.each(["memory", "redis"] as const)("the Pi adapter on %s", (kind) => {
     await again.close();
   });
 
-  it("a branch, and the active leaf moved without an entry, load back as they were", async () => {
+  it("a branch, a label, a compaction, and the active leaf moved without an entry, load back as they were", async () => {
     const store = open(kind);
     const pi = await PiLedger.open(store, { session: "task" });
     const first = await scripted(pi.sessionManager, [fauxAssistantMessage("one"), fauxAssistantMessage("two"), fauxAssistantMessage("three")], () => [], pi.extension);
@@ -103,13 +103,16 @@ describe.each(["memory", "redis"] as const)("the Pi adapter on %s", (kind) => {
     await first.session.prompt("second");
     pi.sessionManager.branch(afterFirst); // back to the first answer
     await first.session.prompt("second, otherwise");
+    pi.sessionManager.appendLabelChange(afterFirst, "where it forked");
+    pi.sessionManager.appendCompaction("the story so far", afterFirst, 1234);
     const branchedLeaf = pi.sessionManager.getLeafId();
     await pi.close();
     const tree = pi.sessionManager.getTree();
     const reopened = await PiLedger.open(store, { session: "task", piSession: pi.piSession });
     expect(reopened.sessionManager.getTree()).toEqual(tree);
     expect(reopened.sessionManager.getLeafId()).toBe(branchedLeaf);
-    expect(reopened.sessionManager.buildSessionContext().messages.map((m) => (m as { role: string }).role)).toEqual(["user", "assistant", "user", "assistant"]);
+    expect(reopened.sessionManager.getLabel(afterFirst)).toBe("where it forked");
+    expect(reopened.sessionManager.buildSessionContext()).toEqual(pi.sessionManager.buildSessionContext());
     // Moved back without appending anything: Pi's own file would forget it; the ledger does not.
     reopened.sessionManager.branch(afterFirst);
     await reopened.close();
