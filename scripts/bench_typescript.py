@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +20,9 @@ import redis
 
 import ledger_bus as lb
 from ledger_bus.server import LocalServer
-from scripts.bench import PAYLOAD, pipelined_xadds, tool_call
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench import PAYLOAD, pipelined_xadds, tool_call
 
 TYPESCRIPT = Path(__file__).resolve().parent.parent / "typescript"
 
