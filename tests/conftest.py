@@ -16,6 +16,7 @@ from ledger_bus.store.redis import RedisStore
 from tests.support.aio import driven_async
 from tests.support.cluster import LocalCluster
 from tests.support.pgserver import LocalPostgres
+from tests.support.tls import make_pki
 
 
 @pytest.fixture(scope="session")
@@ -160,3 +161,9 @@ def cli_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "postgresql":
         return str(request.getfixturevalue("postgres_server").url)
     return str(request.getfixturevalue("redis_url"))
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A private CA's certificates for the rediss:// tests (tests/support/tls.py)."""
+    return make_pki(tmp_path_factory.mktemp("tls"))

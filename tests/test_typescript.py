@@ -17,13 +17,17 @@ import pytest
 from starlette.testclient import TestClient
 
 import ledger_bus as lb
+from ledger_bus.model.artifacts import ArtifactRef
 from ledger_bus.model.batch import Limits, prepare_append
 from ledger_bus.model.ids import derive_event_id
 from ledger_bus.reconciler import Reconciler, ReconcilerConfig
+from ledger_bus.server import LocalServer
 from ledger_bus.store.base import EventStore
 from tests.support.harbor import harbor_errors
 from tests.support.helpers import ledger_cli
 from tests.support.node import NodeError, NodePeer, need_node
+from tests.support.proxy import DropProxy
+from tests.support.tls import tls_server
 from tests.support.ui import view_app
 
 pytestmark = pytest.mark.usefixtures("node_available")
@@ -272,3 +276,82 @@ def test_a_pi_agent_killed_inside_a_tool_is_flagged_and_its_session_resumes_with
     assert steps[1]["tool_calls"][0]["function_name"] == "deploy"
     assert steps[1]["observation"]["results"][0]["source_call_id"] == "call-7"
     assert harbor_errors({"pi": document}, tmp_path) == {"pi": []}
+
+
+BIG = "a large tool output " * 4_000  # 80 KB: above the 64 KiB threshold, kept as an artifact
+
+
+def test_fields_kept_as_artifacts_cross_the_language_boundary_both_ways(
+    redis_store: EventStore, node: NodePeer
+) -> None:
+    rows = {"rows": [{"n": n, "label": f"row {n}"} for n in range(3_000)]}
+    node.ask(
+        "append",
+        session="big",
+        stream="node",
+        expected=0,
+        append_id="n1",
+        events=[
+            {"type": "message", "agent": "node", "body": BIG},
+            {"type": "mutation", "agent": "node", "kind": "table", "data": rows},
+        ],
+    )
+    redis_store.append(
+        lb.StreamId("big", "py"), 0, "p1", [{"type": "message", "agent": "py", "body": BIG[::-1]}]
+    )
+
+    python_view = redis_store.scan_session("big")
+    assert [e.get("body") for e in python_view] == [BIG, None, BIG[::-1]]
+    assert python_view[1]["data"] == rows
+    # Kept apart by both writers alike: a reference in the event, the bytes once in the session.
+    refs = redis_store.scan_session("big", resolve_artifacts=False)
+    assert all(isinstance(e.get("body") or e.get("data"), ArtifactRef) for e in refs)
+    assert len(redis_store.artifact_uses("big")) == 3
+    _same(python_view, node.ask("scan", session="big"))
+
+
+def test_a_node_append_whose_reply_is_lost_is_retried_and_lands_once(
+    redis_server: LocalServer, prefix: str, redis_store: EventStore
+) -> None:
+    proxy = DropProxy(redis_server.port)
+    try:
+        with NodePeer(f"redis://127.0.0.1:{proxy.port}/0", prefix) as node:
+            proxy.drop_next_reply_to(b"lost-1")
+            done = node.ask(
+                "append",
+                session="lost",
+                stream="main",
+                expected=0,
+                append_id="lost-1",
+                events=[{"type": "message", "agent": "node", "body": "once"}],
+            )
+    finally:
+        proxy.close()
+    assert proxy.dropped == 1
+    # The server committed the first try; the retry with the same append_id found it.
+    assert done["deduplicated"] is True
+    assert (done["first_version"], done["last_version"]) == (1, 1)
+    assert [e["body"] for e in redis_store.scan_session("lost")] == ["once"]
+
+
+def _tls_url(port: int, pki: Path, client: bool = False) -> str:
+    """A rediss:// URL with the settings the Python package reads from it, as both SDKs do."""
+    url = f"rediss://127.0.0.1:{port}/0?ssl_ca_certs={pki / 'ca.pem'}"
+    if client:
+        url += f"&ssl_certfile={pki / 'client.pem'}&ssl_keyfile={pki / 'client.key'}"
+    return url
+
+
+def test_node_appends_over_tls_with_the_urls_certificate_settings(
+    pki: Path, redis_store: EventStore
+) -> None:
+    event = {"type": "message", "agent": "node", "body": "sealed"}
+    with tls_server(pki) as port:
+        with NodePeer(_tls_url(port, pki), "tls") as node:
+            node.ask("append", session="s", stream="n", expected=0, append_id="a", events=[event])
+        with lb.connect(_tls_url(port, pki), prefix="tls") as store:
+            assert [e["body"] for e in store.scan_session("s")] == ["sealed"]
+    # A server that asks for a client certificate gets the one the URL names.
+    with tls_server(pki, clients="yes") as port, NodePeer(_tls_url(port, pki, True), "t") as node:
+        assert node.ask("append", session="s", stream="n", expected=0, append_id="a",
+                        events=[event])["first_version"] == 1  # fmt: skip

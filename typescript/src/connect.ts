@@ -1,5 +1,8 @@
 /** Open a store from a URL, as the Python package's `ledger_bus.connect` does. */
 
+import { readFileSync } from "node:fs";
+import type { ConnectionOptions } from "node:tls";
+
 import { Cluster, Redis } from "ioredis";
 
 import type { Limits } from "./model/batch.js";
@@ -45,6 +48,7 @@ export function connect(url?: string, options: ConnectOptions = {}): EventStore 
   const durability = parseDurability(options.durability ?? query.get("durability") ?? "local", Number(waitMs));
   query.delete("durability");
   query.delete("durability_timeout_ms");
+  const tls = scheme.startsWith("rediss") ? tlsOptions(query) : undefined;
   const address = parsed.toString();
   const timeoutMs = options.timeoutMs ?? 10_000;
   if (timeoutMs <= 0 || !Number.isFinite(timeoutMs)) {
@@ -65,12 +69,11 @@ export function connect(url?: string, options: ConnectOptions = {}): EventStore 
   };
   const store = { prefix: options.prefix, timeoutMs, limits: options.limits, durability };
   if (scheme === "redis" || scheme === "rediss") {
-    const client = new Redis(address, common);
+    const client = new Redis(address, { ...common, ...(tls ? { tls } : {}) });
     client.on("error", () => undefined); // failures reach the calls, which judge them
     return new RedisStore(client, store);
   }
   if (scheme === "redis+cluster" || scheme === "rediss+cluster") {
-    const tls = scheme.startsWith("rediss") ? {} : undefined;
     const client = new Cluster([{ host: parsed.hostname, port: Number(parsed.port || 6379) }], {
       redisOptions: {
         ...common,
@@ -84,4 +87,27 @@ export function connect(url?: string, options: ConnectOptions = {}): EventStore 
     return new RedisStore(client, store);
   }
   throw new InvalidInput(`unsupported URL '${given}': ${SCHEMES}`);
+}
+
+/**
+ * TLS settings from a rediss:// URL's query, as the Python package reads them:
+ * `ssl_ca_certs` (the CA that signed the server's certificate, besides the system's),
+ * `ssl_certfile` and `ssl_keyfile` (a client certificate, for a server that asks for one).
+ * The parameters are taken out of the URL; a file that cannot be read is bad input.
+ */
+function tlsOptions(query: URLSearchParams): ConnectionOptions {
+  const read = (name: string): Buffer | undefined => {
+    const path = query.get(name);
+    query.delete(name);
+    if (path === null) return undefined;
+    try {
+      return readFileSync(path);
+    } catch (err) {
+      throw new InvalidInput(`${name}: cannot read ${path}: ${(err as Error).message}`);
+    }
+  };
+  const ca = read("ssl_ca_certs");
+  const cert = read("ssl_certfile");
+  const key = read("ssl_keyfile");
+  return { ...(ca ? { ca } : {}), ...(cert ? { cert } : {}), ...(key ? { key } : {}) };
 }
