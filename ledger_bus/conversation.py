@@ -23,11 +23,11 @@ from typing import IO, Any, Final
 from ledger_bus.filters import EventFilter, select
 from ledger_bus.model.batch import prepare_append
 from ledger_bus.model.errors import InvalidEvent, InvalidInput, Refused
-from ledger_bus.model.events import RESERVED_FIELDS
 from ledger_bus.model.ids import ANY, StreamId, check_name, parse_cursor
 from ledger_bus.model.jsonl import event_line
 from ledger_bus.model.jsontext import parse_json, text_lines
 from ledger_bus.model.records import RecordedEvent
+from ledger_bus.model.vocabulary import RESERVED_FIELDS
 from ledger_bus.store.base import EventStore
 
 IMPORT_BATCH: Final = 100

@@ -9,11 +9,13 @@ has its N events (or leaves the window).
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
 
+from ledger_bus.model.durations import duration_seconds
 from ledger_bus.model.errors import InvalidInput
 from ledger_bus.model.ids import (
     CURSOR_PATTERN,
@@ -50,18 +52,24 @@ def is_native(event: RecordedEvent) -> bool:
     return kind in NATIVE_KINDS or kind.startswith(NATIVE_PREFIXES)
 
 
-def parse_bound(text: str, end: bool = False) -> str:
+def parse_bound(text: str, end: bool = False, now_ms: int | None = None) -> str:
     """A cursor from a cursor, an ISO 8601 time (`2026-11-30T12:00:00Z`, with an offset, or
-    naive as UTC) or a date. `end`: the bound closes a window, so a time means its last cursor
-    and a date the end of that day."""
+    naive as UTC), a date, or a duration ago (`1h`, `30m`, `7d`, `90s`; now: `now_ms`, else the
+    clock). `end`: the bound closes a window, so a time means its last cursor and a date the end
+    of that day."""
     if CURSOR_PATTERN.fullmatch(text):
         ms, seq = parse_cursor(text)
         return format_cursor(ms, seq)
+    ago = duration_seconds(text)
+    if ago is not None:
+        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        return format_cursor(max(0, now - round(ago * 1000)), 999_999 if end else 0)
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise InvalidInput(
-            f"not a cursor, ISO 8601 time or date: {text!r} (e.g. 2026-11-30T12:00:00Z)"
+            f"not a cursor, ISO 8601 time, date or duration ago: {text!r} (e.g."
+            " 2026-11-30T12:00:00Z, or 1h)"
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)

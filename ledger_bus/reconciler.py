@@ -98,7 +98,7 @@ class PassReport:
         return out
 
 
-def _emit(record: dict[str, Any]) -> None:
+def log_action(record: dict[str, Any]) -> None:
     """One structured line per action, on the `ledger_bus.reconciler` logger."""
     log.info(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
 
@@ -109,7 +109,7 @@ class Reconciler:
 
     store: EventStore
     config: ReconcilerConfig = field(default_factory=ReconcilerConfig)
-    on_action: Callable[[dict[str, Any]], None] = _emit
+    on_action: Callable[[dict[str, Any]], None] = log_action
     metrics: Any = None  # a ReconcilerMetrics, when exported
     archive: EventStore | None = None  # the SQL store idle sessions move to (archive_idle_s)
 

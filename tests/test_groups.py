@@ -274,8 +274,15 @@ def test_groups_from_the_command_line(redis_url: str, prefix: str) -> None:
     assert letter["reason"] == "kept failing"
     assert run("groups", "dead-letters", "gc", "workers", "--replay")[0]["replayed"] == 1
     assert run("groups", "reset", "gc", "workers", "--to", "0")[0]["after"] == CURSOR_ZERO
-    refused = ledger_here(redis_url, prefix, "groups", "delete", "gc", "workers")
-    assert refused.returncode == 2
+    # Without --yes, a dry run as `delete` does: what would go, and nothing deleted.
+    (before,) = run("groups", "gc")
+    dry = ledger_here(redis_url, prefix, "groups", "delete", "gc", "workers", "-o", "jsonl")
+    assert dry.returncode == 0, dry.stderr
+    said = json.loads(dry.stdout)
+    assert (said["would_delete"], said["pending"]) == (True, before["pending"])
+    assert "nothing deleted" in dry.stderr
+    assert [g["group"] for g in run("groups", "gc")] == ["workers"]
+    assert ledger_here(redis_url, prefix, "groups", "delete", "gc", "nobody").returncode == 6
     assert run("groups", "delete", "gc", "workers", "--yes")[0]["deleted"] is True
     missing = ledger_here(redis_url, prefix, "groups", "delete", "gc", "workers", "--yes")
     assert missing.returncode == 6

@@ -24,12 +24,11 @@ from ledger_bus.cli import main
 from ledger_bus.model.batch import Limits, _all_given_fields, _given_fields
 from ledger_bus.model.events import (
     DEFAULTS,
-    EVENT_TYPES,
-    RESERVED_FIELDS,
     event_adapter,
     event_fields,
     validate_given,
 )
+from ledger_bus.model.vocabulary import EVENT_TYPES, RESERVED_FIELDS
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.memory import MemoryStore
 from ledger_bus.store.redis import RedisStore

@@ -9,18 +9,26 @@ from typing import NoReturn
 
 import click
 
-from ledger_bus.cli import db as _db  # noqa: F401  (registers the commands)
-from ledger_bus.cli import demo as _demo  # noqa: F401
-from ledger_bus.cli import dispatch as _dispatch  # noqa: F401
-from ledger_bus.cli import groups as _groups  # noqa: F401
-from ledger_bus.cli import ledger as _ledger  # noqa: F401
-from ledger_bus.cli import lifecycle as _lifecycle  # noqa: F401
-from ledger_bus.cli import ops as _ops  # noqa: F401
-from ledger_bus.cli import ui as _ui  # noqa: F401
 from ledger_bus.cli.app import EXIT_INTERNAL, EXIT_USAGE, cli, say
 from ledger_bus.model.extras import missing_extra
 
 __all__ = ["cli", "main"]
+
+# Each command and the module that registers it, loaded when the command is used.
+cli.lazy = {
+    **dict.fromkeys(
+        ["append", "export", "import", "inspect", "mirror", "otel", "read", "scan", "sessions",
+         "tail"],
+        "ledger_bus.cli.ledger",
+    ),
+    **dict.fromkeys(["archive", "artifact", "bound", "delete", "du"], "ledger_bus.cli.lifecycle"),
+    **dict.fromkeys(["acl", "doctor", "reconcile", "resolve", "unresolved"], "ledger_bus.cli.ops"),
+    **dict.fromkeys(["follow", "groups"], "ledger_bus.cli.groups"),
+    "db": "ledger_bus.cli.db",
+    "demo": "ledger_bus.cli.demo",
+    "dispatch": "ledger_bus.cli.dispatch",
+    "ui": "ledger_bus.cli.ui",
+}  # fmt: skip
 
 DEBUG_ENV = "LEDGER_BUS_DEBUG"
 

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import difflib
+import importlib
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import IO, Any, Final, NoReturn
+from typing import IO, TYPE_CHECKING, Any, Final, NoReturn
 
 import click
 
+from ledger_bus.model.environment import ARCHIVE_ENV, DEFAULT_URL, URL_ENV
 from ledger_bus.model.errors import (
     BackendRefused,
     BackendUnavailable,
@@ -22,8 +24,9 @@ from ledger_bus.model.errors import (
     NotFound,
     VersionConflict,
 )
-from ledger_bus.store import ARCHIVE_ENV, DEFAULT_URL, URL_ENV, EventStore, connect
-from ledger_bus.store.redis.contact import check_first_contact
+
+if TYPE_CHECKING:
+    from ledger_bus.store import EventStore
 
 EXIT_OK: Final = 0
 EXIT_REFUSED: Final = 1
@@ -34,6 +37,7 @@ EXIT_UNAVAILABLE: Final = 5
 EXIT_NOT_FOUND: Final = 6
 EXIT_NOT_CONFIRMED: Final = 7
 EXIT_BACKEND_REFUSED: Final = 8
+EXIT_AT_RISK: Final = 9  # doctor: the backend can lose data as it is set up
 EXIT_INTERNAL: Final = 70  # sysexits' EX_SOFTWARE: a fault of ledger-bus itself, worth a report
 
 
@@ -69,6 +73,25 @@ def say(message: str) -> None:
     line = " ".join(message.splitlines()).translate(_ESCAPES)
     sys.stderr.write(f"ledger-bus: {line}\n".encode("utf-8", "backslashreplace").decode("utf-8"))
     sys.stderr.flush()
+
+
+def closest(name: str, known: Iterable[str], n: int = 3) -> list[str]:
+    """The names in `known` closest to `name`, case aside (`S1` finds `s1`): one that differs in
+    case alone first, then difflib's closest."""
+    by_folded: dict[str, list[str]] = {}
+    for candidate in known:
+        by_folded.setdefault(candidate.casefold(), []).append(candidate)
+    folded = name.casefold()
+    found = [c for c in by_folded.get(folded, []) if c != name]
+    for match in difflib.get_close_matches(folded, list(by_folded), n=n):
+        found += [c for c in by_folded[match] if c != name and c not in found]
+    return found[:n]
+
+
+def did_you_mean(name: str, known: Iterable[str], otherwise: str = "") -> str:
+    """ "; did you mean a, b?" for the names closest to `name`, else `otherwise`."""
+    found = closest(name, known)
+    return f"; did you mean {', '.join(found)}?" if found else otherwise
 
 
 class Failure(click.ClickException):
@@ -108,7 +131,24 @@ def refs_option(command: Callable[..., None]) -> Callable[..., None]:
 
 
 class LedgerGroup(click.Group):
-    """Translates library errors into one line on stderr and the documented exit code."""
+    """Translates library errors into one line on stderr and the documented exit code.
+
+    Its commands are loaded when used (`lazy`: command name -> the module that registers it),
+    so that `ledger-bus --version` or a `tail` imports what it needs, not every command's
+    dependencies."""
+
+    lazy: dict[str, str] = {}  # noqa: RUF012  (set once, by ledger_bus.cli)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            importlib.import_module(self.lazy[cmd_name])  # registers it, by its decorator
+        found = self.commands.get(cmd_name)
+        if found is not None:
+            output_after(found)  # once for each command: it looks before it adds
+        return found
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -138,6 +178,9 @@ class Settings:
         (exit 5 within a second); `patient`, for the commands that run for long, keeps
         retrying with backoff instead."""
         if self._store is None:
+            from ledger_bus.store import connect
+            from ledger_bus.store.redis.contact import check_first_contact
+
             if (self.url or "").startswith("memory:"):
                 # Each command is a process of its own: a memory store would start empty, and
                 # what it wrote would be gone when the command ends.
@@ -164,9 +207,7 @@ class Settings:
         if not store.session_exists(session_id):
             self.not_archived(session_id)
             known = [s for s, _ in store.sessions(limit=1000)]
-            close = difflib.get_close_matches(session_id, known, n=3)
-            hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise NotFound(f"no such session {session_id!r}{hint}")
+            raise NotFound(f"no such session {session_id!r}{did_you_mean(session_id, known)}")
         return store
 
     def not_archived(self, session_id: str) -> None:
@@ -188,6 +229,34 @@ class Settings:
 
 
 pass_settings = click.make_pass_decorator(Settings)
+
+OUTPUTS: Final = click.Choice(["auto", "jsonl", "table"])
+
+
+def _take_output(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    settings = ctx.find_object(Settings)
+    if value is not None and settings is not None:
+        settings.output = value
+
+
+def output_after(command: click.Command) -> None:
+    """Give `command` (every command under it, for a group) an -o/--output of its own, so that
+    the output format goes after the command as well as before it (`ledger-bus tail s1 -o
+    jsonl`); given both ways, the one after wins."""
+    if isinstance(command, click.Group):
+        for inner in command.commands.values():
+            output_after(inner)
+    elif not any("--output" in p.opts for p in command.params):
+        command.params.append(
+            click.Option(
+                ["-o", "--output"],
+                type=OUTPUTS,
+                default=None,
+                expose_value=False,
+                callback=_take_output,
+                help="auto, jsonl or table (as the option before the command).",
+            )
+        )
 
 
 @click.group(cls=LedgerGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -229,11 +298,12 @@ pass_settings = click.make_pass_decorator(Settings)
     f" or postgresql://...; env var: {ARCHIVE_ENV}).",
 )
 @click.option(
+    "-o",
     "--output",
-    type=click.Choice(["auto", "jsonl", "table"]),
+    type=OUTPUTS,
     default="auto",
     show_default=True,
-    help="auto: a table on a terminal, JSONL otherwise.",
+    help="auto: a table on a terminal, JSONL otherwise (also after the command: tail s1 -o jsonl).",
 )
 @click.version_option(package_name="ledger-bus")
 @click.pass_context
@@ -251,7 +321,7 @@ def cli(
     Exit codes: 0 done; 1 refused by a rule; 2 bad usage or invalid input; 3 version conflict;
     4 idempotency conflict; 5 backend unreachable; 6 not found; 7 written on the primary,
     durability not confirmed in time (retry with the same append_id); 8 the backend refused
-    (memory full, no permission); 70 internal error.
+    (memory full, no permission); 9 doctor found that data can be lost; 70 internal error.
     """
     settings = Settings(
         url=url,

@@ -255,7 +255,10 @@ def demo(
             while not finished():
                 step()
         orchestrator.wait(timeout=30)
-    _report(session, settings, board, url, private)
+        # Counted in the ledger, not in the view: the view stops reading once the demo is
+        # done, and the runs' ends (and the reconciler's flag) may land after that.
+        recorded = store.session_info(session).events
+    _report(session, settings, board, url, private, recorded)
     if not board.complete:
         raise Failure("the demo did not complete in time", 1)
 
@@ -279,12 +282,14 @@ def _stop_all(procs: dict[str, subprocess.Popen[bytes]]) -> None:
             proc.kill()
 
 
-def _report(session: str, settings: Settings, board: DemoView, url: str, private: bool) -> None:
+def _report(
+    session: str, settings: Settings, board: DemoView, url: str, private: bool, recorded: int
+) -> None:
     done = sum(state.startswith("done") for state in board.tasks.values())
     unresolved = [a for a, state in board.calls.items() if "running" in state]
     lines = [
         "",
-        f"session {session}: {len(board.events)} events, {done}/{len(board.tasks)} tasks done",
+        f"session {session}: {recorded} events, {done}/{len(board.tasks)} tasks done",
     ]
     if board.killed:
         lines.append(
@@ -300,6 +305,7 @@ def _report(session: str, settings: Settings, board: DemoView, url: str, private
     base = f"{_program()} --url {url}{prefix}"
     lines += [
         "inspect it:",
+        f"  {base} ui                  # the web view of the demo's sessions",
         f"  {base} tail {session} -n 20",
         f"  {base} inspect {session}",
         f"  {base} export {session} conversation.jsonl",

@@ -6,7 +6,6 @@ from __future__ import annotations
 import click
 
 from ledger_bus.cli.app import (
-    BadInput,
     Settings,
     cli,
     pass_settings,
@@ -14,6 +13,7 @@ from ledger_bus.cli.app import (
     stop_on_sigterm,
 )
 from ledger_bus.cli.output import EventLines, show_record, show_rows
+from ledger_bus.cli.params import DurationMs
 from ledger_bus.model.errors import NotFound
 from ledger_bus.model.ids import CURSOR_ZERO, check_name
 from ledger_bus.tailer import Tailer, TailerOptions
@@ -28,7 +28,7 @@ from ledger_bus.tailer import Tailer, TailerOptions
 )
 @click.option(
     "--block-ms",
-    type=click.IntRange(min=0),
+    type=DurationMs(),
     default=2000,
     show_default=True,
     help="How long a read waits for new events.",
@@ -37,7 +37,7 @@ from ledger_bus.tailer import Tailer, TailerOptions
 @click.option("--no-ack", is_flag=True, help="Leave delivered events pending.")
 @click.option(
     "--claim-idle-ms",
-    type=click.IntRange(min=0),
+    type=DurationMs(),
     default=None,
     help="First take over events other consumers left pending this long.",
 )
@@ -119,7 +119,7 @@ def groups() -> None:
 @click.argument("session")
 @click.option(
     "--idle-ms",
-    type=click.IntRange(min=0),
+    type=DurationMs(),
     default=3_600_000,
     show_default=True,
     help="A consumer holding nothing counts as idle after this long.",
@@ -165,13 +165,30 @@ def groups_dead_letters(settings: Settings, session: str, group: str, replay: bo
 @groups.command(name="delete")
 @click.argument("session")
 @click.argument("group")
-@click.option("--yes", is_flag=True, help="Yes: the group's place and pending list go.")
+@click.option("--yes", is_flag=True, help="Delete; without it, only say what would go.")
 @pass_settings
 def groups_delete(settings: Settings, session: str, group: str, yes: bool) -> None:
-    """Remove a group, its pending list and its dead letters (the events stay)."""
+    """Remove a group, its pending list and its dead letters (the events stay). Without --yes,
+    say what would go, as `delete` does, and delete nothing."""
+    store = settings.session(session)
     if not yes:
-        raise BadInput(f"deleting group {group!r} forgets what it delivered: add --yes")
-    if not settings.session(session).group_delete(session, group):
+        stats = store.group_stats(session, group)  # NotFound (exit 6) for no such group
+        letters = len(store.group_dead_letters(session, group))
+        show_record(
+            settings,
+            {
+                "session": session,
+                "group": group,
+                "would_delete": True,
+                "pending": stats.pending,
+                "consumers": stats.consumers + stats.idle_consumers,
+                "dead_letters": letters,
+                "last_delivered": stats.last_delivered,
+            },
+        )
+        say("nothing deleted: run again with --yes to delete")
+        return
+    if not store.group_delete(session, group):
         raise NotFound(f"no consumer group {group!r} on session {session!r}")
     show_record(settings, {"session": session, "group": group, "deleted": True})
 

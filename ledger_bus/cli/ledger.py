@@ -4,7 +4,6 @@ and mirror (the conversation log as a file, kept current)."""
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import itertools
 import sys
 import threading
@@ -17,15 +16,15 @@ from ledger_bus.cli.app import (
     BadInput,
     Settings,
     cli,
+    did_you_mean,
     pass_settings,
     refs_option,
     say,
     stop_on_sigterm,
 )
 from ledger_bus.cli.output import EventLines, emit, show_events, show_record, show_rows
-from ledger_bus.conversation import DEFAULT_STREAM, export_session, plan_import, run_import
+from ledger_bus.cli.params import Duration
 from ledger_bus.filters import EventFilter, parse_bound, select, select_tail
-from ledger_bus.mirror import Mirror
 from ledger_bus.model.errors import DurabilityNotConfirmed, NotFound
 from ledger_bus.model.files import replace_whole
 from ledger_bus.model.ids import (
@@ -38,6 +37,7 @@ from ledger_bus.model.ids import (
 )
 from ledger_bus.model.jsontext import format_time, parse_json_values
 from ledger_bus.model.records import AppendResult
+from ledger_bus.model.vocabulary import EVENT_TYPES
 from ledger_bus.store import ARCHIVE_ENV
 from ledger_bus.store.base import EventStore
 from ledger_bus.tailer import watch
@@ -95,8 +95,7 @@ def read(settings: Settings, session: str, stream: str, after: int, limit: int |
     store = settings.session(session)
     if not store.stream_version(ref):
         names = [info.name for info in store.session_info(session).streams]
-        close = difflib.get_close_matches(stream, names, n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else f"; it has {', '.join(names)}"
+        hint = did_you_mean(stream, names, f"; it has {', '.join(names)}")
         raise NotFound(f"no stream {stream!r} in session {session!r}{hint}")
     events = store.read_stream(ref, after, limit)
     show_events(settings, events, f"{session}/{stream}")
@@ -119,10 +118,14 @@ def filter_options(command: Callable[..., None]) -> Callable[..., None]:
             f"--{name}", f"{name}s", multiple=True, metavar=name.upper(), help=what
         )(command)
     command = click.option(
-        "--until", default=None, help="Up to this time (ISO 8601, or a date) or cursor."
+        "--until",
+        default=None,
+        help="Up to this time: ISO 8601, a date, a cursor, or a duration ago (1h, 30m).",
     )(refs_option(command))
     return click.option(
-        "--since", default=None, help="From this time (ISO 8601, or a date) or cursor."
+        "--since",
+        default=None,
+        help="From this time: ISO 8601, a date, a cursor, or a duration ago (1h, 30m, 7d).",
     )(command)
 
 
@@ -135,8 +138,13 @@ FILTERS: Final = (
 
 
 def event_filter(options: dict[str, Any]) -> EventFilter:
-    """The filter the options name; bad input is said before the session is looked at."""
+    """The filter the options name; bad input is said before the session is looked at: an
+    event type the vocabulary has not (exit 2, naming the closest)."""
     since, until = options.pop("since"), options.pop("until")
+    for kind in options["types"]:
+        if kind not in EVENT_TYPES:
+            hint = did_you_mean(kind, EVENT_TYPES, f"; the types are {', '.join(EVENT_TYPES)}")
+            raise BadInput(f"--type {kind!r} is no event type{hint}")
     return EventFilter(
         types=options.pop("types"),
         agents=options.pop("agents"),
@@ -146,6 +154,18 @@ def event_filter(options: dict[str, Any]) -> EventFilter:
         until=None if until is None else parse_bound(until, end=True),
         native=options.pop("native", True),  # an export keeps everything
     )
+
+
+def streams_of(store: EventStore, session: str, keep: EventFilter) -> EventStore:
+    """`store`, once the streams `keep` names are streams of the session: NotFound (exit 6)
+    naming the closest, as `read` does, instead of printing nothing."""
+    if keep.streams:
+        names = [info.name for info in store.session_info(session).streams]
+        for stream in keep.streams:
+            if stream not in names:
+                hint = did_you_mean(stream, names, f"; it has {', '.join(names)}")
+                raise NotFound(f"no stream {stream!r} in session {session!r}{hint}")
+    return store
 
 
 @cli.command()
@@ -164,7 +184,7 @@ def scan(
         after = None  # the start, as `--after 0` is for read
     elif after is not None:
         parse_cursor(after)
-    store = settings.session(session)
+    store = streams_of(settings.session(session), session, keep)
     show_events(settings, itertools.islice(select(store, session, keep, after), limit), session)
 
 
@@ -179,7 +199,8 @@ def tail(settings: Settings, /, session: str, count: int, follow: bool, **filter
     """The session's last N events, oldest first; with --follow, then every new one."""
     keep = event_filter(filters)
     if not follow:
-        events = select_tail(settings.session(session), session, count, keep)
+        store = streams_of(settings.session(session), session, keep)
+        events = select_tail(store, session, count, keep)
         show_events(settings, events, session)
         return
     store = settings.store(patient=True)
@@ -215,10 +236,9 @@ def tail(settings: Settings, /, session: str, count: int, follow: bool, **filter
 @click.option("--offset", type=click.IntRange(min=0), default=0, help="Skip this many first.")
 @click.option(
     "--active",
-    type=click.FloatRange(min=0),
+    type=Duration(),
     default=None,
-    metavar="SECONDS",
-    help="Only sessions active in the last SECONDS.",
+    help="Only sessions active within this long (90s, 30m, 12h, 7d, or seconds).",
 )
 @click.option("--open", "open_only", is_flag=True, help="Only sessions with open attempts.")
 @click.option("--rebuild", is_flag=True, help="Rebuild the index from the sessions first.")
@@ -333,6 +353,8 @@ def export(
             raise BadInput("--format otlp sends spans to --endpoint URL, and writes no FILE")
         export_spans(settings.session(session), session, endpoint, content)
         return
+    from ledger_bus.conversation import export_session  # what only this command needs
+
     store = settings.session(session)
     if file in (None, "-"):
         export_session(store, session, sys.stdout, keep)
@@ -379,7 +401,13 @@ def export_spans(store: EventStore, session: str, endpoint: str, content: bool) 
     show_default=True,
     help="The session the follower keeps its cursors in (it sends nothing of its own).",
 )
-@click.option("--every", type=float, default=1.0, show_default=True, help="Seconds between passes.")
+@click.option(
+    "--every",
+    type=Duration(minimum=0.001),
+    default="1s",
+    show_default=True,
+    help="The pause between passes (1s, 5m, or seconds).",
+)
 @click.option(
     "--content",
     is_flag=True,
@@ -400,8 +428,6 @@ def otel(
     from ledger_bus.otel import Options
     from ledger_bus.otel_follow import Follower
 
-    if every <= 0:
-        raise BadInput(f"--every must be above 0 seconds, got {every}")
     follower = Follower(
         settings.store(patient=follow),
         endpoint,
@@ -426,13 +452,15 @@ def otel(
 @click.option(
     "--stream",
     "default_stream",
-    default=DEFAULT_STREAM,
+    default="main",
     show_default=True,
     help="Stream for lines that name none.",
 )
 @pass_settings
 def import_(settings: Settings, session: str, file: Any, default_stream: str) -> None:
     """A conversation.jsonl into a session; importing the same file again changes nothing."""
+    from ledger_bus.conversation import plan_import, run_import  # what only this command needs
+
     store = settings.store()
     plan = plan_import(store, session, file, default_stream)
     total = sum(len(b.events) for b in plan.batches)
@@ -460,6 +488,8 @@ def import_(settings: Settings, session: str, file: Any, default_stream: str) ->
 @pass_settings
 def mirror(settings: Settings, session: str, directory: str, once: bool) -> None:
     """Keep DIR/SESSION/conversation.jsonl up to date: lines appended as events commit."""
+    from ledger_bus.mirror import Mirror  # what only this command needs
+
     follower = Mirror(settings.store(patient=not once), session, directory)
     if once:
         follower.catch_up()

@@ -2,35 +2,19 @@
 
 from __future__ import annotations
 
-import difflib
 import os
-import re
 import sys
-from typing import Any
 
 import click
 
-from ledger_bus.cli.app import BadInput, Settings, cli, pass_settings, say
+from ledger_bus.cli.app import BadInput, Settings, cli, did_you_mean, pass_settings, say
 from ledger_bus.cli.output import show_record, show_rows
+from ledger_bus.cli.params import Duration
 from ledger_bus.model.errors import NotFound
 from ledger_bus.model.files import replace_whole
 from ledger_bus.model.ids import StreamId
 from ledger_bus.store import ARCHIVE_ENV, connect
 from ledger_bus.store.base import DEFAULT_DEDUP_WINDOW_MS, EventStore
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-class Duration(click.ParamType):  # type: ignore[type-arg]
-    """A span of time as people write it: 90s, 30m, 12h, 7d (or plain seconds)."""
-
-    name = "DURATION"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        match = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd]?)", str(value).strip())
-        if not match:
-            self.fail(f"{value!r} is not a duration such as 90s, 30m, 12h or 7d", param, ctx)
-        return float(match[1]) * _UNITS[match[2] or "s"]
 
 
 @cli.command()
@@ -64,8 +48,7 @@ def delete(settings: Settings, session: str, stream: str | None, yes: bool) -> N
     info = store.session_info(session)
     versions = {s.name: s.version for s in info.streams}
     if stream is not None and stream not in versions:
-        close = difflib.get_close_matches(stream, list(versions), n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        hint = did_you_mean(stream, versions)
         raise NotFound(f"session {session!r} has no stream {stream!r}{hint}")
     going = versions if stream is None else {stream: versions[stream]}
     show_record(

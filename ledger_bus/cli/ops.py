@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from ledger_bus.cli.app import (
+    EXIT_AT_RISK,
     EXIT_BACKEND_REFUSED,
     EXIT_REFUSED,
     EXIT_UNAVAILABLE,
@@ -22,8 +23,9 @@ from ledger_bus.cli.app import (
     exit_code_for,
     pass_settings,
 )
-from ledger_bus.cli.lifecycle import Duration, open_archive
+from ledger_bus.cli.lifecycle import open_archive
 from ledger_bus.cli.output import emit, show_record, show_rows
+from ledger_bus.cli.params import Duration
 from ledger_bus.doctor import examine
 from ledger_bus.model.errors import LedgerError
 from ledger_bus.model.ids import check_name
@@ -34,6 +36,7 @@ from ledger_bus.reconciler import (
     ReconcilerConfig,
     ReconcilerMetrics,
     heartbeat_age,
+    log_action,
     open_for,
     read_heartbeat,
     resolve_attempt,
@@ -63,17 +66,17 @@ def unresolved(settings: Settings, session: str) -> None:
 @click.option("--once", is_flag=True, help="One pass, then exit.")
 @click.option(
     "--grace",
-    type=click.FloatRange(min=0),
-    default=60.0,
+    type=Duration(),
+    default="60s",
     show_default=True,
-    help="Seconds an open call must be old before it is flagged.",
+    help="How old an open call must be before it is flagged (30s, 5m, or seconds).",
 )
 @click.option(
     "--interval",
-    type=click.FloatRange(min=0.1),
-    default=5.0,
+    type=Duration(minimum=0.1),
+    default="5s",
     show_default=True,
-    help="Seconds between passes.",
+    help="The pause between passes (5s, 1m, or seconds).",
 )
 @click.option(
     "--session",
@@ -83,10 +86,10 @@ def unresolved(settings: Settings, session: str) -> None:
 )
 @click.option(
     "--prune-after",
-    type=click.FloatRange(min=MIN_PRUNE_AFTER_S),
-    default=600.0,
+    type=Duration(minimum=MIN_PRUNE_AFTER_S),
+    default="10m",
     show_default=True,
-    help="Seconds a session with nothing open stays in the index.",
+    help="How long a session with nothing open stays in the index (10m, 1h, or seconds).",
 )
 @click.option(
     "--bucket",
@@ -143,7 +146,8 @@ def reconcile(
 ) -> None:
     """The reconciler worker: flags each call requested and never finished, exactly once.
 
-    One JSON line per action on stderr. SIGTERM ends it between two flags.
+    One JSON line per action on stderr, its log. With --once, the pass's actions (its flags, and
+    the pass's report) are its result, printed on stdout too. SIGTERM ends it between two flags.
     """
     if check:
         # 0 or 1 and nothing else: health probes (Docker's HEALTHCHECK) reserve other codes.
@@ -193,7 +197,16 @@ def reconcile(
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    reconciler = Reconciler(settings.store(patient=not once), config, metrics=metrics, archive=cold)
+    done: list[dict[str, Any]] = []
+
+    def act(record: dict[str, Any]) -> None:
+        log_action(record)
+        if once:
+            done.append(record)
+
+    reconciler = Reconciler(
+        settings.store(patient=not once), config, on_action=act, metrics=metrics, archive=cold
+    )
     try:
         report = reconciler.run_forever(stop, heartbeat=heartbeat, once=once)
     finally:
@@ -201,6 +214,8 @@ def reconcile(
             metrics.close()
         if cold is not None:
             cold.close()
+    if once:
+        show_rows(settings, done, "reconcile")
     if once and report is not None and report.errors:
         raise Failure(
             f"the pass could not read or flag {report.errors} session(s): {report.last_error}",
@@ -264,7 +279,7 @@ def resolve(
 )
 @pass_settings
 def doctor(settings: Settings, durability: str) -> None:
-    """Inspect a live Redis and say what it risks for a ledger; exit 1 when data can be lost."""
+    """Inspect a live Redis and say what it risks for a ledger; exit 9 when data can be lost."""
     import redis
 
     from ledger_bus.store import DEFAULT_URL, split_durability
@@ -303,7 +318,7 @@ def doctor(settings: Settings, durability: str) -> None:
         for finding in findings:
             emit(finding.to_dict())
     if any(f.level == "fail" for f in findings):
-        raise Failure(f"{url}: data can be lost (see the FAIL lines)", EXIT_REFUSED)
+        raise Failure(f"{url}: data can be lost (see the FAIL lines)", EXIT_AT_RISK)
 
 
 @cli.command()

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
 import ormsgpack
 from pydantic import ValidationError
 
 from ledger_bus.model.artifacts import (
-    DEFAULT_MAX_ARTIFACT_BYTES,
-    DEFAULT_THRESHOLD,
     REF_BYTES,
     Artifact,
     artifact_of,
@@ -20,7 +17,7 @@ from ledger_bus.model.artifacts import (
     pack,
     with_refs,
 )
-from ledger_bus.model.attempts import AttemptNote, Opens, attempt_note
+from ledger_bus.model.attempts import attempt_note
 from ledger_bus.model.canonical import (
     JsonValueError,
     canonical_bytes,
@@ -32,18 +29,29 @@ from ledger_bus.model.errors import InvalidEvent, InvalidInput
 from ledger_bus.model.events import (
     DEFAULTS,
     EVENT_MODELS,
-    EVENT_TYPES,
-    RESERVED_FIELDS,
     event_fields,
     validate_all_given,
     validate_given,
 )
 from ledger_bus.model.ids import event_id_deriver
+from ledger_bus.model.prepared import (
+    DEFAULT_MAX_APPEND_BYTES,
+    DEFAULT_MAX_EVENT_BYTES,
+    DEFAULT_MAX_EVENTS_PER_APPEND,
+    Limits,
+    PreparedAppend,
+)
+from ledger_bus.model.vocabulary import EVENT_TYPES, RESERVED_FIELDS
 
-DEFAULT_MAX_EVENT_BYTES: Final = 1024 * 1024
-# One append is one Lua call, and a Lua call blocks the whole server while it runs.
-DEFAULT_MAX_EVENTS_PER_APPEND: Final = 1000
-DEFAULT_MAX_APPEND_BYTES: Final = 8 * 1024 * 1024
+__all__ = [  # the limits and a prepared append, where they were always found too
+    "DEFAULT_MAX_APPEND_BYTES",
+    "DEFAULT_MAX_EVENTS_PER_APPEND",
+    "DEFAULT_MAX_EVENT_BYTES",
+    "Limits",
+    "PreparedAppend",
+    "prepare_append",
+]
+
 _DEFAULT_ITEMS: Final = {kind: tuple(table.items()) for kind, table in DEFAULTS.items()}
 # Once validated, an event's fields hold what the vocabulary types them as (ASCII field names,
 # strings, lists of strings), but for these, which hold any JSON; a mutation's own fields may
@@ -54,44 +62,6 @@ _FREE_FIELDS: Final[dict[str, tuple[str, ...] | None]] = {
     "tool_result": ("result",),
     "mutation": None,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """Bounds on what one append may carry.
-
-    An event whose canonical size passes `artifact_threshold` (None: never) keeps its largest
-    fields as artifacts (ledger_bus.model.artifacts), each up to `max_artifact_bytes`; the byte
-    limits on events and appends count what stays in the events.
-    """
-
-    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
-    max_events_per_append: int = DEFAULT_MAX_EVENTS_PER_APPEND
-    max_append_bytes: int = DEFAULT_MAX_APPEND_BYTES
-    artifact_threshold: int | None = DEFAULT_THRESHOLD
-    max_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES
-
-
-@dataclass(frozen=True, slots=True)
-class PreparedAppend:
-    """What a store writes for one append."""
-
-    sha256: bytes  # of the RFC 8785 array of the events as given
-    payloads: list[bytes]  # msgpack of each event's fields, event_id filled in
-    notes: list[AttemptNote | None]  # per event, what it means for open attempts
-    # The fields moved out of the events, each artifact once, and how often the payloads
-    # reference each one (by sha256).
-    artifacts: tuple[Artifact, ...] = ()
-    uses: tuple[tuple[str, int], ...] = ()
-
-    @property
-    def digest(self) -> str:
-        """The sha256 in hex, as stores other than Redis keep it."""
-        return self.sha256.hex()
-
-    @property
-    def opens_attempts(self) -> bool:
-        return any(type(note) is Opens for note in self.notes)
 
 
 def _given_fields(index: int, raw: object) -> dict[str, Any]:

@@ -12,10 +12,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 from pydantic_core import CoreConfig, SchemaValidator, core_schema
 
-EVENT_TYPES: Final = ("message", "tool_call", "tool_result", "mutation")
-
-# Names the ledger sets on every recorded event; a mutation field may not shadow them.
-RESERVED_FIELDS: Final = frozenset({"session", "stream", "version", "cursor", "recorded_at"})
+from ledger_bus.model.vocabulary import RESERVED_FIELDS
 
 NonEmpty = Annotated[str, Field(min_length=1)]
 # Ids, agent and tool names: no control characters (C0, DEL, C1), so they print on one line and

@@ -10,13 +10,17 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from ledger_bus.model.events import event_adapter
 from ledger_bus.model.ids import StreamId, cursor_ms
 from ledger_bus.model.jsontext import dumps, format_time
 
 _COMMON: Final = frozenset(
     {"type", "agent", "event_id", "run_id", "step_id", "attempt_id", "parents"}
 )
+
+
+# Fields of a mutation its one-line summary leaves out: its kind (said first) and a run's
+# capabilities.
+_UNSAID: Final = frozenset({"kind", "capabilities"})
 
 
 def _short(value: Any, width: int) -> str:
@@ -37,7 +41,8 @@ def summary(fields: dict[str, Any], width: int = 160) -> str:
             f"{fields.get('tool')} -> {fields.get('status')}: {dumps(fields.get('result'))}",
             width,
         )
-    extra = {k: v for k, v in fields.items() if k not in _COMMON and k != "kind"}
+    # A run's capabilities are the same blob on every start: the runs tree shows them.
+    extra = {k: v for k, v in fields.items() if k not in _COMMON and k not in _UNSAID}
     return _short(f"{fields.get('kind')} {dumps(extra) if extra else ''}".strip(), width)
 
 
@@ -134,6 +139,9 @@ class RecordedEvent:
     @property
     def event(self) -> Any:
         """The event as a validated model (Message, ToolCall, ToolResult or Mutation)."""
+        # Imported here: a program that only reads events needs no validator (pydantic).
+        from ledger_bus.model.events import event_adapter
+
         return event_adapter.validate_python(self.fields)
 
     def to_dict(self) -> dict[str, Any]:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from ledger_bus.model.batch import Limits
 from ledger_bus.model.durability import Durability
+from ledger_bus.model.environment import ARCHIVE_ENV, DEFAULT_URL, URL_ENV
+from ledger_bus.model.prepared import Limits
 from ledger_bus.model.records import AppendResult, RecordedEvent, SessionInfo, StreamInfo
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.urls import (
-    ARCHIVE_ENV,
-    DEFAULT_URL,
-    URL_ENV,
     open_store,
     opening,
     split_durability,

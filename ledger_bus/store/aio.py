@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import redis.exceptions as rx
 from redis.utils import HIREDIS_AVAILABLE
 
-from ledger_bus.model.batch import Limits
 from ledger_bus.model.durability import Durability
 from ledger_bus.model.ids import ExpectedVersion, StreamId
+from ledger_bus.model.prepared import Limits
 from ledger_bus.model.records import (
     AppendRecord,
     AppendResult,

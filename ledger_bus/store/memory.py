@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 from ledger_bus.model.artifacts import unpack, uses_of
 from ledger_bus.model.attempts import AttemptNote, Closes, DeclaresSafe, Flags, Opens
-from ledger_bus.model.batch import Limits, PreparedAppend
 from ledger_bus.model.durability import Durability
 from ledger_bus.model.errors import IdempotencyConflict, InvalidInput, NotFound, VersionConflict
 from ledger_bus.model.ids import CURSOR_ZERO, StreamId, cursor_ms, cursors_after, parse_cursor
+from ledger_bus.model.prepared import Limits, PreparedAppend
 from ledger_bus.model.records import (
     AppendRecord,
     AppendResult,

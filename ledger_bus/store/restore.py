@@ -12,9 +12,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from ledger_bus.model.batch import Limits, PreparedAppend, prepare_append
 from ledger_bus.model.errors import InvalidEvent, InvalidInput, VersionConflict
 from ledger_bus.model.ids import StreamId, parse_cursor
+from ledger_bus.model.prepared import Limits, PreparedAppend
 from ledger_bus.model.records import RecordedEvent
 
 RESTORE_CHUNK: Final = 500  # events of one stream written in one call, at most
@@ -44,6 +44,8 @@ def restore_batches(events: Iterable[RecordedEvent], limits: Limits) -> Iterator
     """Group recorded events (commit order) into batches, each validated and encoded; raise
     InvalidInput naming the first event out of commit order, VersionConflict for a gap in a
     stream's versions."""
+    from ledger_bus.model.batch import prepare_append  # see EventStore._prepare
+
     chunk = min(RESTORE_CHUNK, limits.max_events_per_append)
     batch: list[RecordedEvent] = []
     last: dict[str, tuple[int, int]] = {}  # session -> the newest cursor given

@@ -13,18 +13,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ledger_bus.model.batch import Limits
 from ledger_bus.model.durability import DEFAULT_TIMEOUT_MS, LOCAL, Durability, parse_durability
+from ledger_bus.model.environment import ARCHIVE_ENV, DEFAULT_URL, URL_ENV
 from ledger_bus.model.errors import InvalidInput
+from ledger_bus.model.prepared import Limits
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.memory import MemoryStore
 
 if TYPE_CHECKING:
     from ledger_bus.store.sql import SqlStore
-
-DEFAULT_URL: Final = "redis://127.0.0.1:6379/0"
-URL_ENV: Final = "LEDGER_BUS_URL"
-ARCHIVE_ENV: Final = "LEDGER_BUS_ARCHIVE"
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,6 @@ from typing import Any, Final
 import redis.exceptions as rx
 
 from ledger_bus.model.artifacts import Artifact
-from ledger_bus.model.batch import PreparedAppend
 from ledger_bus.model.durability import Durability
 from ledger_bus.model.errors import (
     BackendRefused,
@@ -24,6 +23,7 @@ from ledger_bus.model.errors import (
     VersionConflict,
 )
 from ledger_bus.model.ids import ExpectedVersion, StreamId, cursor_ms
+from ledger_bus.model.prepared import PreparedAppend
 from ledger_bus.model.records import AppendResult
 from ledger_bus.store.ops import AppendPlan, Op
 from ledger_bus.store.redis.core import (

@@ -13,9 +13,9 @@ from redis import Redis
 from redis.cluster import RedisCluster
 
 from ledger_bus.model.artifacts import unpack
-from ledger_bus.model.batch import Limits
 from ledger_bus.model.durability import LOCAL, Durability
 from ledger_bus.model.ids import StreamId
+from ledger_bus.model.prepared import Limits
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.ops import Op, Request, call, retried, run

@@ -16,10 +16,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from ledger_bus.model.batch import PreparedAppend
 from ledger_bus.model.durability import Durability
 from ledger_bus.model.errors import IdempotencyConflict, SessionArchived
 from ledger_bus.model.ids import StreamId
+from ledger_bus.model.prepared import PreparedAppend
 from ledger_bus.model.records import (
     AppendRecord,
     AppendResult,

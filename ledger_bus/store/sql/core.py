@@ -31,13 +31,13 @@ from sqlalchemy import (
 from sqlalchemy import exc as sa_exc
 
 from ledger_bus.model.artifacts import unpack, uses_of
-from ledger_bus.model.batch import Limits
 from ledger_bus.model.durability import LOCAL, Durability
 from ledger_bus.model.errors import (
     BackendRefused,
     LedgerError,
 )
 from ledger_bus.model.ids import CURSOR_ZERO, StreamId
+from ledger_bus.model.prepared import Limits
 from ledger_bus.model.records import (
     Bound,
     RecordedEvent,

@@ -1,0 +1,165 @@
+"""The command line's conventions, where a new user stumbled: one duration syntax everywhere,
+-o after the command, reconcile --once's results on stdout, doctor's own exit code, a dry run
+for `groups delete`, unknown streams and types named with the closest, suggestions whatever
+the case, the demo's lines; and a start that imports only what a command needs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import ledger_bus as lb
+from ledger_bus.cli.params import Duration, DurationMs
+from ledger_bus.filters import parse_bound
+from ledger_bus.model.durations import duration_seconds
+from ledger_bus.model.errors import InvalidInput
+from ledger_bus.model.ids import cursor_ms
+from ledger_bus.model.records import summary
+from tests.support.events import call, msg, result
+from tests.support.helpers import ledger_here
+
+
+@pytest.fixture
+def written(redis_url: str, prefix: str) -> str:
+    """Session `s1`: a message in `main`, a call and its result in `run-a`."""
+    with lb.connect(redis_url, prefix=prefix) as store:
+        store.append(lb.StreamId("s1", "main"), 0, "a", [msg("hello")])
+        store.append(lb.StreamId("s1", "run-a"), 0, "b", [call("c1"), result("c1")])
+    return redis_url
+
+
+def lines(done: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("30s", 30), ("5m", 300), ("1h", 3600), ("7d", 604800), ("2.5", 2.5), ("90", 90), ("0", 0)],
+)
+def test_one_duration_syntax(text: str, seconds: float) -> None:
+    assert duration_seconds(text) == seconds
+    assert Duration().convert(text, None, None) == seconds
+    assert DurationMs().convert(text, None, None) == (
+        int(text) if text.isdigit() else seconds * 1000
+    )
+
+
+@pytest.mark.parametrize("text", ["", "5 minutes", "1w", "-3s", "1e3", "h"])
+def test_what_is_no_duration_is_refused(text: str) -> None:
+    assert duration_seconds(text) is None
+
+
+def test_since_and_until_take_a_duration_ago() -> None:
+    now = 1_800_000_000_000
+    assert cursor_ms(parse_bound("1h", now_ms=now)) == now - 3_600_000
+    assert cursor_ms(parse_bound("90", end=True, now_ms=now)) == now - 90_000
+    with pytest.raises(InvalidInput, match="duration ago"):
+        parse_bound("yesterday")
+
+
+def test_durations_on_the_command_line(written: str, prefix: str) -> None:
+    # sessions --active, --since/--until relative, reconcile --grace, follow's -ms options.
+    assert [
+        s["session"]
+        for s in lines(ledger_here(written, prefix, "sessions", "--active", "1h", "-o", "jsonl"))
+    ] == ["s1"]
+    assert (
+        len(lines(ledger_here(written, prefix, "scan", "s1", "--since", "10m", "-o", "jsonl"))) == 3
+    )
+    assert lines(ledger_here(written, prefix, "scan", "s1", "--until", "1h", "-o", "jsonl")) == []
+    done = ledger_here(written, prefix, "reconcile", "--once", "--grace", "0s", "--session", "s1")
+    assert done.returncode == 0, done.stderr
+    follow = ledger_here(written, prefix, "follow", "s1", "--group", "g", "--consumer", "c",
+                         "--once", "--block-ms", "0.2s", "--claim-idle-ms", "1m")  # fmt: skip
+    assert follow.returncode == 0, follow.stderr
+    bad = ledger_here(written, prefix, "sessions", "--active", "soon")
+    assert bad.returncode == 2
+    assert "not a duration such as 90s" in bad.stderr
+
+
+def test_the_output_format_goes_after_the_command_too(written: str, prefix: str) -> None:
+    after = ledger_here(written, prefix, "tail", "s1", "-o", "jsonl")
+    before = ledger_here(written, prefix, "--output", "jsonl", "tail", "s1")
+    assert lines(after) == lines(before)
+    table = ledger_here(written, prefix, "--output", "jsonl", "tail", "s1", "--output", "table")
+    assert table.stdout.lstrip()[:1] != "{"  # the one after the command wins
+    assert lines(ledger_here(written, prefix, "groups", "s1", "-o", "jsonl")) == []
+
+
+def test_reconcile_once_prints_its_results_on_stdout(redis_url: str, prefix: str) -> None:
+    with lb.connect(redis_url, prefix=prefix) as store:
+        store.append(lb.StreamId("r1", "main"), 0, "a", [call("c9")])  # never finished
+    done = ledger_here(redis_url, prefix, "reconcile", "--once", "--grace", "0", "--session", "r1",
+                       "-o", "jsonl")  # fmt: skip
+    actions = lines(done)
+    assert [a["action"] for a in actions] == ["flag", "pass"]
+    assert actions[0]["attempt_id"] == "c9"
+    assert '"action":"flag"' in done.stderr  # the log stays on stderr
+
+
+def test_doctors_failure_has_an_exit_code_of_its_own() -> None:
+    from ledger_bus.server import LocalServer
+
+    with LocalServer(appendonly=False, extra=["--maxmemory-policy", "allkeys-lru"]) as server:
+        done = ledger_here(server.url, "lb", "doctor")
+    assert done.returncode == 9
+    help_text = ledger_here("redis://127.0.0.1:1/0", "lb", "--help").stdout
+    assert "9 doctor found that data can be lost" in " ".join(help_text.split())
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "said"),
+    [
+        (["scan", "s1", "--stream", "run-b"], 6, "no stream 'run-b' in session 's1'; did you"
+         " mean run-a?"),
+        (["tail", "s1", "--stream", "MAIN"], 6, "did you mean main?"),
+        (["tail", "s1", "--type", "mesage"], 2, "--type 'mesage' is no event type; did you mean"
+         " message?"),
+        (["tail", "s1", "--type", "Tool_Call"], 2, "did you mean tool_call,"),
+        (["tail", "S1"], 6, "no such session 'S1'; did you mean s1?"),
+        (["read", "s1", "Main"], 6, "did you mean main?"),
+    ],
+)  # fmt: skip
+def test_unknown_names_say_the_closest_whatever_the_case(
+    written: str, prefix: str, args: list[str], code: int, said: str
+) -> None:
+    done = ledger_here(written, prefix, *args)
+    assert done.returncode == code
+    assert said in done.stderr
+    assert done.stdout == ""
+
+
+def test_a_runs_start_is_summed_up_without_its_capabilities() -> None:
+    capabilities = {"profile": "plain-python-loop", "recovery": "strict"}
+    started = {"type": "mutation", "agent": "w", "kind": "run.started", "task": "t1"}
+    line = summary({**started, "capabilities": capabilities})
+    assert line == 'run.started {"task":"t1"}'
+
+
+def test_version_and_a_command_import_only_what_they_need() -> None:
+    code = (
+        "import sys, subprocess\n"
+        "from ledger_bus.cli import cli\n"
+        "heavy = {'pydantic', 'redis', 'sqlalchemy', 'rich', 'ledger_bus.conversation'}\n"
+        "print(sorted(heavy & set(sys.modules)))\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert loaded.stdout.strip() == "[]"
+    # How long it takes is measured by scripts/bench_startup.py, not here.
+
+
+def test_every_public_name_of_the_package_loads_when_used() -> None:
+    code = (
+        "import sys, ledger_bus as lb\n"
+        "assert 'ledger_bus.store' not in sys.modules\n"
+        "assert sorted(lb.__all__) == sorted(lb._WHERE) == sorted(set(dir(lb)) & set(lb._WHERE))\n"
+        "print(all(getattr(lb, name) is not None for name in lb.__all__))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "True"
