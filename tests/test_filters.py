@@ -127,4 +127,4 @@ def test_filters_from_the_command_line(redis_url: str, prefix: str) -> None:
     assert len(lines("scan", "f", "--run", "r1", "--limit", "4")) == 4
     bad = ledger_cli(redis_url, prefix, "scan", "f", "--since", "yesterday")
     assert bad.returncode == 2
-    assert "not a cursor, ISO 8601 time or date" in bad.stderr
+    assert "not a cursor, ISO 8601 time, date or duration ago" in bad.stderr
