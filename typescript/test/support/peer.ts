@@ -13,9 +13,11 @@
 
 import { createInterface } from "node:readline";
 
-import { PiLedger } from "../../src/adapters/pi.js";
 import { connect, eventLine, appendLine, prepareAppend, Recorder, streamId, type RecordedEvent } from "../../src/index.js";
-import { fauxAssistantMessage, fauxToolCall, scripted, tool } from "./pi.js";
+
+// Pi is loaded by the requests that use it: it is most of a peer's start.
+const pi = async (): Promise<[typeof import("../../src/adapters/pi.js"), typeof import("./pi.js")]> =>
+  Promise.all([import("../../src/adapters/pi.js"), import("./pi.js")]);
 
 const [url, prefix] = process.argv.slice(2);
 const store = connect(url, { prefix: prefix ?? "lb" });
@@ -74,32 +76,34 @@ async function handle(request: Request): Promise<unknown> {
     case "pi_hang": {
       // A Pi agent whose model asks for `deploy`, which never returns: replied to once the
       // call's request is committed, so that the test can kill the process inside the tool.
-      const pi = await PiLedger.open(store, { session, leaseTtlMs: request["lease_ms"] as number });
+      const [{ PiLedger }, { fauxAssistantMessage, fauxToolCall, scripted, tool }] = await pi();
+      const ledger = await PiLedger.open(store, { session, leaseTtlMs: request["lease_ms"] as number });
       const never = new Promise<void>(() => undefined);
       const agent = await scripted(
-        pi.sessionManager,
+        ledger.sessionManager,
         [fauxAssistantMessage([fauxToolCall("deploy", { q: "prod" }, { id: request["call_id"] as string })], { stopReason: "toolUse" })],
         (calls) => [tool("deploy", calls, () => "deployed", never)],
-        pi.extension,
+        ledger.extension,
       );
       void agent.session.prompt("deploy it");
       while (!(await store.openAttempts(session)).some((a) => a.attemptId === request["call_id"])) {
         await new Promise((done) => setTimeout(done, 10));
       }
-      return pi.piSession;
+      return ledger.piSession;
     }
     case "pi_resume": {
       // The Pi session opened again: what a crash left dangling completed from the ledger,
       // then the agent goes on; whether the tool ran again, and what the model was told.
-      const pi = await PiLedger.open(store, { session, piSession: request["pi_session"] as string });
+      const [{ PiLedger }, { fauxAssistantMessage, scripted, tool }] = await pi();
+      const ledger = await PiLedger.open(store, { session, piSession: request["pi_session"] as string });
       try {
-        const completed = await pi.resume();
-        const agent = await scripted(pi.sessionManager, [fauxAssistantMessage("done")], (calls) => [tool("deploy", calls, () => "deployed again")], pi.extension);
+        const completed = await ledger.resume();
+        const agent = await scripted(ledger.sessionManager, [fauxAssistantMessage("done")], (calls) => [tool("deploy", calls, () => "deployed again")], ledger.extension);
         await agent.session.agent.continue();
-        const messages = pi.sessionManager.buildSessionContext().messages as { role: string; content: unknown }[];
+        const messages = ledger.sessionManager.buildSessionContext().messages as { role: string; content: unknown }[];
         return { completed, ran: agent.calls.get("deploy") ?? 0, roles: messages.map((m) => m.role), told: messages.find((m) => m.role === "toolResult")?.content };
       } finally {
-        await pi.close();
+        await ledger.close();
       }
     }
     case "digest":
