@@ -140,7 +140,7 @@ def test_a_runs_start_is_summed_up_without_its_capabilities() -> None:
     assert line == 'run.started {"task":"t1"}'
 
 
-def test_version_and_a_command_import_only_what_they_need() -> None:
+def test_the_command_line_imports_only_what_a_command_needs() -> None:
     code = (
         "import sys, subprocess\n"
         "from ledger_bus.cli import cli\n"

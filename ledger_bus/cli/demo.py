@@ -305,7 +305,7 @@ def _report(
     base = f"{_program()} --url {url}{prefix}"
     lines += [
         "inspect it:",
-        f"  {base} ui                  # the web view of the demo's sessions",
+        f"  {base} ui   (the web view of the demo's sessions)",
         f"  {base} tail {session} -n 20",
         f"  {base} inspect {session}",
         f"  {base} export {session} conversation.jsonl",

@@ -3,6 +3,8 @@ administration."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from ledger_bus.cli.app import (
@@ -16,6 +18,8 @@ from ledger_bus.cli.output import EventLines, show_record, show_rows
 from ledger_bus.cli.params import DurationMs
 from ledger_bus.model.errors import NotFound
 from ledger_bus.model.ids import CURSOR_ZERO, check_name
+from ledger_bus.model.records import GroupStats
+from ledger_bus.store.base import EventStore
 from ledger_bus.tailer import Tailer, TailerOptions
 
 
@@ -128,12 +132,13 @@ def groups() -> None:
 def groups_list(settings: Settings, session: str, idle_ms: int) -> None:
     """Each group: consumers live and idle, pending, lag, last delivered, dead letters."""
     store = settings.session(session)
-    rows = []
-    for stats in store.groups(session, idle_ms):
-        row = stats.to_dict()
-        row["dead_letters"] = len(store.group_dead_letters(session, stats.group))
-        rows.append(row)
+    rows = [_group_row(store, session, stats) for stats in store.groups(session, idle_ms)]
     show_rows(settings, rows, f"{session}: consumer groups")
+
+
+def _group_row(store: EventStore, session: str, stats: GroupStats) -> dict[str, Any]:
+    """What `groups list` says of a group: its stats and how many dead letters it holds."""
+    return {**stats.to_dict(), "dead_letters": len(store.group_dead_letters(session, stats.group))}
 
 
 @groups.command(name="pending")
@@ -173,19 +178,8 @@ def groups_delete(settings: Settings, session: str, group: str, yes: bool) -> No
     store = settings.session(session)
     if not yes:
         stats = store.group_stats(session, group)  # NotFound (exit 6) for no such group
-        letters = len(store.group_dead_letters(session, group))
-        show_record(
-            settings,
-            {
-                "session": session,
-                "group": group,
-                "would_delete": True,
-                "pending": stats.pending,
-                "consumers": stats.consumers + stats.idle_consumers,
-                "dead_letters": letters,
-                "last_delivered": stats.last_delivered,
-            },
-        )
+        row = _group_row(store, session, stats)
+        show_record(settings, {"session": session, **row, "would_delete": True})
         say("nothing deleted: run again with --yes to delete")
         return
     if not store.group_delete(session, group):

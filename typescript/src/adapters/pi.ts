@@ -152,7 +152,10 @@ export class PiLedger {
       loaded = await ledger.load();
     }
     ledger.attach(inner);
-    if (!loaded) await ledger.writeHeader();
+    if (!loaded) {
+      ledger.queueHeader();
+      await ledger.flush();
+    }
     await ledger.startRun();
     return ledger;
   }
@@ -228,16 +231,15 @@ export class PiLedger {
       this.version = 0;
       return null;
     });
-    void this.writeHeader();
+    this.queueHeader(); // its failure, like any append's, is thrown by the next flush
     if (withEntries) {
       for (const entry of this.sessionManager.getEntries()) this.enqueue(() => this.entryEvents(entry));
     }
   }
 
-  private async writeHeader(): Promise<void> {
+  private queueHeader(): void {
     const header = this.sessionManager.getHeader();
     if (header) this.enqueue(() => [this.native(HEADER, { header: plain(header) })]);
-    await this.flush();
   }
 
   private async startRun(): Promise<void> {
@@ -410,7 +412,6 @@ export class PiLedger {
       const f = event.fields;
       if (f["type"] === "tool_result" && ids.has(String(f["attempt_id"]))) found.set(String(f["attempt_id"]), event);
     }
-    this.version = Math.max(this.version, await this.store.streamVersion(this.stream));
     return found;
   }
 

@@ -10,7 +10,6 @@ import {
   movable,
   pack,
   REF_BYTES,
-  type ArtifactRef,
 } from "./artifacts.js";
 import { canonicalText, checkJson, JsonValueError } from "./canonical.js";
 import { InvalidEvent, InvalidInput } from "./errors.js";
@@ -50,10 +49,6 @@ export interface PreparedAppend {
   /** The fields moved out, each artifact once, and how often the payloads reference each. */
   artifacts: Artifact[];
   uses: [string, number][];
-}
-
-export function digestHex(prepared: PreparedAppend): string {
-  return prepared.sha256.toString("hex");
 }
 
 function byteLength(text: string): number {
@@ -197,5 +192,3 @@ function moveOut(
   }
   return [out, size];
 }
-
-export type { ArtifactRef };

@@ -131,6 +131,21 @@ export function parseCursor(cursor: unknown): [number, number] {
   return [Number(match[1]), Number(match[2])];
 }
 
+/**
+ * The cursors of `count` events committed at `nowMs` after `last`, as Redis takes stream ids:
+ * the clock, but never at or below the last one.
+ */
+export function cursorsAfter(last: string, nowMs: number, count: number): string[] {
+  let [ms, seq] = parseCursor(last);
+  const found: string[] = [];
+  for (let i = 0; i < count; i++) {
+    if (nowMs > ms) [ms, seq] = [nowMs, 0];
+    else seq += 1;
+    found.push(formatCursor(ms, seq));
+  }
+  return found;
+}
+
 /** The commit time of a cursor in milliseconds since the epoch. */
 export function cursorMs(cursor: string): number {
   return Number(cursor.slice(0, 13));

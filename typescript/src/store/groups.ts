@@ -8,7 +8,7 @@
 import { NotFound, BackendRefused } from "../model/errors.js";
 import { checkName, ledgerCursor, redisCursor } from "../model/ids.js";
 import type { RecordedEvent } from "../model/records.js";
-import type { Entry, RedisStore } from "./redis.js";
+import { type Entry, type RedisStore, text } from "./redis.js";
 import { script } from "./scripts.js";
 
 const PRUNE_CONSUMERS = script("prune_consumers");
@@ -21,7 +21,6 @@ export interface Delivery {
   readonly deliveries: number;
 }
 
-const text = (value: unknown): string => (Buffer.isBuffer(value) ? value.toString("utf8") : String(value));
 
 export class Groups {
   constructor(private readonly store: RedisStore) {}

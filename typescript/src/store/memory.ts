@@ -7,7 +7,7 @@
 import { unpack } from "../model/artifacts.js";
 import type { Limits, PreparedAppend } from "../model/batch.js";
 import { IdempotencyConflict, VersionConflict } from "../model/errors.js";
-import { CURSOR_ZERO, formatCursor, parseCursor, type StreamId, streamText } from "../model/ids.js";
+import { CURSOR_ZERO, cursorsAfter, formatCursor, parseCursor, type StreamId, streamText } from "../model/ids.js";
 import type { AppendResult, OpenAttempt, RecordedEvent } from "../model/records.js";
 import { EventStore, type LeaseStep } from "./base.js";
 
@@ -31,18 +31,6 @@ interface Session {
   safe: Set<string>;
   artifacts: Map<string, Buffer>;
   lastActive: number;
-}
-
-/** The cursors of `count` events committed at `nowMs` after `last`: never at or below it. */
-export function cursorsAfter(last: string, nowMs: number, count: number): string[] {
-  let [ms, seq] = parseCursor(last);
-  const found: string[] = [];
-  for (let i = 0; i < count; i++) {
-    if (nowMs > ms) [ms, seq] = [nowMs, 0];
-    else seq += 1;
-    found.push(formatCursor(ms, seq));
-  }
-  return found;
 }
 
 export class MemoryStore extends EventStore {

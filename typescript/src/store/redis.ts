@@ -85,7 +85,8 @@ class Written {
   }
 }
 
-const text = (value: unknown): string =>
+/** A reply's bulk string as text. */
+export const text = (value: unknown): string =>
   Buffer.isBuffer(value) ? value.toString("utf8") : String(value);
 
 export class RedisStore extends EventStore {
