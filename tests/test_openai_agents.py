@@ -278,6 +278,36 @@ async def _share_in_threads(store: lb.EventStore, phase: str) -> list[list[str]]
     return out
 
 
+class RivalStore(MemoryStore):
+    """A memory store on which, whenever `watched` pops, a rival pops first: the watched pop
+    loses every try while items remain (two poppers in step, the other one always ahead)."""
+
+    watched: LedgerSession | None = None
+    rival: LedgerSession | None = None
+    lost = 0
+
+    def append_op(self, stream: Any, expected: Any, append_id: str, events: Any, **kw: Any) -> Any:
+        if self.watched is not None and self.rival is not None and append_id.startswith("oa:pop:"):
+            watched, self.watched = self.watched, None  # the rival's own pop goes through
+            try:
+                if asyncio.run(self.rival.pop_item()) is not None:
+                    self.lost += 1
+            finally:
+                self.watched = watched
+        return super().append_op(stream, expected, append_id, events, **kw)
+
+
+def test_a_pop_that_keeps_losing_to_another_writer_tries_again_until_none_is_left() -> None:
+    store = RivalStore()
+    watched, rival = LedgerSession("race", store), LedgerSession("race", store)
+    asyncio.run(watched.add_items([item(f"item-{n}") for n in range(80)]))
+    store.watched, store.rival = watched, rival
+    # Given a rival that pops first each time, 80 times in a row, then the pop finds none left
+    assert asyncio.run(watched.pop_item()) is None
+    assert store.lost == 80
+    assert asyncio.run(rival.get_items()) == []
+
+
 @pytest.mark.parametrize("agents_url", ["memory", "redis", "sqlite"], indirect=True)
 def test_two_writers_on_one_session_store_each_add_and_hand_out_each_pop_once(
     agents_url: str, prefix: str, tmp_path: Path

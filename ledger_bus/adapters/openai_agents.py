@@ -32,7 +32,9 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import random
 import threading
+import time
 import uuid
 import weakref
 from collections.abc import Sequence
@@ -63,7 +65,7 @@ from ledger_bus.retention import Retention, Sweeper
 from ledger_bus.store import connect
 from ledger_bus.store.aio import AsyncStore
 from ledger_bus.store.base import EventStore
-from ledger_bus.store.ops import Op
+from ledger_bus.store.ops import Op, Sleep
 
 T = TypeVar("T")
 
@@ -83,7 +85,9 @@ CAPABILITIES: Final = Capabilities(
     recovery="best_effort",
     profile="openai-agents",
 )
-CONFLICT_RETRIES: Final = 50
+# A pop that lost to other writers tries again for this long: each loss is another writer's
+# progress, so only a session written without pause for all of it can hold a pop off.
+CONFLICT_PATIENCE_S: Final = 30.0
 DEFAULT_MAX_BYTES: Final = 256 * 1024 * 1024  # of items kept in the process, about, per store
 
 
@@ -287,7 +291,9 @@ class LedgerSession:
         each item is handed out once."""
         view = self._views.of(self.items)
         append_id = _call_id("pop")
-        for _ in range(CONFLICT_RETRIES):
+        deadline = time.monotonic() + CONFLICT_PATIENCE_S
+        ceiling = 0.001
+        while True:
             state = yield from view.refresh_op(self.store)
             if not state.live:
                 return None
@@ -300,10 +306,15 @@ class LedgerSession:
             }
             try:
                 yield from self.store.append_op(self.items, view.version, append_id, [event])
-            except VersionConflict:
+            except VersionConflict as lost:
+                if time.monotonic() > deadline:
+                    raise lost
+                # A random pause, growing with each loss: two poppers in step (same round trips,
+                # same work) would otherwise stay in step, the one ahead winning every time.
+                yield Sleep(random.uniform(0, ceiling))
+                ceiling = min(ceiling * 2, 0.05)
                 continue
             return item
-        raise VersionConflict(str(self.items), view.version, -1)
 
     def _clear_op(self) -> Op[None]:
         event = {"type": "mutation", "agent": AGENT, "kind": CLEARED}
