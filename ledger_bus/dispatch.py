@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import Any, Final, Literal, TypeVar
 from ledger_bus.model.errors import InvalidInput, LedgerError, NotFound, Refused, VersionConflict
 from ledger_bus.model.ids import StreamId
 from ledger_bus.store.base import EventStore
+from ledger_bus.store.ops import contended
 
 STREAM: Final = "dispatch"
 WRITER: Final = "dispatch-board"
@@ -242,11 +244,11 @@ class Board:
     def _decide(self, what: str, decide: Callable[[BoardState], T]) -> T:
         """Run `decide` on the board as it is now, again while another writer took the version
         it wrote at: it reads, decides and appends with that version."""
-        for _ in range(100):
+        for losses in range(1, 101):
             try:
                 return decide(self.state())
-            except VersionConflict:
-                continue  # another writer was first; look again and decide again
+            except VersionConflict:  # another writer was first; look again and decide again
+                time.sleep(contended(losses))
         raise LedgerError(f"could not {what}: the board kept changing")
 
     def _write(self, version: int, append_id: str, events: list[dict[str, Any]]) -> None:

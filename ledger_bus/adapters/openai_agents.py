@@ -32,7 +32,6 @@ import asyncio
 import dataclasses
 import hashlib
 import json
-import random
 import threading
 import time
 import uuid
@@ -65,7 +64,7 @@ from ledger_bus.retention import Retention, Sweeper
 from ledger_bus.store import connect
 from ledger_bus.store.aio import AsyncStore
 from ledger_bus.store.base import EventStore
-from ledger_bus.store.ops import Op, Sleep
+from ledger_bus.store.ops import Op, Sleep, contended
 
 T = TypeVar("T")
 
@@ -292,7 +291,7 @@ class LedgerSession:
         view = self._views.of(self.items)
         append_id = _call_id("pop")
         deadline = time.monotonic() + CONFLICT_PATIENCE_S
-        ceiling = 0.001
+        losses = 0
         while True:
             state = yield from view.refresh_op(self.store)
             if not state.live:
@@ -309,10 +308,8 @@ class LedgerSession:
             except VersionConflict as lost:
                 if time.monotonic() > deadline:
                     raise lost
-                # A random pause, growing with each loss: two poppers in step (same round trips,
-                # same work) would otherwise stay in step, the one ahead winning every time.
-                yield Sleep(random.uniform(0, ceiling))
-                ceiling = min(ceiling * 2, 0.05)
+                losses += 1
+                yield Sleep(contended(losses))
                 continue
             return item
 

@@ -14,6 +14,7 @@ is thrown back into the operation at its `yield`, so an operation catches what i
 from __future__ import annotations
 
 import inspect
+import random
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -96,6 +97,14 @@ def retried(
                 ) from err
         yield Sleep(delay)
         delay = min(delay * 2, 0.5)
+
+
+def contended(losses: int) -> float:
+    """How long to pause after the `losses`-th lost optimistic write in a row (a version
+    conflict): a random while, its ceiling doubling from 1 ms to 50 ms. Random, because writers
+    in step (same round trips, same work) stay in step otherwise, the one ahead winning each
+    time."""
+    return random.uniform(0, min(0.001 * 2 ** min(losses, 16), 0.05))
 
 
 def run(op: Op[T], client: Any, sleep: Callable[[float], None] = time.sleep) -> T:
