@@ -55,15 +55,20 @@ def write_atif(store: EventStore, session_id: str, out: IO[str]) -> None:
 
 
 def write_events(
-    session_id: str, events: Callable[[], Iterable[RecordedEvent]], out: IO[str]
+    session_id: str,
+    events: Callable[[], Iterable[RecordedEvent]],
+    out: IO[str],
+    window: dict[str, Any] | None = None,
 ) -> None:
-    """Write the ATIF document of the events `events()` gives (twice, alike) to `out`."""
+    """Write the ATIF document of the events `events()` gives (twice, alike) to `out`; when
+    they are a window of the session (the trace view's pages), `window` says which, in the
+    document's `extra.ledger.window`."""
     builder = Builder(session_id)
     for event in events():
         builder.add(event)
     session = builder.tree()
     with _Spill() as spill:
-        writer = _Writer(session, builder, spill)
+        writer = _Writer(session, builder, spill, window)
         for event in events():
             writer.feed(event)
         writer.finish()
@@ -101,8 +106,11 @@ class _Spill:
     def step(self, trajectory: str, n: int, doc: dict[str, Any]) -> None:
         self.db.execute("INSERT INTO steps VALUES (?, ?, ?)", (trajectory, n, json.dumps(doc)))
 
-    def later(self, trajectory: str, n: int, observed: dict[str, Any]) -> None:
-        self.db.execute("INSERT INTO later VALUES (?, ?, ?)", (trajectory, n, json.dumps(observed)))
+    def later(
+        self, trajectory: str, n: int, observed: dict[str, Any], timing: dict[str, Any]
+    ) -> None:
+        doc = json.dumps({"observed": observed, "timing": timing})
+        self.db.execute("INSERT INTO later VALUES (?, ?, ?)", (trajectory, n, doc))
 
     def steps(self, trajectory: str) -> Iterator[dict[str, Any]]:
         later: dict[int, list[dict[str, Any]]] = {}
@@ -111,17 +119,18 @@ class _Spill:
         rows = self.db.execute("SELECT n, doc FROM steps WHERE t = ? ORDER BY n", (trajectory,))
         for n, doc in rows:
             step: dict[str, Any] = json.loads(doc)
-            for observed in later.get(n, ()):
-                _settle(step, observed)
+            for found in later.get(n, ()):
+                _settle(step, found["observed"], found["timing"])
             yield step
 
 
-def _settle(step: dict[str, Any], observed: dict[str, Any]) -> None:
+def _settle(step: dict[str, Any], observed: dict[str, Any], timing: dict[str, Any]) -> None:
     """A result that came after its step was written: the call no longer open, its result in
     the step's observation."""
     for call in step.get("tool_calls", ()):
         if call["tool_call_id"] == observed["source_call_id"]:
-            call.pop("extra", None)
+            call["extra"].pop("status", None)
+            call["extra"]["ledger"] = timing
     results = step.setdefault("observation", {"results": []})["results"]
     results[:] = [r for r in results if r["source_call_id"] != observed["source_call_id"]]
     results.append(observed)
@@ -130,8 +139,15 @@ def _settle(step: dict[str, Any], observed: dict[str, Any]) -> None:
 class _Writer:
     """Feeds the session's events to the builder, writing each trajectory's older steps out."""
 
-    def __init__(self, session: Session, builder: Builder, spill: _Spill):
+    def __init__(
+        self,
+        session: Session,
+        builder: Builder,
+        spill: _Spill,
+        window: dict[str, Any] | None = None,
+    ):
         self.session, self.builder, self.spill = session, builder, spill
+        self.window = window
         self.tallies: dict[str, _Tally] = {}
         self.written: dict[str, tuple[str, int]] = {}  # key of an open call -> its written step
 
@@ -148,7 +164,7 @@ class _Writer:
                 if where is not None:
                     observed = _observed(call, self.session)
                     if observed is not None:
-                        self.spill.later(*where, observed)
+                        self.spill.later(*where, observed, timing(call))
         while len(run.steps) > KEEP:
             if run.steps[0].event_id is None and len(run.steps) <= KEEP + HOLD:
                 break  # a message may still join it (its model call's, or one asking its calls)
@@ -264,23 +280,24 @@ class _Writer:
         open_calls = [
             c for c in self.builder.calls.values() if c.result is None and c.tool != "model"
         ]
-        return {
-            "ledger": {
-                "session": self.session.session_id,
-                "events": self.builder.events,
-                "runs": {
-                    r.run_id: {
-                        "agent": r.agent,
-                        "parent": r.parent,
-                        "status": r.status or "running",
-                    }
-                    for r in self.session.runs.values()
-                    if r.run_id and r.started is not None
-                },
-                "unresolved": sorted(c.attempt for c in open_calls if not c.flagged),
-                "flagged": sorted(c.attempt for c in open_calls if c.flagged),
-            }
+        ledger: dict[str, Any] = {
+            "session": self.session.session_id,
+            "events": self.builder.events,
+            "runs": {
+                r.run_id: {
+                    "agent": r.agent,
+                    "parent": r.parent,
+                    "status": r.status or "running",
+                }
+                for r in self.session.runs.values()
+                if r.run_id and r.started is not None
+            },
+            "unresolved": sorted(c.attempt for c in open_calls if not c.flagged),
+            "flagged": sorted(c.attempt for c in open_calls if c.flagged),
         }
+        if self.window is not None:
+            ledger["window"] = self.window
+        return {"ledger": ledger}
 
 
 def _refs_embedded(step: dict[str, Any], embedded: dict[str, _Tally]) -> None:
@@ -347,6 +364,8 @@ def _step(n: int, step: Step, session: Session) -> dict[str, Any]:
         if results:
             out["observation"] = {"results": results}
     out["extra"] = {"agent": step.agent}
+    if step.model is not None:
+        out["extra"]["model_call"] = {"tool_call_id": step.model.attempt, **timing(step.model)}
     return out
 
 
@@ -376,8 +395,27 @@ def _tool_call(call: Call) -> dict[str, Any]:
         "function_name": call.tool,
         "arguments": args if isinstance(args, dict) else {"value": args},
     }
+    out["extra"] = {"ledger": timing(call)}
     if call.result is None:
-        out["extra"] = {"status": call.status}  # unresolved or flagged
+        out["extra"]["status"] = call.status  # unresolved or flagged
+    return out
+
+
+def timing(call: Call) -> dict[str, Any]:
+    """When a call was asked for and settled, by the cursors of its events and their times
+    (the trace view draws its bars from these): its run, `requested`/`requested_at` (absent
+    when the request is not among the events read: a window that starts after it),
+    `settled`/`settled_at` once its result came, `flagged` once the reconciler flagged it, and
+    its status."""
+    out: dict[str, Any] = {"run": call.event.run_id, "status": call.status}
+    if call.event is not call.result:
+        out["requested"] = call.event.cursor
+        out["requested_at"] = _iso(call.event.recorded_at)
+    if call.result is not None:
+        out["settled"] = call.result.cursor
+        out["settled_at"] = _iso(call.result.recorded_at)
+    if call.flagged_at is not None:
+        out["flagged"] = call.flagged_at
     return out
 
 

@@ -77,7 +77,16 @@ def test_a_recorder_s_runs_are_a_trajectory_with_subagents_and_open_calls_said(
     # The writer's search and its result; its delegate to the editor open, and flagged.
     calls = {c["function_name"]: c for c in writer["steps"][0]["tool_calls"]}
     assert calls["search"]["arguments"] == {"q": "jwt"}
-    assert calls["delegate"]["extra"] == {"status": "flagged"}
+    assert calls["delegate"]["extra"]["status"] == "flagged"
+    timed = calls["delegate"]["extra"]["ledger"]
+    assert (timed["status"], timed["run"]) == ("flagged", runs["writer"])
+    assert "settled" not in timed
+    assert timed["flagged"] > timed["requested"]
+    # A settled call says when it was asked for and when its result came.
+    searched = calls["search"]["extra"]["ledger"]
+    assert searched["requested"] < searched["settled"]
+    assert searched["requested_at"] <= searched["settled_at"]
+    assert "status" not in calls["search"]["extra"]
     ledger = doc["extra"]["ledger"]
     assert ledger["unresolved"] == ["f1"]
     assert len(ledger["flagged"]) == 2
@@ -270,4 +279,6 @@ def test_a_trajectory_written_a_step_at_a_time_is_the_one_held_whole(
     )
     assert {"source_call_id": "late", "content": "fetched"} in fetch["observation"]["results"]
     (call,) = (c for c in fetch["tool_calls"] if c["tool_call_id"] == "late")
-    assert "extra" not in call  # no longer open
+    assert "status" not in call["extra"]  # no longer open
+    assert call["extra"]["ledger"]["status"] == "ok"
+    assert call["extra"]["ledger"]["settled"] > call["extra"]["ledger"]["requested"]

@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -286,7 +286,15 @@ class RivalStore(MemoryStore):
     rival: LedgerSession | None = None
     lost = 0
 
-    def append_op(self, stream: Any, expected: Any, append_id: str, events: Any, **kw: Any) -> Any:
+    def append_op(
+        self,
+        stream: lb.StreamId,
+        expected_version: Any,
+        append_id: str,
+        events: Sequence[object],
+        *,
+        durability: Any = None,
+    ) -> Op[AppendResult]:
         if self.watched is not None and self.rival is not None and append_id.startswith("oa:pop:"):
             watched, self.watched = self.watched, None  # the rival's own pop goes through
             try:
@@ -294,7 +302,7 @@ class RivalStore(MemoryStore):
                     self.lost += 1
             finally:
                 self.watched = watched
-        return super().append_op(stream, expected, append_id, events, **kw)
+        return super().append_op(stream, expected_version, append_id, events, durability=durability)
 
 
 def test_a_pop_that_keeps_losing_to_another_writer_tries_again_until_none_is_left() -> None:

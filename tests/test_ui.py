@@ -114,7 +114,7 @@ def test_a_session_page_pairs_calls_with_results_and_badges_open_ones(
     assert page.status_code == 200
     assert len(rows(page.text)) == 3, "the result is on its call's row"
     assert re.search(
-        r'data-attempt="t1".*?<span class="badge ok">ok</span> <span class="muted">\d+ ms',
+        r'data-attempt="t1".*?<span class="badge ok">ok</span> <span class="duration muted">\d+ ms',
         page.text,
         re.S,
     )
@@ -355,9 +355,15 @@ def test_the_runs_tree_links_both_ways_with_each_runs_status_and_collapses_to_a_
     assert f'class="child" href="/s/tree?run={writer}"' in html
     assert 'class="parent" href="/s/tree?run=plan"' in html
     assert f'class="parent" href="/s/tree?run={writer}"' in html
-    lanes = re.findall(r'<g class="lane" data-run="([^"]*)"', html)
-    assert lanes == ["plan", writer, editor]
-    assert html.count('class="delegation"') == 2
+    # The trace's runs: the tree in order, each with its parent, depth and times.
+    spans = client.get("/s/tree/runs").json()
+    assert [(r["run"], r["parent"], r["depth"]) for r in spans] == [
+        ("plan", None, 0),
+        (writer, "plan", 1),
+        (editor, writer, 2),
+    ]
+    assert all(r["started_ms"] <= (r["ended_ms"] or r["started_ms"]) for r in spans)
+    assert spans[2]["ended_ms"] is None, "the editor is still running"
     shallow = client.get("/s/tree?depth=1&format=json").json()["events"]
     assert {e.get("run_id") for e in shallow} == {"plan", writer}, "the editor's run is folded away"
     only_writer = client.get(f"/s/tree?run={writer}&format=json").json()["events"]
@@ -679,3 +685,79 @@ def test_event_streams_opened_and_closed_leave_the_servers_memory_and_files_as_t
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def test_the_trace_reads_the_export_s_trajectory_a_window_at_a_time(
+    store: EventStore, client: TestClient
+) -> None:
+    from ledger_bus.atif import atif_of
+
+    delegated_session(store)
+    store.append(lb.StreamId("tree", "main"), lb.ANY, "more", [msg(f"m{n}") for n in range(10)])
+    # The whole session: what `ledger-bus export --format atif` writes
+    assert client.get("/s/tree/trajectory").json() == atif_of(store, "tree")
+    # A window: the newest N events, saying which, and where the one before it ends
+    newest = store.tail("tree", 4)
+    first = client.get("/s/tree/trajectory?window=4").json()
+    window = first["extra"]["ledger"]["window"]
+    assert (window["first"], window["last"]) == (newest[0].cursor, newest[-1].cursor)
+    assert window["older"] == newest[0].cursor
+    assert [s["message"] for s in first["steps"]] == ["m6", "m7", "m8", "m9"]
+    before = client.get(f"/s/tree/trajectory?window=4&before={window['older']}").json()
+    earlier = before["extra"]["ledger"]["window"]
+    assert earlier["last"] < window["first"]
+    assert [s["message"] for s in before["steps"]] == ["m2", "m3", "m4", "m5"]
+    # A window holding the session's start has none before it
+    total = store.session_info("tree").events
+    whole = client.get(f"/s/tree/trajectory?window={total + 5}").json()
+    assert whole["extra"]["ledger"]["window"]["older"] is None
+    # Bad input: a 400 that says why, never a read of the whole session
+    too_big = client.get("/s/tree/trajectory?window=20000")
+    assert too_big.status_code == 400
+    assert "window must be at most 10,000 events" in too_big.text
+    assert client.get("/s/tree/trajectory?window=4&before=nope").status_code == 400
+
+
+def test_the_trace_s_runs_are_those_of_the_while_it_shows(
+    store: EventStore, client: TestClient
+) -> None:
+    with Recorder(store, "while", "early").run("old") as run:
+        run.message("long ago")
+    time.sleep(0.05)
+    with Recorder(store, "while", "planner").run("plan") as run:
+        delegation = run.delegate("writer", "Draft it")
+        with Recorder(store, "while", "writer").run(delegation.child_run_id) as child:
+            child.message("in the child")
+        run.finish_delegation(delegation, "ok", "done")
+    spans = {r["run"]: r for r in client.get("/s/while/runs").json()}
+    assert set(spans) == {"old", "plan", delegation.child_run_id}
+    old, kid = spans["old"], spans[delegation.child_run_id]
+    assert old["ended_ms"] < spans["plan"]["started_ms"]
+    # The while of the child: the child and the run above it, not the run that ended before
+    during = client.get(f"/s/while/runs?from={kid['started_ms']}&to={kid['ended_ms']}").json()
+    assert [(r["run"], r["depth"]) for r in during] == [("plan", 0), (delegation.child_run_id, 1)]
+    # The while of the first run: that run alone
+    first = client.get(f"/s/while/runs?from={old['started_ms']}&to={old['ended_ms']}").json()
+    assert [r["run"] for r in first] == ["old"]
+
+
+def test_a_session_of_many_runs_lists_the_newest_with_the_runs_above_them(
+    store: EventStore, client: TestClient
+) -> None:
+    def started(run: str, **more: Any) -> dict[str, Any]:
+        return {"type": "mutation", "agent": "a", "kind": "run.started", "run_id": run, **more}
+
+    store.append(lb.StreamId("many", "run-root"), 0, "root", [started("root")])
+    for n in range(60):
+        store.append(
+            lb.StreamId("many", f"run-r{n:02d}"),
+            0,
+            f"r{n}",
+            [started(f"r{n:02d}", parent_run="root")],
+        )
+    page = client.get("/s/many").text
+    listed = re.findall(r'<li data-run="([^"]+)"', page)
+    # The 50 that started last, and the run above them (started first, kept for the tree)
+    assert listed == ["root"] + [f"r{n:02d}" for n in range(10, 60)]
+    assert "51 of 61: the newest" in page
+    assert "61 runs" in page

@@ -3,9 +3,11 @@ through its executable path): what a person sees, live."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -126,8 +128,13 @@ def test_an_appended_event_appears_without_reload_and_a_badge_clears_when_its_re
     )
     call_badge = 'tr[data-type="tool_call"][data-attempt="t1"] .badge'
     page.wait_for_function(f"() => document.querySelector('{call_badge}').textContent === 'ok'")
-    assert page.locator("#timeline tbody tr").count() == 3
+    # The result joined its call's row, as a reload shows it: no row of its own.
+    live_rows = page.locator("#timeline tbody tr").all_inner_texts()
+    assert len(live_rows) == 2
+    assert re.search(r"ok \d+ ms", page.locator(call_badge + " >> xpath=..").inner_text())
     assert page.locator('#open tr[data-attempt="t1"]').count() == 0, "no longer listed as open"
+    page.reload()
+    assert page.locator("#timeline tbody tr").all_inner_texts() == live_rows
 
 
 def test_script_in_a_payload_shows_as_text(store: EventStore, base: str, page: Any) -> None:
@@ -378,3 +385,220 @@ def test_a_langgraph_thread_reads_as_its_conversation_with_no_serialized_state_o
     # Asked for, the native records are there.
     page.goto(f"{base}/s/lg-chat?native=1")
     assert "langgraph.checkpoint" in page.inner_text("#timeline")
+
+
+# -- the trace view ------------------------------------------------------------------------------
+
+
+def call(attempt: str, tool: str = "search", **more: Any) -> dict[str, Any]:
+    return {
+        "type": "tool_call",
+        "agent": "a",
+        "tool": tool,
+        "args": {},
+        "attempt_id": attempt,
+        **more,
+    }
+
+
+def result(attempt: str, tool: str = "search", status: str = "ok", **more: Any) -> dict[str, Any]:
+    return {
+        "type": "tool_result",
+        "agent": "a",
+        "tool": tool,
+        "attempt_id": attempt,
+        "status": status,
+        "result": 1,
+        **more,
+    }
+
+
+def trace(page: Any, url: str) -> None:
+    page.goto(url)
+    page.wait_for_selector("#trace[data-ready]")
+
+
+def detail_read(page: Any) -> None:
+    """Wait until the detail panel has read the events it shows."""
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#detail pre')]"
+        ".every(p => p.textContent.startsWith('{'))"
+    )
+
+
+def bar_width(page: Any, selector: str) -> float:
+    box = page.locator(selector).bounding_box()
+    assert box is not None, selector
+    return float(box["width"])
+
+
+def test_the_waterfall_shows_each_call_as_a_bar_with_its_duration_under_its_run(
+    store: EventStore, base: str, page: Any
+) -> None:
+    # Given a run whose tool call took about 150 ms and whose model call reported its tokens
+    recorder = Recorder(store, "wf", "planner")
+    with recorder.run("plan") as run:
+
+        def answer(model: str) -> dict[str, Any]:
+            return {"model": model, "usage": {"input_tokens": 120, "output_tokens": 7}}
+
+        run.call("model", {"model": "m-1"}, answer)
+        run.message("let me look")
+
+        def search(q: str) -> str:
+            time.sleep(0.15)
+            return "found"
+
+        run.call("search", {"q": "x"}, search)
+    trace(page, f"{base}/s/wf")
+    # Then the run is a row of the tree, its calls under it, each a bar with its duration
+    assert page.locator('.wf-row.kind-run[data-run="plan"]').count() == 1
+    row = page.locator('.wf-row.kind-tool[data-tool="search"]')
+    assert row.get_attribute("data-run") == "plan"
+    assert row.get_attribute("data-status") == "ok"
+    took = int(row.get_attribute("data-duration-ms"))
+    assert 150 <= took < 5_000
+    assert re.fullmatch(r"search · \d+ ms", row.locator(".wf-dur").inner_text())
+    assert bar_width(page, '.wf-row[data-tool="search"] .wf-bar') > 10
+    model = page.locator(".wf-row.kind-model")
+    assert "120 in · 7 out tokens" in model.locator(".wf-dur").inner_text()
+    # And a click shows the event and its pair
+    page.click('.wf-row[data-tool="search"] .wf-bar')
+    detail_read(page)
+    request, answered = (json.loads(t) for t in page.locator("#detail pre").all_inner_texts())
+    assert (request["type"], answered["type"]) == ("tool_call", "tool_result")
+    assert request["attempt_id"] == answered["attempt_id"]
+
+
+def test_an_appended_result_closes_its_bar_live(store: EventStore, base: str, page: Any) -> None:
+    ref = lb.StreamId("wl", "main")
+    store.append(ref, 0, "a0", [msg("start")])
+    trace(page, f"{base}/s/wl")
+    page.wait_for_selector("#live.on")
+    # Given a call requested while the page is open: an open bar
+    store.append(ref, 1, "a1", [call("t1", run_id="r1")])
+    page.wait_for_selector('.wf-row[data-attempt="t1"][data-status="unresolved"]')
+    # When its result lands, then the bar closes, with its duration, as a reload draws it
+    time.sleep(0.05)
+    store.append(ref, 2, "a2", [result("t1", run_id="r1")])
+    page.wait_for_selector('.wf-row[data-attempt="t1"][data-status="ok"]')
+    live = page.locator('.wf-row[data-attempt="t1"]')
+    took = live.get_attribute("data-duration-ms")
+    assert int(took) >= 50
+    assert page.locator('.wf-row[data-attempt="t1"]').count() == 1
+    trace(page, f"{base}/s/wl")
+    again = page.locator('.wf-row[data-attempt="t1"]')
+    assert (again.get_attribute("data-status"), again.get_attribute("data-duration-ms")) == (
+        "ok",
+        took,
+    )
+
+
+def test_flagged_calls_are_listed_first_and_marked_on_the_waterfall(
+    store: EventStore, base: str, page: Any
+) -> None:
+    from ledger_bus.reconciler import Reconciler, ReconcilerConfig
+
+    # An open call of a run that is alive (its lease held): unresolved, not flagged
+    alive = Recorder(store, "fl", "worker").run("alive")
+    alive.__enter__()
+    alive._drive(alive.begin_call_op("early", {}, False, None))
+    # A run's call whose process is gone: the reconciler flags it
+    store.append(lb.StreamId("fl", "run-dead"), 0, "d0", [call("lost", "charge", run_id="dead")])
+    Reconciler(store, ReconcilerConfig(grace_s=0)).run_pass()
+    alive._drive(alive.begin_call_op("late", {}, False, None))
+    trace(page, f"{base}/s/fl")
+    rows = page.locator("#open tbody tr")
+    assert rows.nth(0).get_attribute("data-attempt") == "lost"
+    assert rows.nth(0).get_attribute("data-status") == "flagged"
+    assert [rows.nth(n).get_attribute("data-status") for n in (1, 2)] == ["unresolved"] * 2
+    # The open section comes before the trace on the page
+    assert page.evaluate(
+        "document.getElementById('open').compareDocumentPosition("
+        "document.getElementById('trace')) & Node.DOCUMENT_POSITION_FOLLOWING"
+    )
+    flagged = page.locator('.wf-row[data-attempt="lost"][data-status="flagged"] .wf-mark')
+    assert flagged.inner_text() == "flagged"
+    alive.__exit__(None, None, None)
+
+
+def test_zoom_and_pan_change_the_while_on_screen(store: EventStore, base: str, page: Any) -> None:
+    ref = lb.StreamId("zm", "main")
+    store.append(ref, 0, "a0", [call("c1", run_id="r")])
+    time.sleep(0.2)
+    store.append(ref, 1, "a1", [result("c1", run_id="r")])
+    time.sleep(0.2)
+    store.append(ref, 2, "a2", [msg("end")])
+    trace(page, f"{base}/s/zm")
+    bar = '.wf-row[data-attempt="c1"] .wf-bar'
+
+    def span() -> int:
+        return int(page.get_attribute("#trace", "data-to")) - int(
+            page.get_attribute("#trace", "data-from")
+        )
+
+    whole, wide = span(), bar_width(page, bar)
+    page.click("#zoom-in")
+    assert span() == pytest.approx(whole / 2, abs=2)
+    assert bar_width(page, bar) == pytest.approx(wide * 2, rel=0.05)
+    # Dragging the axis pans: the while moves, its length stays
+    before = int(page.get_attribute("#trace", "data-from"))
+    box = page.locator(".wf-ticks").bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + 5)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] / 4, box["y"] + 5, steps=5)
+    page.mouse.up()
+    assert int(page.get_attribute("#trace", "data-from")) > before
+    assert span() == pytest.approx(whole / 2, abs=2)
+    page.click("#zoom-fit")
+    assert span() == pytest.approx(whole, abs=2)
+
+
+def test_a_5000_event_trace_paints_a_window_and_reads_earlier_ones(
+    store: EventStore, base: str, page: Any
+) -> None:
+    ref = lb.StreamId("bigtrace", "main")
+    for n in range(25):  # 2,500 calls, each with its result: 5,000 events
+        events: list[dict[str, Any]] = []
+        for i in range(100):
+            events += [call(f"c{n * 100 + i}"), result(f"c{n * 100 + i}")]
+        store.append(ref, lb.ANY, f"a{n}", events)
+    trace(page, f"{base}/s/bigtrace")
+    # The newest 1,000 events: 500 calls, not the session
+    assert page.locator(".wf-row.kind-tool").count() == 500
+    assert page.locator('.wf-row[data-attempt="c2499"]').count() == 1
+    assert page.locator('.wf-row[data-attempt="c1999"]').count() == 0
+    page.click("#trace-earlier")
+    page.wait_for_function("() => document.querySelectorAll('.wf-row.kind-tool').length === 1000")
+    assert page.locator('.wf-row[data-attempt="c1999"][data-status="ok"]').count() == 1
+    # Search filters the rows
+    page.fill("#trace-search", "c2498")
+    assert page.locator(".wf-row.kind-tool:not([hidden])").count() == 1
+
+
+def test_script_in_a_payload_shows_as_text_on_the_trace_and_in_the_conversation(
+    store: EventStore, base: str, page: Any
+) -> None:
+    hostile = "<script>alert('owned')</script><img src=x onerror=\"alert('img')\">"
+    page.add_init_script(
+        "window.__calls = 0; for (const f of ['alert', 'confirm', 'prompt'])"
+        " window[f] = () => { window.__calls += 1; };"
+    )
+    recorder = Recorder(store, "hx", hostile.replace(" ", "_")[:60])
+    with recorder.run("r1", objective=hostile) as run:
+        run.message(hostile)
+        run.call(hostile.replace(" ", "_")[:60], {hostile: hostile}, lambda **_: hostile)
+    trace(page, f"{base}/s/hx")
+    assert hostile.replace(" ", "_")[:60] in page.locator("#waterfall").inner_text()
+    page.click(".wf-row.kind-tool .wf-bar")
+    detail_read(page)
+    assert hostile in page.locator("#detail").inner_text().replace("\\", "")
+    page.click("#tab-conversation")
+    assert hostile in page.locator("#conversation").inner_text()
+    page.locator("#conversation details").first.click()
+    assert (
+        page.locator("#waterfall img, #detail img, #conversation img, #conversation script").count()
+        == 0
+    )
+    assert page.evaluate("() => window.__calls") == 0
+    assert page.dialogs == []

@@ -184,7 +184,7 @@ class SessionInfo:
     streams: list[StreamInfo]
     first_cursor: str | None
     last_cursor: str | None
-    append_ids: int
+    append_ids: int | None  # None when asked not to count them (session_info(..., False))
 
     def to_dict(self) -> dict[str, Any]:
         """What `ledger-bus inspect` prints."""

@@ -221,9 +221,9 @@ class AsyncStore:
         """EventStore.session_exists."""
         return await self.drive(self.core.session_exists_op(session_id))
 
-    async def session_info(self, session_id: str) -> SessionInfo:
+    async def session_info(self, session_id: str, append_ids: bool = True) -> SessionInfo:
         """EventStore.session_info."""
-        return await self.drive(self.core.session_info_op(session_id))
+        return await self.drive(self.core.session_info_op(session_id, append_ids))
 
     async def restore(self, events: Iterable[RecordedEvent]) -> int:
         """EventStore.restore."""

@@ -417,13 +417,15 @@ class EventStore(AttemptContract, GroupContract):
         check_name(session_id, "session id")
         return (yield from step(self._session_exists(session_id)))
 
-    def session_info(self, session_id: str) -> SessionInfo:
-        """Return what a session holds: its streams and versions, counts, first and last cursor."""
-        return self.run_op(self.session_info_op(session_id))
+    def session_info(self, session_id: str, append_ids: bool = True) -> SessionInfo:
+        """Return what a session holds: its streams and versions, counts, first and last cursor.
+        `append_ids=False` leaves the append ids uncounted (None): counting them costs a read
+        per stream, which a caller that looks often (the web view) need not pay."""
+        return self.run_op(self.session_info_op(session_id, append_ids))
 
-    def session_info_op(self, session_id: str) -> Op[SessionInfo]:
+    def session_info_op(self, session_id: str, append_ids: bool = True) -> Op[SessionInfo]:
         check_name(session_id, "session id")
-        return (yield from step(self._session_info(session_id)))
+        return (yield from step(self._session_info(session_id, append_ids)))
 
     def delete_session(self, session_id: str) -> Deletion:
         """Remove every event of a session, with its streams, open attempts, consumer groups and
@@ -623,7 +625,7 @@ class EventStore(AttemptContract, GroupContract):
     def _artifact_uses(self, session_id: str) -> Step[dict[str, int]]: ...
 
     @abc.abstractmethod
-    def _session_info(self, session_id: str) -> Step[SessionInfo]: ...
+    def _session_info(self, session_id: str, append_ids: bool) -> Step[SessionInfo]: ...
 
     @abc.abstractmethod
     def _sessions(self, limit: int | None) -> Step[list[tuple[str, int]]]: ...

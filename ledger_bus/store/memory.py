@@ -367,7 +367,7 @@ class MemoryStore(EventStore):
             for (stream, append_id), (digest, first, last, cursor) in found
         ]
 
-    def _session_info(self, session_id: str) -> SessionInfo:
+    def _session_info(self, session_id: str, append_ids: bool) -> SessionInfo:
         with self._changed:
             state = self._sessions_by_id.get(session_id) or _Session()
             return SessionInfo(
@@ -376,7 +376,7 @@ class MemoryStore(EventStore):
                 streams=[StreamInfo(n, state.versions[n]) for n in sorted(state.streams)],
                 first_cursor=state.cursors[0] if state.cursors else None,
                 last_cursor=state.cursors[-1] if state.cursors else None,
-                append_ids=len(state.idempotency),
+                append_ids=len(state.idempotency) if append_ids else None,
             )
 
     def _sessions(self, limit: int | None) -> list[tuple[str, int]]:

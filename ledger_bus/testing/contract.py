@@ -396,6 +396,9 @@ def test_session_info_and_the_sessions_index(store: EventStore) -> None:
     assert info["streams"] == {"dispatch": 1, "run-a": 2}
     assert info["append_ids"] == 2
     assert info["first_cursor"] < info["last_cursor"]
+    # Without the append ids counted (a read per stream spared), the rest alike
+    uncounted = store.session_info("s1", append_ids=False).to_dict()
+    assert uncounted == {**info, "append_ids": None}
     assert {name for name, _ in store.sessions()} == {"s1", "s2"}
     assert len(store.sessions(limit=1)) == 1
 

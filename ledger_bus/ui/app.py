@@ -27,12 +27,13 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
 
 from ledger_bus.atif import write_events
 from ledger_bus.filters import EventFilter
 from ledger_bus.model.errors import BackendUnavailable, InvalidInput, LedgerError, NotFound
-from ledger_bus.model.ids import check_name, format_cursor, parse_cursor, quoted
+from ledger_bus.model.ids import check_name, cursor_ms, format_cursor, parse_cursor, quoted
 from ledger_bus.model.jsontext import format_time
 from ledger_bus.model.records import RecordedEvent, SessionInfo
 from ledger_bus.store.aio import AsyncStore
@@ -41,6 +42,9 @@ from ledger_bus.ui.folds import Folds
 from ledger_bus.ui.live import Hub
 
 TEMPLATES: Final = Path(__file__).resolve().parent / "templates"
+STATIC: Final = Path(__file__).resolve().parent / "static"
+WINDOW: Final = 1_000  # events a trace window reads: the trace of any session paints this much
+MAX_WINDOW: Final = 10_000
 PING_S: Final = 15  # a comment on a quiet stream, so proxies and browsers keep it open
 REFRESH_MS: Final = 3_000  # how often an open page fetches its panels again
 
@@ -70,6 +74,10 @@ def environment() -> Environment:
         finalize=shown,
     )
     env.filters["time"] = format_time
+    env.filters["clock"] = clock_time
+    env.filters["cursor_time"] = lambda cursor: format_time(cursor_ms(cursor))
+    env.filters["duration"] = pages.duration_text
+    env.globals["tokens_of"] = pages.tokens_of
     env.filters["session_path"] = session_path
     return env
 
@@ -110,7 +118,7 @@ def create_app(
 
     async def existing(s: AsyncStore, session_id: str) -> SessionInfo:
         """What the session holds, read once for the page; NotFound when it holds nothing."""
-        info = await s.session_info(session_id)
+        info = await s.session_info(session_id, append_ids=False)
         if not info.events:
             raise NotFound(f"no session {session_id!r} in this ledger")
         return info
@@ -163,11 +171,11 @@ def create_app(
             session=session_id,
             info=info,
             page=page,
-            runs=runs,
-            lanes=pages.swimlanes(page.rows, [n.run_id for n in runs]),
+            runs=pages.newest_runs(runs),
+            all_runs=len(runs),
             depth=depth if depth >= 0 else None,
             query=query,
-            open_attempts=page.open_attempts,
+            open_attempts=pages.attention(page.open_attempts),
             board=board,
             groups=groups,
             refresh_ms=refresh_ms,
@@ -182,6 +190,9 @@ def create_app(
             older_url=f"{base}?{_join(query, before=page.older)}",
             newest_url=f"{base}?{_join(query)}",
             export_url=f"{base}?{_join(_query(request), format='json')}",
+            trajectory_url=f"{base}/trajectory",
+            runs_url=f"{base}/runs",
+            window=WINDOW,
         )
 
     async def panels(request: Request) -> Response:
@@ -197,8 +208,9 @@ def create_app(
         return render(
             "_panels.html",
             session=session_id,
-            runs=runs,
-            open_attempts=attempts,
+            runs=pages.newest_runs(runs),
+            all_runs=len(runs),
+            open_attempts=pages.attention(attempts),
             board=board,
             groups=groups,
         )
@@ -224,14 +236,37 @@ def create_app(
 
     async def trajectory(request: Request) -> Response:
         """The session as an ATIF trajectory (what `ledger-bus export --format atif` writes),
-        for the trace view and for anyone who reads the view's JSON."""
+        for anyone who reads the view's JSON; with `window=N`, of the newest N events before
+        `before` alone: the trace view's pages, O(N) whatever the session's length."""
         session_id = _session(request)
+        size = _int(request, "window", 0)
+        before = _cursor(request.query_params.get("before"))
+        if size > MAX_WINDOW:
+            raise InvalidInput(f"window must be at most {MAX_WINDOW:,} events: {size}")
         s = await store()
         await existing(s, session_id)
-        events = [found async for found in s.iter_session(session_id)]
+        window: dict[str, Any] | None = None
+        if size:
+            events = await s.tail(session_id, size, before)
+            window = {
+                "first": events[0].cursor if events else None,
+                "last": events[-1].cursor if events else None,
+                "older": events[0].cursor if len(events) == size else None,
+            }
+        else:
+            events = [found async for found in s.iter_session(session_id)]
         out = io.StringIO()
-        write_events(session_id, lambda: events, out)
+        write_events(session_id, lambda: events, out, window)
         return Response(out.getvalue(), media_type="application/json")
+
+    async def runs(request: Request) -> Response:
+        """The session's runs in tree order, with when each started and ended (ms); with
+        `from` and `to` (ms), those that ran in that while and the runs above them."""
+        session_id = _session(request)
+        s = await store()
+        nodes = await folds.runs(s, await existing(s, session_id))
+        low, high = _int(request, "from", 0), _int(request, "to", 0)
+        return JSONResponse([vars(n) for n in pages.runs_between(nodes, low, high)])
 
     async def live(request: Request) -> Response:
         session_id = _session(request)
@@ -272,12 +307,20 @@ def create_app(
         Route("/s/{session}/panels", panels),
         Route("/s/{session}/live", live),
         Route("/s/{session}/trajectory", trajectory),
+        Route("/s/{session}/runs", runs),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     return Starlette(
         routes=routes,
         lifespan=lifespan,
         exception_handlers={LedgerError: failed, Exception: failed},
     )
+
+
+def clock_time(cursor: str) -> str:
+    """An event's time of day as the timeline's time column shows it (UTC, to the ms); its
+    date and its cursor are in the cell's title and on the event's own page."""
+    return format_time(cursor_ms(cursor))[11:23]
 
 
 def _status_of(exc: Exception) -> tuple[int, str]:

@@ -53,11 +53,13 @@ class RunsFold:
     delegated: dict[str, tuple[str, str]] = field(
         default_factory=dict
     )  # child -> parent, objective
+    ordered: list[RunNode] | None = None  # the tree, as last made; None once an event changed it
 
     def apply(self, event: RecordedEvent) -> None:
         run_id = _run_of(event)
         if run_id is None:
             return
+        self.ordered = None
         f = event.fields
         if event.type == "tool_call" and f.get("tool") == "delegate":
             child = (f.get("args") or {}).get("child_run")
@@ -88,7 +90,12 @@ class RunsFold:
 
     def tree(self) -> list[RunNode]:
         """The runs depth first from the roots, each level in the order its runs (last)
-        started; depth set."""
+        started; depth set. Made again only after an event changed the runs."""
+        if self.ordered is None:
+            self.ordered = self._tree()
+        return self.ordered
+
+    def _tree(self) -> list[RunNode]:
         out: list[RunNode] = []
         # Children from their parents' names, made here: a child may be written before its
         # parent (a LangGraph subgraph's runs end before the run of the node that ran it).
@@ -171,7 +178,8 @@ class Folds:
                 for event in await store.read_stream(StreamId(session_id, name), done):
                     fold.apply(event)
                 fold.versions[name] = version
-        return [replace(node) for node in fold.tree()]  # copies: "died" is of one look only
+        # Copies of the runs a look may find died (running, leased): "died" is of one look only.
+        return [replace(n) if n.leased and n.status == "running" else n for n in fold.tree()]
 
     async def board(self, store: AsyncStore, session_id: str, now: datetime) -> list[Dispatch]:
         """The dispatches in flight by the spawn-log rule: live (< 24 h), stale (24-48 h), and

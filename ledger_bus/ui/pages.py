@@ -18,6 +18,7 @@ from ledger_bus.model.ids import cursor_ms
 from ledger_bus.model.jsontext import dumps
 from ledger_bus.model.records import OpenAttempt, RecordedEvent
 from ledger_bus.store.aio import AsyncStore
+from ledger_bus.ui.folds import RunNode
 
 PAGE: Final = 100  # events a timeline page shows
 SCAN_BUDGET: Final = 5_000  # events a filtered page looks at, at most, before it stops
@@ -94,17 +95,12 @@ class Row:
 
     @property
     def tokens(self) -> str | None:
-        """A model call's token counts, from its result's `usage` (`input_tokens` and
-        `output_tokens`, or OpenAI's `prompt_tokens` and `completion_tokens`)."""
-        usage = self.result.fields.get("result") if self.result is not None else None
-        usage = usage.get("usage") if isinstance(usage, dict) else None
-        if not isinstance(usage, dict):
-            return None
-        read = usage.get("input_tokens", usage.get("prompt_tokens"))
-        wrote = usage.get("output_tokens", usage.get("completion_tokens"))
-        if not isinstance(read, int) or not isinstance(wrote, int):
-            return None
-        return f"{read:,} in · {wrote:,} out tokens"
+        return tokens_of(self.result)
+
+    @property
+    def duration(self) -> str | None:
+        ms = self.duration_ms
+        return duration_text(ms) if ms is not None else None
 
     @property
     def attempt(self) -> str | None:
@@ -130,7 +126,8 @@ class Row:
             return f"{f.get('tool')}({dumps(f.get('args', {}))})"
         if kind == "tool_result":
             return f"{f.get('tool')} -> {f.get('status')}: {dumps(f.get('result'))}"
-        rest = {k: v for k, v in f.items() if k not in _COMMON}
+        # A run's capabilities are the same in each of its run.started: on the event's page.
+        rest = {k: v for k, v in f.items() if k not in _COMMON and k != "capabilities"}
         return f"{f.get('kind')} {dumps(rest)}" if rest else str(f.get("kind"))
 
     def to_dict(self) -> dict[str, Any]:
@@ -143,6 +140,38 @@ class Row:
         if self.badge:
             out["badge"] = self.badge
         return out
+
+
+def tokens_of(result: RecordedEvent | None) -> str | None:
+    """A model call's token counts, from its result's `usage` (`input_tokens` and
+    `output_tokens`, or OpenAI's `prompt_tokens` and `completion_tokens`)."""
+    usage = result.fields.get("result") if result is not None else None
+    usage = usage.get("usage") if isinstance(usage, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    read = usage.get("input_tokens", usage.get("prompt_tokens"))
+    wrote = usage.get("output_tokens", usage.get("completion_tokens"))
+    if not isinstance(read, int) or not isinstance(wrote, int):
+        return None
+    return f"{read:,} in · {wrote:,} out tokens"
+
+
+def duration_text(ms: int) -> str:
+    """A duration as people read it: 840 ms, 2.35 s, 4 m 05 s, 3 h 02 m (the trace view's
+    script writes them alike)."""
+    if ms < 1_000:
+        return f"{ms} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.2f} s"
+    if ms < 3_600_000:
+        return f"{ms // 60_000} m {ms // 1000 % 60:02d} s"
+    return f"{ms // 3_600_000} h {ms // 60_000 % 60:02d} m"
+
+
+def attention(attempts: list[OpenAttempt]) -> list[OpenAttempt]:
+    """Open calls as the page lists them, first on it: the flagged ones first (the reconciler
+    found their process gone), then the unresolved; the oldest first in each."""
+    return sorted(attempts, key=lambda a: (a.flagged_cursor is None, a.opened_ms))
 
 
 _COMMON: Final = frozenset(
@@ -260,54 +289,65 @@ async def one_event(store: AsyncStore, session_id: str, cursor: str) -> Recorded
 
 
 @dataclass(frozen=True)
-class Dot:
-    x: int
-    lane: int
-    cursor: str
-    type: str
-    label: str
+class RunSpan:
+    """A run as the trace view draws it: a span on the time axis, in the runs tree."""
+
+    run: str
+    agent: str
+    parent: str | None
+    depth: int
+    status: str  # running, ok, error, died
+    started_ms: int
+    ended_ms: int | None  # None while it runs (or died running)
+    objective: str | None
 
 
-@dataclass(frozen=True)
-class Arrow:
-    x1: int
-    lane1: int
-    x2: int
-    lane2: int
-
-
-@dataclass(frozen=True)
-class Swimlanes:
-    """The page's events on a lane per run (x: their order on the page), and the delegations
-    between lanes, for the SVG above the timeline."""
-
-    lanes: list[str]  # run ids ("" for events outside any run), in tree order
-    dots: list[Dot]
-    arrows: list[Arrow]
-
-    @property
-    def width(self) -> int:
-        return max(1, len(self.dots))
-
-
-def swimlanes(rows: list[Row], order: list[str]) -> Swimlanes:
-    """Lanes for the runs that have events on the page, in `order` (the tree's)."""
-    present = {r.event.run_id or "" for r in rows}
-    lanes = [run for run in order if run in present]
-    lanes += sorted(present - set(lanes))
-    index = {run: n for n, run in enumerate(lanes)}
-    dots = [
-        Dot(x, index[r.event.run_id or ""], r.event.cursor, r.event.type, r.summary()[:80])
-        for x, r in enumerate(rows)
+def runs_between(nodes: list[RunNode], low: int = 0, high: int = 0) -> list[RunSpan]:
+    """The runs (in tree order) as spans; with `low`/`high` (ms, 0 for open-ended), those that
+    ran within that while, and every run above one of them, so the tree reads whole."""
+    spans = [
+        RunSpan(
+            n.run_id,
+            n.agent,
+            n.parent,
+            n.depth,
+            n.status,
+            cursor_ms(n.started),
+            cursor_ms(n.ended) if n.ended else None,
+            n.objective,
+        )
+        for n in nodes
     ]
-    first_of: dict[str, int] = {}
-    for dot, r in zip(dots, rows, strict=True):
-        first_of.setdefault(r.event.run_id or "", dot.x)
-    arrows = []
-    for dot, r in zip(dots, rows, strict=True):
-        f = r.event.fields
-        if r.event.type == "tool_call" and f.get("tool") == "delegate":
-            child = (f.get("args") or {}).get("child_run")
-            if child in index:
-                arrows.append(Arrow(dot.x, dot.lane, first_of[child], index[child]))
-    return Swimlanes(lanes, dots, arrows)
+    if not low and not high:
+        return spans
+    parent = {s.run: s.parent for s in spans}
+    kept: set[str] = set()
+    for span in spans:
+        ended = span.ended_ms if span.ended_ms is not None else span.started_ms
+        if span.status == "running" or span.ended_ms is None:
+            ended = max(ended, high or ended)
+        if (not high or span.started_ms <= high) and (not low or ended >= low):
+            run: str | None = span.run
+            while run is not None and run not in kept:  # and the runs above it
+                kept.add(run)
+                run = parent.get(run)
+    return [s for s in spans if s.run in kept]
+
+
+RUNS_SHOWN: Final = 50  # runs the runs tree lists, the newest (and the runs above them)
+
+
+def newest_runs(nodes: list[RunNode], limit: int = RUNS_SHOWN) -> list[RunNode]:
+    """The `limit` runs that started last, and every run above one of them, in tree order: a
+    session of thousands of runs lists what is happening now, not its whole history (the
+    trace's windows, and the timeline filtered by run, reach the rest)."""
+    if len(nodes) <= limit:
+        return nodes
+    parent = {n.run_id: n.parent for n in nodes}
+    kept: set[str] = set()
+    for node in sorted(nodes, key=lambda n: n.started, reverse=True)[:limit]:
+        run: str | None = node.run_id
+        while run is not None and run not in kept:
+            kept.add(run)
+            run = parent.get(run)
+    return [n for n in nodes if n.run_id in kept]

@@ -189,7 +189,7 @@ class RedisReads(RedisCore):
         meta = self.keys.meta(session_id)  # written by every append, never by anything else
         return bool((yield from self._run(lambda c: c.exists(meta))))
 
-    def _session_info(self, session_id: str) -> Op[SessionInfo]:
+    def _session_info(self, session_id: str, append_ids: bool) -> Op[SessionInfo]:
         log = self.keys.log(session_id)
 
         def read(pipe: Any) -> None:
@@ -205,7 +205,9 @@ class RedisReads(RedisCore):
             for info in streams:
                 pipe.hlen(self.keys.idempotency(session_id, info.name))
 
-        ids = sum((yield from self._run(pipelined(count_ids)))) if streams else 0
+        ids: int | None = None
+        if append_ids:
+            ids = sum((yield from self._run(pipelined(count_ids)))) if streams else 0
         return SessionInfo(
             session_id=session_id,
             events=int(events),

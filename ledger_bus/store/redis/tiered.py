@@ -129,11 +129,11 @@ class TieredStore(RedisStore):
             )
         )
 
-    def _session_info(self, session_id: str) -> Op[SessionInfo]:
-        info = yield from super()._session_info(session_id)
+    def _session_info(self, session_id: str, append_ids: bool) -> Op[SessionInfo]:
+        info = yield from super()._session_info(session_id, append_ids)
         if info.events or not (yield from self._in_archive(session_id)):
             return info
-        return self.archive._session_info(session_id)
+        return self.archive._session_info(session_id, append_ids)
 
     def _artifact(self, session_id: str, sha256: str) -> Op[bytes | None]:
         return (

@@ -128,7 +128,7 @@ class SqlReads(SqlCore):
         rows = self._run(lambda c: c.execute(query).all(), write=False)
         return {row.sha256: int(row.uses) for row in rows}
 
-    def _session_info(self, session_id: str) -> SessionInfo:
+    def _session_info(self, session_id: str, append_ids: bool) -> SessionInfo:
         t = self.tables
 
         def read(conn: Connection) -> SessionInfo:
@@ -148,11 +148,15 @@ class SqlReads(SqlCore):
                 .order_by(t.events.c.cursor)
                 .limit(1)
             ).scalar()
-            append_ids = conn.execute(
-                select(func.count())
-                .select_from(t.idempotency)
-                .where(t.idempotency.c.session_id == session_id)
-            ).scalar_one()
+            ids = (
+                conn.execute(
+                    select(func.count())
+                    .select_from(t.idempotency)
+                    .where(t.idempotency.c.session_id == session_id)
+                ).scalar_one()
+                if append_ids
+                else None
+            )
             events = int(head.events) if head else 0
             return SessionInfo(
                 session_id=session_id,
@@ -160,7 +164,7 @@ class SqlReads(SqlCore):
                 streams=[StreamInfo(row.stream, int(row.version)) for row in streams],
                 first_cursor=first,
                 last_cursor=head.last_cursor if head and events else None,
-                append_ids=int(append_ids),
+                append_ids=int(ids) if ids is not None else None,
             )
 
         return self._run(read, write=False)

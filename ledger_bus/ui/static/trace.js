@@ -1,0 +1,622 @@
+// The trace view of a session: its runs as spans on a time axis (the delegation tree), each
+// model and tool call a bar from its request to its result, open and flagged calls marked;
+// zoom, pan, search, a click for the event and its pair; and the conversation, as a chat.
+//
+// It reads the session's ATIF trajectory (what `ledger-bus export --format atif` writes), a
+// window of the newest events at a time (`trajectory?window=N`, O(N) whatever the session's
+// length; "earlier events" reads the window before), each call's times in its
+// `extra.ledger`; and the runs of that while (`runs?from=&to=`). Everything an agent wrote
+// goes on screen as text (textContent), never as markup.
+"use strict";
+(function () {
+  function cursorMs(cursor) { return Number(String(cursor).split("-")[0]); }
+  function pad(n, width) { return String(n).padStart(width || 2, "0"); }
+  // As the server writes them (ledger_bus/ui/pages.py duration_text).
+  function duration(ms) {
+    ms = Math.max(0, Math.round(ms));
+    if (ms < 1000) { return ms + " ms"; }
+    if (ms < 60000) { return (ms / 1000).toFixed(2) + " s"; }
+    if (ms < 3600000) { return Math.floor(ms / 60000) + " m " + pad(Math.floor(ms / 1000) % 60) + " s"; }
+    return Math.floor(ms / 3600000) + " h " + pad(Math.floor(ms / 60000) % 60) + " m";
+  }
+  function clock(ms, withMs) {
+    const d = new Date(ms);
+    const t = pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes()) + ":" + pad(d.getUTCSeconds());
+    return withMs ? t + "." + pad(d.getUTCMilliseconds(), 3) : t;
+  }
+  // Characters that reorder the text around them (bidi embeddings, overrides, isolates,
+  // marks), shown by name as the server's pages show them: `invoice⟨U+202E⟩evil…`.
+  const BIDI = /[\u200e\u200f\u202a-\u202e\u2066-\u2069\u061c]/g;
+  function visible(text) {
+    return String(text).replace(BIDI, function (c) {
+      return "\u27e8U+" + c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0") + "\u27e9";
+    });
+  }
+  window.LedgerView = { cursorMs: cursorMs, duration: duration };
+
+  const root = document.getElementById("trace");
+  if (!root) { return; }
+  const cfg = root.dataset;
+  const wf = document.getElementById("waterfall");
+  const detail = document.getElementById("detail");
+  const range = document.getElementById("trace-range");
+  const earlier = document.getElementById("trace-earlier");
+  const live = !cfg.before && document.getElementById("live") !== null;
+
+  // The axis's width, kept by an observer: reading it at each placing would lay the page out.
+  let trackWidth = Math.max(wf.clientWidth - 300, 200);
+  new ResizeObserver(function () {
+    const width = Math.max(wf.clientWidth - 300, 200);
+    if (Math.abs(width - trackWidth) > 1) { trackWidth = width; place(); }
+  }).observe(wf);
+  const state = {
+    docs: [],        // the ATIF documents read, oldest window first
+    calls: new Map(), // run + "\x1f" + call id -> call
+    runs: [],
+    runsText: "",
+    older: null,     // the cursor the next earlier window ends before
+    lo: null, hi: null, // the while the windows read cover (ms)
+    d0: 0, d1: 1,    // the while on screen
+    fitted: true,    // following the whole while (until a zoom or a pan)
+    rows: [],
+    selected: null,
+    query: "",
+  };
+
+  function el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) { node.className = className; }
+    if (text !== undefined && text !== null) { node.textContent = visible(text); }
+    return node;
+  }
+  function keyOf(run, id) { return (run || "") + "\x1f" + id; }
+  function tokensOf(metrics) {
+    if (!metrics || metrics.prompt_tokens === undefined) { return ""; }
+    return metrics.prompt_tokens.toLocaleString("en") + " in · " +
+      (metrics.completion_tokens || 0).toLocaleString("en") + " out tokens";
+  }
+
+  // -- reading ----------------------------------------------------------------------------
+
+  function addCall(ledger, id, tool, kind, extra) {
+    const key = keyOf(ledger.run, id);
+    const found = state.calls.get(key);
+    const call = found || { key: key, id: id, run: ledger.run || "", tool: tool, kind: kind };
+    if (ledger.requested) { call.requested = ledger.requested; call.start = cursorMs(ledger.requested); }
+    if (ledger.settled) { call.settled = ledger.settled; call.end = cursorMs(ledger.settled); }
+    if (ledger.flagged) { call.flagged = ledger.flagged; }
+    if (!found || ledger.settled || !call.settled) { call.status = ledger.status; }
+    Object.assign(call, extra);
+    state.calls.set(key, call);
+  }
+
+  function ingest(doc) {
+    (function walk(trajectory) {
+      for (const step of trajectory.steps || []) {
+        const extra = step.extra || {};
+        if (extra.model_call) {
+          addCall(extra.model_call, extra.model_call.tool_call_id, "model", "model", {
+            agent: extra.agent, model: step.model_name || "", tokens: tokensOf(step.metrics),
+            text: step.message || "",
+          });
+        }
+        for (const call of step.tool_calls || []) {
+          const ledger = call.extra && call.extra.ledger;
+          if (!ledger) { continue; }
+          addCall(ledger, call.tool_call_id, call.function_name, "tool", {
+            agent: extra.agent, text: JSON.stringify(call.arguments),
+          });
+        }
+      }
+      for (const sub of trajectory.subagent_trajectories || []) { walk(sub); }
+    })(doc);
+    const window = (doc.extra && doc.extra.ledger && doc.extra.ledger.window) || {};
+    if (window.first) {
+      state.lo = Math.min(state.lo === null ? Infinity : state.lo, cursorMs(window.first));
+      state.hi = Math.max(state.hi === null ? -Infinity : state.hi, cursorMs(window.last));
+    }
+    return window;
+  }
+
+  function trajectoryUrl(before) {
+    let url = cfg.trajectory + "?window=" + encodeURIComponent(cfg.window);
+    if (before) { url += "&before=" + encodeURIComponent(before); }
+    return url;
+  }
+
+  function readWindow(before) {
+    return fetch(trajectoryUrl(before)).then(function (r) {
+      if (!r.ok) { throw new Error("the trajectory did not load (" + r.status + ")"); }
+      return r.json();
+    }).then(function (doc) {
+      const window = ingest(doc);
+      state.docs.unshift(doc);
+      state.older = window.older || null;
+      earlier.hidden = state.older === null;
+      return readRuns();
+    });
+  }
+
+  function readRuns() {
+    if (state.lo === null) { return Promise.resolve(false); }
+    const to = live ? Date.now() : state.hi;
+    return fetch(cfg.runs + "?from=" + Math.floor(state.lo) + "&to=" + Math.ceil(to))
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (text) {
+        if (text === null || text === state.runsText) { return false; }
+        state.runsText = text;
+        state.runs = JSON.parse(text);
+        return true;
+      });
+  }
+
+  // -- laying out ---------------------------------------------------------------------------
+
+  function now() { return live ? Math.max(Date.now(), state.hi || 0) : state.hi; }
+
+  function fit() {
+    const lo = state.lo === null ? Date.now() - 1000 : state.lo;
+    let hi = state.hi === null ? lo + 1000 : state.hi;
+    for (const call of state.calls.values()) {
+      if (call.end === undefined && call.start !== undefined) { hi = Math.max(hi, now()); }
+    }
+    const span = Math.max(hi - lo, 10);
+    state.d0 = lo - span * 0.01;
+    state.d1 = lo + span * 1.04;
+    state.fitted = true;
+  }
+
+  // The rows, top to bottom: calls of no run the window knows (the session's own), then each
+  // run in tree order with its calls under it, each group in the order the calls were made.
+  function build() {
+    const byRun = new Map();
+    for (const call of state.calls.values()) {
+      const list = byRun.get(call.run) || [];
+      list.push(call);
+      byRun.set(call.run, list);
+    }
+    const order = function (a, b) {
+      return (a.start === undefined ? -Infinity : a.start) - (b.start === undefined ? -Infinity : b.start);
+    };
+    const known = new Set(state.runs.map(function (r) { return r.run; }));
+    const rows = [];
+    const loose = [];
+    for (const [run, calls] of byRun) { if (!known.has(run)) { loose.push.apply(loose, calls); } }
+    if (loose.length) {
+      rows.push({ kind: "group", label: "session", depth: 0 });
+      loose.sort(order).forEach(function (c) { rows.push({ kind: c.kind, call: c, depth: 1 }); });
+    }
+    for (const run of state.runs) {
+      rows.push({ kind: "run", run: run, depth: run.depth });
+      (byRun.get(run.run) || []).sort(order).forEach(function (c) {
+        rows.push({ kind: c.kind, call: c, depth: run.depth + 1 });
+      });
+    }
+    return rows;
+  }
+
+  function render() {
+    state.rows = build();
+    if (state.fitted) { fit(); }
+    wf.replaceChildren();
+    const axis = el("div", "wf-axis");
+    axis.append(el("div", "wf-label muted", state.calls.size + " calls · " + state.runs.length + " runs"));
+    const ticks = el("div", "wf-ticks");
+    axis.append(ticks);
+    wf.append(axis);
+    const list = el("div", "wf-rows");
+    if (!state.rows.length) { list.append(el("p", "muted", "no runs or calls in this window")); }
+    for (const row of state.rows) { list.append(drawRow(row)); }
+    wf.append(list);
+    dragToPan(ticks);
+    place();
+    filter();
+    const shown = state.calls.size ? state.calls.size : 0;
+    range.textContent = visible(state.lo === null ? "" :
+      clock(state.lo) + " – " + clock(state.hi) + " UTC · " + duration(state.hi - state.lo) +
+      (state.older ? " (newest " + cfg.window + " events per window)" : "") + (shown ? "" : ""));
+  }
+
+  function drawRow(row) {
+    const node = el("div", "wf-row kind-" + row.kind);
+    const label = el("div", "wf-label");
+    label.style.paddingLeft = (8 + row.depth * 14) + "px";
+    const track = el("div", "wf-track");
+    node.append(label, track);
+    row.node = node;
+    if (row.kind === "group") {
+      label.textContent = visible(row.label);
+      label.classList.add("muted");
+      return node;
+    }
+    row.bar = el("div", "wf-bar");
+    row.dur = el("span", "wf-dur");
+    track.append(row.bar, row.dur);
+    if (row.kind === "run") {
+      const run = row.run;
+      node.dataset.run = run.run;
+      node.classList.add("status-" + run.status);
+      label.textContent = visible(run.agent + " · " + run.run);
+      label.title = visible(run.objective || run.run);
+      if (run.status !== "ok" && run.status !== "running") {
+        label.append(el("span", "wf-mark badge " + run.status, run.status));
+      }
+      row.dur.textContent = visible(run.ended_ms !== null ? run.status + " · " + duration(run.ended_ms - run.started_ms)
+        : run.status === "running" ? "running" : run.status + ", never finished");
+    } else {
+      const call = row.call;
+      node.dataset.attempt = call.id;
+      node.dataset.run = call.run;
+      node.dataset.tool = call.tool;
+      label.textContent = visible(call.kind === "model" ? "model" + (call.model ? " " + call.model : "") : call.tool);
+      label.title = visible(call.id);
+      mark(row);
+    }
+    node.addEventListener("click", function (e) {
+      if (!e.target.closest(".wf-track") || e.target === row.bar) { select(row); }
+    });
+    track.addEventListener("click", function (e) { if (e.target === track && !panned) { select(row); } });
+    dragToPan(track);
+    return node;
+  }
+
+  // A call's standing on its row: its status as a class, its duration (and tokens) beside it.
+  function mark(row) {
+    const call = row.call;
+    const node = row.node;
+    node.className = "wf-row kind-" + row.kind + " status-" + call.status + (row === state.selected ? " selected" : "");
+    node.dataset.status = call.status;
+    node.dataset.durationMs = call.end !== undefined && call.start !== undefined ? String(call.end - call.start) : "";
+    const label = node.firstChild;
+    const old = label.querySelector(".wf-mark");
+    if (old) { old.remove(); }
+    if (call.status === "unresolved" || call.status === "flagged" || call.status === "error") {
+      label.append(el("span", "wf-mark badge " + call.status, call.status));
+    }
+    row.bar.classList.toggle("earlier", call.start === undefined);
+    let text = call.start !== undefined && call.end !== undefined ? duration(call.end - call.start)
+      : call.end === undefined ? (call.status === "flagged" ? "flagged, no result" : "running, no result yet")
+      : "asked for before this window";
+    if (call.tokens) { text += " · " + call.tokens; }
+    row.dur.textContent = visible((call.kind === "model" ? "" : call.tool + " · ") + text);
+    row.bar.title = row.dur.textContent;
+  }
+
+  function spanOf(row) {
+    if (row.kind === "run") {
+      const run = row.run;
+      const end = run.ended_ms !== null ? run.ended_ms : (run.status === "running" ? now() : Math.max(run.started_ms, state.hi || 0));
+      return [run.started_ms, end];
+    }
+    const call = row.call;
+    const start = call.start !== undefined ? call.start : Math.min(state.lo, call.end);
+    const end = call.end !== undefined ? call.end : now();
+    return [start, end];
+  }
+
+  // Bars and ticks where the while on screen puts them: on a zoom or a pan, only this runs.
+  function place() {
+    const span = state.d1 - state.d0;
+    for (const row of state.rows) {
+      if (!row.bar) { continue; }
+      const [start, end] = spanOf(row);
+      const left = (start - state.d0) / span * 100;
+      const right = (end - state.d0) / span * 100;
+      row.bar.style.left = left + "%";
+      row.bar.style.width = Math.max(0, right - left) + "%";
+      if (right > 75) {
+        row.dur.style.left = "";
+        row.dur.style.right = (100 - Math.max(left, 0) + 0.5) + "%";
+      } else {
+        row.dur.style.right = "";
+        row.dur.style.left = "calc(" + Math.max(right, 0) + "% + 4px)";
+      }
+    }
+    const ticks = wf.querySelector(".wf-ticks");
+    if (!ticks) { return; }
+    ticks.replaceChildren();
+    const steps = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 15e3, 3e4, 6e4, 12e4,
+      3e5, 6e5, 9e5, 18e5, 36e5, 72e5, 216e5, 432e5, 864e5];
+    const width = Math.max(trackWidth, 200);
+    const step = steps.find(function (s) { return s / span * width >= 90; }) || steps[steps.length - 1];
+    for (let t = Math.ceil(state.d0 / step) * step; t <= state.d1; t += step) {
+      const tick = el("span", "wf-tick", clock(t, step < 1000));
+      tick.style.left = ((t - state.d0) / span * 100) + "%";
+      ticks.append(tick);
+    }
+    root.dataset.from = String(Math.round(state.d0));
+    root.dataset.to = String(Math.round(state.d1));
+  }
+
+  // -- zoom, pan, search --------------------------------------------------------------------
+
+  function zoom(factor, at) {
+    const span = state.d1 - state.d0;
+    const next = Math.min(Math.max(span * factor, 2), 3e10);
+    const centre = at === undefined ? state.d0 + span / 2 : at;
+    state.d0 = centre - (centre - state.d0) * (next / span);
+    state.d1 = state.d0 + next;
+    state.fitted = false;
+    place();
+  }
+  document.getElementById("zoom-in").addEventListener("click", function () { zoom(0.5); });
+  document.getElementById("zoom-out").addEventListener("click", function () { zoom(2); });
+  document.getElementById("zoom-fit").addEventListener("click", function () { fit(); place(); });
+  wf.addEventListener("wheel", function (e) {
+    const track = e.target.closest(".wf-track, .wf-ticks");
+    if (!track) { return; }
+    const box = track.getBoundingClientRect();
+    const span = state.d1 - state.d0;
+    if (e.ctrlKey || e.metaKey) { // zoom where the pointer is
+      e.preventDefault();
+      zoom(e.deltaY > 0 ? 1.25 : 0.8, state.d0 + (e.clientX - box.left) / box.width * span);
+    } else if (e.shiftKey || Math.abs(e.deltaX) > Math.abs(e.deltaY)) { // pan
+      e.preventDefault();
+      const by = (e.shiftKey ? e.deltaY : e.deltaX) / box.width * span;
+      state.d0 += by; state.d1 += by; state.fitted = false;
+      place();
+    }
+  }, { passive: false });
+
+  let panned = false;
+  function dragToPan(track) {
+    track.addEventListener("pointerdown", function (e) {
+      if (e.button !== 0 || e.target.classList.contains("wf-bar")) { return; }
+      const box = track.getBoundingClientRect();
+      const x0 = e.clientX;
+      const d0 = state.d0;
+      const span = state.d1 - state.d0;
+      panned = false;
+      function move(m) {
+        const dx = m.clientX - x0;
+        if (Math.abs(dx) > 3) { panned = true; track.classList.add("dragging"); }
+        if (!panned) { return; }
+        state.d0 = d0 - dx / box.width * span;
+        state.d1 = state.d0 + span;
+        state.fitted = false;
+        place();
+      }
+      function up() {
+        track.classList.remove("dragging");
+        window.removeEventListener("pointermove", move);
+        window.removeEventListener("pointerup", up);
+        setTimeout(function () { panned = false; }, 0);
+      }
+      window.addEventListener("pointermove", move);
+      window.addEventListener("pointerup", up);
+    });
+  }
+
+  const search = document.getElementById("trace-search");
+  search.addEventListener("input", function () { state.query = search.value.trim().toLowerCase(); filter(); });
+  // Rows whose call (its tool, id, arguments, agent, model) holds the search; a run stays while
+  // one of its calls does, or it does itself.
+  function filter() {
+    const q = state.query;
+    let run = null;
+    let runShown = false;
+    for (const row of state.rows) {
+      if (row.kind === "run" || row.kind === "group") {
+        if (run) { run.node.hidden = q !== "" && !runShown; }
+        run = row;
+        const own = row.kind === "run" ? (row.run.run + " " + row.run.agent + " " + (row.run.objective || "")) : "";
+        runShown = q === "" || own.toLowerCase().includes(q);
+        continue;
+      }
+      const call = row.call;
+      const text = [call.tool, call.id, call.text, call.agent, call.model, call.status].join(" ").toLowerCase();
+      const shown = q === "" || text.includes(q);
+      row.node.hidden = !shown;
+      runShown = runShown || shown;
+    }
+    if (run) { run.node.hidden = q !== "" && !runShown; }
+  }
+
+  // -- a click: the event and its pair ------------------------------------------------------
+
+  function eventUrl(cursor) { return cfg.sessionPath + "/e/" + encodeURIComponent(cursor); }
+
+  function select(row) {
+    if (state.selected && state.selected.node) { state.selected.node.classList.remove("selected"); }
+    state.selected = row;
+    row.node.classList.add("selected");
+    detail.hidden = false;
+    detail.parentElement.classList.remove("no-detail");
+    place(); // the waterfall is narrower beside the detail: its ticks are spaced again
+    detail.replaceChildren();
+    const close = el("button", "", "close");
+    close.style.float = "right";
+    close.addEventListener("click", function () {
+      detail.hidden = true;
+      detail.parentElement.classList.add("no-detail");
+      row.node.classList.remove("selected");
+      state.selected = null;
+      place();
+    });
+    detail.append(close);
+    if (row.kind === "run") {
+      const run = row.run;
+      detail.append(el("h3", "", run.agent + " · run " + run.run));
+      const facts = el("p");
+      facts.append(el("span", "badge " + run.status, run.status), " ",
+        run.ended_ms !== null ? duration(run.ended_ms - run.started_ms) : "since " + clock(run.started_ms, true));
+      detail.append(facts);
+      if (run.objective) { detail.append(el("p", "", run.objective)); }
+      if (run.parent) { detail.append(el("p", "muted", "delegated by " + run.parent)); }
+      const link = el("a", "", "its events");
+      link.href = cfg.sessionPath + "?run=" + encodeURIComponent(run.run);
+      detail.append(link);
+      return;
+    }
+    const call = row.call;
+    detail.append(el("h3", "", (call.kind === "model" ? "model call" : call.tool) + " · " + call.id));
+    const facts = el("p");
+    facts.append(el("span", "badge " + call.status, call.status), " ",
+      call.start !== undefined && call.end !== undefined ? duration(call.end - call.start) : "");
+    if (call.tokens) { facts.append(" · " + call.tokens); }
+    if (call.run) { facts.append(" · run " + call.run); }
+    detail.append(facts);
+    const parts = [["request", call.requested], ["result", call.settled], ["flagged by the reconciler", call.flagged]];
+    for (const [name, cursor] of parts) {
+      if (!cursor) { continue; }
+      const head = el("h3", "", name + " · ");
+      const link = el("a", "", clock(cursorMs(cursor), true));
+      link.href = eventUrl(cursor);
+      head.append(link);
+      const pre = el("pre", "", "…");
+      pre.dataset.part = name.split(" ")[0];
+      detail.append(head, pre);
+      fetch(eventUrl(cursor) + "?format=json").then(function (r) { return r.json(); })
+        .then(function (data) { pre.textContent = visible(JSON.stringify(data, null, 2)); })
+        .catch(function () { pre.textContent = visible("could not read it"); });
+    }
+    if (!call.settled && !call.flagged) { detail.append(el("p", "muted", "no result yet")); }
+  }
+
+  // -- live -------------------------------------------------------------------------------
+
+  // Rows arriving together are drawn once, in the next frame: the row reaches the table first.
+  let placing = false;
+  function placeSoon() {
+    if (placing) { return; }
+    placing = true;
+    requestAnimationFrame(function () { placing = false; if (state.fitted) { fit(); } place(); });
+  }
+  let rendering = false;
+  function renderSoon() {
+    if (rendering) { return; }
+    rendering = true;
+    requestAnimationFrame(function () { rendering = false; render(); });
+  }
+
+  // A request opens a bar; its result closes it, where a reload would draw it.
+  document.addEventListener("ledger:row", function (e) {
+    const tr = e.detail;
+    const at = cursorMs(tr.dataset.cursor);
+    state.hi = Math.max(state.hi === null ? at : state.hi, at);
+    if (state.lo === null) { state.lo = at; }
+    const type = tr.dataset.type;
+    if (type !== "tool_call" && type !== "tool_result") {
+      if (state.fitted) { placeSoon(); }
+      return;
+    }
+    const run = tr.dataset.run || "";
+    const id = tr.dataset.attempt;
+    const key = keyOf(run, id);
+    if (type === "tool_call") {
+      if (state.calls.has(key)) { return; }
+      addCall({ run: run, requested: tr.dataset.cursor, status: "unresolved" }, id, tr.dataset.tool,
+        tr.dataset.tool === "model" ? "model" : "tool", { agent: tr.dataset.agent, text: "" });
+      renderSoon();
+      return;
+    }
+    const call = state.calls.get(key);
+    if (!call) {
+      addCall({ run: run, settled: tr.dataset.cursor, status: tr.dataset.status }, id, tr.dataset.tool, "tool", {});
+      renderSoon();
+      return;
+    }
+    call.settled = tr.dataset.cursor;
+    call.end = at;
+    call.status = tr.dataset.status;
+    if (tr.dataset.tokens) { call.tokens = tr.dataset.tokens; }
+    if (rendering) { return; } // the render to come draws it as it is now
+    const row = state.rows.find(function (r) { return r.call === call; });
+    if (row) { mark(row); }
+    placeSoon();
+  });
+  // The runs of the while change with events of their own streams: read again with the panels.
+  // Only when the runs panel changed: ten open pages asking after every row would load the server.
+  let runsSeen = null;
+  document.addEventListener("ledger:panels", function () {
+    const panel = document.getElementById("runs");
+    const seen = panel ? panel.textContent : "";
+    if (seen === runsSeen) { return; }
+    runsSeen = seen;
+    readRuns().then(function (changed) { if (changed) { render(); } });
+  });
+  if (live) {
+    setInterval(function () { if (state.fitted && hasOpen()) { placeSoon(); } }, 1000);
+  }
+  function hasOpen() {
+    for (const call of state.calls.values()) { if (call.end === undefined) { return true; } }
+    return state.runs.some(function (r) { return r.status === "running"; });
+  }
+
+  earlier.addEventListener("click", function () {
+    earlier.disabled = true;
+    readWindow(state.older).then(function () {
+      earlier.disabled = false;
+      fit();
+      render();
+      if (!conversationPanel.hidden) { converse(); }
+    });
+  });
+
+  // -- the conversation ---------------------------------------------------------------------
+
+  const conversationPanel = document.getElementById("conversation-panel");
+  const conversation = document.getElementById("conversation");
+  const tabs = { trace: document.getElementById("tab-trace"), conversation: document.getElementById("tab-conversation") };
+  function show(which) {
+    root.hidden = which !== "trace";
+    conversationPanel.hidden = which !== "conversation";
+    tabs.trace.setAttribute("aria-selected", String(which === "trace"));
+    tabs.conversation.setAttribute("aria-selected", String(which === "conversation"));
+    if (which === "conversation") { converse(); } else { place(); }
+  }
+  tabs.trace.addEventListener("click", function () { show("trace"); });
+  tabs.conversation.addEventListener("click", function () { show("conversation"); });
+
+  function short(text, n) { return text.length > n ? text.slice(0, n) + "…" : text; }
+
+  function converse() {
+    conversation.replaceChildren();
+    if (state.older) {
+      conversation.append(el("p", "muted", "the newest " + cfg.window + " events: “earlier events” on the trace reads further back"));
+    }
+    let turns = 0;
+    for (const doc of state.docs) { turns += steps(doc, conversation); }
+    if (!turns) { conversation.append(el("p", "muted", "nothing said in this window")); }
+  }
+
+  function steps(trajectory, into) {
+    let turns = 0;
+    for (const step of trajectory.steps || []) {
+      const extra = step.extra || {};
+      const who = step.source === "agent" ? (extra.agent || "agent") : step.source;
+      const turn = el("div", "turn " + step.source);
+      const head = el("div", "who", who + (step.model_name ? " · " + step.model_name : "") +
+        (step.metrics ? " · " + tokensOf(step.metrics) : "") +
+        (step.timestamp ? " · " + clock(Date.parse(step.timestamp), false) : ""));
+      turn.append(head);
+      if (step.message) { turn.append(el("div", "bubble", step.message)); }
+      const results = new Map();
+      for (const r of (step.observation && step.observation.results) || []) { results.set(r.source_call_id, r); }
+      for (const call of step.tool_calls || []) {
+        const ledger = (call.extra && call.extra.ledger) || {};
+        const box = el("details", "tool");
+        const took = ledger.requested && ledger.settled ? " · " + duration(cursorMs(ledger.settled) - cursorMs(ledger.requested)) : "";
+        const args = JSON.stringify(call.arguments);
+        box.append(el("summary", "", call.function_name + "(" + short(args, 80) + ") → " + (ledger.status || "") + took));
+        box.append(el("pre", "", JSON.stringify(call.arguments, null, 2)));
+        const result = results.get(call.tool_call_id);
+        if (result && result.content !== undefined) { box.append(el("pre", "", result.content)); }
+        turn.append(box);
+      }
+      if (step.message || (step.tool_calls && step.tool_calls.length)) { into.append(turn); turns += 1; }
+    }
+    for (const sub of trajectory.subagent_trajectories || []) {
+      const box = el("div", "subagent");
+      box.append(el("div", "who", "delegated: " + sub.agent.name + " · " + sub.trajectory_id));
+      turns += steps(sub, box);
+      into.append(box);
+    }
+    return turns;
+  }
+
+  // -- start --------------------------------------------------------------------------------
+
+  readWindow(cfg.before).then(function () { fit(); render(); root.dataset.ready = "1"; })
+    .catch(function (err) { wf.replaceChildren(el("p", "muted", String(err))); });
+})();
