@@ -297,9 +297,17 @@ def test_the_command_serves_the_view_on_loopback(
                 time.sleep(0.1)
         assert page.status_code == 200
         assert "hello" in page.text
+        # The header names the ledger: the server, and the prefix when it is not the default
+        assert f"· prefix {prefix}</span>" in page.text
     finally:
         proc.terminate()
         proc.communicate(timeout=10)
+
+
+def test_an_empty_ledger_says_where_the_demo_s_sessions_are(client: TestClient) -> None:
+    page = client.get("/").text
+    assert "0 sessions" in page
+    assert "<code>ledger-bus --prefix lb-demo ui</code>" in page
 
 
 def test_a_port_taken_is_one_line_and_exit_2(redis_url: str, prefix: str) -> None:

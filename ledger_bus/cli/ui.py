@@ -40,6 +40,8 @@ def ui(settings: Settings, host: str, port: int) -> None:
         )
 
     location = _plain(settings.url or DEFAULT_URL)
+    if settings.prefix != "lb":  # which ledger of that server (the demo's is lb-demo)
+        location += f" · prefix {settings.prefix}"
     if not _loopback(host):
         say(f"listening on {host}, beyond this machine: the web view has no login")
     app = create_app(open_store, location)
