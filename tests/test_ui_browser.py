@@ -20,6 +20,7 @@ from ledger_bus.model.ids import CURSOR_ZERO
 from ledger_bus.recorder import Recorder
 from ledger_bus.server import free_port
 from ledger_bus.store.base import EventStore
+from tests.support.events import call, result
 from tests.support.ui import served, view_app
 
 CHROMIUM = os.environ.get("LEDGER_BUS_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -390,29 +391,6 @@ def test_a_langgraph_thread_reads_as_its_conversation_with_no_serialized_state_o
 # -- the trace view ------------------------------------------------------------------------------
 
 
-def call(attempt: str, tool: str = "search", **more: Any) -> dict[str, Any]:
-    return {
-        "type": "tool_call",
-        "agent": "a",
-        "tool": tool,
-        "args": {},
-        "attempt_id": attempt,
-        **more,
-    }
-
-
-def result(attempt: str, tool: str = "search", status: str = "ok", **more: Any) -> dict[str, Any]:
-    return {
-        "type": "tool_result",
-        "agent": "a",
-        "tool": tool,
-        "attempt_id": attempt,
-        "status": status,
-        "result": 1,
-        **more,
-    }
-
-
 def trace(page: Any, url: str) -> None:
     page.goto(url)
     page.wait_for_selector("#trace[data-ready]")
@@ -476,7 +454,7 @@ def test_an_appended_result_closes_its_bar_live(store: EventStore, base: str, pa
     trace(page, f"{base}/s/wl")
     page.wait_for_selector("#live.on")
     # Given a call requested while the page is open: an open bar
-    store.append(ref, 1, "a1", [call("t1", run_id="r1")])
+    store.append(ref, 1, "a1", [call("t1", "r1")])
     page.wait_for_selector('.wf-row[data-attempt="t1"][data-status="unresolved"]')
     # When its result lands, then the bar closes, with its duration, as a reload draws it
     time.sleep(0.05)
@@ -504,7 +482,7 @@ def test_flagged_calls_are_listed_first_and_marked_on_the_waterfall(
     alive.__enter__()
     alive._drive(alive.begin_call_op("early", {}, False, None))
     # A run's call whose process is gone: the reconciler flags it
-    store.append(lb.StreamId("fl", "run-dead"), 0, "d0", [call("lost", "charge", run_id="dead")])
+    store.append(lb.StreamId("fl", "run-dead"), 0, "d0", [call("lost", "dead", "charge")])
     Reconciler(store, ReconcilerConfig(grace_s=0)).run_pass()
     alive._drive(alive.begin_call_op("late", {}, False, None))
     trace(page, f"{base}/s/fl")
@@ -524,7 +502,7 @@ def test_flagged_calls_are_listed_first_and_marked_on_the_waterfall(
 
 def test_zoom_and_pan_change_the_while_on_screen(store: EventStore, base: str, page: Any) -> None:
     ref = lb.StreamId("zm", "main")
-    store.append(ref, 0, "a0", [call("c1", run_id="r")])
+    store.append(ref, 0, "a0", [call("c1", "r")])
     time.sleep(0.2)
     store.append(ref, 1, "a1", [result("c1", run_id="r")])
     time.sleep(0.2)

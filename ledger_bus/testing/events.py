@@ -28,9 +28,15 @@ def call(
 
 
 def result(
-    attempt: str, tool: str = "deploy", *, agent: str = "a", status: str = "ok", value: object = 1
+    attempt: str,
+    tool: str = "deploy",
+    *,
+    agent: str = "a",
+    status: str = "ok",
+    value: object = 1,
+    run_id: str | None = None,
 ) -> dict[str, object]:
-    return {
+    event: dict[str, object] = {
         "type": "tool_result",
         "agent": agent,
         "tool": tool,
@@ -38,3 +44,6 @@ def result(
         "status": status,
         "result": value,
     }
+    if run_id:
+        event["run_id"] = run_id
+    return event
