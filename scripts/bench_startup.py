@@ -22,11 +22,25 @@ from ledger_bus.server import LocalServer
 COMMAND = str(Path(sys.executable).parent / "ledger-bus")
 
 
-def median_run(args: list[str], env: dict[str, str], runs: int) -> float:
+# The command as a user without the `otel` extra runs it: redis-py (8.1) imports the
+# OpenTelemetry SDK when it is installed, whether anything uses it or not.
+WITHOUT_OTEL = [
+    sys.executable,
+    "-c",
+    "import runpy, sys; sys.modules['opentelemetry'] = None; sys.argv[0] = 'ledger-bus';"
+    " runpy.run_module('ledger_bus', run_name='__main__')",
+]
+
+
+def median_run(
+    args: list[str], env: dict[str, str], runs: int, command: list[str] | None = None
+) -> float:
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        done = subprocess.run([COMMAND, *args], env=env, capture_output=True, check=False)
+        done = subprocess.run(
+            [*(command or [COMMAND]), *args], env=env, capture_output=True, check=False
+        )
         times.append(time.perf_counter() - start)
         if done.returncode != 0:
             raise SystemExit(f"ledger-bus {' '.join(args)} failed: {done.stderr.decode()}")
@@ -65,7 +79,9 @@ def main() -> None:
         version = median_run(["--version"], env, options.runs)
         tail = median_run(["-o", "jsonl", "tail", "s1"], env, options.runs)
         print(f"ledger-bus --version       {version:6.3f} s   (target < 0.15 s)")
+        bare = median_run(["-o", "jsonl", "tail", "s1"], env, options.runs, WITHOUT_OTEL)
         print(f"ledger-bus tail s1         {tail:6.3f} s   (target < 0.3 s)")
+        print(f"  the same, OpenTelemetry not installed: {bare:6.3f} s")
         print("the heaviest imports of a tail:")
         for micros, name in heaviest_imports(env):
             print(f"  {micros / 1000:7.1f} ms  {name}")

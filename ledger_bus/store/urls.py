@@ -18,7 +18,6 @@ from ledger_bus.model.environment import ARCHIVE_ENV, DEFAULT_URL, URL_ENV
 from ledger_bus.model.errors import InvalidInput
 from ledger_bus.model.prepared import Limits
 from ledger_bus.store.base import EventStore
-from ledger_bus.store.memory import MemoryStore
 
 if TYPE_CHECKING:
     from ledger_bus.store.sql import SqlStore
@@ -91,6 +90,8 @@ def split_durability(url: str, given: str | Durability | None) -> tuple[str, Dur
 def _memory(o: Opening) -> EventStore:
     if not o.level.local:
         raise InvalidInput(f"memory:// keeps nothing beyond this process: durability {o.level}")
+    from ledger_bus.store.memory import MemoryStore  # here: a command on Redis never loads it
+
     return MemoryStore(o.limits)
 
 
