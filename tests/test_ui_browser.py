@@ -580,3 +580,26 @@ def test_script_in_a_payload_shows_as_text_on_the_trace_and_in_the_conversation(
     )
     assert page.evaluate("() => window.__calls") == 0
     assert page.dialogs == []
+
+
+def test_a_call_arriving_live_goes_in_under_its_run_and_the_other_rows_stay(
+    store: EventStore, base: str, page: Any
+) -> None:
+    # Given two runs, each with a call, on an open trace
+    for run in ("first", "second"):
+        ref = lb.StreamId("ins", f"run-{run}")
+        started = {"type": "mutation", "agent": "a", "kind": "run.started", "run_id": run}
+        store.append(ref, 0, "s", [started, call(f"{run}-1", run), result(f"{run}-1", run_id=run)])
+    trace(page, f"{base}/s/ins")
+    page.wait_for_selector("#live.on")
+    page.evaluate("document.querySelector('.wf-row[data-attempt=\"second-1\"]').dataset.kept = '1'")
+    # When a call of the first run arrives
+    store.append(lb.StreamId("ins", "run-first"), 3, "c2", [call("first-2", "first")])
+    page.wait_for_selector('.wf-row[data-attempt="first-2"]')
+    # Then it sits under the first run, after its call, and no other row was drawn again
+    order = page.eval_on_selector_all(
+        ".wf-row", "rows => rows.map(r => r.dataset.attempt || 'run:' + r.dataset.run)"
+    )
+    assert order == ["run:first", "first-1", "first-2", "run:second", "second-1"]
+    assert page.get_attribute('.wf-row[data-attempt="second-1"]', "data-kept") == "1"
+    assert page.get_attribute('.wf-row[data-attempt="first-2"]', "data-status") == "unresolved"

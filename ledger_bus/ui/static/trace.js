@@ -295,23 +295,26 @@
   }
 
   // Bars and ticks where the while on screen puts them: on a zoom or a pan, only this runs.
+  function placeRow(row) {
+    if (!row.bar) { return; }
+    const span = state.d1 - state.d0;
+    const [start, end] = spanOf(row);
+    const left = (start - state.d0) / span * 100;
+    const right = (end - state.d0) / span * 100;
+    row.bar.style.left = left + "%";
+    row.bar.style.width = Math.max(0, right - left) + "%";
+    if (right > 75) {
+      row.dur.style.left = "";
+      row.dur.style.right = (100 - Math.max(left, 0) + 0.5) + "%";
+    } else {
+      row.dur.style.right = "";
+      row.dur.style.left = "calc(" + Math.max(right, 0) + "% + 4px)";
+    }
+  }
+
   function place() {
     const span = state.d1 - state.d0;
-    for (const row of state.rows) {
-      if (!row.bar) { continue; }
-      const [start, end] = spanOf(row);
-      const left = (start - state.d0) / span * 100;
-      const right = (end - state.d0) / span * 100;
-      row.bar.style.left = left + "%";
-      row.bar.style.width = Math.max(0, right - left) + "%";
-      if (right > 75) {
-        row.dur.style.left = "";
-        row.dur.style.right = (100 - Math.max(left, 0) + 0.5) + "%";
-      } else {
-        row.dur.style.right = "";
-        row.dur.style.left = "calc(" + Math.max(right, 0) + "% + 4px)";
-      }
-    }
+    state.rows.forEach(placeRow);
     const ticks = wf.querySelector(".wf-ticks");
     if (!ticks) { return; }
     ticks.replaceChildren();
@@ -507,7 +510,7 @@
       if (state.calls.has(key)) { return; }
       addCall({ run: run, requested: tr.dataset.cursor, status: "unresolved" }, id, tr.dataset.tool,
         tr.dataset.tool === "model" ? "model" : "tool", { agent: tr.dataset.agent, text: "" });
-      renderSoon();
+      if (!rendering && !insert(state.calls.get(key))) { renderSoon(); }
       return;
     }
     const call = state.calls.get(key);
@@ -526,6 +529,32 @@
     placeSoon();
   });
   // The runs of the while change with events of their own streams: read again with the panels.
+  // A call that came live goes in as one row, last under its run (calls come in the order they
+  // were made), drawn alone: the other rows stay as they are. False when it has no place yet
+  // (its run not in the tree, no rows): then the whole waterfall is drawn again.
+  function insert(call) {
+    const rows = state.rows;
+    let at = -1;
+    let depth = 1;
+    if (rows.length && rows[0].kind === "group" && !state.runs.some(function (r) { return r.run === call.run; })) {
+      at = 0;
+    } else {
+      at = rows.findIndex(function (r) { return r.kind === "run" && r.run.run === call.run; });
+      if (at < 0) { return false; }
+      depth = rows[at].run.depth + 1;
+    }
+    while (at + 1 < rows.length && rows[at + 1].call) { at += 1; }
+    const row = { kind: call.kind, call: call, depth: depth };
+    rows.splice(at + 1, 0, row);
+    rows[at].node.after(drawRow(row));
+    placeRow(row);
+    const counts = wf.querySelector(".wf-axis .wf-label");
+    if (counts) { counts.textContent = state.calls.size + " calls · " + state.runs.length + " runs"; }
+    filter();
+    if (state.fitted) { placeSoon(); }
+    return true;
+  }
+
   // Only when the runs panel changed: ten open pages asking after every row would load the server.
   let runsSeen = null;
   document.addEventListener("ledger:panels", function () {
