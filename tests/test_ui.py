@@ -696,14 +696,18 @@ def test_event_streams_opened_and_closed_leave_the_servers_memory_and_files_as_t
 
 
 def test_the_trace_reads_the_export_s_trajectory_a_window_at_a_time(
-    store: EventStore, client: TestClient
+    store: EventStore, client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from ledger_bus.atif import atif_of
+    from ledger_bus.ui import app
 
     delegated_session(store)
     store.append(lb.StreamId("tree", "main"), lb.ANY, "more", [msg(f"m{n}") for n in range(10)])
-    # The whole session: what `ledger-bus export --format atif` writes
-    assert client.get("/s/tree/trajectory").json() == atif_of(store, "tree")
+    # The whole session: what `ledger-bus export --format atif` writes, read a page at a time
+    whole = atif_of(store, "tree")
+    assert client.get("/s/tree/trajectory").json() == whole
+    monkeypatch.setattr(app, "READ_PAGE", 3)
+    assert client.get("/s/tree/trajectory").json() == whole
     # A window: the newest N events, saying which, and where the one before it ends
     newest = store.tail("tree", 4)
     first = client.get("/s/tree/trajectory?window=4").json()

@@ -14,7 +14,8 @@ import dataclasses
 import io
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,7 +27,7 @@ from markupsafe import Markup
 from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -43,6 +44,8 @@ from ledger_bus.ui.live import Hub
 
 TEMPLATES: Final = Path(__file__).resolve().parent / "templates"
 STATIC: Final = Path(__file__).resolve().parent / "static"
+READ_PAGE: Final = 1_000  # events read at a time for the whole session's trajectory
+SPOOLED: Final = 8 << 20  # bytes of a trajectory kept in memory before it goes to a file
 WINDOW: Final = 1_000  # events a trace window reads: the trace of any session paints this much
 MAX_WINDOW: Final = 10_000
 PING_S: Final = 15  # a comment on a quiet stream, so proxies and browsers keep it open
@@ -245,7 +248,6 @@ def create_app(
             raise InvalidInput(f"window must be at most {MAX_WINDOW:,} events: {size}")
         s = await store()
         await existing(s, session_id)
-        window: dict[str, Any] | None = None
         if size:
             events = await s.tail(session_id, size, before)
             window = {
@@ -253,11 +255,39 @@ def create_app(
                 "last": events[-1].cursor if events else None,
                 "older": events[0].cursor if len(events) == size else None,
             }
-        else:
-            events = [found async for found in s.iter_session(session_id)]
-        out = io.StringIO()
-        write_events(session_id, lambda: events, out, window)
-        return Response(out.getvalue(), media_type="application/json")
+            out = io.StringIO()
+            write_events(session_id, lambda: events, out, window)
+            return Response(out.getvalue(), media_type="application/json")
+        # The whole session, as the export writes it: read twice a page at a time from a thread
+        # (the writer keeps its older steps in a file of its own), written to a file that is
+        # then sent; never the session in memory.
+        loop = asyncio.get_running_loop()
+
+        def pages_of_session() -> Iterator[RecordedEvent]:
+            after: str | None = None
+            while True:
+                asked = s.scan_session(session_id, after, READ_PAGE)
+                found = asyncio.run_coroutine_threadsafe(asked, loop).result()
+                yield from found
+                if len(found) < READ_PAGE:
+                    return
+                after = found[-1].cursor
+
+        # Closed by chunks() once sent (a file the response outlives this function with).
+        spool = tempfile.SpooledTemporaryFile(max_size=SPOOLED, mode="w+", encoding="utf-8")  # noqa: SIM115
+        try:
+            await asyncio.to_thread(write_events, session_id, pages_of_session, spool)
+        except BaseException:
+            spool.close()
+            raise
+        spool.seek(0)
+
+        def chunks() -> Iterator[str]:
+            with spool:
+                while chunk := spool.read(1 << 16):
+                    yield chunk
+
+        return StreamingResponse(chunks(), media_type="application/json")
 
     async def runs(request: Request) -> Response:
         """The session's runs in tree order, with when each started and ended (ms); with
