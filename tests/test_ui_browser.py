@@ -603,3 +603,29 @@ def test_a_call_arriving_live_goes_in_under_its_run_and_the_other_rows_stay(
     assert order == ["run:first", "first-1", "first-2", "run:second", "second-1"]
     assert page.get_attribute('.wf-row[data-attempt="second-1"]', "data-kept") == "1"
     assert page.get_attribute('.wf-row[data-attempt="first-2"]', "data-status") == "unresolved"
+
+
+def test_the_slow_and_the_failed_are_easy_to_find(store: EventStore, base: str, page: Any) -> None:
+    ref = lb.StreamId("slow", "run-r")
+    started = {"type": "mutation", "agent": "a", "kind": "run.started", "run_id": "r"}
+    store.append(ref, 0, "s", [started])
+    for attempt, pause, status in (
+        ("quick", 0.0, "ok"),
+        ("slow", 0.3, "ok"),
+        ("broke", 0.05, "error"),
+    ):
+        store.append(ref, lb.ANY, f"{attempt}-c", [call(attempt, "r")])
+        time.sleep(pause)
+        store.append(ref, lb.ANY, f"{attempt}-r", [result(attempt, status=status, run_id="r")])
+    trace(page, f"{base}/s/slow")
+
+    def calls() -> list[str]:
+        return page.eval_on_selector_all(
+            ".wf-row.kind-tool:not([hidden])", "rows => rows.map(r => r.dataset.attempt)"
+        )
+
+    assert calls() == ["quick", "slow", "broke"]  # in the order they were made
+    page.click("#trace-slowest")
+    assert calls() == ["slow", "broke", "quick"]  # the longest first
+    page.fill("#trace-search", "error")
+    assert calls() == ["broke"]  # the failed, by their status

@@ -61,6 +61,7 @@
     rows: [],
     selected: null,
     query: "",
+    slowest: false,  // each run's calls by duration, not in the order they were made
   };
 
   function el(tag, className, text) {
@@ -175,9 +176,14 @@
       list.push(call);
       byRun.set(call.run, list);
     }
-    const order = function (a, b) {
+    const made = function (a, b) {
       return (a.start === undefined ? -Infinity : a.start) - (b.start === undefined ? -Infinity : b.start);
     };
+    // The slow easy to find: each run's calls the longest first (those still open first of all).
+    const took = function (c) {
+      return c.end === undefined ? Infinity : c.end - (c.start === undefined ? c.end : c.start);
+    };
+    const order = state.slowest ? function (a, b) { return took(b) - took(a) || made(a, b); } : made;
     const known = new Set(state.runs.map(function (r) { return r.run; }));
     const rows = [];
     const loose = [];
@@ -390,6 +396,13 @@
     });
   }
 
+  const slowest = document.getElementById("trace-slowest");
+  slowest.addEventListener("click", function () {
+    state.slowest = !state.slowest;
+    slowest.setAttribute("aria-pressed", String(state.slowest));
+    render();
+  });
+
   const search = document.getElementById("trace-search");
   search.addEventListener("input", function () { state.query = search.value.trim().toLowerCase(); filter(); });
   // Rows whose call (its tool, id, arguments, agent, model) holds the search; a run stays while
@@ -510,7 +523,7 @@
       if (state.calls.has(key)) { return; }
       addCall({ run: run, requested: tr.dataset.cursor, status: "unresolved" }, id, tr.dataset.tool,
         tr.dataset.tool === "model" ? "model" : "tool", { agent: tr.dataset.agent, text: "" });
-      if (!rendering && !insert(state.calls.get(key))) { renderSoon(); }
+      if (state.slowest || (!rendering && !insert(state.calls.get(key)))) { renderSoon(); }
       return;
     }
     const call = state.calls.get(key);
