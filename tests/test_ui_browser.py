@@ -620,9 +620,10 @@ def test_the_slow_and_the_failed_are_easy_to_find(store: EventStore, base: str, 
     trace(page, f"{base}/s/slow")
 
     def calls() -> list[str]:
-        return page.eval_on_selector_all(
+        found: list[str] = page.eval_on_selector_all(
             ".wf-row.kind-tool:not([hidden])", "rows => rows.map(r => r.dataset.attempt)"
         )
+        return found
 
     assert calls() == ["quick", "slow", "broke"]  # in the order they were made
     page.click("#trace-slowest")
