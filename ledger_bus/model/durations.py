@@ -1,5 +1,5 @@
 """Spans of time as people write them, one syntax everywhere: `90s`, `30m`, `12h`, `7d`, or
-plain seconds (`2.5`)."""
+plain seconds (`2.5`); and as people read them (`duration_text`)."""
 
 from __future__ import annotations
 
@@ -26,3 +26,15 @@ def parse_duration(text: str, what: str = "duration") -> float:
     if seconds is None:
         raise InvalidInput(f"{what}: {text!r} is not a duration such as 90s, 30m, 12h, 7d or 2.5")
     return seconds
+
+
+def duration_text(ms: int) -> str:
+    """A duration as people read it: 840 ms, 2.35 s, 4 m 05 s, 3 h 02 m (the web view's trace
+    script writes them alike)."""
+    if ms < 1_000:
+        return f"{ms} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.2f} s"
+    if ms < 3_600_000:
+        return f"{ms // 60_000} m {ms // 1000 % 60:02d} s"
+    return f"{ms // 3_600_000} h {ms // 60_000 % 60:02d} m"

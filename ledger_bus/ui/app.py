@@ -79,7 +79,6 @@ def environment() -> Environment:
     env.filters["time"] = format_time
     env.filters["clock"] = clock_time
     env.filters["cursor_time"] = lambda cursor: format_time(cursor_ms(cursor))
-    env.filters["duration"] = pages.duration_text
     env.globals["tokens_of"] = pages.tokens_of
     env.filters["session_path"] = session_path
     return env

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ledger_bus.filters import EventFilter
+from ledger_bus.model.durations import duration_text
 from ledger_bus.model.ids import cursor_ms
 from ledger_bus.model.jsontext import dumps
 from ledger_bus.model.records import OpenAttempt, RecordedEvent
@@ -154,18 +155,6 @@ def tokens_of(result: RecordedEvent | None) -> str | None:
     if not isinstance(read, int) or not isinstance(wrote, int):
         return None
     return f"{read:,} in · {wrote:,} out tokens"
-
-
-def duration_text(ms: int) -> str:
-    """A duration as people read it: 840 ms, 2.35 s, 4 m 05 s, 3 h 02 m (the trace view's
-    script writes them alike)."""
-    if ms < 1_000:
-        return f"{ms} ms"
-    if ms < 60_000:
-        return f"{ms / 1000:.2f} s"
-    if ms < 3_600_000:
-        return f"{ms // 60_000} m {ms // 1000 % 60:02d} s"
-    return f"{ms // 3_600_000} h {ms // 60_000 % 60:02d} m"
 
 
 def attention(attempts: list[OpenAttempt]) -> list[OpenAttempt]:
@@ -320,17 +309,14 @@ def runs_between(nodes: list[RunNode], low: int = 0, high: int = 0) -> list[RunS
     ]
     if not low and not high:
         return spans
-    parent = {s.run: s.parent for s in spans}
-    kept: set[str] = set()
+    ran = []
     for span in spans:
         ended = span.ended_ms if span.ended_ms is not None else span.started_ms
         if span.status == "running" or span.ended_ms is None:
             ended = max(ended, high or ended)
         if (not high or span.started_ms <= high) and (not low or ended >= low):
-            run: str | None = span.run
-            while run is not None and run not in kept:  # and the runs above it
-                kept.add(run)
-                run = parent.get(run)
+            ran.append(span.run)
+    kept = _and_above(ran, {s.run: s.parent for s in spans})
     return [s for s in spans if s.run in kept]
 
 
@@ -343,11 +329,17 @@ def newest_runs(nodes: list[RunNode], limit: int = RUNS_SHOWN) -> list[RunNode]:
     trace's windows, and the timeline filtered by run, reach the rest)."""
     if len(nodes) <= limit:
         return nodes
-    parent = {n.run_id: n.parent for n in nodes}
+    newest = sorted(nodes, key=lambda n: n.started, reverse=True)[:limit]
+    kept = _and_above([n.run_id for n in newest], {n.run_id: n.parent for n in nodes})
+    return [n for n in nodes if n.run_id in kept]
+
+
+def _and_above(runs: list[str], parent: dict[str, str | None]) -> set[str]:
+    """`runs` and every run above one of them, so that a tree of them reads whole."""
     kept: set[str] = set()
-    for node in sorted(nodes, key=lambda n: n.started, reverse=True)[:limit]:
-        run: str | None = node.run_id
+    for found in runs:
+        run: str | None = found
         while run is not None and run not in kept:
             kept.add(run)
             run = parent.get(run)
-    return [n for n in nodes if n.run_id in kept]
+    return kept

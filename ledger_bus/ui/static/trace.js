@@ -11,7 +11,7 @@
 (function () {
   function cursorMs(cursor) { return Number(String(cursor).split("-")[0]); }
   function pad(n, width) { return String(n).padStart(width || 2, "0"); }
-  // As the server writes them (ledger_bus/ui/pages.py duration_text).
+  // As the server writes them (ledger_bus/model/durations.py duration_text).
   function duration(ms) {
     ms = Math.max(0, Math.round(ms));
     if (ms < 1000) { return ms + " ms"; }
