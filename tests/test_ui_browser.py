@@ -530,6 +530,21 @@ def test_zoom_and_pan_change_the_while_on_screen(store: EventStore, base: str, p
     assert span() == pytest.approx(whole / 2, abs=2)
     page.click("#zoom-fit")
     assert span() == pytest.approx(whole, abs=2)
+    # Ctrl + wheel zooms where the pointer is; shift + wheel pans
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + 40)
+    page.keyboard.down("Control")
+    page.mouse.wheel(0, -100)
+    page.keyboard.up("Control")
+    shown = (
+        "(() => { const d = document.getElementById('trace').dataset; return d.to - d.from; })()"
+    )
+    page.wait_for_function(f"() => {shown} < {whole - 5}")
+    zoomed, start = span(), int(page.get_attribute("#trace", "data-from"))
+    page.keyboard.down("Shift")
+    page.mouse.wheel(0, 100)
+    page.keyboard.up("Shift")
+    page.wait_for_function(f"() => +document.getElementById('trace').dataset.from > {start}")
+    assert span() == pytest.approx(zoomed, abs=2)
 
 
 def test_a_5000_event_trace_paints_a_window_and_reads_earlier_ones(
