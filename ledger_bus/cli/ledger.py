@@ -7,7 +7,7 @@ import dataclasses
 import itertools
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 import click
@@ -92,11 +92,7 @@ def append(
 def read(settings: Settings, session: str, stream: str, after: int, limit: int | None) -> None:
     """A stream's events, ascending by version."""
     ref = StreamId(session, stream)
-    store = settings.session(session)
-    if not store.stream_version(ref):
-        names = [info.name for info in store.session_info(session).streams]
-        hint = did_you_mean(stream, names, f"; it has {', '.join(names)}")
-        raise NotFound(f"no stream {stream!r} in session {session!r}{hint}")
+    store = streams_of(settings.session(session), session, (stream,))
     events = store.read_stream(ref, after, limit)
     show_events(settings, events, f"{session}/{stream}")
 
@@ -156,15 +152,14 @@ def event_filter(options: dict[str, Any]) -> EventFilter:
     )
 
 
-def streams_of(store: EventStore, session: str, keep: EventFilter) -> EventStore:
-    """`store`, once the streams `keep` names are streams of the session: NotFound (exit 6)
-    naming the closest, as `read` does, instead of printing nothing."""
-    if keep.streams:
-        names = [info.name for info in store.session_info(session).streams]
-        for stream in keep.streams:
-            if stream not in names:
-                hint = did_you_mean(stream, names, f"; it has {', '.join(names)}")
-                raise NotFound(f"no stream {stream!r} in session {session!r}{hint}")
+def streams_of(store: EventStore, session: str, streams: Iterable[str]) -> EventStore:
+    """`store`, once each of `streams` is a stream of the session: else NotFound (exit 6)
+    naming the closest (or the streams it has), instead of printing nothing."""
+    for stream in streams:
+        if not store.stream_version(StreamId(session, stream)):
+            names = [info.name for info in store.session_info(session).streams]
+            hint = did_you_mean(stream, names, f"; it has {', '.join(names)}")
+            raise NotFound(f"no stream {stream!r} in session {session!r}{hint}")
     return store
 
 
@@ -184,7 +179,7 @@ def scan(
         after = None  # the start, as `--after 0` is for read
     elif after is not None:
         parse_cursor(after)
-    store = streams_of(settings.session(session), session, keep)
+    store = streams_of(settings.session(session), session, keep.streams)
     show_events(settings, itertools.islice(select(store, session, keep, after), limit), session)
 
 
@@ -199,7 +194,7 @@ def tail(settings: Settings, /, session: str, count: int, follow: bool, **filter
     """The session's last N events, oldest first; with --follow, then every new one."""
     keep = event_filter(filters)
     if not follow:
-        store = streams_of(settings.session(session), session, keep)
+        store = streams_of(settings.session(session), session, keep.streams)
         events = select_tail(store, session, count, keep)
         show_events(settings, events, session)
         return

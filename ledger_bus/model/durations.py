@@ -6,8 +6,6 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from ledger_bus.model.errors import InvalidInput
-
 UNITS: Final = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION: Final = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)", re.ASCII)
 
@@ -18,14 +16,6 @@ def duration_seconds(text: str) -> float | None:
     if match is None:
         return None
     return float(match[1]) * UNITS[match[2] or "s"]
-
-
-def parse_duration(text: str, what: str = "duration") -> float:
-    """`duration_seconds(text)`, or InvalidInput naming `what`."""
-    seconds = duration_seconds(text)
-    if seconds is None:
-        raise InvalidInput(f"{what}: {text!r} is not a duration such as 90s, 30m, 12h, 7d or 2.5")
-    return seconds
 
 
 def duration_text(ms: int) -> str:

@@ -29,21 +29,25 @@ def _short(value: Any, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def summary(fields: dict[str, Any], width: int = 160) -> str:
-    """What an event (its fields) says, in one line of text."""
+def gist(fields: dict[str, Any]) -> str:
+    """What an event (its fields) says, as text, whole: a message its body, a call
+    `tool(args)`, a result `tool -> status: result`, a mutation its kind and its own fields."""
     kind = fields.get("type")
     if kind == "message":
-        return _short(fields.get("body", ""), width)
+        body = fields.get("body", "")
+        return body if isinstance(body, str) else dumps(body)
     if kind == "tool_call":
-        return _short(f"{fields.get('tool')}({dumps(fields.get('args', {}))})", width)
+        return f"{fields.get('tool')}({dumps(fields.get('args', {}))})"
     if kind == "tool_result":
-        return _short(
-            f"{fields.get('tool')} -> {fields.get('status')}: {dumps(fields.get('result'))}",
-            width,
-        )
-    # A run's capabilities are the same blob on every start: the runs tree shows them.
+        return f"{fields.get('tool')} -> {fields.get('status')}: {dumps(fields.get('result'))}"
+    # A run's capabilities are the same blob on every start: its event's own page has them.
     extra = {k: v for k, v in fields.items() if k not in _COMMON and k not in _UNSAID}
-    return _short(f"{fields.get('kind')} {dumps(extra) if extra else ''}".strip(), width)
+    return f"{fields.get('kind')} {dumps(extra) if extra else ''}".strip()
+
+
+def summary(fields: dict[str, Any], width: int = 160) -> str:
+    """What an event (its fields) says, in one line of text of at most `width` characters."""
+    return _short(gist(fields), width)
 
 
 @dataclass(frozen=True, slots=True)

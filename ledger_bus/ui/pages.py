@@ -17,7 +17,7 @@ from ledger_bus.filters import EventFilter
 from ledger_bus.model.durations import duration_text
 from ledger_bus.model.ids import cursor_ms
 from ledger_bus.model.jsontext import dumps
-from ledger_bus.model.records import OpenAttempt, RecordedEvent
+from ledger_bus.model.records import OpenAttempt, RecordedEvent, gist
 from ledger_bus.store.aio import AsyncStore
 from ledger_bus.ui.folds import RunNode
 
@@ -119,17 +119,7 @@ class Row:
 
     def summary(self) -> str:
         """The event's gist, as text (the template escapes it)."""
-        f = self.event.fields
-        kind = self.event.type
-        if kind == "message":
-            return str(f.get("body", ""))
-        if kind == "tool_call":
-            return f"{f.get('tool')}({dumps(f.get('args', {}))})"
-        if kind == "tool_result":
-            return f"{f.get('tool')} -> {f.get('status')}: {dumps(f.get('result'))}"
-        # A run's capabilities are the same in each of its run.started: on the event's page.
-        rest = {k: v for k, v in f.items() if k not in _COMMON and k != "capabilities"}
-        return f"{f.get('kind')} {dumps(rest)}" if rest else str(f.get("kind"))
+        return gist(self.event.fields)
 
     def to_dict(self) -> dict[str, Any]:
         out = self.event.to_dict()
@@ -161,11 +151,6 @@ def attention(attempts: list[OpenAttempt]) -> list[OpenAttempt]:
     """Open calls as the page lists them, first on it: the flagged ones first (the reconciler
     found their process gone), then the unresolved; the oldest first in each."""
     return sorted(attempts, key=lambda a: (a.flagged_cursor is None, a.opened_ms))
-
-
-_COMMON: Final = frozenset(
-    {"type", "agent", "event_id", "run_id", "step_id", "attempt_id", "parents", "kind"}
-)
 
 
 @dataclass
