@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -152,6 +153,29 @@ def test_the_command_line_imports_only_what_a_command_needs() -> None:
     )
     assert loaded.stdout.strip() == "[]"
     # How long it takes is measured by scripts/bench_startup.py, not here.
+
+
+def test_a_command_imports_redis_without_the_metrics_sdk_and_leaves_the_sdk_importable(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("opentelemetry.sdk.metrics")
+    code = (
+        "import sys\n"
+        "from ledger_bus.cli.app import Settings\n"
+        "url = 'sqlite:///' + sys.argv[1]\n"
+        "Settings(url=url, timeout=1.0, prefix='lb', output='jsonl').store()\n"
+        "print('redis' in sys.modules, 'opentelemetry.sdk.metrics' in sys.modules)\n"
+        "import opentelemetry.sdk.metrics, redis.observability.providers as p\n"
+        "print(p.OTEL_AVAILABLE, opentelemetry.sdk.metrics.MeterProvider.__name__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "l.db")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    # redis-py took the SDK for absent, and the SDK still imports for whatever wants it later.
+    assert done.stdout.split("\n")[:2] == ["True False", "False MeterProvider"]
 
 
 def test_every_public_name_of_the_package_loads_when_used() -> None:

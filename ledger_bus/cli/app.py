@@ -162,6 +162,24 @@ class LedgerGroup(click.Group):
             raise click.exceptions.Exit(EXIT_OK) from None
 
 
+# redis-py (8.1) imports OpenTelemetry's metrics SDK as it imports itself, whenever the SDK is
+# installed (the `otel` extra brings it): 50-60 ms of every command's start, for meters that
+# only a program calling redis-py's own observability set-up turns on, which no command does.
+METERS_SDK: Final = "opentelemetry.sdk.metrics"
+
+
+def import_redis_without_its_meters() -> None:
+    """Import redis-py with the metrics SDK hidden from it, so that it takes the SDK for absent
+    (as where the SDK is not installed); anything that imports the SDK later still gets it."""
+    if "redis" in sys.modules or METERS_SDK in sys.modules:
+        return
+    sys.modules[METERS_SDK] = None  # type: ignore[assignment]  # the import system's "absent"
+    try:
+        import redis  # noqa: F401
+    finally:
+        del sys.modules[METERS_SDK]
+
+
 @dataclass
 class Settings:
     url: str | None
@@ -178,6 +196,7 @@ class Settings:
         (exit 5 within a second); `patient`, for the commands that run for long, keeps
         retrying with backoff instead."""
         if self._store is None:
+            import_redis_without_its_meters()
             from ledger_bus.store import connect
             from ledger_bus.store.redis.contact import check_first_contact
 
