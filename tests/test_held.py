@@ -5,7 +5,6 @@ server dropped, Redis Cluster's redirections), and idempotency records in either
 from __future__ import annotations
 
 import asyncio
-import gc
 import os
 import threading
 import time
@@ -68,9 +67,11 @@ def _calls(client: redis.Redis, command: str) -> int:
     return int(stats.get("calls", 0))
 
 
-def test_threads_each_append_on_a_connection_of_their_own_and_give_it_back(
-    store: RedisStore,
+def test_threads_share_the_stores_connections_and_the_pool_has_them_back_when_it_closes(
+    redis_server: LocalServer, prefix: str
 ) -> None:
+    store = lb.connect(redis_server.url, prefix=prefix)
+    assert isinstance(store, RedisStore)
     threads, appends = 8, 150
     failures: list[BaseException] = []
     start = threading.Barrier(threads)
@@ -94,11 +95,45 @@ def test_threads_each_append_on_a_connection_of_their_own_and_give_it_back(
     for n in range(threads):
         bodies = [e.fields["body"] for e in store.read_stream(lb.StreamId("threads", f"t{n}"))]
         assert bodies == [f"{n}:{v}" for v in range(appends)]
-    # The threads are gone: their connections are back in the pool, none held any more.
-    gc.collect()
+    # The threads are gone; the store keeps what they used (never more than one a thread at
+    # once), and a thread that lives for one append takes one of those, not a new one.
     pool = store.client.connection_pool
+    kept = len(pool._in_use_connections)
+    assert 1 <= kept <= threads
+    for n in range(20):
+        one = threading.Thread(
+            target=store.append, args=(lb.StreamId("one", f"t{n}"), 0, "a", [msg("x")])
+        )
+        one.start()
+        one.join()
+    assert len(pool._in_use_connections) == kept
+    store.close()
     assert len(pool._in_use_connections) == 0
-    assert len(pool._available_connections) >= threads
+
+
+class _Interrupted(BaseException):
+    """What a KeyboardInterrupt or a cancelled thread would raise while a reply is on its way."""
+
+
+def test_a_command_cut_short_leaves_no_reply_for_the_next_one_on_its_connection(
+    store: RedisStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given an append interrupted after it was sent and before its reply was read, the next
+    append on the store's kept connection reads its own reply, not the one left behind."""
+    ref = lb.StreamId("cut", "main")
+    store.append(ref, 0, "a0", [msg("one")])
+    read = redis.connection.Connection.read_response
+
+    def interrupted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(redis.connection.Connection, "read_response", read)
+        raise _Interrupted
+
+    monkeypatch.setattr(redis.connection.Connection, "read_response", interrupted)
+    with pytest.raises(_Interrupted):
+        store.append(ref, 1, "a1", [msg("two")])  # sent, and it lands; its reply is not read
+    result = store.append(ref, 2, "a2", [msg("three")])
+    assert (result.first_version, result.last_version) == (3, 3)
+    assert [e.fields["body"] for e in store.read_stream(ref)] == ["one", "two", "three"]
 
 
 @pytest.mark.parametrize("kind", [redis.ConnectionPool, redis.BlockingConnectionPool])
@@ -262,7 +297,7 @@ def test_an_append_after_the_server_dropped_the_held_connection_lands_once(
     store.append(ref, 0, "a0", [msg("one")])
     admin = redis.Redis.from_url(redis_server.url)
     assert store._held is not None
-    (held,) = store._held._local.holder.connections.values()
+    ((held,),) = store._held._kept.idle.values()
     held.send_command("CLIENT", "ID")
     _do(admin, "CLIENT", "KILL", "ID", held.read_response())
     result = store.append(ref, 1, "a1", [msg("two")])

@@ -27,13 +27,21 @@ S = TypeVar("S")
 
 def size_of(value: Any) -> int:
     """About how many bytes `value` takes in the process, with what it holds (JSON-like values:
-    dicts, lists, strings, numbers): what a view keeps of an event it folded, decoded."""
-    size = sys.getsizeof(value)
-    if isinstance(value, dict):
-        return size + sum(size_of(k) + size_of(v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return size + sum(size_of(v) for v in value)
-    return size
+    dicts, lists, strings, numbers): what a view keeps of an event it folded, decoded. Walked
+    with a stack of its own, not by recursion: every event an adapter writes or reads is
+    weighed, and the calls were a tenth of a LangGraph turn's time in the saver."""
+    total = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        total += sys.getsizeof(item)
+        kind = type(item)
+        if kind is dict:
+            stack.extend(item)
+            stack.extend(item.values())
+        elif kind is list or kind is tuple:
+            stack.extend(item)
+    return total
 
 
 @dataclass
@@ -48,7 +56,13 @@ class StreamView(Generic[S]):
     cursor: str | None = None
     state: S = field(init=False)
     weight: int = 0  # about how many bytes `state` holds, by `weigh` of what it folded
+    flying: int = 0  # appends of this process to the stream sent and not yet answered
     _lock: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
+    # What this process appended, answered before an append of its own sent earlier that lands
+    # before it: applied once that one is (by its first version).
+    _ahead: dict[int, tuple[AppendResult, list[dict[str, Any]]]] = field(
+        init=False, repr=False, default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         self.state = self.make()
@@ -74,6 +88,7 @@ class StreamView(Generic[S]):
             with self._lock:
                 self.state, self.weight = fresh, weight
                 self.version, self.cursor = last
+                self._ahead.clear()  # what it held may be of the stream as it was
                 return fresh
         with self._lock:
             for event in found:
@@ -81,23 +96,44 @@ class StreamView(Generic[S]):
                     self.apply(self.state, event)
                     self.weight += self.weigh(event)
                     self.version, self.cursor = event.version, event.cursor
+            self._apply_ahead()
             return self.state
+
+    def sending(self) -> None:
+        """This process sends an append to the stream (`answered` when it has its reply)."""
+        with self._lock:
+            self.flying += 1
+
+    def answered(self) -> None:
+        with self._lock:
+            self.flying -= 1
 
     def wrote(self, result: AppendResult, events: list[dict[str, Any]]) -> None:
         """Apply what this process has just appended (`events`, with their event ids), when it
-        follows what the view holds, nothing between: the next refresh need not read it."""
+        follows what the view holds, nothing between: the next refresh need not read it. An
+        append answered before one this process sent earlier and that landed before it (threads
+        race) waits for that one."""
         with self._lock:
-            if result.deduplicated or result.first_version != self.version + 1:
+            if result.deduplicated or result.first_version <= self.version:
                 return
+            self._ahead[result.first_version] = (result, events)
+            self._apply_ahead()
+
+    def _apply_ahead(self) -> None:
+        while (nxt := self._ahead.pop(self.version + 1, None)) is not None:
+            result, events = nxt
             for n, fields in enumerate(events):
                 at = RecordedEvent(result.stream, result.first_version + n, result.cursor, fields)
                 self.apply(self.state, at)
                 self.weight += self.weigh(at)
             self.version, self.cursor = result.last_version, result.cursor
+        for first in [first for first in self._ahead if first <= self.version]:
+            del self._ahead[first]  # read meanwhile
 
     def forget(self) -> None:
         with self._lock:
             self.version, self.cursor, self.state = 0, None, self.make()
+            self._ahead.clear()
 
 
 class Views(Generic[S]):

@@ -49,7 +49,7 @@ from ledger_bus.adapters.langgraph.layout import (
 from ledger_bus.adapters.langgraph.normalize import Writer, interrupt_events, is_messages
 from ledger_bus.adapters.langgraph.runs import TaskRuns
 from ledger_bus.adapters.langgraph.tools import ToolRecording
-from ledger_bus.adapters.view import Views
+from ledger_bus.adapters.view import StreamView, Views
 from ledger_bus.model.errors import ConcurrentRun, InvalidInput, VersionConflict
 from ledger_bus.model.ids import ANY, ExpectedVersion, StreamId, derive_event_id
 from ledger_bus.model.records import AppendResult
@@ -63,6 +63,11 @@ from ledger_bus.store.ops import Op, Sleep
 T = TypeVar("T")
 DEFAULT_MAX_BYTES: Final = 256 * 1024 * 1024  # of threads kept in the process, about
 WRITES_WAIT: Final = 0.5  # seconds a checkpoint waits for the writes that name its messages' runs
+# How long a checkpoint waits for the process's own appends to its stream on their way (they
+# are answered within a round trip; one that is retrying through an outage is not waited for),
+# and the pause between looks.
+LANDING_WAIT: Final = 0.05
+LANDING_PAUSE: Final = 0.0002
 
 
 class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[str]):
@@ -329,13 +334,28 @@ class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[st
     ) -> Op[AppendResult]:
         """Append to a namespace's stream; its view takes what was written (with the event ids
         the store gives), so that the next read need not read it back."""
-        written = yield from self.store.append_op(stream, expected, append_id, events)
-        for n, fields in enumerate(events):
-            fields.setdefault(
-                "event_id", derive_event_id(stream.session_id, stream.name, append_id, n)
-            )
-        self._views.of(stream).wrote(written, events)
+        view = self._views.of(stream)
+        view.sending()
+        try:
+            written = yield from self.store.append_op(stream, expected, append_id, events)
+            for n, fields in enumerate(events):
+                fields.setdefault(
+                    "event_id", derive_event_id(stream.session_id, stream.name, append_id, n)
+                )
+            view.wrote(written, events)
+        finally:
+            view.answered()
         return written
+
+    def _landed_op(self, view: StreamView[Namespace]) -> Op[None]:
+        """Wait a while for this process's appends to `view`'s stream that are on their way
+        (LangGraph writes a step's task writes and its checkpoint on threads of their own): a
+        checkpoint appended at the version the view holds then meets no conflict of the
+        process's own making, and one that met it need read nothing back."""
+        waited = 0.0
+        while view.flying and waited < LANDING_WAIT:
+            yield Sleep(LANDING_PAUSE)
+            waited += LANDING_PAUSE
 
     def _continue_op(
         self,
@@ -363,11 +383,14 @@ class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[st
                     " Nothing of this run's step was written: run it again on the thread as it"
                     " stands, or fork on purpose from a checkpoint named by its checkpoint_id"
                 )
+            yield from self._landed_op(view)
             try:
                 written = yield from self._append_op(stream, append_id, events, view.version)
                 break
-            except VersionConflict:  # appended to since the view was read: by whom?
-                yield from view.refresh_op(self.store)
+            except VersionConflict as conflict:  # appended to since the view was read: by whom?
+                yield from self._landed_op(view)
+                if view.version != conflict.actual:  # not by this process alone
+                    yield from view.refresh_op(self.store)
         view.state.handed[events[-1]["checkpoint_id"]] = written.last_version
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:

@@ -184,6 +184,8 @@ class RedisCore(EventStore):
         return found
 
     def close(self) -> None:
+        if self._held is not None:
+            self._held.close()
         self.client.close()
         for sentinel in sentinels_of(self.client):
             sentinel.close()

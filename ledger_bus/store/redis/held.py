@@ -1,21 +1,25 @@
-"""The connection an append runs on, held by its thread from one append to the next.
+"""The connections appends run on, kept by the store between appends and shared by the threads
+of its process.
 
 redis-py takes a connection from its pool for every command and gives it back afterwards, a
-large part of a single-event append's time in the client (docs/performance.md). Here each
-thread keeps one connection per server, taken from the client's own pool, and keeps what the
-pool gives: a connection per thread, given back when the thread ends; none shared with a forked
-child; health checks and re-authentication as the pool does them; a connection the server closed
-reconnected and the command sent again (only appends come here, which their append_id makes
-land once); on a cluster, the node of the first key's slot, and the cluster client for MOVED,
-ASK or a node gone. Threads hold at most half of a pool's `max_connections`, so the commands that
-take a connection each always find one.
+large part of a single-event append's time in the client (docs/performance.md): the pool checks
+the connection for unread data (a system call) and tells its listeners, both ways. Here the
+store keeps what it took, idle between commands, and a thread takes one for the length of a
+command under a lock: a thread that lives for one task (LangGraph runs each task and each
+checkpoint write on a worker of an executor made for the one run) pays nothing for being new.
+What the pool does for a connection still holds: health checks and re-authentication, as the
+connection does them on each command; a connection the server closed reconnected and the
+command sent again (only appends come here, which their append_id makes land once); none of a
+parent's used by a forked child; on a cluster, the node of the first key's slot, and the cluster
+client for MOVED, ASK or a node gone. The store keeps at most half of a pool's
+`max_connections`, so the commands that take a connection each always find one; they go back to
+the pool when the store closes.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-import weakref
 from typing import Any
 
 import hiredis
@@ -24,73 +28,24 @@ import redis.exceptions as rx
 _LOST: tuple[type[Exception], ...] = (rx.ConnectionError, OSError)
 
 
-class _Counts:
-    """How many connections the threads of this process hold, by pool."""
+class _Kept:
+    """The connections a store took from its pools, by pool, in the process that took them."""
 
     def __init__(self) -> None:
         self.pid = os.getpid()
-        self.held: dict[Any, int] = {}
-        # Reentrant: a holder's finalizer may run (garbage collection) in a thread that is
-        # counting already.
-        self.lock = threading.RLock()
-
-    def take(self, pool: Any) -> bool:
-        """Count one more connection held from `pool`, if it has room for it."""
-        with self.lock:
-            if self.pid != os.getpid():  # a forked child holds none of its parent's
-                self.pid, self.held = os.getpid(), {}
-            held = self.held.get(pool, 0)
-            if held >= getattr(pool, "max_connections", 0) // 2:
-                return False
-            self.held[pool] = held + 1
-            return True
-
-    def give(self, pool: Any) -> None:
-        """Count one connection held from `pool` given back, in the process that took it."""
-        with self.lock:
-            if self.held.get(pool, 0) > 0:
-                self.held[pool] -= 1
-
-
-class _Holder:
-    """One thread's connections, by pool; given back to their pools when the thread ends."""
-
-    def __init__(self, counts: _Counts) -> None:
-        self.pid = os.getpid()
-        self.counts = counts
-        self.connections: dict[Any, Any] = {}  # by pool
-
-    def hold(self, pool: Any) -> Any:
-        """A connection of `pool` for this thread to keep, or None when the pool's half that
-        threads may hold is held."""
-        if not self.counts.take(pool):
-            return None  # asked again at the next command: a thread may have given one back
-        try:
-            connection = pool.get_connection()
-        except BaseException:
-            self.counts.give(pool)
-            raise
-        self.connections[pool] = connection
-        # The holder goes with its thread (threading.local); its connections go back then.
-        weakref.finalize(self, _give_back, pool, connection, self.pid, self.counts)
-        return connection
-
-
-def _give_back(pool: Any, connection: Any, pid: int, counts: _Counts) -> None:
-    if os.getpid() == pid:  # a forked child's counts are its own, begun afresh
-        pool.release(connection)
-        counts.give(pool)
+        self.lock = threading.Lock()
+        self.idle: dict[Any, list[Any]] = {}  # by pool: the kept ones no command is using
+        self.taken: dict[Any, int] = {}  # by pool: how many were taken, idle or in use
 
 
 class HeldConnections:
-    """Send commands on a connection each thread holds, over a blocking `redis.Redis` (or its
+    """Send commands on a connection the store keeps, over a blocking `redis.Redis` (or its
     Sentinel form) or a blocking `RedisCluster`."""
 
     def __init__(self, client: Any):
         self.client = client
         self._cluster = hasattr(client, "nodes_manager")
-        self._local = threading.local()
-        self._counts = _Counts()
+        self._kept = _Kept()
 
     def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
         """EVALSHA as redis-py's clients take it, so that a request made for a client runs
@@ -102,9 +57,35 @@ class HeldConnections:
         pool = self._pool_for(key)
         if pool is None:  # the slot map has no node for the key yet: the client finds it
             return self.client.execute_command(*args)
-        connection, reused = self._connection(pool)
-        if connection is None:  # the pool has no room for one more held connection
+        kept = self._state()
+        connection, reused = self._take(kept, pool)
+        if connection is None:  # the pool has no room for one more kept connection
             return self.client.execute_command(*args)
+        try:
+            return self._run(connection, reused, args)
+        except rx.ResponseError:
+            raise  # an error reply, read whole: the connection is as good as before
+        except BaseException:
+            # A reply may be left unread (a timeout, an interrupt): the next command must not
+            # read it as its own.
+            connection.disconnect()
+            raise
+        finally:
+            with kept.lock:
+                kept.idle.setdefault(pool, []).append(connection)
+
+    def close(self) -> None:
+        """Give the idle connections back to their pools."""
+        kept = self._state()
+        with kept.lock:
+            idle, kept.idle = kept.idle, {}
+            for pool, connections in idle.items():
+                kept.taken[pool] -= len(connections)
+        for pool, connections in idle.items():
+            for connection in connections:
+                pool.release(connection)
+
+    def _run(self, connection: Any, reused: bool, args: tuple[Any, ...]) -> Any:
         try:
             return self._send(connection, args)
         except (rx.MovedError, rx.AskError):
@@ -112,19 +93,45 @@ class HeldConnections:
                 raise
             return self.client.execute_command(*args)
         except _LOST:
-            connection.disconnect()
+            connection.disconnect()  # connects again when next used
             if self._cluster:
                 # The node may be gone (a failover): the cluster client, finding it so, learns
                 # the slot map again for the next try.
                 return self.client.execute_command(*args)
             if not reused:
                 raise
-        # Held since an earlier command, the connection may have been closed by the server in
+        # Kept since an earlier command, the connection may have been closed by the server in
         # between (a restart, its idle timeout): one more try on a new one.
         try:
             return self._send(connection, args)
         except _LOST:
             connection.disconnect()
+            raise
+
+    def _state(self) -> _Kept:
+        if self._kept.pid != os.getpid():
+            # A forked child leaves its parent's connections alone (they are the parent's) and
+            # takes its own; the lock too is new, in case a thread of the parent held it.
+            self._kept = _Kept()
+        return self._kept
+
+    @staticmethod
+    def _take(kept: _Kept, pool: Any) -> tuple[Any, bool]:
+        """A kept connection to `pool`'s server (None: the store may keep no more of them),
+        and whether it was used before."""
+        with kept.lock:
+            idle = kept.idle.get(pool)
+            if idle:
+                return idle.pop(), True
+            taken = kept.taken.get(pool, 0)
+            if taken >= getattr(pool, "max_connections", 0) // 2:
+                return None, False
+            kept.taken[pool] = taken + 1
+        try:
+            return pool.get_connection(), False
+        except BaseException:
+            with kept.lock:
+                kept.taken[pool] -= 1
             raise
 
     def _pool_for(self, key: str) -> Any:
@@ -138,18 +145,6 @@ class HeldConnections:
         if node.redis_connection is None:
             return None
         return node.redis_connection.connection_pool
-
-    def _connection(self, pool: Any) -> tuple[Any, bool]:
-        """This thread's connection to `pool`'s server (None: it holds none), and whether it
-        was held before."""
-        holder: _Holder | None = getattr(self._local, "holder", None)
-        if holder is None or holder.pid != os.getpid():
-            # A child process leaves its parent's connections alone: they are the parent's.
-            holder = self._local.holder = _Holder(self._counts)
-        connection = holder.connections.get(pool)
-        if connection is None:
-            return holder.hold(pool), False
-        return connection, True
 
     @staticmethod
     def _send(connection: Any, args: tuple[Any, ...]) -> Any:
