@@ -106,6 +106,23 @@ class SqlCore(EventStore):
             e.c.cursor.desc(),
             bindparam("n"),
         )
+        self._stream_query = self._events(
+            [
+                e.c.session_id == bindparam("session"),
+                e.c.stream == bindparam("stream"),
+                e.c.version > bindparam("after"),
+            ],
+            e.c.version,
+            bindparam("n"),
+        )
+        self._scan_query = self._events(
+            [e.c.session_id == bindparam("session")], e.c.cursor, bindparam("n")
+        )
+        self._scan_after_query = self._events(
+            [e.c.session_id == bindparam("session"), e.c.cursor > bindparam("after")],
+            e.c.cursor,
+            bindparam("n"),
+        )
         # The bounds of the streams this store appends to (spec 3.12), as last read, and until
         # when (monotonic) they are taken for so: a bound declared elsewhere applies within
         # BOUND_TTL seconds.
@@ -419,11 +436,8 @@ class SqlCore(EventStore):
         )
 
     def _scan_rows(self, conn: Connection, session_id: str, after: str | None, count: int) -> Any:
-        e = self.tables.events
-        where = [e.c.session_id == session_id]
-        if after is not None:
-            where.append(e.c.cursor > after)
-        return conn.execute(self._events(where, e.c.cursor, count)).all()
+        query = self._scan_query if after is None else self._scan_after_query
+        return conn.execute(query, {"session": session_id, "after": after, "n": count}).all()
 
     def _last_cursor(self, conn: Connection, session_id: str) -> str:
         s = self.tables.sessions

@@ -36,17 +36,10 @@ class SqlReads(SqlCore):
     """Everything the store reads, its leases and open attempts."""
 
     def _read_stream(self, stream: StreamId, after: int, count: int) -> list[RecordedEvent]:
-        e = self.tables.events
-        query = self._events(
-            [
-                e.c.session_id == stream.session_id,
-                e.c.stream == stream.name,
-                e.c.version > after,
-            ],
-            e.c.version,
-            count,
-        )
-        rows = self._run(lambda c: c.execute(query).all(), write=False)
+        # The statement built once (core.py): building and keying one per call cost more than
+        # the query on SQLite (an adapter reads what is new in its stream on every call).
+        values = {"session": stream.session_id, "stream": stream.name, "after": after, "n": count}
+        rows = self._run(lambda c: c.execute(self._stream_query, values).all(), write=False)
         return self._records(stream.session_id, rows)
 
     def _scan(self, session_id: str, after: str | None, count: int) -> list[RecordedEvent]:
