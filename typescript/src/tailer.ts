@@ -2,7 +2,8 @@
  * Keeping an agent in the conversation: its last-N context, then every new event, at least once
  * (the Python package's ledger_bus/tailer.py, on the same consumer groups).
  *
- * A tailer joins a session through a Redis consumer group on the session log. Each new event
+ * A tailer joins a session through a consumer group on the session log (Redis's own, or the
+ * memory store's, which behaves as one). Each new event
  * goes to one consumer of the group; it is acked once the handler returns, and an event a
  * consumer took and never acked (its process died) is taken over by another after
  * `claimIdleMs`. An event that keeps failing moves to the group's dead-letter stream after
@@ -12,7 +13,8 @@
 import { CURSOR_ZERO, cursorMs } from "./model/ids.js";
 import { formatTime, type RecordedEvent } from "./model/records.js";
 import type { EventStore } from "./store/base.js";
-import { type Delivery, Groups } from "./store/groups.js";
+import { type Delivery, type GroupBackend, Groups } from "./store/groups.js";
+import { MemoryStore } from "./store/memory.js";
 import { RedisStore } from "./store/redis.js";
 import { BackendRefused } from "./model/errors.js";
 
@@ -110,7 +112,7 @@ export async function* watch(
 /** One consumer of one group on one session. */
 export class Tailer {
   readonly options: TailerOptions;
-  private readonly groups: Groups;
+  private readonly groups: GroupBackend;
   private recovered = false;
 
   constructor(
@@ -120,11 +122,10 @@ export class Tailer {
     readonly consumer: string,
     options: Partial<TailerOptions> = {},
   ) {
-    if (!(store instanceof RedisStore)) {
-      throw new BackendRefused("a Tailer reads through Redis consumer groups: connect to redis:// or redis+cluster://");
-    }
+    if (store instanceof RedisStore) this.groups = new Groups(store);
+    else if (store instanceof MemoryStore) this.groups = store.groups;
+    else throw new BackendRefused("a Tailer reads through consumer groups: connect to redis://, redis+cluster:// or memory://");
     this.options = { ...DEFAULT_TAILER_OPTIONS, ...options };
-    this.groups = new Groups(store);
   }
 
   /** The session's last n events, oldest first; O(n) whatever the session's length. */

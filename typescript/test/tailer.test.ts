@@ -1,16 +1,17 @@
 // The consumer-group tailer: last-N context, then each new event to one consumer at least once,
-// takeover of a dead consumer's events, dead letters, filters; on a server and on a cluster.
+// takeover of a dead consumer's events, dead letters, filters; in memory, on a server and on a
+// cluster.
 import { describe, expect, it } from "vitest";
 
 import { ANY, streamId, Tailer, watch, type RecordedEvent } from "../src/index.js";
 import { msg } from "./support/events.js";
 import { stores } from "./support/stores.js";
 
-const { open } = stores(["redis", "cluster"]);
+const { open } = stores(["memory", "redis", "cluster"]);
 const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
 const bodies = (events: RecordedEvent[]): unknown[] => events.map((e) => e.fields["body"]);
 
-describe.each(["redis", "cluster"] as const)("the tailer on %s", (kind) => {
+describe.each(["memory", "redis", "cluster"] as const)("the tailer on %s", (kind) => {
   it("joins with the last n as context, then hands each new event to one consumer", async () => {
     const store = open(kind);
     const ref = streamId("t", "main");

@@ -22,7 +22,22 @@ export interface Delivery {
 }
 
 
-export class Groups {
+/** What a tailer asks of a store's consumer groups: Redis's (`Groups`) or memory's (memorygroups.ts). */
+export interface GroupBackend {
+  create(session: string, group: string, afterCursor: string | null): Promise<boolean>;
+  exists(session: string, group: string): Promise<boolean>;
+  read(session: string, group: string, consumer: string, count: number, blockMs: number): Promise<Delivery[]>;
+  pending(session: string, group: string, consumer: string, count: number): Promise<Delivery[]>;
+  claim(session: string, group: string, consumer: string, minIdleMs: number, count: number): Promise<Delivery[]>;
+  keep(session: string, group: string, consumer: string, entryIds: string[]): Promise<void>;
+  ack(session: string, group: string, entryIds: string[]): Promise<number>;
+  deadLetter(session: string, group: string, delivery: Delivery, reason: string): Promise<void>;
+  deadLetters(session: string, group: string): Promise<Record<string, string>[]>;
+  prune(session: string, group: string, idleMs: number): Promise<string[]>;
+  stats(session: string, group: string): Promise<{ pending: number; lastDelivered: string }>;
+}
+
+export class Groups implements GroupBackend {
   constructor(private readonly store: RedisStore) {}
 
   private log(session: string): string {

@@ -10,6 +10,7 @@ import { IdempotencyConflict, VersionConflict } from "../model/errors.js";
 import { CURSOR_ZERO, cursorsAfter, formatCursor, parseCursor, type StreamId, streamText } from "../model/ids.js";
 import type { AppendResult, OpenAttempt, RecordedEvent } from "../model/records.js";
 import { EventStore, type LeaseStep } from "./base.js";
+import { MemoryGroups } from "./memorygroups.js";
 
 interface Entry {
   cursor: string;
@@ -38,9 +39,34 @@ export class MemoryStore extends EventStore {
   private readonly data = new Map<string, Session>();
   private waiters: (() => void)[] = [];
   private readonly leases = new Map<string, { owner: string; until: number }>();
+  /** The consumer groups on this store's session logs, for a Tailer. */
+  readonly groups = new MemoryGroups({
+    after: (session, after, count) => this.logOf(session).filter((e) => e.cursor > after).slice(0, count).map((e) => this.recorded(e)),
+    at: (session, cursor) => {
+      const found = this.logOf(session).find((e) => e.cursor === cursor);
+      return found === undefined ? undefined : this.recorded(found);
+    },
+    newest: (session) => this.logOf(session).at(-1)?.cursor ?? CURSOR_ZERO,
+    changed: (ms) => this.changed(ms),
+  });
 
   constructor(options: { limits?: Partial<Limits> } = {}) {
     super(options.limits);
+  }
+
+  private logOf(session: string): Entry[] {
+    return this.data.get(session)?.log ?? [];
+  }
+
+  /** Resolves when an append wakes the waiters, or after `ms`. */
+  private changed(ms: number): Promise<void> {
+    return new Promise<void>((done) => {
+      const timer = setTimeout(done, ms);
+      this.waiters.push(() => {
+        clearTimeout(timer);
+        done();
+      });
+    });
   }
 
   async close(): Promise<void> {
@@ -195,13 +221,7 @@ export class MemoryStore extends EventStore {
       const found = await this.scanPage(sessionId, from, count);
       const left = deadline - Date.now();
       if (found.length || left <= 0) return found;
-      await new Promise<void>((done) => {
-        const timer = setTimeout(done, left);
-        this.waiters.push(() => {
-          clearTimeout(timer);
-          done();
-        });
-      });
+      await this.changed(left);
     }
   }
 
