@@ -6,6 +6,7 @@ import asyncio
 import base64
 import builtins
 import random
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Final, TypeVar, cast
@@ -352,10 +353,9 @@ class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[st
         (LangGraph writes a step's task writes and its checkpoint on threads of their own): a
         checkpoint appended at the version the view holds then meets no conflict of the
         process's own making, and one that met it need read nothing back."""
-        waited = 0.0
-        while view.flying and waited < LANDING_WAIT:
+        deadline = time.monotonic() + LANDING_WAIT
+        while view.flying and time.monotonic() < deadline:
             yield Sleep(LANDING_PAUSE)
-            waited += LANDING_PAUSE
 
     def _continue_op(
         self,
