@@ -730,6 +730,39 @@ def test_the_trace_reads_the_export_s_trajectory_a_window_at_a_time(
     assert client.get("/s/tree/trajectory?window=4&before=nope").status_code == 400
 
 
+def test_a_trace_window_counts_the_events_it_draws_not_the_native_records_between(
+    store: EventStore, client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ledger_bus.ui import app
+
+    native = {"type": "mutation", "agent": "langgraph", "kind": "langgraph.checkpoint"}
+    ref = lb.StreamId("thread", "main")
+    for n in range(12):  # as a LangGraph thread: each message among checkpoints
+        store.append(ref, lb.ANY, f"a{n}", [native, native, native, msg(f"m{n}")])
+    seen: list[list[str]] = []
+    older = None
+    while True:
+        query = "window=4" + (f"&before={older}" if older else "")
+        found = client.get(f"/s/thread/trajectory?{query}").json()
+        seen.append([s["message"] for s in found["steps"]])
+        older = found["extra"]["ledger"]["window"]["older"]
+        if older is None:
+            break
+    # Four messages a window, newest first, and then the session's start (checkpoints only:
+    # an empty trajectory's one placeholder step, as ATIF needs a step)
+    assert seen[:3] == [[f"m{n}" for n in range(k, k + 4)] for k in (8, 4, 0)]
+    assert len(seen) == 4
+    assert not any(step.startswith("m") for step in seen[3])
+    # A stretch of native records longer than a window may pass over ends the window early,
+    # saying where the next begins: a window's cost stays bounded by its size.
+    monkeypatch.setattr(app, "NATIVE_READ", 2)
+    for n in range(4):
+        store.append(ref, lb.ANY, f"b{n}", [native] * 4)
+    found = client.get("/s/thread/trajectory?window=2").json()
+    assert not any(step["message"].startswith("m") for step in found["steps"])
+    assert found["extra"]["ledger"]["window"]["older"] is not None
+
+
 def test_the_trace_s_runs_are_those_of_the_while_it_shows(
     store: EventStore, client: TestClient
 ) -> None:

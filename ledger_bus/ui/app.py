@@ -32,7 +32,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ledger_bus.atif import write_events
-from ledger_bus.filters import EventFilter
+from ledger_bus.filters import EventFilter, is_native
 from ledger_bus.model.errors import BackendUnavailable, InvalidInput, LedgerError, NotFound
 from ledger_bus.model.ids import check_name, cursor_ms, format_cursor, parse_cursor, quoted
 from ledger_bus.model.jsontext import format_time
@@ -47,6 +47,7 @@ STATIC: Final = Path(__file__).resolve().parent / "static"
 READ_PAGE: Final = 1_000  # events read at a time for the whole session's trajectory
 SPOOLED: Final = 8 << 20  # bytes of a trajectory kept in memory before it goes to a file
 WINDOW: Final = 1_000  # events a trace window reads: the trace of any session paints this much
+NATIVE_READ: Final = 20  # times a window's size, the native records a window passes over
 MAX_WINDOW: Final = 10_000
 PING_S: Final = 15  # a comment on a quiet stream, so proxies and browsers keep it open
 REFRESH_MS: Final = 3_000  # how often an open page fetches its panels again
@@ -82,6 +83,29 @@ def environment() -> Environment:
     env.globals["tokens_of"] = pages.tokens_of
     env.filters["session_path"] = session_path
     return env
+
+
+async def trace_window(
+    s: AsyncStore, session_id: str, size: int, before: str | None
+) -> tuple[list[RecordedEvent], str | None]:
+    """The newest `size` events before `before` that are not a framework's native record (a
+    LangGraph thread is mostly checkpoints, which a trace does not draw), and where the window
+    before them ends (None: the session begins in this one). Native records are read and passed
+    over, at most NATIVE_READ times `size` of them, so that a window costs O(size)."""
+    kept: list[RecordedEvent] = []
+    read = 0
+    while True:
+        page = await s.tail(session_id, size, before)
+        read += len(page)
+        kept[:0] = [event for event in page if not is_native(event)]
+        if len(kept) >= size:
+            kept = kept[-size:]
+            return kept, kept[0].cursor
+        if len(page) < size:
+            return kept, None
+        before = page[0].cursor
+        if read >= NATIVE_READ * size:
+            return kept, before
 
 
 def create_app(
@@ -248,11 +272,11 @@ def create_app(
         s = await store()
         await existing(s, session_id)
         if size:
-            events = await s.tail(session_id, size, before)
+            events, older = await trace_window(s, session_id, size, before)
             window = {
                 "first": events[0].cursor if events else None,
                 "last": events[-1].cursor if events else None,
-                "older": events[0].cursor if len(events) == size else None,
+                "older": older,
             }
             out = io.StringIO()
             write_events(session_id, lambda: events, out, window)
