@@ -79,6 +79,41 @@ def test_the_session_keeps_adds_pops_and_clears_items(agents_url: str, prefix: s
     asyncio.run(main())
 
 
+@pytest.mark.parametrize("agents_url", ["memory", "sqlite"], indirect=True)
+def test_what_a_caller_changes_in_the_items_it_gave_or_was_given_changes_no_session(
+    agents_url: str, prefix: str
+) -> None:
+    """As SQLiteSession's: the items read back are the ones added, whatever a caller did to
+    the lists and dicts it passed or was handed."""
+
+    async def main() -> None:
+        store = lb.connect(agents_url, prefix=prefix)
+        session = LedgerSession("chat", store)
+        given = [
+            item("a"),
+            {"type": "function_call", "call_id": "c1", "name": "t", "arguments": "{}"},
+        ]
+        await session.add_items(given)
+        given[0]["content"] = "changed after the add"
+        got = await session.get_items()
+        got[0]["content"] = "changed after the read"
+        got[1]["name"] = "another"
+        expected = [
+            item("a"),
+            {"type": "function_call", "call_id": "c1", "name": "t", "arguments": "{}"},
+        ]
+        assert await session.get_items() == expected
+        assert await LedgerSession("chat", store).get_items() == expected  # views are shared
+        popped = await session.pop_item()
+        assert popped == expected[1]
+        popped["name"] = "changed after the pop"
+        await session.add_items([popped])
+        assert (await session.get_items())[-1]["name"] == "changed after the pop"
+        store.close()
+
+    asyncio.run(main())
+
+
 def test_an_add_whose_reply_is_lost_lands_once(redis_server: LocalServer, prefix: str) -> None:
     proxy = DropProxy(redis_server.port)
 

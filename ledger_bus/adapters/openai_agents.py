@@ -40,6 +40,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
+import msgpack
+
 from ledger_bus.model.extras import needs
 
 try:
@@ -107,13 +109,16 @@ def _is_session(stream_names: Sequence[str]) -> bool:
 class _Items:
     """The items stream folded: the live items, by the version that added each."""
 
-    live: list[tuple[int, Any]] = field(default_factory=list)
+    # Each item packed (msgpack): what get_items and pop_item hand out is unpacked afresh, never
+    # an object an earlier caller holds and may change, as SQLiteSession reads its rows anew.
+    live: list[tuple[int, bytes]] = field(default_factory=list)
     names: dict[str, str] = field(default_factory=dict)  # call id -> its tool's name
     calls: dict[str, str] = field(default_factory=dict)  # call id -> its tool_call's event id
 
 
 def _weigh(event: RecordedEvent) -> int:
-    """About how many bytes a session's view keeps of an event: an item, as decoded."""
+    """About how many bytes a session's view keeps of an event: an item, counted as decoded
+    (it is kept packed, in fewer)."""
     if event.get("kind") == ITEM:
         return 100 + size_of(event["item"])
     return 100
@@ -133,6 +138,14 @@ def _shared_views(store: EventStore, max_bytes: int | None) -> Views[_Items]:
         return views
 
 
+def _unpacked(packed: list[bytes]) -> list[Any]:
+    """The items `packed` holds, unpacked in one call (as one msgpack array of them)."""
+    count = len(packed)
+    head = bytes([0x90 | count]) if count < 16 else b"\xdd" + count.to_bytes(4, "big")
+    items: list[Any] = msgpack.unpackb(head + b"".join(packed))
+    return items
+
+
 def _fold(state: _Items, event: RecordedEvent) -> None:
     if event.type == "tool_call":
         state.names[str(event.attempt_id)] = str(event["tool"])
@@ -140,7 +153,7 @@ def _fold(state: _Items, event: RecordedEvent) -> None:
         return
     kind = event.get("kind")
     if kind == ITEM:
-        state.live.append((event.version, event["item"]))
+        state.live.append((event.version, msgpack.packb(event["item"])))
     elif kind == POPPED:
         state.live = [(v, item) for v, item in state.live if v != event["item_version"]]
     elif kind == CLEARED:
@@ -224,11 +237,11 @@ class LedgerSession:
         """The session's items, oldest first; with `limit` (else `session_settings.limit`, as
         the SDK's own sessions take it), the newest `limit` of them."""
         state = await self._drive(self._views.of(self.items).refresh_op(self.store))
-        items = [item for _, item in state.live]
+        live = state.live
         limit = resolve_session_limit(limit, self.session_settings)
         if limit is not None:
-            items = items[-limit:] if limit > 0 else []
-        return items
+            live = live[-limit:] if limit > 0 else []
+        return _unpacked([packed for _, packed in live])
 
     async def add_items(self, items: list[Any]) -> None:
         """Append the items, in one atomic append (up to the store's events per append)."""
@@ -296,7 +309,7 @@ class LedgerSession:
             state = yield from view.refresh_op(self.store)
             if not state.live:
                 return None
-            item_version, item = state.live[-1]
+            item_version, packed = state.live[-1]
             event = {
                 "type": "mutation",
                 "agent": AGENT,
@@ -311,7 +324,7 @@ class LedgerSession:
                 losses += 1
                 yield Sleep(contended(losses))
                 continue
-            return item
+            return msgpack.unpackb(packed)
 
     def _clear_op(self) -> Op[None]:
         event = {"type": "mutation", "agent": AGENT, "kind": CLEARED}
