@@ -9,33 +9,12 @@ import { NotFound, BackendRefused } from "../model/errors.js";
 import { checkName, ledgerCursor, redisCursor } from "../model/ids.js";
 import type { RecordedEvent } from "../model/records.js";
 import { type Entry, type RedisStore, text } from "./redis.js";
+import { type Delivery, deadLetterOf, type GroupBackend } from "./consumers.js";
 import { script } from "./scripts.js";
 
+export type { Delivery, GroupBackend } from "./consumers.js";
+
 const PRUNE_CONSUMERS = script("prune_consumers");
-
-/** One session log entry handed to a consumer: the event, and how often it was handed out. */
-export interface Delivery {
-  readonly event: RecordedEvent;
-  /** What acks it; opaque to callers. */
-  readonly entryId: string;
-  readonly deliveries: number;
-}
-
-
-/** What a tailer asks of a store's consumer groups: Redis's (`Groups`) or memory's (memorygroups.ts). */
-export interface GroupBackend {
-  create(session: string, group: string, afterCursor: string | null): Promise<boolean>;
-  exists(session: string, group: string): Promise<boolean>;
-  read(session: string, group: string, consumer: string, count: number, blockMs: number): Promise<Delivery[]>;
-  pending(session: string, group: string, consumer: string, count: number): Promise<Delivery[]>;
-  claim(session: string, group: string, consumer: string, minIdleMs: number, count: number): Promise<Delivery[]>;
-  keep(session: string, group: string, consumer: string, entryIds: string[]): Promise<void>;
-  ack(session: string, group: string, entryIds: string[]): Promise<number>;
-  deadLetter(session: string, group: string, delivery: Delivery, reason: string): Promise<void>;
-  deadLetters(session: string, group: string): Promise<Record<string, string>[]>;
-  prune(session: string, group: string, idleMs: number): Promise<string[]>;
-  stats(session: string, group: string): Promise<{ pending: number; lastDelivered: string }>;
-}
 
 export class Groups implements GroupBackend {
   constructor(private readonly store: RedisStore) {}
@@ -178,16 +157,7 @@ export class Groups implements GroupBackend {
 
   /** Move an event the group gave up on to its dead-letter stream, and ack it: one transaction. */
   async deadLetter(session: string, group: string, delivery: Delivery, reason: string): Promise<void> {
-    const event = delivery.event;
-    const fields: Record<string, string> = {
-      entry: delivery.entryId,
-      cursor: event.cursor,
-      stream: event.stream.name,
-      version: String(event.version),
-      event_id: String(event.fields["event_id"]),
-      deliveries: String(delivery.deliveries),
-      reason,
-    };
+    const fields = deadLetterOf(delivery, reason);
     const dead = this.store.keys.deadLetters(session, group);
     const log = this.log(session);
     await this.call(session, group, () =>

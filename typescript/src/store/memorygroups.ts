@@ -8,7 +8,7 @@
 import { NotFound } from "../model/errors.js";
 import { checkName } from "../model/ids.js";
 import type { RecordedEvent } from "../model/records.js";
-import type { Delivery, GroupBackend } from "./groups.js";
+import { type Delivery, deadLetterOf, type GroupBackend } from "./consumers.js";
 
 interface Pending {
   consumer: string;
@@ -135,16 +135,7 @@ export class MemoryGroups implements GroupBackend {
 
   async deadLetter(session: string, group: string, delivery: Delivery, reason: string): Promise<void> {
     const found = this.group(session, group);
-    const event = delivery.event;
-    found.dead.push({
-      entry: delivery.entryId,
-      cursor: event.cursor,
-      stream: event.stream.name,
-      version: String(event.version),
-      event_id: String(event.fields["event_id"]),
-      deliveries: String(delivery.deliveries),
-      reason,
-    });
+    found.dead.push(deadLetterOf(delivery, reason));
     found.pending.delete(delivery.entryId);
   }
 
