@@ -600,7 +600,7 @@ def test_a_garbage_or_huge_last_event_id_is_a_clean_4xx(
 
 
 def test_no_route_writes_to_the_ledger_whatever_it_is_asked(
-    redis_server: LocalServer, store: EventStore, client: TestClient
+    redis_server: LocalServer, prefix: str, store: EventStore, client: TestClient
 ) -> None:
     # Given a session, and every key of the server before
     ref = lb.StreamId("ro", "main")
@@ -627,8 +627,10 @@ def test_no_route_writes_to_the_ledger_whatever_it_is_asked(
         for method in ("GET", "POST", "PUT", "DELETE", "PATCH"):
             client.request(method, path)
     live_url = f"/s/ro/live?after={CURSOR_ZERO}"
+    # An app of its own for a real server: the test client's app keeps a store whose
+    # connections belong to the test client's event loop, not to the server's.
     with (
-        served(client.app) as base,
+        served(view_app(redis_server.url, prefix)) as base,
         httpx.Client(timeout=5) as http,
         http.stream("GET", base + live_url) as live,
     ):
