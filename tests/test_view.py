@@ -1,11 +1,15 @@
 """A stream read once and kept up to date (adapters/view.py): what this process appended is
-folded in without reading it back, in the order it landed, whatever order the replies came in."""
+folded in without reading it back, in the order it landed, whatever order the replies came in;
+values an adapter keeps packed read back as one array."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import msgpack
+
 import ledger_bus as lb
+from ledger_bus.adapters.packed import msgpack_array
 from ledger_bus.adapters.view import StreamView, size_of
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store import EventStore
@@ -71,3 +75,9 @@ def test_size_of_counts_what_nested_values_hold() -> None:
     nested = size_of({"a": "x", "b": [{"c": "y" * 1000}, ("z", 1)]})
     assert nested > flat + 1000
     assert size_of([]) < size_of(["x" * 100])
+
+
+def test_values_packed_one_by_one_unpack_as_one_array_of_any_length() -> None:
+    for count in (0, 1, 15, 16, 65_535, 65_536):
+        values = [{"n": n} for n in range(count)]
+        assert msgpack.unpackb(msgpack_array([msgpack.packb(v) for v in values])) == values

@@ -57,6 +57,7 @@ except ImportError as err:
 
 from ledger_bus.adapters.agents_items import item_events, model_events
 from ledger_bus.adapters.calls import CallLedger, decided_text
+from ledger_bus.adapters.packed import msgpack_array
 from ledger_bus.adapters.view import Views, size_of
 from ledger_bus.model.errors import InvalidInput, VersionConflict
 from ledger_bus.model.ids import ANY, StreamId, check_name, derive_event_id
@@ -139,10 +140,8 @@ def _shared_views(store: EventStore, max_bytes: int | None) -> Views[_Items]:
 
 
 def _unpacked(packed: list[bytes]) -> list[Any]:
-    """The items `packed` holds, unpacked in one call (as one msgpack array of them)."""
-    count = len(packed)
-    head = bytes([0x90 | count]) if count < 16 else b"\xdd" + count.to_bytes(4, "big")
-    items: list[Any] = msgpack.unpackb(head + b"".join(packed))
+    """The items `packed` holds, unpacked in one call."""
+    items: list[Any] = msgpack.unpackb(msgpack_array(packed))
     return items
 
 

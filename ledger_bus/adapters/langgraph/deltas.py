@@ -21,6 +21,7 @@ from ledger_bus.adapters.langgraph.layout import (
     channel_versions,
 )
 from ledger_bus.adapters.langgraph.normalize import Writer, node_of, task_run
+from ledger_bus.adapters.packed import msgpack_array
 from ledger_bus.model.ids import StreamId
 from ledger_bus.store.ops import Op
 
@@ -134,14 +135,7 @@ class MessageDeltas(abc.ABC):
             if found is None:
                 found = raw[ref] = base64.b64decode(typed[1])
             parts.append(found)
-        count = len(parts)
-        if count < 16:
-            head = bytes([0x90 | count])
-        elif count < 0x10000:
-            head = b"\xdc" + count.to_bytes(2, "big")
-        else:
-            head = b"\xdd" + count.to_bytes(4, "big")
-        found_list: builtins.list[Any] = self.serde.loads_typed(("msgpack", head + b"".join(parts)))
+        found_list: builtins.list[Any] = self.serde.loads_typed(("msgpack", msgpack_array(parts)))
         return found_list
 
     def _object(self, state: Namespace, ref: str) -> Any:

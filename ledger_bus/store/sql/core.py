@@ -436,8 +436,10 @@ class SqlCore(EventStore):
         )
 
     def _scan_rows(self, conn: Connection, session_id: str, after: str | None, count: int) -> Any:
-        query = self._scan_query if after is None else self._scan_after_query
-        return conn.execute(query, {"session": session_id, "after": after, "n": count}).all()
+        if after is None:
+            return conn.execute(self._scan_query, {"session": session_id, "n": count}).all()
+        values = {"session": session_id, "after": after, "n": count}
+        return conn.execute(self._scan_after_query, values).all()
 
     def _last_cursor(self, conn: Connection, session_id: str) -> str:
         s = self.tables.sessions
