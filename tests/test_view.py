@@ -10,7 +10,7 @@ import msgpack
 
 import ledger_bus as lb
 from ledger_bus.adapters.packed import msgpack_array
-from ledger_bus.adapters.view import StreamView, size_of
+from ledger_bus.adapters.view import StreamView, Views, size_of
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store import EventStore
 from tests.support.events import msg
@@ -68,6 +68,20 @@ def test_a_deduplicated_append_is_not_folded_in_again() -> None:
     view.wrote(*_append(store, "a1", "one"))
     view.wrote(*_append(store, "a1", "one"))
     assert (view.state, view.version) == (["one"], 1)
+
+
+def test_a_forgotten_view_weighs_nothing_and_weighs_what_it_reads_again_once() -> None:
+    """A stream deleted (a LangGraph thread pruned) is forgotten: what it held no longer counts
+    against the cap, and read again it counts once."""
+    store = lb.connect("memory://")
+    views: Views[list[str]] = Views(list, _view().apply, lambda event: 10, max_bytes=1000)
+    _append(store, "a1", "one", "two")
+    store.run_op(views.of(REF).refresh_op(store))
+    assert views.held() == 20
+    views.of(REF).forget()
+    assert views.held() == 0
+    store.run_op(views.of(REF).refresh_op(store))
+    assert views.held() == 20
 
 
 def test_size_of_counts_what_nested_values_hold() -> None:

@@ -56,6 +56,8 @@ class StreamView(Generic[S]):
     cursor: str | None = None
     state: S = field(init=False)
     weight: int = 0  # about how many bytes `state` holds, by `weigh` of what it folded
+    # told each change of `weight`, while the view is one of a Views' (which keeps their sum)
+    on_weight: Callable[[int], None] | None = field(default=None, repr=False)
     flying: int = 0  # appends of this process to the stream sent and not yet answered
     _lock: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
     # What this process appended, answered before an append of its own sent earlier that lands
@@ -86,16 +88,19 @@ class StreamView(Generic[S]):
                 weight += self.weigh(event)
                 last = (event.version, event.cursor)
             with self._lock:
-                self.state, self.weight = fresh, weight
+                self.state = fresh
+                self._weighs(weight - self.weight)
                 self.version, self.cursor = last
                 self._ahead.clear()  # what it held may be of the stream as it was
                 return fresh
         with self._lock:
+            added = 0
             for event in found:
                 if event.version > self.version:
                     self.apply(self.state, event)
-                    self.weight += self.weigh(event)
+                    added += self.weigh(event)
                     self.version, self.cursor = event.version, event.cursor
+            self._weighs(added)
             self._apply_ahead()
             return self.state
 
@@ -125,14 +130,22 @@ class StreamView(Generic[S]):
             for n, fields in enumerate(events):
                 at = RecordedEvent(result.stream, result.first_version + n, result.cursor, fields)
                 self.apply(self.state, at)
-                self.weight += self.weigh(at)
+                self._weighs(self.weigh(at))
             self.version, self.cursor = result.last_version, result.cursor
         for first in [first for first in self._ahead if first <= self.version]:
             del self._ahead[first]  # read meanwhile
 
+    def _weighs(self, change: int) -> None:
+        """`weight` changes by `change` (the view's lock held)."""
+        self.weight += change
+        told = self.on_weight
+        if told is not None and change:
+            told(change)
+
     def forget(self) -> None:
         with self._lock:
             self.version, self.cursor, self.state = 0, None, self.make()
+            self._weighs(-self.weight)
             self._ahead.clear()
 
 
@@ -153,30 +166,46 @@ class Views(Generic[S]):
         self.max_bytes = max_bytes
         self._views: OrderedDict[StreamId, StreamView[S]] = OrderedDict()
         self._lock = threading.Lock()
+        # The views' weights summed, kept as they change (summing them at each use cost a
+        # process holding a thousand threads a thousand additions a call).
+        self._total = 0
+        self._counting = threading.Lock()
 
     def of(self, stream: StreamId) -> StreamView[S]:
         with self._lock:
             view = self._views.get(stream)
             if view is None:
                 view = StreamView(stream, self._make, self._apply, self._weigh)
+                view.on_weight = self._weighed
                 self._views[stream] = view
             self._views.move_to_end(stream)
             while len(self._views) > REMEMBERED:
-                self._views.popitem(last=False)
+                self._drop(next(iter(self._views)))
             if self.max_bytes is not None:
-                total = sum(v.weight for v in self._views.values())
                 for other in list(self._views):
-                    if total <= self.max_bytes or other == stream:
+                    if self._total <= self.max_bytes or other == stream:
                         break
-                    total -= self._views.pop(other).weight
+                    self._drop(other)
             return view
+
+    def _weighed(self, change: int) -> None:
+        with self._counting:
+            self._total += change
+
+    def _drop(self, stream: StreamId) -> None:
+        """Forget the view of `stream` (the lock held): its weight no longer counts, whatever a
+        refresh of it still running folds."""
+        view = self._views.pop(stream)
+        with view._lock:
+            view.on_weight = None
+            self._weighed(-view.weight)
 
     def held(self) -> int:
         """About how many bytes the views hold."""
-        with self._lock:
-            return sum(v.weight for v in self._views.values())
+        with self._counting:
+            return self._total
 
     def forget_session(self, session_id: str) -> None:
         with self._lock:
             for stream in [s for s in self._views if s.session_id == session_id]:
-                del self._views[stream]
+                self._drop(stream)
