@@ -215,9 +215,11 @@ def report(title: str, sides: list[Side], bases: dict[str, Side], turns: int) ->
             f" {side.rate(late, turns) / base.rate(late, turns):.2f}x {label}"
             for label, base in bases.items()
         )
+        label, base = next(iter(bases.items()))
         growth = (
-            f"{side.bytes[200] / side.bytes[50]:.1f}x ({side.bytes[200] / 1e6:.1f} MB at 200)"
-            if side.bytes.get(50) and 200 in side.bytes
+            f"{side.bytes[200] / side.bytes[50]:.1f}x ({side.bytes[200] / 1e6:.2f} MB at 200,"
+            f" {side.bytes[200] / base.bytes[200]:.2f}x {label}'s)"
+            if side.bytes.get(50) and 200 in side.bytes and base.bytes.get(200)
             else "-"
         )
         history = f"{side.history * 1000:7.1f} ms" if side.history is not None else ""

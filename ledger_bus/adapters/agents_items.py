@@ -1,19 +1,33 @@
 """An Agents SDK session's items as the ledger's own events, for timelines and trajectories.
 
-Each item `add_items` is given is written once, beside the item itself (kept whole, the input
-to the SDK's own resume), in the same append:
+Each item `add_items` is given is written once, in one append:
 
 - a user's message, a `message` of the agent `user`; the model's, a `message` of `assistant`;
 - a function call, a requested `tool_call` whose attempt is its call id; its output, that
-  attempt's `tool_result` (a call a recorded tool ran has both already: not written again);
-- anything else (reasoning, web searches, ...) is kept as the item alone.
+  attempt's `tool_result`;
+- anything else (reasoning, web searches, ...), and a call or output a recorded tool wrote its
+  events for already, an `agents.item` mutation: the item whole.
+
+The item itself is the input to the SDK's own resume, so it is kept too, but not its text twice:
+an append's events come after one `agents.items` mutation holding, for each item written as a
+`message`, `tool_call` or `tool_result`, the rest of it: `[d, rest]`, the item's event `d`
+versions after the mutation and the item with what that event says left None in its place (a
+message's text, a call's arguments as sent, an output's text), or `[-d, item]`, the item whole
+where that could not be put back exactly (`whole_item` puts it back). An item is named by the
+version of its event (`agents.popped`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
+
+ITEM: Final = "agents.item"  # an item alone
+RESTS: Final = "agents.items"  # the rest of the items an append's events stand for
+# How a call's arguments were sent, when its `args` give them back: `json.dumps`'s spacing
+# (None), or without spaces (COMPACT).
+COMPACT: Final = 1
 
 
 def _text(content: Any) -> str:
@@ -35,6 +49,87 @@ def _args(text: Any) -> dict[str, Any]:
     return found if isinstance(found, dict) else {"value": found}
 
 
+def _without_text(item: dict[str, Any]) -> dict[str, Any] | None:
+    """A message item with the text its event's `body` holds left None: content that is the
+    text, or a list's one text part's `text`; None when the text cannot be put back exactly."""
+    content = item.get("content")
+    if isinstance(content, str):
+        return {**item, "content": None}
+    if not isinstance(content, list):
+        return None
+    texts = [
+        n
+        for n, part in enumerate(content)
+        if isinstance(part, dict) and ("text" in part or "refusal" in part)
+    ]
+    if len(texts) != 1:
+        return None
+    part = content[texts[0]]
+    if "refusal" in part or not isinstance(part["text"], str):
+        return None
+    parts = [*content[: texts[0]], {**part, "text": None}, *content[texts[0] + 1 :]]
+    return {**item, "content": parts}
+
+
+def _without_arguments(item: dict[str, Any], args: dict[str, Any]) -> dict[str, Any] | None:
+    """A function call item with its arguments' text left None (or COMPACT), when its `args`
+    give it back; else None."""
+    sent = item.get("arguments")
+    if not args or not isinstance(sent, str):
+        return None
+    if json.dumps(args, ensure_ascii=False) == sent:
+        return {**item, "arguments": None}
+    if json.dumps(args, ensure_ascii=False, separators=(",", ":")) == sent:
+        return {**item, "arguments": COMPACT}
+    return None
+
+
+def _without_output(item: dict[str, Any]) -> dict[str, Any] | None:
+    """A function call's output item with its text (its event's `result`) left None; None
+    for an output that is not text."""
+    if not isinstance(item.get("output"), str):
+        return None
+    return {**item, "output": None}
+
+
+def whole_item(event: dict[str, Any], item: Any, cut: bool) -> Any:
+    """The item `event` stands for, as it was given, from what its `agents.items` entry holds:
+    the item (`cut` False), or the rest of it, what its event says taken out."""
+    if not cut:
+        return item
+    kind = event["type"]
+    if kind == "message":
+        content = item["content"]
+        if content is None:
+            return {**item, "content": event["body"]}
+        parts = [
+            {**p, "text": event["body"]} if isinstance(p, dict) and "text" in p else p
+            for p in content
+        ]
+        return {**item, "content": parts}
+    if kind == "tool_call":
+        separators = None if item["arguments"] is None else (",", ":")
+        return {
+            **item,
+            "arguments": json.dumps(event["args"], ensure_ascii=False, separators=separators),
+        }
+    return {**item, "output": event["result"]}
+
+
+def _said(item: Any, recorded: dict[str, tuple[str, str | None]]) -> str | None:
+    """The type of the event that says what `item` means; None for an item kept alone."""
+    if not isinstance(item, dict):
+        return None
+    kind, call_id = item.get("type", "message"), str(item.get("call_id") or "")
+    if kind == "message" and item.get("role") in ("user", "system", "developer", "assistant"):
+        return "message"
+    if kind == "function_call" and call_id and call_id not in recorded:
+        return "tool_call"
+    if kind == "function_call_output" and call_id and recorded.get(call_id, ("", None))[1] is None:
+        return "tool_result"
+    return None
+
+
 def item_events(
     items: list[Any],
     event_id: Callable[[int], str],
@@ -42,56 +137,59 @@ def item_events(
     recorded: dict[str, tuple[str, str | None]],
     agent: str,
 ) -> list[dict[str, Any]]:
-    """The events of `items`, numbered from 0 in their append (`event_id(n)` is the id of the
-    n-th). `names`: call id -> tool name, of the calls seen so far (filled in here);
-    `recorded`: call id -> the event ids of its request and outcome a recorded tool wrote."""
+    """The `agents.items` mutation of the rest of `items`, then their events, one an item in
+    their order (`event_id(n)` is the id of the n-th event). `names`: call id -> tool name, of
+    the calls seen so far (filled in here); `recorded`: call id -> the event ids of its request
+    and outcome a recorded tool wrote."""
+    said = [_said(item, recorded) for item in items]
+    entries: list[list[Any]] = []  # [d, rest] or, for an item kept whole, [-d, item]
     events: list[dict[str, Any]] = []
+    if any(said):
+        events.append({"type": "mutation", "agent": agent, "kind": RESTS, "items": entries})
     calls: dict[str, str] = {}
 
-    def add(event: dict[str, Any]) -> str:
+    def add(event: dict[str, Any], item: Any, rest: dict[str, Any] | None) -> None:
+        entries.append([len(events), rest] if rest is not None else [-len(events), item])
         events.append({k: v for k, v in event.items() if v is not None})
-        return event_id(len(events) - 1)
 
-    for item in items:
-        if not isinstance(item, dict):
-            continue
-        kind = item.get("type", "message")
-        if kind == "message" and item.get("role") in ("user", "system", "developer"):
-            add({"type": "message", "agent": str(item["role"]), "body": _text(item.get("content"))})
-        elif kind == "message" and item.get("role") == "assistant":
-            add({"type": "message", "agent": "assistant", "body": _text(item.get("content"))})
-        elif kind == "function_call" and item.get("call_id"):
-            call_id, tool = str(item["call_id"]), str(item.get("name") or "tool")
-            names[call_id] = tool
-            if call_id in recorded:
-                calls[call_id] = recorded[call_id][0]
-                continue
-            calls[call_id] = add(
-                {
-                    "type": "tool_call",
-                    "agent": agent,
-                    "tool": tool,
-                    "attempt_id": call_id,
-                    "args": _args(item.get("arguments")),
-                }
-            )
-        elif kind == "function_call_output" and item.get("call_id"):
-            call_id = str(item["call_id"])
-            if recorded.get(call_id, ("", None))[1] is not None:
-                continue
+    for item, kind in zip(items, said, strict=True):
+        call_id = str(item.get("call_id") or "") if isinstance(item, dict) else ""
+        if kind == "message":
+            text = {
+                "type": "message",
+                "agent": str(item["role"]),
+                "body": _text(item.get("content")),
+            }
+            add(text, item, _without_text(item))
+        elif kind == "tool_call":
+            names[call_id] = str(item.get("name") or "tool")
+            calls[call_id] = event_id(len(events))
+            args = _args(item.get("arguments"))
+            asked = {
+                "type": "tool_call",
+                "agent": agent,
+                "tool": names[call_id],
+                "attempt_id": call_id,
+                "args": args,
+            }
+            add(asked, item, _without_arguments(item, args))
+        elif kind == "tool_result":
             call = calls.get(call_id) or recorded.get(call_id, ("", None))[0]
             output = item.get("output")
-            add(
-                {
-                    "type": "tool_result",
-                    "agent": agent,
-                    "tool": names.get(call_id, "tool"),
-                    "attempt_id": call_id,
-                    "status": "ok",
-                    "result": output if isinstance(output, str) else json.loads(json.dumps(output)),
-                    "parents": [call] if call else None,
-                }
-            )
+            result = {
+                "type": "tool_result",
+                "agent": agent,
+                "tool": names.get(call_id, "tool"),
+                "attempt_id": call_id,
+                "status": "ok",
+                "result": output if isinstance(output, str) else json.loads(json.dumps(output)),
+                "parents": [call] if call else None,
+            }
+            add(result, item, _without_output(item))
+        else:
+            if isinstance(item, dict) and item.get("type") == "function_call" and call_id:
+                names[call_id] = str(item.get("name") or "tool")
+            events.append({"type": "mutation", "agent": agent, "kind": ITEM, "item": item})
     return events
 
 

@@ -9,8 +9,9 @@
     await Runner.run(agent, "refund order 7", session=session)
 
 A session is a ledger session (its id, or `oa~<sha256>` for an id that is not a session id).
-Its items are the stream `oa.items`: each `add_items` is one append, atomic, of an
-`agents.item` mutation per item, with an append id made for that one call, so the store's retry
+Its items are the stream `oa.items`: each `add_items` is one append, atomic, of an event per
+item (what the item means, carrying the item: adapters/agents_items.py), with an append id made
+for that one call, so the store's retry
 of it after a lost reply lands once and two writers adding the same items at once add them
 twice. `pop_item` appends an `agents.popped` mutation that withdraws the newest item, at the
 version it read it at, so two pops at once never hand out one item; `clear_session` an
@@ -55,7 +56,13 @@ try:
 except ImportError as err:
     raise needs(err, "ledger_bus.adapters.openai_agents") from None
 
-from ledger_bus.adapters.agents_items import item_events, model_events
+from ledger_bus.adapters.agents_items import (
+    ITEM,
+    RESTS,
+    item_events,
+    model_events,
+    whole_item,
+)
 from ledger_bus.adapters.calls import CallLedger, decided_text
 from ledger_bus.adapters.packed import msgpack_array
 from ledger_bus.adapters.view import Views, size_of
@@ -75,7 +82,6 @@ AGENT: Final = "openai-agents"
 ITEMS: Final = "oa.items"
 RUNS: Final = "oa.runs"  # the runs of a session's agents and their model calls (run_hooks)
 TOOLS: Final = "oa.tools"
-ITEM: Final = "agents.item"
 POPPED: Final = "agents.popped"
 CLEARED: Final = "agents.cleared"
 # Every function tool call is recorded before it runs and after; recovery is best effort: the
@@ -113,16 +119,18 @@ class _Items:
     # Each item packed (msgpack): what get_items and pop_item hand out is unpacked afresh, never
     # an object an earlier caller holds and may change, as SQLiteSession reads its rows anew.
     live: list[tuple[int, bytes]] = field(default_factory=list)
+    # version -> the rest of the item its event stands for, and whether what the event says was
+    # taken out of it, between an `agents.items` mutation and the events after it
+    waiting: dict[int, tuple[Any, bool]] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)  # call id -> its tool's name
     calls: dict[str, str] = field(default_factory=dict)  # call id -> its tool_call's event id
 
 
 def _weigh(event: RecordedEvent) -> int:
-    """About how many bytes a session's view keeps of an event: an item, counted as decoded
-    (it is kept packed, in fewer)."""
-    if event.get("kind") == ITEM:
-        return 100 + size_of(event["item"])
-    return 100
+    """About how many bytes a session's view keeps of an event: the part of an item it holds,
+    counted as decoded (items are kept packed, in fewer)."""
+    said = event.get("body", event.get("result", event.get("args")))
+    return 100 + size_of(event.get("item", event.get("items"))) + size_of(said)
 
 
 _SHARED: weakref.WeakKeyDictionary[EventStore, Views[_Items]] = weakref.WeakKeyDictionary()
@@ -146,17 +154,23 @@ def _unpacked(packed: list[bytes]) -> list[Any]:
 
 
 def _fold(state: _Items, event: RecordedEvent) -> None:
+    kind = event.get("kind")
+    rest = state.waiting.pop(event.version, None)
+    if rest is not None:  # an item's event: the item, put back together
+        state.live.append((event.version, msgpack.packb(whole_item(event.fields, *rest))))
     if event.type == "tool_call":
         state.names[str(event.attempt_id)] = str(event["tool"])
         state.calls[str(event.attempt_id)] = event.event_id
-        return
-    kind = event.get("kind")
-    if kind == ITEM:
+    elif kind == RESTS:  # the rest of the items whose events follow it
+        for d, held in event["items"]:
+            state.waiting[event.version + abs(d)] = (held, d > 0)
+    elif kind == ITEM:
         state.live.append((event.version, msgpack.packb(event["item"])))
     elif kind == POPPED:
         state.live = [(v, item) for v, item in state.live if v != event["item_version"]]
     elif kind == CLEARED:
         state.live = []
+        state.waiting.clear()
 
 
 class LedgerSession:
@@ -262,9 +276,8 @@ class LedgerSession:
     # -- operations -----------------------------------------------------------------------------
 
     def _add_op(self, items: list[Any], append_id: str) -> Op[None]:
-        """The items, each an `agents.item` mutation, and after them their events
+        """The items, each the event that says what it means and carries it
         (adapters/agents_items.py), in one append."""
-        events = [{"type": "mutation", "agent": AGENT, "kind": ITEM, "item": i} for i in items]
         asked = {
             str(i["call_id"])
             for i in items
@@ -275,15 +288,15 @@ class LedgerSession:
             tools = StreamId(self.items.session_id, TOOLS)
             found = yield from self.calls.recorded_op(tools, asked)
             recorded = {s: (r, o.event_id if o else None) for s, (r, o) in found.items()}
-        session, stream, first = self.items.session_id, self.items.name, len(events)
+        session, stream = self.items.session_id, self.items.name
         view = self._views.of(self.items)
         state = view.state
         called = {str(i.get("call_id")) for i in items if _kind(i) == "function_call"}
         if any(_kind(i) == "function_call_output" and i["call_id"] not in called for i in items):
             state = yield from view.refresh_op(self.store)  # its call came in an earlier add
-        events += item_events(
+        events = item_events(
             items,
-            lambda n: derive_event_id(session, stream, append_id, first + n),
+            lambda n: derive_event_id(session, stream, append_id, n),
             state.names,
             {**{c: (e, None) for c, e in state.calls.items()}, **recorded},
             AGENT,
