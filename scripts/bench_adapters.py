@@ -14,7 +14,7 @@ the graph's, against SQLiteSession and RedisSession.
 
 The sides take turns a block at a time, so the machine's drift falls on all alike. PostgreSQL
 is the machine's own (`--pg`, a database made for each side and dropped after); Redis a private
-server per run.
+server per run, with the memory settings of deploy/redis.conf (`--redis-defaults`: without).
 
     python scripts/bench_adapters.py              # 200 turns, blocks of 10
     python scripts/bench_adapters.py --turns 60   # shorter
@@ -27,6 +27,7 @@ import asyncio
 import os
 import sqlite3
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -48,6 +49,9 @@ import ledger_bus as lb
 from ledger_bus import aio
 from ledger_bus.adapters.langgraph import LedgerSaver
 from ledger_bus.server import LocalServer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench import deployed_settings
 
 WORDS = "the auth service rotates its signing keys every thirty days; "
 TEXT = (WORDS * 5)[:300]
@@ -236,11 +240,14 @@ def main() -> None:
     parser.add_argument("--block", type=int, default=10)
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--skip", default="", help="comma-separated: graphs,sessions")
+    parser.add_argument("--redis-defaults", action="store_true", help="not deploy/redis.conf's")
     args = parser.parse_args()
     skip = set(args.skip.split(","))
     folder = Path(tempfile.mkdtemp(prefix="bench-adapters-"))
     print(f"{args.turns} turns, blocks of {args.block}, pid {os.getpid()}, files in {folder}")
-    with LocalServer(appendonly=False) as server:
+    settings = [] if args.redis_defaults else deployed_settings()
+    print(f"Redis: {' '.join(settings) or 'its defaults'}")
+    with LocalServer(appendonly=False, extra=settings) as server:
         if "graphs" not in skip:
             bench_graphs(args, server, folder)
         if "sessions" not in skip:
