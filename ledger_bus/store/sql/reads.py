@@ -36,27 +36,34 @@ class SqlReads(SqlCore):
     """Everything the store reads, its leases and open attempts."""
 
     def _read_stream(self, stream: StreamId, after: int, count: int) -> list[RecordedEvent]:
-        # The statement built once (core.py): building and keying one per call cost more than
-        # the query on SQLite (an adapter reads what is new in its stream on every call).
+        # An adapter reads what is new in its stream on every call: the driver's own statement.
         values = {"session": stream.session_id, "stream": stream.name, "after": after, "n": count}
-        rows = self._run(lambda c: c.execute(self._stream_query, values).all(), write=False)
+        rows = self._select(self._stream_query, self._sql.stream_read, values)
         return self._records(stream.session_id, rows)
 
     def _scan(self, session_id: str, after: str | None, count: int) -> list[RecordedEvent]:
-        rows = self._run(lambda c: self._scan_rows(c, session_id, after, count), write=False)
+        if after is None:
+            values: dict[str, Any] = {"session": session_id, "n": count}
+            rows = self._select(self._scan_query, self._sql.scan, values)
+        else:
+            values = {"session": session_id, "after": after, "n": count}
+            rows = self._select(self._scan_after_query, self._sql.scan_after, values)
         return self._records(session_id, rows)
 
     def _tail(self, session_id: str, n: int, before: str | None) -> list[RecordedEvent]:
         values = {"session": session_id, "n": n, "before": before}
-        if self.postgres:
-            # On the driver's own connection: SQLAlchemy's part of a tail was most of its cost.
-            text_ = self._sql.tail if before is None else self._sql.tail_before
-            found = self._retried(lambda: statements.read(self.engine, text_, values))
-            return self._records(session_id, reversed(found))
-        # Statements built once: building and keying one per call cost more than the query.
-        query = self._tail_query if before is None else self._tail_before_query
-        rows = self._run(lambda c: c.execute(query, values).all(), write=False)
+        if before is None:
+            rows = self._select(self._tail_query, self._sql.tail, values)
+        else:
+            rows = self._select(self._tail_before_query, self._sql.tail_before, values)
         return self._records(session_id, reversed(rows))
+
+    def _select(self, query: Any, statement: str, values: dict[str, Any]) -> list[Any]:
+        """The rows of one read: `statement` on the driver's own connection (statements.read),
+        or `query` through SQLAlchemy while the ledger's tables are not known to be there."""
+        if self._absent:
+            return list(self._run(lambda c: c.execute(query, values).all(), write=False))
+        return self._retried(lambda: statements.read(self.engine, statement, values, self.postgres))
 
     def _wait(
         self, session_id: str, after: str | None, timeout_ms: int, count: int

@@ -56,6 +56,9 @@ class AppendSql:
     artifact_add: str
     tail: str
     tail_before: str
+    stream_read: str
+    scan: str
+    scan_after: str
 
     @classmethod
     def build(cls, prefix: str, postgres: bool) -> AppendSql:
@@ -131,6 +134,19 @@ class AppendSql:
             "tail_before": (
                 f"SELECT stream, version, cursor, payload FROM {p}events"
                 " WHERE session_id = :session AND cursor < :before ORDER BY cursor DESC LIMIT :n"
+            ),
+            "stream_read": (
+                f"SELECT stream, version, cursor, payload FROM {p}events"
+                " WHERE session_id = :session AND stream = :stream AND version > :after"
+                " ORDER BY version LIMIT :n"
+            ),
+            "scan": (
+                f"SELECT stream, version, cursor, payload FROM {p}events"
+                " WHERE session_id = :session ORDER BY cursor LIMIT :n"
+            ),
+            "scan_after": (
+                f"SELECT stream, version, cursor, payload FROM {p}events"
+                " WHERE session_id = :session AND cursor > :after ORDER BY cursor LIMIT :n"
             ),
             "call": (
                 f"SELECT o_outcome, o_first, o_last, o_cursor FROM {p}append(:session, :stream,"
@@ -247,9 +263,25 @@ def page_digest(table: str) -> TextClause:
     )
 
 
-def read(engine: Any, statement: str, params: dict[str, Any]) -> list[Any]:
-    """The rows of one read on a pooled connection of the driver's own (PostgreSQL), without
-    BEGIN or COMMIT: the statement sees what was committed when it began."""
+def read(engine: Any, statement: str, params: dict[str, Any], postgres: bool) -> list[Any]:
+    """The rows of one read on a pooled connection of the driver's own, without BEGIN or
+    COMMIT: the statement sees what was committed when it began. SQLAlchemy's part of a read
+    (its connection, transaction and result objects) cost more than the query did."""
+    if postgres:
+        return _read_postgres(engine, statement, params)
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.dbapi_connection.cursor()  # sqlite3's (no transaction: set on connect)
+        try:
+            cursor.execute(statement, params)
+            return list(cursor.fetchall())
+        finally:
+            cursor.close()
+    finally:
+        raw.close()
+
+
+def _read_postgres(engine: Any, statement: str, params: dict[str, Any]) -> list[Any]:
     import psycopg
 
     raw = engine.raw_connection()
