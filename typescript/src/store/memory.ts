@@ -34,6 +34,23 @@ interface Session {
   lastActive: number;
 }
 
+/**
+ * Where in a session's log (in cursor order: cursors of one width compare as text) the first
+ * entry above `cursor` is, or with `orAt` the first at or above it: a binary search, as the
+ * Python memory store's bisect, so a read of what is new costs the same on a long log.
+ */
+function firstAbove(log: readonly Entry[], cursor: string, orAt = false): number {
+  let low = 0;
+  let high = log.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    const at = log[middle]?.cursor ?? "";
+    if (at < cursor || (!orAt && at === cursor)) low = middle + 1;
+    else high = middle;
+  }
+  return low;
+}
+
 export class MemoryStore extends EventStore {
   readonly tier: string = "memory";
   private readonly data = new Map<string, Session>();
@@ -41,10 +58,15 @@ export class MemoryStore extends EventStore {
   private readonly leases = new Map<string, { owner: string; until: number }>();
   /** The consumer groups on this store's session logs, for a Tailer. */
   readonly groups = new MemoryGroups({
-    after: (session, after, count) => this.logOf(session).filter((e) => e.cursor > after).slice(0, count).map((e) => this.recorded(e)),
+    after: (session, after, count) => {
+      const log = this.logOf(session);
+      const start = firstAbove(log, after);
+      return log.slice(start, start + count).map((e) => this.recorded(e));
+    },
     at: (session, cursor) => {
-      const found = this.logOf(session).find((e) => e.cursor === cursor);
-      return found === undefined ? undefined : this.recorded(found);
+      const log = this.logOf(session);
+      const found = log[firstAbove(log, cursor, true)];
+      return found?.cursor === cursor ? this.recorded(found) : undefined;
     },
     newest: (session) => this.logOf(session).at(-1)?.cursor ?? CURSOR_ZERO,
     changed: (ms) => this.changed(ms),
@@ -191,10 +213,8 @@ export class MemoryStore extends EventStore {
     count: number,
   ): Promise<RecordedEvent[]> {
     const log = this.data.get(sessionId)?.log ?? [];
-    return log
-      .filter((e) => after === null || e.cursor > after)
-      .slice(0, count)
-      .map((e) => this.recorded(e));
+    const start = after === null ? 0 : firstAbove(log, after);
+    return log.slice(start, start + count).map((e) => this.recorded(e));
   }
 
   protected async tailPage(
@@ -202,10 +222,9 @@ export class MemoryStore extends EventStore {
     n: number,
     before: string | null,
   ): Promise<RecordedEvent[]> {
-    const log = (this.data.get(sessionId)?.log ?? []).filter(
-      (e) => before === null || e.cursor < before,
-    );
-    return log.slice(Math.max(0, log.length - n)).map((e) => this.recorded(e));
+    const log = this.data.get(sessionId)?.log ?? [];
+    const end = before === null ? log.length : firstAbove(log, before, true);
+    return log.slice(Math.max(0, end - n), end).map((e) => this.recorded(e));
   }
 
   protected async waitPage(
