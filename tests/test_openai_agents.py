@@ -142,6 +142,7 @@ SHAPES: list[Any] = [
     {"type": "function_call", "call_id": "e", "name": "t", "arguments": ""},
     {"type": "function_call", "call_id": "d", "name": "t", "arguments": '{"a": 1, "a": 2}'},
     {"type": "function_call", "call_id": "n", "name": "t"},
+    {"type": "function_call", "call_id": "z", "name": "t", "arguments": "{}"},
     {"arguments": '{"k": 1.5}', "call_id": "o", "name": "t", "type": "function_call"},
     {"type": "function_call_output", "call_id": "s", "output": "text out"},
     {"type": "function_call_output", "call_id": "c", "output": ""},

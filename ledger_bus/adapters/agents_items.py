@@ -75,7 +75,7 @@ def _without_arguments(item: dict[str, Any], args: dict[str, Any]) -> dict[str, 
     """A function call item with its arguments' text left None (or COMPACT), when its `args`
     give it back; else None."""
     sent = item.get("arguments")
-    if not args or not isinstance(sent, str):
+    if not isinstance(sent, str):
         return None
     if json.dumps(args, ensure_ascii=False) == sent:
         return {**item, "arguments": None}
@@ -107,11 +107,13 @@ def whole_item(event: dict[str, Any], item: Any, cut: bool) -> Any:
             for p in content
         ]
         return {**item, "content": parts}
-    if kind == "tool_call":
+    if kind == "tool_call":  # `args` left out of an event when empty (its default)
         separators = None if item["arguments"] is None else (",", ":")
         return {
             **item,
-            "arguments": json.dumps(event["args"], ensure_ascii=False, separators=separators),
+            "arguments": json.dumps(
+                event.get("args", {}), ensure_ascii=False, separators=separators
+            ),
         }
     return {**item, "output": event["result"]}
 

@@ -98,23 +98,7 @@ class SqlCore(EventStore):
         self.timeout = timeout
         self.tables: Tables = tables(prefix)
         e = self.tables.events
-        self._tail_query = self._events(
-            [e.c.session_id == bindparam("session")], e.c.cursor.desc(), bindparam("n")
-        )
-        self._tail_before_query = self._events(
-            [e.c.session_id == bindparam("session"), e.c.cursor < bindparam("before")],
-            e.c.cursor.desc(),
-            bindparam("n"),
-        )
-        self._stream_query = self._events(
-            [
-                e.c.session_id == bindparam("session"),
-                e.c.stream == bindparam("stream"),
-                e.c.version > bindparam("after"),
-            ],
-            e.c.version,
-            bindparam("n"),
-        )
+        # A page of a session's log in a transaction of the caller's (a group's read)
         self._scan_query = self._events(
             [e.c.session_id == bindparam("session")], e.c.cursor, bindparam("n")
         )

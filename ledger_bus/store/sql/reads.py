@@ -38,32 +38,33 @@ class SqlReads(SqlCore):
     def _read_stream(self, stream: StreamId, after: int, count: int) -> list[RecordedEvent]:
         # An adapter reads what is new in its stream on every call: the driver's own statement.
         values = {"session": stream.session_id, "stream": stream.name, "after": after, "n": count}
-        rows = self._select(self._stream_query, self._sql.stream_read, values)
+        rows = self._select(self._sql.stream_read, values)
         return self._records(stream.session_id, rows)
 
     def _scan(self, session_id: str, after: str | None, count: int) -> list[RecordedEvent]:
         if after is None:
             values: dict[str, Any] = {"session": session_id, "n": count}
-            rows = self._select(self._scan_query, self._sql.scan, values)
+            rows = self._select(self._sql.scan, values)
         else:
             values = {"session": session_id, "after": after, "n": count}
-            rows = self._select(self._scan_after_query, self._sql.scan_after, values)
+            rows = self._select(self._sql.scan_after, values)
         return self._records(session_id, rows)
 
     def _tail(self, session_id: str, n: int, before: str | None) -> list[RecordedEvent]:
         values = {"session": session_id, "n": n, "before": before}
         if before is None:
-            rows = self._select(self._tail_query, self._sql.tail, values)
+            rows = self._select(self._sql.tail, values)
         else:
-            rows = self._select(self._tail_before_query, self._sql.tail_before, values)
+            rows = self._select(self._sql.tail_before, values)
         return self._records(session_id, reversed(rows))
 
-    def _select(self, query: Any, statement: str, values: dict[str, Any]) -> list[Any]:
-        """The rows of one read: `statement` on the driver's own connection (statements.read),
-        or `query` through SQLAlchemy while the ledger's tables are not known to be there."""
+    def _select(self, statement: str, values: dict[str, Any]) -> list[Any]:
+        """The rows of one read, `statement` on the driver's own connection (statements.read):
+        of the file, or of the store's empty ledger while the file has none (core.py)."""
         if self._absent:
-            return list(self._run(lambda c: c.execute(query, values).all(), write=False))
-        return self._retried(lambda: statements.read(self.engine, statement, values, self.postgres))
+            self._look_again()
+        engine = self._reads if self._absent else self.engine
+        return self._retried(lambda: statements.read(engine, statement, values, self.postgres))
 
     def _wait(
         self, session_id: str, after: str | None, timeout_ms: int, count: int
