@@ -362,6 +362,29 @@ def test_a_refused_append_that_opens_an_attempt_writes_nothing_anywhere_the_inde
     assert [s for s, _ in each_store.sessions_with_open_attempts()] == ["refused"]
 
 
+def test_a_call_and_its_result_in_one_append_open_nothing_and_list_no_session(
+    each_store: EventStore,
+) -> None:
+    """An attempt requested and ended in one append is never open (both commit together): the
+    session is not listed for the reconciler (an Agents SDK turn writes a call and its output in
+    one append). The result still closes the attempt an earlier append left open, and a call
+    requested again after its result stays open."""
+    result = {"type": "tool_result", "agent": "a", "tool": "t", "attempt_id": "x#1"}
+    ended = {**result, "status": "ok", "result": 1}
+    ref = lb.StreamId("whole", "main")
+    each_store.append(ref, 0, "cr-1", [CALL, ended])
+    assert each_store.open_attempts("whole") == []
+    assert each_store.sessions_with_open_attempts() == []
+
+    earlier = lb.StreamId("earlier", "main")
+    each_store.append(earlier, 0, "c-1", [CALL])
+    each_store.append(earlier, 1, "cr-1", [CALL, ended])
+    assert each_store.open_attempts("earlier") == []
+
+    each_store.append(ref, 2, "crc-1", [CALL, ended, CALL])
+    assert [a.attempt_id for a in each_store.open_attempts("whole")] == ["x#1"]
+
+
 def test_a_writer_that_died_between_listing_and_append_still_names_its_session(
     redis_store: EventStore,
 ) -> None:

@@ -202,7 +202,9 @@ def test_a_resolved_attempt_leaves_the_open_set(store: EventStore) -> None:
 
 
 def test_an_idle_session_leaves_the_index_only_after_the_prune_window(store: EventStore) -> None:
-    store.append(lb.StreamId("s1", "main"), 0, "1", [call("a1"), result("a1")])
+    # an attempt opened by one append and closed by the next (in one append it is never open)
+    store.append(lb.StreamId("s1", "main"), 0, "1", [call("a1")])
+    store.append(lb.StreamId("s1", "main"), 1, "2", [result("a1")])
     keep = Reconciler(store, ReconcilerConfig(grace_s=0, prune_after_s=3600), lambda r: None)
     assert keep.run_pass().pruned == 0
     assert store.sessions_with_open_attempts()

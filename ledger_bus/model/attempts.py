@@ -49,6 +49,22 @@ class DeclaresSafe:
 AttemptNote = Opens | Closes | Flags | DeclaresSafe
 
 
+def settled(notes: list[AttemptNote | None]) -> list[AttemptNote | None]:
+    """The notes of one append with the requests of attempts it also ends left out: such an
+    attempt is never open (the call and its result commit together), and its result's note
+    still closes it should an earlier append have left it open. So an append of a call and its
+    result (an Agents SDK turn, an import) opens nothing and lists its session for no
+    reconciler. Changes `notes` and returns it."""
+    opened: dict[str, list[int]] = {}
+    for n, note in enumerate(notes):
+        if type(note) is Opens:
+            opened.setdefault(note.attempt_id, []).append(n)
+        elif type(note) is Closes:
+            for at in opened.pop(note.attempt_id, ()):
+                notes[at] = None
+    return notes
+
+
 def attempt_note(data: dict[str, Any]) -> AttemptNote | None:
     """What the event (its fields) means for open attempts; None for nothing."""
     kind = data["type"]

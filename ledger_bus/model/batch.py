@@ -17,7 +17,7 @@ from ledger_bus.model.artifacts import (
     pack,
     with_refs,
 )
-from ledger_bus.model.attempts import attempt_note
+from ledger_bus.model.attempts import attempt_note, settled
 from ledger_bus.model.canonical import (
     JsonValueError,
     canonical_bytes,
@@ -158,7 +158,7 @@ def prepare_append(
     for index, data in enumerate(fields):
         if "event_id" not in data:
             data["event_id"] = derive(index)
-    notes = [attempt_note(data) for data in fields]
+    notes = settled([attempt_note(data) for data in fields])
     if not moved:
         try:
             # ormsgpack packs a small event faster than msgpack does, to the same bytes

@@ -89,6 +89,15 @@ describe("values JSON cannot carry exactly", () => {
   });
 });
 
+describe("attempt notes", () => {
+  it("an attempt requested and ended in one append is not opened, and its result still closes it", () => {
+    const call = { type: "tool_call", agent: "a", tool: "t", attempt_id: "c1" };
+    const result = { type: "tool_result", agent: "a", tool: "t", attempt_id: "c1", status: "ok" };
+    const notes = prepareAppend("s", "x", "a", [call, result, { ...call, attempt_id: "c2" }]).notes;
+    expect(notes).toEqual(["", "c\x1fc1", "o\x1fc2\x1f\x1ft"]);
+  });
+});
+
 describe("payloads", () => {
   it("are msgpack of the fields with their event ids", () => {
     const prepared = prepareAppend("s", "x", "a1", [{ type: "message", agent: "a", body: "hi", parents: [] }]);

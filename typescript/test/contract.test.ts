@@ -303,6 +303,15 @@ describe.each(KINDS)("the contract on %s", (kind) => {
     expect(pending[0]?.flaggedCursor).toBe(flagged.cursor);
   });
 
+  it("a call and its result in one append open nothing; the result closes an attempt left open", async () => {
+    const store = open(kind);
+    await store.append(REF, 0, "a1", [call("c1"), result("c1")]);
+    expect(await store.openAttempts("s1")).toEqual([]);
+    await store.append(REF, 2, "a2", [call("c2")]);
+    await store.append(REF, 3, "a3", [call("c2"), result("c2"), call("c3")]);
+    expect((await store.openAttempts("s1")).map((a) => a.attemptId)).toEqual(["c3"]);
+  });
+
   it("a field above the threshold is kept as an artifact and read back whole", async () => {
     const store = open(kind);
     const big = "x".repeat(70_000);

@@ -49,3 +49,21 @@ export function opensAttempt(note: string): boolean {
 export function luaNotes(notes: string[]): string {
   return "\x1e" + notes.join("\x1e");
 }
+
+/**
+ * The notes of one append with the requests of attempts it also ends left out (as the Python
+ * package's `settled`): such an attempt is never open, and its result's note still closes it
+ * should an earlier append have left it open. Changes `notes` and returns it.
+ */
+export function settled(notes: string[]): string[] {
+  const opened = new Map<string, number[]>();
+  notes.forEach((note, index) => {
+    const attempt = note.split("\x1f", 2)[1] ?? "";
+    if (note.startsWith("o\x1f")) opened.set(attempt, [...(opened.get(attempt) ?? []), index]);
+    else if (note.startsWith("c\x1f")) {
+      for (const at of opened.get(attempt) ?? []) notes[at] = "";
+      opened.delete(attempt);
+    }
+  });
+  return notes;
+}

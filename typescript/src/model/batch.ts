@@ -15,7 +15,7 @@ import { canonicalText, checkJson, JsonValueError } from "./canonical.js";
 import { InvalidEvent, InvalidInput } from "./errors.js";
 import { type Fields, givenFields } from "./events.js";
 import { codePoints, eventIdDeriver } from "./ids.js";
-import { noteText } from "./attempts.js";
+import { noteText, settled } from "./attempts.js";
 
 /** Bounds on what one append may carry (the Python package's `Limits`, the same defaults). */
 export interface Limits {
@@ -103,7 +103,7 @@ export function prepareAppend(
   all.forEach((fields, index) => {
     if (!("event_id" in fields)) fields["event_id"] = derive(index);
   });
-  const notes = all.map(noteText);
+  const notes = settled(all.map(noteText));
   const artifacts = new Map<string, Artifact>();
   const uses = new Map<string, number>();
   const payloads = all.map((fields, index) => {
