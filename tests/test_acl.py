@@ -161,12 +161,9 @@ def test_a_reconciler_flags_an_orphan_and_forgets_idle_sessions(
 ) -> None:
     writer, reconciler_store = as_role("writer"), as_role("reconciler")
     writer.append(lb.StreamId("crash", "main"), 0, "c1", [call("att-1")])
-    writer.append(
-        lb.StreamId("idle", "main"),
-        0,
-        "c1",
-        [call("x"), result("x")],
-    )
+    # an attempt opened by one append and closed by the next (in one append it is never open)
+    writer.append(lb.StreamId("idle", "main"), 0, "c1", [call("x")])
+    writer.append(lb.StreamId("idle", "main"), 1, "r1", [result("x")])
 
     reconciler = Reconciler(
         reconciler_store, ReconcilerConfig(grace_s=0, prune_after_s=0), on_action=lambda r: None
