@@ -181,7 +181,7 @@ class Views(Generic[S]):
             self._views.move_to_end(stream)
             while len(self._views) > REMEMBERED:
                 self._drop(next(iter(self._views)))
-            if self.max_bytes is not None:
+            if self.max_bytes is not None and self._total > self.max_bytes:
                 for other in list(self._views):
                     if self._total <= self.max_bytes or other == stream:
                         break

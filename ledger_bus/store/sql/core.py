@@ -18,7 +18,6 @@ from sqlalchemy import (
     Connection,
     Engine,
     Table,
-    bindparam,
     cast,
     create_engine,
     delete,
@@ -97,16 +96,6 @@ class SqlCore(EventStore):
         self.prefix = prefix
         self.timeout = timeout
         self.tables: Tables = tables(prefix)
-        e = self.tables.events
-        # A page of a session's log in a transaction of the caller's (a group's read)
-        self._scan_query = self._events(
-            [e.c.session_id == bindparam("session")], e.c.cursor, bindparam("n")
-        )
-        self._scan_after_query = self._events(
-            [e.c.session_id == bindparam("session"), e.c.cursor > bindparam("after")],
-            e.c.cursor,
-            bindparam("n"),
-        )
         # The bounds of the streams this store appends to (spec 3.12), as last read, and until
         # when (monotonic) they are taken for so: a bound declared elsewhere applies within
         # BOUND_TTL seconds.
@@ -411,6 +400,8 @@ class SqlCore(EventStore):
         return out
 
     def _events(self, where: Sequence[Any], order: Any, count: Any) -> Any:
+        """A select of events as the read statements make it (statements.py), for tail_plan's
+        EXPLAIN with its values written in."""
         e = self.tables.events
         return (
             select(e.c.stream, e.c.version, e.c.cursor, e.c.payload)
@@ -420,10 +411,12 @@ class SqlCore(EventStore):
         )
 
     def _scan_rows(self, conn: Connection, session_id: str, after: str | None, count: int) -> Any:
+        """A page of the session's log in the caller's transaction (a group's read): the
+        statements `_scan` runs on its own connection (statements.py)."""
         if after is None:
-            return conn.execute(self._scan_query, {"session": session_id, "n": count}).all()
+            return conn.exec_driver_sql(self._sql.scan, {"session": session_id, "n": count}).all()
         values = {"session": session_id, "after": after, "n": count}
-        return conn.execute(self._scan_after_query, values).all()
+        return conn.exec_driver_sql(self._sql.scan_after, values).all()
 
     def _last_cursor(self, conn: Connection, session_id: str) -> str:
         s = self.tables.sessions

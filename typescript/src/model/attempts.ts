@@ -58,9 +58,9 @@ export function luaNotes(notes: string[]): string {
 export function settled(notes: string[]): string[] {
   const opened = new Map<string, number[]>();
   notes.forEach((note, index) => {
-    const attempt = note.split("\x1f", 2)[1] ?? "";
-    if (note.startsWith("o\x1f")) opened.set(attempt, [...(opened.get(attempt) ?? []), index]);
-    else if (note.startsWith("c\x1f")) {
+    const [kind, attempt = ""] = note.split("\x1f", 2);
+    if (kind === "o") opened.set(attempt, [...(opened.get(attempt) ?? []), index]);
+    else if (kind === "c") {
       for (const at of opened.get(attempt) ?? []) notes[at] = "";
       opened.delete(attempt);
     }
