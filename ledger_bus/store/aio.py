@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import redis.exceptions as rx
 from redis.utils import HIREDIS_AVAILABLE
@@ -497,17 +497,27 @@ async def bridge(work: Callable[..., T], *args: Any) -> T:
 _PACKING: dict[type, type] = {}
 
 
+class _Packer(Protocol):
+    """What `packing_in_c` uses of redis-py's hiredis serializer."""
+
+    def pack(self, *args: Any) -> Any: ...
+
+
 def packing_in_c(kind: type) -> type:
     """The asyncio connection class `kind`, packing commands with hiredis's C packer as
-    redis-py's blocking connections do: its own packs them in Python, a large part of a
-    single-event append under asyncio (docs/performance.md has the figures)."""
+    redis-py's blocking connections do: before redis-py 8.2 its own packs them in Python, a large
+    part of a single-event append under asyncio (docs/performance.md has the figures)."""
+    # redis-py 8.2 packs asyncio commands with hiredis itself (its Python packer then moved to
+    # `_pack_command_python`, the fallback it hands its serializer): nothing to add there.
+    if not HIREDIS_AVAILABLE or hasattr(kind, "_pack_command_python"):
+        return kind
     found = _PACKING.get(kind)
     if found is None:
         from redis.connection import HiredisRespSerializer
 
-        if not HIREDIS_AVAILABLE:
-            return kind
-        packer = HiredisRespSerializer()
+        # Typed as what is used of it: redis-py 8.2 gave the class an unannotated __init__.
+        make_packer: Callable[[], _Packer] = HiredisRespSerializer
+        packer = make_packer()
 
         def pack_command(self: Any, *args: Any) -> list[bytes]:
             packed: list[bytes] = packer.pack(*args)

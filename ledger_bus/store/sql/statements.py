@@ -291,7 +291,8 @@ def _read_postgres(engine: Any, statement: str, params: dict[str, Any]) -> list[
             driver.rollback()
         driver.autocommit = True
         try:
-            with driver.cursor() as cursor:
+            # closing(): SQLAlchemy 2.0's adapter of the async driver's cursor has no `with`
+            with contextlib.closing(driver.cursor()) as cursor:
                 _prepared(cursor, statement, params)
                 return list(cursor.fetchall())
         finally:
@@ -363,7 +364,7 @@ def _call(
     # they are written first in the same transaction, kept only if the append commits.
     driver.autocommit = not prepared.artifacts
     try:
-        with driver.cursor() as cursor:
+        with contextlib.closing(driver.cursor()) as cursor:  # see _read_postgres
             if prepared.artifacts:
                 cursor.executemany(sql.artifact_add, artifact_rows(stream.session_id, prepared))
             _prepared(cursor, sql.call, params)

@@ -1,0 +1,77 @@
+"""The locks in requirements/ and the ranges in pyproject.toml say the same things, and the
+package works across those ranges where it leans on a dependency's insides."""
+
+from __future__ import annotations
+
+import re
+import sys
+import tomllib
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+from tests.support.helpers import ROOT
+
+LOCKS = ROOT / "requirements"
+# The dependencies whose oldest allowed versions `make test-oldest` runs the core suite on.
+HELD = ["redis", "pydantic", "click", "sqlalchemy"]
+
+
+def floors() -> dict[str, str]:
+    """The lowest version pyproject.toml allows of each dependency, by name."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
+    found: dict[str, str] = {}
+    for line in [*project["dependencies"], *project["optional-dependencies"]["sql"]]:
+        requirement = Requirement(line)
+        for spec in requirement.specifier:
+            if spec.operator == ">=":
+                found[requirement.name.lower()] = spec.version
+    return found
+
+
+def pins(path: Path) -> dict[str, str]:
+    """name -> version of each `name==version` line of a requirements file."""
+    text = path.read_text("utf-8")
+    return {m[1].lower(): m[2] for m in re.finditer(r"^([A-Za-z0-9_.\-]+)==(\S+)", text, re.M)}
+
+
+def test_the_oldest_lock_holds_each_dependency_at_the_floor_pyproject_gives() -> None:
+    allowed, oldest = floors(), pins(LOCKS / "oldest.in")
+    for name in HELD:
+        assert Version(oldest[name]) == Version(allowed[name]), name  # "6.4" is "6.4.0"
+
+
+@pytest.mark.parametrize("lock", sorted(p.name for p in LOCKS.glob("*.txt")))
+def test_every_locked_version_carries_its_hashes(lock: str) -> None:
+    # Each pin is a line `name==version [; marker] \` followed by its `--hash=` lines.
+    lines = (LOCKS / lock).read_text("utf-8").splitlines()
+    pinned = [n for n, line in enumerate(lines) if re.match(r"[A-Za-z0-9_.\-]+==", line)]
+    assert pinned
+    for n in pinned:
+        assert lines[n + 1].strip().startswith("--hash=sha256:"), lines[n]
+
+
+def test_the_venv_runs_the_versions_its_lock_names() -> None:
+    # The development venv holds the lock's versions; `make test-oldest`'s the floors.
+    venv = Path(sys.prefix).name
+    if venv not in (".venv", ".venv-oldest"):
+        pytest.skip(f"{venv} installs without a lock")
+    wanted = pins(LOCKS / ("oldest.in" if venv == ".venv-oldest" else "dev.txt"))
+    for name in HELD:
+        assert version(name) == wanted[name], name
+
+
+def test_asyncio_commands_are_packed_as_redis_py_packs_them() -> None:
+    # Given the asyncio connection class the store uses (hiredis's C packer added where
+    # redis-py packs in Python), when a command is packed, then its bytes are redis-py's own.
+    from redis.asyncio.connection import Connection
+
+    from ledger_bus.store.aio import packing_in_c
+
+    command = ("XADD", "k", "*", "f", b"\x00v", 7, 1.5)
+    ours = b"".join(packing_in_c(Connection)().pack_command(*command))
+    assert ours == b"".join(Connection().pack_command(*command))
+    assert ours.startswith(b"*7\r\n$4\r\nXADD\r\n")
