@@ -15,8 +15,7 @@ import sys
 from typing import Any
 
 import ledger_bus as lb
-from ledger_bus.model.records import RecordedEvent
-from ledger_bus.recorder import Recorder
+from ledger_bus import RecordedEvent, Recorder
 
 SNAPSHOT_EVERY = 5
 

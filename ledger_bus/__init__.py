@@ -1,7 +1,17 @@
 """ledger-bus: a durable, append-only event log for multi-agent systems, on Redis Streams.
 
-The names below are loaded when first used (PEP 562), so that a program, or the `ledger-bus`
-command, pays only for the parts it uses: `import ledger_bus` itself imports nothing else.
+    import ledger_bus
+
+    store = ledger_bus.connect("redis://127.0.0.1:6379/0")
+    ref = ledger_bus.StreamId("task-42", "planner")
+    store.append(ref, 0, "m-1", [{"type": "message", "agent": "planner", "body": "hello"}])
+
+Every name below is public: a program imports it from here (or from `ledger_bus.aio`, the
+adapters and `ledger_bus.testing`, each of which says its own). Modules not named so are the
+package's inside and may move between releases.
+
+The names are loaded when first used (PEP 562), so that a program, or the `ledger-bus` command,
+pays only for the parts it uses: `import ledger_bus` itself imports nothing else.
 """
 
 from __future__ import annotations
@@ -10,7 +20,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ledger_bus.archive import archive_session
+    from ledger_bus.atif import atif_of, write_atif
+    from ledger_bus.dispatch import Board
     from ledger_bus.model.artifacts import ArtifactRef
+    from ledger_bus.model.batch import append_digest
+    from ledger_bus.model.canonical import JsonValueError, canonical_bytes
     from ledger_bus.model.durability import Durability
     from ledger_bus.model.errors import (
         BackendRefused,
@@ -27,18 +42,55 @@ if TYPE_CHECKING:
         VersionConflict,
     )
     from ledger_bus.model.events import Event, Message, Mutation, ToolCall, ToolResult
-    from ledger_bus.model.ids import ANY, StreamId
+    from ledger_bus.model.ids import ANY, StreamId, derive_event_id
     from ledger_bus.model.prepared import Limits
-    from ledger_bus.model.records import Bound, Deletion
+    from ledger_bus.model.records import (
+        Bound,
+        Deletion,
+        Delivery,
+        GroupStats,
+        SessionInfo,
+        StreamInfo,
+    )
+    from ledger_bus.otel import send_spans, spans_of
+    from ledger_bus.reconciler import PassReport, Reconciler, ReconcilerConfig, resolve_attempt
+    from ledger_bus.recorder import (
+        Attempt,
+        Capabilities,
+        Delegation,
+        LeaseLost,
+        OutcomeNotRecorded,
+        Recorder,
+        Recovery,
+        RequestNotRecorded,
+        Run,
+        ToolFailed,
+        UnresolvedAttempt,
+    )
+    from ledger_bus.retention import Retention
     from ledger_bus.store import AppendResult, EventStore, RecordedEvent, connect
+    from ledger_bus.tailer import Tailer, TailerOptions, render_context
 
+# The one place the version is said: pyproject.toml reads it from here, and the CLI's --version,
+# the npm package and the CHANGELOG are held to it (tests/packaging/test_version.py).
 __version__ = "0.1.0"
 
-# Each public name, and the module it comes from.
+# Each public name, and the module it comes from: the modules may move, these names stay.
 _WHERE = {
+    # The store and what it takes and returns.
+    **dict.fromkeys(["AppendResult", "EventStore", "RecordedEvent", "connect"], "ledger_bus.store"),
+    **dict.fromkeys(["ANY", "StreamId", "derive_event_id"], "ledger_bus.model.ids"),
+    **dict.fromkeys(
+        ["Event", "Message", "Mutation", "ToolCall", "ToolResult"], "ledger_bus.model.events"
+    ),
+    **dict.fromkeys(
+        ["Bound", "Deletion", "Delivery", "GroupStats", "SessionInfo", "StreamInfo"],
+        "ledger_bus.model.records",
+    ),
     "ArtifactRef": "ledger_bus.model.artifacts",
-    "Limits": "ledger_bus.model.prepared",
     "Durability": "ledger_bus.model.durability",
+    "Limits": "ledger_bus.model.prepared",
+    # The errors: every one a LedgerError.
     **dict.fromkeys(
         [
             "BackendRefused",
@@ -56,43 +108,102 @@ _WHERE = {
         ],
         "ledger_bus.model.errors",
     ),
+    # What another language's implementation replays the conformance vectors with.
+    **dict.fromkeys(["JsonValueError", "canonical_bytes"], "ledger_bus.model.canonical"),
+    "append_digest": "ledger_bus.model.batch",
+    # What an agent loop calls: the recorder and the tailer.
     **dict.fromkeys(
-        ["Event", "Message", "Mutation", "ToolCall", "ToolResult"], "ledger_bus.model.events"
+        [
+            "Attempt",
+            "Capabilities",
+            "Delegation",
+            "LeaseLost",
+            "OutcomeNotRecorded",
+            "Recorder",
+            "Recovery",
+            "RequestNotRecorded",
+            "Run",
+            "ToolFailed",
+            "UnresolvedAttempt",
+        ],
+        "ledger_bus.recorder",
     ),
-    **dict.fromkeys(["ANY", "StreamId"], "ledger_bus.model.ids"),
-    **dict.fromkeys(["Bound", "Deletion"], "ledger_bus.model.records"),
-    **dict.fromkeys(["AppendResult", "EventStore", "RecordedEvent", "connect"], "ledger_bus.store"),
+    **dict.fromkeys(["Tailer", "TailerOptions", "render_context"], "ledger_bus.tailer"),
+    # Operations: the reconciler, the dispatch board, archiving and retention.
+    **dict.fromkeys(
+        ["PassReport", "Reconciler", "ReconcilerConfig", "resolve_attempt"],
+        "ledger_bus.reconciler",
+    ),
+    "Board": "ledger_bus.dispatch",
+    "Retention": "ledger_bus.retention",
+    "archive_session": "ledger_bus.archive",
+    # Exports: ATIF trajectories, and OpenTelemetry spans (the [otel] extra).
+    **dict.fromkeys(["atif_of", "write_atif"], "ledger_bus.atif"),
+    **dict.fromkeys(["send_spans", "spans_of"], "ledger_bus.otel"),
 }
 
 __all__ = [
     "ANY",
     "AppendResult",
     "ArtifactRef",
+    "Attempt",
     "BackendRefused",
     "BackendUnavailable",
+    "Board",
     "Bound",
+    "Capabilities",
+    "Delegation",
     "Deletion",
+    "Delivery",
     "Durability",
     "DurabilityNotConfirmed",
     "Event",
     "EventStore",
+    "GroupStats",
     "HistoryRewound",
     "IdempotencyConflict",
     "InvalidEvent",
     "InvalidInput",
+    "JsonValueError",
+    "LeaseLost",
     "LedgerError",
     "Limits",
     "Message",
     "Mutation",
     "NotFound",
+    "OutcomeNotRecorded",
+    "PassReport",
+    "Reconciler",
+    "ReconcilerConfig",
     "RecordedEvent",
+    "Recorder",
+    "Recovery",
     "Refused",
+    "RequestNotRecorded",
+    "Retention",
+    "Run",
     "SessionArchived",
+    "SessionInfo",
     "StreamId",
+    "StreamInfo",
+    "Tailer",
+    "TailerOptions",
     "ToolCall",
+    "ToolFailed",
     "ToolResult",
+    "UnresolvedAttempt",
     "VersionConflict",
+    "append_digest",
+    "archive_session",
+    "atif_of",
+    "canonical_bytes",
     "connect",
+    "derive_event_id",
+    "render_context",
+    "resolve_attempt",
+    "send_spans",
+    "spans_of",
+    "write_atif",
 ]
 
 

@@ -286,7 +286,7 @@ class _Spans:
         self.out.clear()
 
 
-def export(spans_: Iterable[ReadableSpan], endpoint: str, timeout: float = 10.0) -> int:
+def send_spans(spans_: Iterable[ReadableSpan], endpoint: str, timeout: float = 10.0) -> int:
     """Send spans to an OTLP/HTTP endpoint (its /v1/traces), protobuf, BATCH at a time as they
     come; how many were sent. BackendUnavailable when it does not take them."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -331,4 +331,4 @@ def _json(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-__all__ = ["CONVENTIONS", "Options", "export", "span_id", "spans_of", "streamed", "trace_id"]
+__all__ = ["CONVENTIONS", "Options", "send_spans", "span_id", "spans_of", "streamed", "trace_id"]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ledger_bus.model.ids import ANY, StreamId, check_name
-from ledger_bus.otel import Options, export, streamed
+from ledger_bus.otel import Options, send_spans, streamed
 from ledger_bus.store.base import EventStore
 
 STATE_SESSION: Final = "otel"
@@ -75,7 +75,9 @@ class Follower:
         after = self.marks.get(session)
         if through is None or (after is not None and through <= after):
             return None
-        sent = export(streamed(self.store, session, self.options, (after, through)), self.endpoint)
+        sent = send_spans(
+            streamed(self.store, session, self.options, (after, through)), self.endpoint
+        )
         mark = {
             "type": "mutation",
             "agent": "otel-follower",

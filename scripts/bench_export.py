@@ -95,8 +95,8 @@ if {form!r} == "atif":
     with open(os.devnull, "w") as out:
         write_atif(store, {session!r}, out)
 else:
-    from ledger_bus.otel import export, streamed
-    export(streamed(store, {session!r}), {endpoint!r})
+    from ledger_bus.otel import send_spans, streamed
+    send_spans(streamed(store, {session!r}), {endpoint!r})
 took = time.perf_counter() - start
 print(json.dumps([took, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]))
 """

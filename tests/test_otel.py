@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("opentelemetry.sdk")
 
 import ledger_bus as lb
-from ledger_bus.otel import CONVENTIONS, Options, export, span_id, spans_of, trace_id
+from ledger_bus.otel import CONVENTIONS, Options, send_spans, span_id, spans_of, trace_id
 from ledger_bus.otel_follow import Follower
 from ledger_bus.recorder import Recorder
 from ledger_bus.store.base import EventStore
@@ -94,7 +94,7 @@ def test_a_recorder_s_runs_are_spans_under_the_runs_that_delegated_them() -> Non
     store = lb.connect("memory://")
     runs = delegated(store, "otel-tree")
     with receiver() as (url, got):
-        export(spans_of(store, "otel-tree"), url)
+        send_spans(spans_of(store, "otel-tree"), url)
     spans = by_name(got.spans)
     assert CONVENTIONS == "1.44.0"
     assert {s["trace_id"] for s in got.spans} == {f"{trace_id('otel-tree'):032x}"}
@@ -125,10 +125,10 @@ def test_exporting_twice_sends_the_same_ids_and_content_only_when_asked() -> Non
     store = lb.connect("memory://")
     delegated(store, "twice")
     with receiver() as (url, got):
-        export(spans_of(store, "twice"), url)
+        send_spans(spans_of(store, "twice"), url)
         first = {(s["span_id"], s["parent_span_id"], s["name"]) for s in got.spans}
         got.spans.clear()
-        export(spans_of(store, "twice", Options(content=True)), url)
+        send_spans(spans_of(store, "twice", Options(content=True)), url)
         second = {(s["span_id"], s["parent_span_id"], s["name"]) for s in got.spans}
     assert first == second
     search = by_name(got.spans)["execute_tool search"]
@@ -147,7 +147,7 @@ def test_a_langgraph_thread_s_model_calls_are_chat_spans_with_their_tokens(tmp_p
     question, config = ask("otel-lg")
     graph.invoke(question, config)
     with receiver() as (url, got):
-        export(spans_of(store, "otel-lg"), url)
+        send_spans(spans_of(store, "otel-lg"), url)
     chats = [s for s in got.spans if s["name"] == "chat scripted-1"]
     assert len(chats) == 2
     assert {c["attributes"]["gen_ai.usage.output_tokens"] for c in chats} == {30}

@@ -375,9 +375,9 @@ def export_trajectory(store: EventStore, session: str, file: str | None) -> None
 
 
 def export_spans(store: EventStore, session: str, endpoint: str, content: bool) -> None:
-    from ledger_bus.otel import Options, export, streamed
+    from ledger_bus.otel import Options, send_spans, streamed
 
-    sent = export(streamed(store, session, Options(content=content)), endpoint)
+    sent = send_spans(streamed(store, session, Options(content=content)), endpoint)
     click.echo(f"exported {sent} spans of {session} to {endpoint}", err=True)
 
 

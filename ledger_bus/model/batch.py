@@ -49,6 +49,7 @@ __all__ = [  # the limits and a prepared append, where they were always found to
     "DEFAULT_MAX_EVENT_BYTES",
     "Limits",
     "PreparedAppend",
+    "append_digest",
     "prepare_append",
 ]
 
@@ -180,6 +181,16 @@ def prepare_append(
             artifacts.setdefault(artifact.ref.sha256, artifact)
             uses[artifact.ref.sha256] = uses.get(artifact.ref.sha256, 0) + 1
     return PreparedAppend(digest, payloads, notes, tuple(artifacts.values()), tuple(uses.items()))
+
+
+def append_digest(events: Sequence[object], limits: Limits | None = None) -> str:
+    """Return the sha256 (hex) by which an append of `events` is deduplicated.
+
+    It is the digest of the RFC 8785 array of the events as given, each validated and with the
+    fields given at their default value left out; what the ledger fills in itself (event ids,
+    commit times) is not part of it. Raises InvalidEvent where an append of them would.
+    """
+    return prepare_append("", "", "", events, limits or Limits()).digest
 
 
 Moved = dict[int, dict[str, Artifact]]

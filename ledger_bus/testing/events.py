@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 def msg(body: str, agent: str = "a", **extra: object) -> dict[str, object]:
+    """A `message` event saying `body`."""
     return {"type": "message", "agent": agent, "body": body, **extra}
 
 
@@ -15,6 +16,7 @@ def call(
     agent: str = "a",
     **args: object,
 ) -> dict[str, object]:
+    """A `tool_call` event requesting `tool` as attempt `attempt`, with `args` as its arguments."""
     event: dict[str, object] = {
         "type": "tool_call",
         "agent": agent,
@@ -36,6 +38,7 @@ def result(
     value: object = 1,
     run_id: str | None = None,
 ) -> dict[str, object]:
+    """The `tool_result` event of attempt `attempt`: `status` and `value` as its result."""
     event: dict[str, object] = {
         "type": "tool_result",
         "agent": agent,
@@ -47,3 +50,6 @@ def result(
     if run_id:
         event["run_id"] = run_id
     return event
+
+
+__all__ = ["call", "msg", "result"]
