@@ -16,7 +16,8 @@ import pytest
 
 import ledger_bus as lb
 from ledger_bus.dispatch import Board
-from ledger_bus.model.ids import CURSOR_ZERO
+from ledger_bus.model.ids import CURSOR_ZERO, cursor_ms
+from ledger_bus.model.records import RecordedEvent
 from ledger_bus.recorder import Recorder
 from ledger_bus.server import free_port
 from ledger_bus.store.base import EventStore
@@ -645,3 +646,147 @@ def test_the_slow_and_the_failed_are_easy_to_find(store: EventStore, base: str, 
     assert calls() == ["slow", "broke", "quick"]  # the longest first
     page.fill("#trace-search", "error")
     assert calls() == ["broke"]  # the failed, by their status
+
+
+# A session recorded ten minutes ago, in 5 s: a run that died with its call left open first,
+# then two runs that finished (a tool call, a model call). Restored with the times it was
+# recorded at (a cursor carries its commit time), so the open call is old without waiting.
+OLD_SESSION: list[tuple[str, int, dict[str, Any]]] = [
+    ("run-stuck", 0, {"type": "mutation", "agent": "worker", "kind": "run.started"}),
+    ("run-stuck", 100, call("stuck-1", "stuck", "summarize_archive", agent="worker")),
+    ("run-r1", 400, {"type": "mutation", "agent": "fetcher", "kind": "run.started"}),
+    ("run-r1", 500, call("f1", "r1", "fetch", agent="fetcher", url="https://example.com")),
+    ("run-r1", 2400, result("f1", "fetch", agent="fetcher", run_id="r1")),
+    ("run-r1", 2500, {"type": "mutation", "agent": "fetcher", "kind": "run.finished"}),
+    ("run-r2", 2600, {"type": "mutation", "agent": "writer", "kind": "run.started"}),
+    ("run-r2", 2700, call("m1", "r2", "model", agent="writer", model="m-1")),
+    (
+        "run-r2",
+        4900,
+        result(
+            "m1",
+            "model",
+            agent="writer",
+            run_id="r2",
+            value={"model": "m-1", "usage": {"input_tokens": 120, "output_tokens": 7}},
+        ),
+    ),
+    ("run-r2", 5000, {"type": "mutation", "agent": "writer", "kind": "run.finished"}),
+]
+OLD_BY_MS = 600_000  # how long before the test the session was recorded
+
+
+def restore_old_session(store: EventStore, session: str) -> int:
+    """Write OLD_SESSION as recorded OLD_BY_MS ago; return the time of its last event (ms)."""
+    t0 = int(time.time() * 1000) - OLD_BY_MS
+    versions: dict[str, int] = {}
+    events = []
+    for n, (stream, at, fields) in enumerate(OLD_SESSION):
+        versions[stream] = versions.get(stream, 0) + 1
+        run = stream.removeprefix("run-")
+        recorded = {"run_id": run, **fields, "event_id": f"old-{n}"}
+        if recorded.get("kind") == "run.finished":
+            recorded["status"] = "ok"
+        events.append(
+            RecordedEvent(lb.StreamId(session, stream), versions[stream], f"{t0 + at}-0", recorded)
+        )
+    store.restore(events)
+    return t0 + OLD_SESSION[-1][1]
+
+
+# Each bar's box and its label's, against its track; the union of the finished runs' bars over
+# the axis; each label's text against the box it has.
+GEOMETRY = """() => {
+  const rows = [...document.querySelectorAll('.wf-row')].filter(r => r.querySelector('.wf-bar'));
+  const box = e => { const b = e.getBoundingClientRect(); return [b.left, b.right]; };
+  const track = box(rows[0].querySelector('.wf-track'));
+  const finished = rows.filter(r => r.dataset.run === 'r1' || r.dataset.run === 'r2')
+    .map(r => box(r.querySelector('.wf-bar'))).sort((a, b) => a[0] - b[0]);
+  let covered = 0, end = -Infinity;
+  for (const [l, r] of finished) {
+    const from = Math.max(l, end, track[0]), to = Math.min(r, track[1]);
+    if (to > from) { covered += to - from; }
+    end = Math.max(end, r);
+  }
+  return {
+    finished: covered / (track[1] - track[0]),
+    bars: Object.fromEntries(rows.map(r => [r.dataset.attempt || 'run:' + r.dataset.run,
+      box(r.querySelector('.wf-bar'))])),
+    track: track,
+    labels: rows.map(r => ({text: r.querySelector('.wf-dur').textContent,
+      box: box(r.querySelector('.wf-dur')), track: box(r.querySelector('.wf-track'))})),
+    names: [...document.querySelectorAll('.wf-row .wf-label')].map(l => ({text: l.textContent,
+      cut: l.scrollWidth > l.clientWidth})),
+  };
+}"""
+
+
+def cut_off(labels: list[dict[str, Any]]) -> list[str]:
+    """The labels cut by their track's edges (each label is one line, never wrapped)."""
+    return [
+        label["text"]
+        for label in labels
+        if label["box"][0] < label["track"][0] - 0.5 or label["box"][1] > label["track"][1] + 0.5
+    ]
+
+
+def test_a_trace_is_drawn_to_the_session_s_own_while_with_an_old_open_call(
+    store: EventStore, base: str, page: Any
+) -> None:
+    # Given a session of 5 s whose call, left open at its start, is ten minutes old
+    last = restore_old_session(store, "old")
+    trace(page, f"{base}/s/old")
+    shown = page.evaluate(GEOMETRY)
+    # Then the axis is the session's 5 s, not the ten minutes to now: the finished runs fill it
+    axis = int(page.get_attribute("#trace", "data-to")) - int(
+        page.get_attribute("#trace", "data-from")
+    )
+    assert axis < 6_000
+    assert shown["finished"] > 0.6, shown
+    # The open call's bar ends at the session's last event, where the last run's does
+    stuck, ended = shown["bars"]["stuck-1"], shown["bars"]["run:r2"]
+    assert stuck[1] == pytest.approx(ended[1], abs=2)
+    assert page.locator('.wf-row[data-attempt="stuck-1"] .wf-bar.open').count() == 1
+    # and says how long it has been open, by the clock
+    said = page.locator('.wf-row[data-attempt="stuck-1"] .wf-dur').inner_text()
+    open_for = re.search(r"open for (\d+) m \d\d s", said)
+    assert open_for, said
+    assert int(open_for.group(1)) >= OLD_BY_MS // 60_000, said
+    # And every label is whole: inside its track, its name not cut
+    assert cut_off(shown["labels"]) == [], shown["labels"]
+    assert [n["text"] for n in shown["names"] if n["cut"]] == []
+    assert page.evaluate(f"() => +document.getElementById('trace').dataset.to > {last}")
+
+    # "to now" draws the axis on to now, the open call with it, and back
+    clock = page.evaluate("Date.now()")
+    page.click("#trace-to-now")
+    assert int(page.get_attribute("#trace", "data-to")) >= clock
+    to_now = page.evaluate(GEOMETRY)
+    assert to_now["finished"] < 0.05
+    assert to_now["bars"]["stuck-1"][1] > to_now["bars"]["run:r2"][1] + 100
+    assert cut_off(to_now["labels"]) == [], to_now["labels"]
+    page.click("#trace-to-now")
+    assert page.evaluate(GEOMETRY)["finished"] > 0.6
+
+
+def test_events_arriving_live_extend_the_session_s_axis_and_its_open_bars(
+    store: EventStore, base: str, page: Any
+) -> None:
+    # Given the trace of a session ten minutes old, with a call left open, drawn to its 5 s
+    restore_old_session(store, "grows")
+    trace(page, f"{base}/s/grows")
+    page.wait_for_selector("#live.on")
+    before = int(page.get_attribute("#trace", "data-to"))
+    # When an event arrives now
+    appended = store.append(lb.StreamId("grows", "main"), 0, "late", [msg("still here")])
+    last = cursor_ms(appended.cursor)
+    # Then the axis runs on to it, and so does the open call's bar
+    page.wait_for_function(f"() => +document.getElementById('trace').dataset.to > {last}")
+    assert int(page.get_attribute("#trace", "data-to")) > before
+    # (the axis's data is written after the bars are placed: they are where it says)
+    frm, to = (int(page.get_attribute("#trace", a)) for a in ("data-from", "data-to"))
+    shown = page.evaluate(GEOMETRY)
+    left, right = shown["track"]
+    expected = left + (last - frm) / (to - frm) * (right - left)
+    assert shown["bars"]["stuck-1"][1] == pytest.approx(expected, abs=2)
+    assert cut_off(shown["labels"]) == [], shown["labels"]

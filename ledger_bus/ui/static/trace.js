@@ -44,11 +44,14 @@
   const live = !cfg.before && document.getElementById("live") !== null;
 
   // The axis's width, kept by an observer: reading it at each placing would lay the page out.
+  // It watches the rows' content box, which leaves out the scrollbar they get once there are
+  // many: the labels beside the bars are placed in pixels, against a wider track one is cut.
   let trackWidth = Math.max(wf.clientWidth - 300, 200);
-  new ResizeObserver(function () {
-    const width = Math.max(wf.clientWidth - 300, 200);
-    if (Math.abs(width - trackWidth) > 1) { trackWidth = width; place(); }
-  }).observe(wf);
+  const sizer = new ResizeObserver(function (entries) {
+    const width = Math.max(entries[entries.length - 1].contentRect.width - 300, 200);
+    if (Math.abs(width - trackWidth) > 0.5) { trackWidth = width; place(); }
+  });
+  sizer.observe(wf);
   const state = {
     docs: [],        // the ATIF documents read, oldest window first
     calls: new Map(), // run + "\x1f" + call id -> call
@@ -62,6 +65,7 @@
     selected: null,
     query: "",
     slowest: false,  // each run's calls by duration, not in the order they were made
+    toNow: false,    // open calls and running runs drawn on to now, the axis with them
   };
 
   function el(tag, className, text) {
@@ -154,13 +158,19 @@
   // -- laying out ---------------------------------------------------------------------------
 
   function now() { return live ? Math.max(Date.now(), state.hi || 0) : state.hi; }
+  // Where an open call's bar (or a running run's) ends: at the session's last event, so the
+  // axis is the session's own while and a call left open an hour ago does not squeeze every
+  // finished run into its first pixels; how long it has been open is said beside it. "to now"
+  // draws them on to the clock instead.
+  function openEnd() { return state.toNow || state.hi === null ? now() : state.hi; }
+  // How long something has been open, by the clock: whole seconds, as it changes every second.
+  function age(ms) { return ms < 60000 ? Math.max(0, Math.floor(ms / 1000)) + " s" : duration(ms); }
 
+  // The whole while: the events read, first to last (on to now too, asked for with "to now").
   function fit() {
     const lo = state.lo === null ? Date.now() - 1000 : state.lo;
     let hi = state.hi === null ? lo + 1000 : state.hi;
-    for (const call of state.calls.values()) {
-      if (call.end === undefined && call.start !== undefined) { hi = Math.max(hi, now()); }
-    }
+    if (state.toNow) { hi = Math.max(hi, now()); }
     const span = Math.max(hi - lo, 10);
     state.d0 = lo - span * 0.01;
     state.d1 = lo + span * 1.04;
@@ -214,6 +224,8 @@
     if (!state.rows.length) { list.append(el("p", "muted", "no runs or calls in this window")); }
     for (const row of state.rows) { list.append(drawRow(row)); }
     wf.append(list);
+    sizer.disconnect();
+    sizer.observe(list);
     dragToPan(ticks);
     place();
     filter();
@@ -247,8 +259,8 @@
       if (run.status !== "ok" && run.status !== "running") {
         label.append(el("span", "wf-mark badge " + run.status, run.status));
       }
-      row.dur.textContent = visible(run.ended_ms !== null ? run.status + " · " + duration(run.ended_ms - run.started_ms)
-        : run.status === "running" ? "running" : run.status + ", never finished");
+      row.bar.classList.toggle("open", run.ended_ms === null && run.status === "running");
+      say(row);
     } else {
       const call = row.call;
       node.dataset.attempt = call.id;
@@ -280,27 +292,80 @@
       label.append(el("span", "wf-mark badge " + call.status, call.status));
     }
     row.bar.classList.toggle("earlier", call.start === undefined);
-    let text = call.start !== undefined && call.end !== undefined ? duration(call.end - call.start)
-      : call.end === undefined ? (call.status === "flagged" ? "flagged, no result" : "running, no result yet")
-      : "asked for before this window";
-    if (call.tokens) { text += " · " + call.tokens; }
-    row.dur.textContent = visible((call.kind === "model" ? "" : call.tool + " · ") + text);
-    row.bar.title = row.dur.textContent;
+    row.bar.classList.toggle("open", call.end === undefined);
+    say(row);
+  }
+
+  // The text beside a bar. An open call's (or a running run's) says how long it has been open,
+  // by the clock, on the newest page only: an earlier window's end is not the session's, a
+  // call open there may have its result after it.
+  function say(row) {
+    let text;
+    if (row.kind === "run") {
+      const run = row.run;
+      text = run.ended_ms !== null ? run.status + " · " + duration(run.ended_ms - run.started_ms)
+        : run.status !== "running" ? run.status + ", never finished"
+        : live ? "running for " + age(Date.now() - run.started_ms) : "running";
+    } else {
+      const call = row.call;
+      if (call.end !== undefined) {
+        text = call.start !== undefined ? duration(call.end - call.start) : "asked for before this window";
+      } else {
+        text = call.status === "flagged" ? "flagged, no result" : live ? "no result yet" : "no result by this window's end";
+        if (live) {
+          text += call.start !== undefined ? " · open for " + age(Date.now() - call.start) : " · open since before this window";
+        }
+      }
+      if (call.tokens) { text += " · " + call.tokens; }
+      text = (call.kind === "model" ? "" : call.tool + " · ") + text;
+    }
+    text = visible(text);
+    if (row.dur.textContent === text) { return; }
+    row.dur.textContent = text;
+    row.bar.title = text;
+    row.durWidth = undefined; // measured again where it is placed
   }
 
   function spanOf(row) {
     if (row.kind === "run") {
       const run = row.run;
-      const end = run.ended_ms !== null ? run.ended_ms : (run.status === "running" ? now() : Math.max(run.started_ms, state.hi || 0));
-      return [run.started_ms, end];
+      const end = run.ended_ms !== null ? run.ended_ms : (run.status === "running" ? openEnd() : Math.max(run.started_ms, state.hi || 0));
+      return [run.started_ms, Math.max(run.started_ms, end)];
     }
     const call = row.call;
     const start = call.start !== undefined ? call.start : Math.min(state.lo, call.end);
-    const end = call.end !== undefined ? call.end : now();
-    return [start, end];
+    const end = call.end !== undefined ? call.end : openEnd();
+    return [start, Math.max(start, end)];
+  }
+
+  // A label's width in pixels, measured on a canvas in the labels' font: measuring the element
+  // would lay the page out for each row, and a hidden row (searched away) measures nothing.
+  // The ticks' text is in the same font; the labels' padding is the stylesheet's, read once.
+  // textWidth takes a node in the page: one not in it yet has no style to read the font from.
+  let ruler = null;
+  let labelPad = null;
+  function textWidth(node) {
+    if (!ruler) {
+      const style = getComputedStyle(node);
+      ruler = document.createElement("canvas").getContext("2d");
+      ruler.font = [style.fontStyle, style.fontWeight, style.fontSize, style.fontFamily].join(" ");
+    }
+    return ruler.measureText(node.textContent).width;
+  }
+  function widthOf(row) {
+    if (row.durWidth === undefined) {
+      if (labelPad === null) {
+        const style = getComputedStyle(row.dur);
+        labelPad = (parseFloat(style.paddingLeft) || 0) + (parseFloat(style.paddingRight) || 0);
+      }
+      row.durWidth = Math.ceil(textWidth(row.dur) + labelPad) + 2;
+    }
+    return row.durWidth;
   }
 
   // Bars and ticks where the while on screen puts them: on a zoom or a pan, only this runs.
+  // A bar's label goes where it fits whole: after the bar, else inside it, else before it, else
+  // over the bar from its start, moved left as far as it must; never cut at the track's edge.
   function placeRow(row) {
     if (!row.bar) { return; }
     const span = state.d1 - state.d0;
@@ -309,13 +374,21 @@
     const right = (end - state.d0) / span * 100;
     row.bar.style.left = left + "%";
     row.bar.style.width = Math.max(0, right - left) + "%";
-    if (right > 75) {
-      row.dur.style.left = "";
-      row.dur.style.right = (100 - Math.max(left, 0) + 0.5) + "%";
-    } else {
-      row.dur.style.right = "";
-      row.dur.style.left = "calc(" + Math.max(right, 0) + "% + 4px)";
-    }
+    const W = trackWidth;
+    const w = widthOf(row);
+    const gap = 4;
+    const a = Math.max(left / 100 * W, 0);   // the bar's part on screen, in pixels
+    const b = Math.min(right / 100 * W, W);
+    let at;
+    let inside = false;
+    if (b < 0) { at = gap; }
+    else if (a > W) { at = W - w - gap; }
+    else if (W - b >= w + 2 * gap) { at = b + gap; }
+    else if (b - a >= w + 2 * gap) { at = a + gap; inside = true; }
+    else if (a >= w + 2 * gap) { at = a - gap - w; }
+    else { at = Math.min(a + gap, W - w - gap); inside = true; }
+    row.dur.style.left = Math.max(at, 0) + "px";
+    row.dur.classList.toggle("inside", inside);
   }
 
   function place() {
@@ -332,6 +405,8 @@
       const tick = el("span", "wf-tick", clock(t, step < 1000));
       tick.style.left = ((t - state.d0) / span * 100) + "%";
       ticks.append(tick);
+      // A tick whose time would be cut at the axis's end is left out: its line alone says nothing.
+      if ((t - state.d0) / span * width + 3 + textWidth(tick) > width) { tick.remove(); break; }
     }
     root.dataset.from = String(Math.round(state.d0));
     root.dataset.to = String(Math.round(state.d1));
@@ -351,6 +426,16 @@
   document.getElementById("zoom-in").addEventListener("click", function () { zoom(0.5); });
   document.getElementById("zoom-out").addEventListener("click", function () { zoom(2); });
   document.getElementById("zoom-fit").addEventListener("click", function () { fit(); place(); });
+  // The axis to now, open calls and running runs drawn on to it (the newest page only: an
+  // earlier window ends where it ends).
+  const toNow = document.getElementById("trace-to-now");
+  toNow.hidden = !live;
+  toNow.addEventListener("click", function () {
+    state.toNow = !state.toNow;
+    toNow.setAttribute("aria-pressed", String(state.toNow));
+    fit();
+    place();
+  });
   wf.addEventListener("wheel", function (e) {
     const track = e.target.closest(".wf-track, .wf-ticks");
     if (!track) { return; }
@@ -468,7 +553,8 @@
     detail.append(el("h3", "", (call.kind === "model" ? "model call" : call.tool) + " · " + call.id));
     const facts = el("p");
     facts.append(el("span", "badge " + call.status, call.status), " ",
-      call.start !== undefined && call.end !== undefined ? duration(call.end - call.start) : "");
+      call.start !== undefined && call.end !== undefined ? duration(call.end - call.start)
+        : call.end === undefined && call.start !== undefined && live ? "open for " + age(Date.now() - call.start) : "");
     if (call.tokens) { facts.append(" · " + call.tokens); }
     if (call.run) { facts.append(" · run " + call.run); }
     detail.append(facts);
@@ -577,8 +663,15 @@
     runsSeen = seen;
     readRuns().then(function (changed) { if (changed) { render(); } });
   });
+  // What is open says for how long, every second; with "to now" its bar grows with the clock.
   if (live) {
-    setInterval(function () { if (state.fitted && hasOpen()) { placeSoon(); } }, 1000);
+    setInterval(function () {
+      if (!hasOpen() || root.hidden) { return; }
+      for (const row of state.rows) {
+        if (row.dur && (row.call ? row.call.end === undefined : row.run && row.run.status === "running")) { say(row); }
+      }
+      placeSoon();
+    }, 1000);
   }
   function hasOpen() {
     for (const call of state.calls.values()) { if (call.end === undefined) { return true; } }
