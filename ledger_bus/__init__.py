@@ -52,7 +52,6 @@ if TYPE_CHECKING:
         SessionInfo,
         StreamInfo,
     )
-    from ledger_bus.otel import send_spans, spans_of
     from ledger_bus.reconciler import PassReport, Reconciler, ReconcilerConfig, resolve_attempt
     from ledger_bus.recorder import (
         Attempt,
@@ -137,9 +136,9 @@ _WHERE = {
     "Board": "ledger_bus.dispatch",
     "Retention": "ledger_bus.retention",
     "archive_session": "ledger_bus.archive",
-    # Exports: ATIF trajectories, and OpenTelemetry spans (the [otel] extra).
+    # Exports: ATIF trajectories (OpenTelemetry spans, which need the [otel] extra, are
+    # ledger_bus.otel's, so that `from ledger_bus import *` works without it).
     **dict.fromkeys(["atif_of", "write_atif"], "ledger_bus.atif"),
-    **dict.fromkeys(["send_spans", "spans_of"], "ledger_bus.otel"),
 }
 
 __all__ = [
@@ -201,8 +200,6 @@ __all__ = [
     "derive_event_id",
     "render_context",
     "resolve_attempt",
-    "send_spans",
-    "spans_of",
     "write_atif",
 ]
 

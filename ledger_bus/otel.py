@@ -84,10 +84,13 @@ def streamed(
 
 
 def trace_id(session_id: str) -> int:
+    """The trace id of a session's spans: the same at every export, so a session exported
+    twice, or followed, lands in one trace."""
     return _id(b"trace", session_id, 16)
 
 
 def span_id(kind: str, key: str) -> int:
+    """The id of the span of `kind` (a run, a call) named by `key`: the same at every export."""
     return _id(kind.encode(), key, 8)
 
 

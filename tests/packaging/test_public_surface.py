@@ -34,6 +34,7 @@ def test_the_public_modules_are_the_ones_the_docs_promise() -> None:
     assert set(MODULES) == {
         "ledger_bus",
         "ledger_bus.aio",
+        "ledger_bus.otel",
         "ledger_bus.adapters.langgraph",
         "ledger_bus.adapters.openai_agents",
         "ledger_bus.testing",

@@ -21,9 +21,9 @@ from tests.support.helpers import ROOT
 
 pytestmark = pytest.mark.slow
 
-# uv as `make install` installs it (its own venv beside the development one), versions held to
-# the lock by constraints, so what the fresh venvs get is what CI tested.
-UV = ROOT / ".venv" / "uv" / "bin" / "uv"
+# uv as `make install` installs it (a venv of its own inside the one running the tests), versions
+# held to the lock by constraints, so what the fresh venvs get is what CI tested.
+UV = Path(sys.prefix) / "uv" / "bin" / "uv"
 LOCK = ROOT / "requirements" / "dev.txt"
 PACKAGE_DATA = ["py.typed", "store/lua/*.lua", "ui/templates/*.html", "ui/static/*"]
 
@@ -47,7 +47,7 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sdist, and the wheel built from it, as `python -m build` makes them (with the locked
     setuptools: --no-isolation)."""
     if not UV.exists():
-        pytest.skip("no .venv/uv/bin/uv: run make install")
+        pytest.skip(f"no {UV}: run make install")
     out = tmp_path_factory.mktemp("dist")
     run(sys.executable, "-m", "build", "--no-isolation", "--outdir", out, ROOT, cwd=ROOT)
     return out

@@ -186,8 +186,9 @@ class SqlRestore(SqlCore, ArchiveTarget):
         self, conn: Connection, session_id: str, events: list[RecordedEvent], payloads: list[bytes]
     ) -> None:
         driver_cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        # sqlite3's executemany runs in C; psycopg's async adapter has no COPY to offer.
-        if not self.postgres or not hasattr(driver_cursor, "copy"):
+        # sqlite3's executemany runs in C; psycopg's async adapter has no COPY to offer (under
+        # SQLAlchemy 2.0 it hands on the async cursor's, which a blocking `with` cannot enter).
+        if not self.postgres or not _blocking_psycopg(driver_cursor):
             driver_cursor.close()
             conn.execute(
                 insert(self.tables.events),
@@ -316,3 +317,11 @@ class SqlRestore(SqlCore, ArchiveTarget):
         ).where(i.c.session_id == session_id, tuple_(i.c.stream, i.c.append_id).in_(keys))
         rows = self._run(lambda c: c.execute(query).all(), write=False) if keys else []
         return {(row.stream, row.append_id): AppendRecord(*row) for row in rows}
+
+
+def _blocking_psycopg(cursor: object) -> bool:
+    """Whether `cursor` is psycopg's own blocking cursor (not SQLAlchemy's adapter of its
+    asyncio one)."""
+    import psycopg
+
+    return isinstance(cursor, psycopg.Cursor)
