@@ -1,5 +1,6 @@
 """Harbor's own ATIF validator (`harbor.utils.trajectory_validator`), run in the venv `make
-test` builds for it (.venv/harbor: Harbor needs Python 3.12 or newer)."""
+test` builds for it inside the venv running the tests (.venv/harbor: Harbor needs Python 3.12 or
+newer)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ import glob
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-HARBOR_PYTHON = ROOT / ".venv" / "harbor" / "bin" / "python"
+# Inside the venv the tests run in (.venv, or `make test-latest`'s .venv-latest), as make puts it.
+HARBOR_PYTHON = Path(sys.prefix) / "harbor" / "bin" / "python"
 # Validates each file named, printing one JSON line: file -> its errors (none: valid).
 CHECK = """
 import json, sys
@@ -33,7 +35,7 @@ def harbor_python() -> Path:
     if glob.glob(str(Path.home() / ".pyenv/versions/3.1[2-9]*/bin/python3.1[2-9]")) or any(
         shutil.which(p) for p in ("python3.12", "python3.13")
     ):
-        pytest.fail("Harbor's validator is not installed: `make test` builds .venv/harbor")
+        pytest.fail(f"Harbor's validator is not at {HARBOR_PYTHON}: `make test` builds it")
     pytest.skip("NO PYTHON 3.12 OR NEWER HERE: Harbor's ATIF validator cannot run")
 
 
