@@ -152,14 +152,26 @@ class LedgerGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            done = super().invoke(ctx)
         except LedgerError as err:
+            missing = ctx.obj.missing_ledger() if isinstance(ctx.obj, Settings) else None
+            if isinstance(err, NotFound) and missing is not None:
+                # Not found because the SQLite file --url names is not there: say that first.
+                raise Failure(f"{missing}: {err}", EXIT_NOT_FOUND) from None
             raise Failure(str(err), exit_code_for(err)) from None
         except BrokenPipeError:
             # A reader that went away (`| head -1`) is how pipelines end, not an error; click
             # would make it exit 1. Point stdout at /dev/null so the final flush cannot fail.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise click.exceptions.Exit(EXIT_OK) from None
+        if isinstance(ctx.obj, Settings):
+            # A command that only read, from a SQLite file that is not there: what it printed
+            # (an empty list, or nothing) would be as true of an empty ledger. Say where it
+            # looked. A write made the file, and there is nothing to say.
+            ctx.obj.note_missing_ledger(
+                "taken for an empty ledger (a write creates the file, a read never does)"
+            )
+        return done
 
 
 # redis-py (8.1) imports OpenTelemetry's metrics SDK as it imports itself, whenever the SDK is
@@ -190,6 +202,7 @@ class Settings:
     archive: str | None = None
     refs: bool = False  # show artifacts as their references (spec 3.11), not their values
     _store: EventStore | None = None
+    _noted: bool = False  # the note that the ledger file is not there, said once
 
     def store(self, *, patient: bool = False) -> EventStore:
         """The store at --url. A one-shot command finds out at once that nothing listens there
@@ -217,7 +230,24 @@ class Settings:
                 archive=self.archive,
             )
             self._store.resolve_artifacts = not self.refs
+            if patient:  # it may read for long, before a writer makes the file: say so now
+                self.note_missing_ledger("waiting for a write to make it")
         return self._store
+
+    def missing_ledger(self) -> NotFound | None:
+        """NotFound naming the SQLite file --url names, while no file is there (the store reads
+        an empty ledger there and creates nothing); None for a store opened on anything else."""
+        # Asked by name: the SQL store's module is loaded only by the commands on a SQL store.
+        check = getattr(self._store, "missing_ledger", None)
+        found: NotFound | None = check() if check is not None else None
+        return found
+
+    def note_missing_ledger(self, then: str) -> None:
+        """One line on stderr, once, naming the SQLite file --url names when it is not there."""
+        missing = None if self._noted else self.missing_ledger()
+        if missing is not None:
+            self._noted = True
+            say(f"{missing}: {then}")
 
     def session(self, session_id: str) -> EventStore:
         """The store, once it is known to hold `session_id`: NotFound (exit 6) naming the
@@ -283,7 +313,8 @@ def output_after(command: click.Command) -> None:
     "--url",
     envvar=URL_ENV,
     show_envvar=True,
-    help="redis://, rediss://, unix://, redis+cluster://, redis+sentinel://H:P,H2:P2/MASTER/DB,"
+    help="redis://, rediss://, unix://, redis+cluster://H:P,H2:P2/0,"
+    " redis+sentinel://H:P,H2:P2/MASTER/DB,"
     f" sqlite:///PATH or postgresql://USER@HOST:PORT/DB (default {DEFAULT_URL});"
     " ?durability=replicas:1 and the like.",
 )

@@ -283,7 +283,7 @@ def doctor(settings: Settings, durability: str) -> None:
     import redis
 
     from ledger_bus.store import DEFAULT_URL, split_durability
-    from ledger_bus.store.redis.connection import open_sentinel, refusal
+    from ledger_bus.store.redis.connection import cluster_seeds, open_sentinel, refusal
 
     url, level = split_durability(settings.url or DEFAULT_URL, settings.durability)
     if url.startswith(("sqlite:", "postgresql:", "postgres:", "memory:")):
@@ -292,13 +292,15 @@ def doctor(settings: Settings, durability: str) -> None:
             " durability the database's own"
         )
     timeouts = {"socket_timeout": settings.timeout, "socket_connect_timeout": settings.timeout}
-    # For a cluster, the node named is inspected, and through it the cluster's slot coverage;
-    # behind Sentinel, the primary it names.
+    # For a cluster, the first seed the URL names is inspected, and through it the cluster's
+    # slot coverage; behind Sentinel, the primary it names.
     client: redis.Redis
     if "+sentinel" in url:
         client = open_sentinel(url, timeouts)
+    elif "+cluster" in url:
+        client = redis.Redis.from_url(cluster_seeds(url)[0], **timeouts)
     else:
-        client = redis.Redis.from_url(url.replace("+cluster", "", 1), **timeouts)
+        client = redis.Redis.from_url(url, **timeouts)
     try:
         findings = examine(client, durability, settings.prefix, level)  # type: ignore[arg-type]
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as err:

@@ -41,7 +41,8 @@ def connect(
 
     Args:
         url: "redis://host:port/db", "rediss://..." (TLS), "unix:///path.sock",
-            "redis+cluster://host:port" (any node of a Redis Cluster),
+            "redis+cluster://host:port,host2:port2/0" (seed nodes of a Redis Cluster: it is
+            reached while any one of them answers),
             "redis+sentinel://host:port,host2:port2/MASTER/DB" (the primary Sentinel names),
             "sqlite:///PATH" or "postgresql://USER@HOST:PORT/DB" (the SQL store), or
             "memory://"; None reads LEDGER_BUS_URL, then falls back to redis://127.0.0.1:6379/0.

@@ -438,7 +438,7 @@ async def open_async(
 async def open_redis_async(o: Opening) -> AsyncStore:
     """A Redis store on a `redis.asyncio` client (one server, Sentinel, cluster)."""
     from redis.asyncio import Redis
-    from redis.asyncio.cluster import RedisCluster
+    from redis.asyncio.cluster import ClusterNode, RedisCluster
     from redis.asyncio.retry import Retry
     from redis.asyncio.sentinel import Sentinel
     from redis.backoff import NoBackoff
@@ -446,10 +446,12 @@ async def open_redis_async(o: Opening) -> AsyncStore:
     from ledger_bus.store.redis import RedisStore
     from ledger_bus.store.redis.connection import (
         REDIS_ERRORS,
+        cluster_client,
         cluster_failure,
         final,
         open_sentinel,
         parsed,
+        shown,
     )
 
     url, scheme, timeout = o.url, o.scheme, o.timeout
@@ -457,12 +459,12 @@ async def open_redis_async(o: Opening) -> AsyncStore:
     options["retry"] = Retry(NoBackoff(), 0)  # the store retries, to a deadline of its own
     client: Any
     if scheme.endswith("+cluster"):
-        client = parsed(lambda: RedisCluster.from_url(url.replace("+cluster", "", 1), **options))
+        client = cluster_client(RedisCluster, ClusterNode, url, options)
         settings = client.nodes_manager.connection_kwargs
         settings["connection_class"] = packing_in_c(settings["connection_class"])
         for node in client.nodes_manager.startup_nodes.values():
             node.connection_class = packing_in_c(node.connection_class)
-        seed = url.replace("+cluster", "", 1)
+        seed = shown(url.replace("+cluster", "", 1))
 
         async def initialize(cluster: Any) -> None:
             try:

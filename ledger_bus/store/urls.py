@@ -149,7 +149,7 @@ def _redis(o: Opening) -> EventStore:
     options["retry"] = Retry(NoBackoff(), 0)  # the store retries, to a deadline of its own
     client: redis.Redis | RedisCluster
     if o.scheme.endswith("+cluster"):
-        client = open_cluster(url.replace("+cluster", "", 1), options, o.timeout)
+        client = open_cluster(url, options, o.timeout)
     elif o.scheme.endswith("+sentinel"):
         client = open_sentinel(url, options)
     else:

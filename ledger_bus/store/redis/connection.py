@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 import redis.exceptions as rx
-from redis.cluster import RedisCluster
+from redis.cluster import ClusterNode, RedisCluster
 
 from ledger_bus.model.errors import BackendRefused, BackendUnavailable, InvalidInput, LedgerError
 from ledger_bus.store.ops import call, retried, run
@@ -63,19 +63,74 @@ def parsed(make: Callable[[], T]) -> T:
         raise InvalidInput(str(err)) from None
 
 
+def hosts_of(url: str, what: str, default_port: int | None = None) -> list[tuple[str, int]]:
+    """The nodes a URL names, `H:P,H2:P2` between its credentials and its path, in its order
+    (an IPv6 host in brackets, `[::1]:P`). Without a port, a node is at `default_port`; where
+    there is none, the port is required. InvalidInput naming the URL (its password hidden) for
+    an empty host or a port that is no number from 1 to 65535, before anything is tried."""
+    hosts = []
+    for item in urlsplit(url).netloc.rpartition("@")[2].split(","):
+        if default_port is not None and (":" not in item or item.endswith("]")):
+            host, port = item, str(default_port)
+        else:
+            host, _, port = item.rpartition(":")
+        host = host.strip("[]")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise InvalidInput(f"{what} is host:port, got {item!r} in {shown(url)!r}")
+        hosts.append((host, int(port)))
+    return hosts
+
+
+def shown(url: str) -> str:
+    """The URL as an error names it: its password, if any, hidden."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user, _, hosts = parts.netloc.rpartition("@")
+    return urlunsplit(parts._replace(netloc=f"{user.partition(':')[0]}:***@{hosts}"))
+
+
+def cluster_seeds(url: str) -> tuple[str, list[tuple[str, int]]]:
+    """A `redis+cluster://` (or `rediss+cluster://`) URL as redis-py reads it, naming the first
+    of its seed nodes, and every seed: `redis+cluster://USER:PASS@H:P,H2:P2/0?OPTIONS`. The
+    user, password, TLS and options are the URL's, for every node the client reaches; a seed
+    without a port is at 6379, as on redis:// URLs."""
+    seeds = hosts_of(url, "a cluster seed", default_port=6379)
+    parts = urlsplit(url.replace("+cluster", "", 1))
+    credentials, at, _ = parts.netloc.rpartition("@")
+    host, port = seeds[0]
+    first = f"[{host}]" if ":" in host else host
+    return urlunsplit(parts._replace(netloc=f"{credentials}{at}{first}:{port}")), seeds
+
+
+def cluster_client(kind: Any, node: Any, url: str, options: dict[str, Any]) -> Any:
+    """A client of `kind` (redis-py's RedisCluster, blocking or asyncio) for the cluster that
+    `url` names by its seeds (`cluster_seeds`), with the nodes of `node`, ClusterNode of the
+    same flavour: it learns the slot map from the first seed that answers, so the cluster is
+    reached as long as one of them is up. The blocking client reads the map as it is built."""
+    first, seeds = cluster_seeds(url)
+    # Every seed, the first included (redis-py adds the URL's own node again; the same name is
+    # one node to it): a URL of one seed is the client it has always been.
+    nodes = [node(host, port) for host, port in seeds]
+    return parsed(lambda: kind.from_url(first, startup_nodes=nodes, **options))
+
+
 def open_cluster(url: str, options: dict[str, Any], timeout: float) -> RedisCluster:
-    """A cluster client, which reads the slot map as it is built: retried like any call until
-    `timeout`, and refused at once when the node answers that it is not in cluster mode."""
+    """A cluster client from a `redis+cluster://` URL (`cluster_seeds`), which reads the slot
+    map as it is built: retried like any call until `timeout`, and refused at once when a node
+    answers that it is not in cluster mode."""
+    where = shown(url.replace("+cluster", "", 1))
 
     def build() -> RedisCluster:
         try:
-            return parsed(lambda: RedisCluster.from_url(url, **options))
+            made: RedisCluster = cluster_client(RedisCluster, ClusterNode, url, options)
         except rx.RedisClusterException as err:
-            raise cluster_failure(err, url) from err
+            raise cluster_failure(err, where) from err
+        return made
 
     made: RedisCluster = run(
         retried(
-            lambda: call(lambda _: build()), timeout, REDIS_ERRORS, final, f"the cluster at {url}"
+            lambda: call(lambda _: build()), timeout, REDIS_ERRORS, final, f"the cluster at {where}"
         ),
         None,
     )
@@ -90,6 +145,9 @@ def cluster_failure(err: rx.RedisClusterException, url: str) -> Exception:
         return BackendRefused(
             f"{url} is not a Redis Cluster node; use redis:// for a single server"
         )
+    if isinstance(err.__cause__, (rx.AuthenticationError, rx.AuthorizationError)):
+        # A node refused the URL's credentials, which are every node's: no retry changes that.
+        return refusal(err.__cause__)
     return rx.ConnectionError(str(err))
 
 
@@ -103,15 +161,12 @@ def open_sentinel(url: str, options: dict[str, Any], sentinel_class: Any = None)
 
     kind = sentinel_class or Sentinel  # redis.asyncio.sentinel.Sentinel for an asyncio client
     parts = urlsplit(url)
-    hosts = []
-    for item in parts.netloc.rpartition("@")[2].split(","):
-        host, _, port = item.rpartition(":")
-        if not host or not port.isdigit():
-            raise InvalidInput(f"a sentinel is host:port, got {item!r} in {url!r}")
-        hosts.append((host.strip("[]"), int(port)))
+    hosts = hosts_of(url, "a sentinel")
     names = [p for p in parts.path.split("/") if p]
     if not names or len(names) > 2 or (len(names) == 2 and not names[1].isdigit()):
-        raise InvalidInput(f"a Sentinel URL names the primary and a database: /MASTER/DB; {url!r}")
+        raise InvalidInput(
+            f"a Sentinel URL names the primary and a database: /MASTER/DB; {shown(url)!r}"
+        )
     query = dict(parse_qsl(parts.query))
     data = dict(options)
     if parts.username:

@@ -34,6 +34,7 @@ from ledger_bus.model.durability import LOCAL, Durability
 from ledger_bus.model.errors import (
     BackendRefused,
     LedgerError,
+    NotFound,
 )
 from ledger_bus.model.ids import CURSOR_ZERO, StreamId
 from ledger_bus.model.prepared import Limits
@@ -136,7 +137,7 @@ class SqlCore(EventStore):
         plain = url.set(drivername=url.get_backend_name())  # as connect() takes it
         return str(plain.render_as_string(hide_password=True))
 
-    def _migrations(self, conn: Connection) -> Any:
+    def _migrations(self, conn: Connection | None) -> Any:
         from alembic.config import Config
 
         config = Config()
@@ -189,10 +190,32 @@ class SqlCore(EventStore):
 
     def _file_exists(self) -> bool:
         """False for a SQLite URL naming a file that is not there (connecting would make it)."""
+        return self._file is None or os.path.exists(self._file)
+
+    @property
+    def _file(self) -> str | None:
+        """The SQLite file the URL names, by its absolute path; None for PostgreSQL, and for a
+        database in memory."""
         database = self.engine.url.database
         if self.postgres or not database or database == ":memory:":
-            return True
-        return os.path.exists(database)
+            return None
+        return os.path.abspath(database)
+
+    def missing_ledger(self) -> NotFound | None:
+        """NotFound naming the SQLite file the URL names, while there is no file there; else
+        None (a file, with or without a ledger in it, and PostgreSQL).
+
+        Reads of a file that is not there see an empty ledger and create nothing, as they must
+        for a writer that reads before its first write (`dispatch open` mints its id from the
+        board, an import looks at the session first) and for a reader started before the writer.
+        So a mistyped path reads as an empty ledger: this is how a caller that only reads (the
+        command line's `tail`, `sessions`, ...) tells the two apart and names the path."""
+        path = self._file
+        if path is None or os.path.exists(path):
+            return None
+        folder = os.path.dirname(path)
+        why = "no such file" if os.path.isdir(folder) else f"no such file, nor directory {folder}"
+        return NotFound(f"no ledger at {path} ({why})")
 
     def _read_empty(self) -> None:
         """Serve reads from an empty ledger of this store's own (a file in the temp folder,
@@ -267,6 +290,10 @@ class SqlCore(EventStore):
 
     def schema_revision(self) -> tuple[str | None, str | None]:
         """(the revision the tables are at, the newest this ledger-bus knows)."""
+        if not self._file_exists():  # none, and looking must not make the file (connecting would)
+            from alembic.script import ScriptDirectory
+
+            return None, ScriptDirectory.from_config(self._migrations(None)).get_current_head()
         return self._run(self._revisions, write=False)
 
     @contextmanager
@@ -309,15 +336,17 @@ class SqlCore(EventStore):
     def _who(self) -> str:
         """The database, as errors name it: a SQLite file by its absolute path, so that a
         relative `sqlite:///data/x.db` says which directory it was taken from."""
-        database = self.engine.url.database
-        if self.postgres or not database or database == ":memory:":
-            return "the database"
-        return f"the SQLite database {os.path.abspath(database)}"
+        path = self._file
+        return "the database" if path is None else f"the SQLite database {path}"
 
     def _final(self, err: Exception) -> LedgerError | None:
         verdict = final(err)
         if verdict is not None and not self.postgres:
-            return BackendRefused(f"{self._who} refused: {first_line(err)}")
+            # SQLite says "unable to open database file" alike for a directory that is not
+            # there and one it may not enter: which it is, the user should not have to find out.
+            folder = os.path.dirname(self._file or "")
+            where = f" (no directory {folder})" if folder and not os.path.isdir(folder) else ""
+            return BackendRefused(f"{self._who} refused: {first_line(err)}{where}")
         return verdict
 
     def run_op(self, op: Op[T]) -> T:

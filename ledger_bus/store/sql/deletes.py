@@ -18,6 +18,12 @@ class SqlDeletes(SqlCore):
     """Deleting."""
 
     def _delete(self, session_id: str, stream: str | None) -> Deletion:
+        if self._absent:
+            self._look_again()
+        if self._absent:
+            # No ledger here (a SQLite file that is not there, or holds none): nothing to
+            # delete, and a delete is no reason to make one (a mistyped path would get a file).
+            return Deletion(session_id, stream, 0, 0)
         return self._run(lambda conn: self._delete_in(conn, session_id, stream))
 
     def _delete_in(self, conn: Connection, session_id: str, stream: str | None) -> Deletion:
