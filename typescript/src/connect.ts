@@ -11,6 +11,7 @@ import { InvalidInput } from "./model/errors.js";
 import type { EventStore } from "./store/base.js";
 import { MemoryStore } from "./store/memory.js";
 import { RedisStore } from "./store/redis.js";
+import { type Node, nodesUrl, shown } from "./store/urls.js";
 
 export interface ConnectOptions {
   /** How long a call is retried through lost connections and failovers before BackendUnavailable, in ms. */
@@ -29,22 +30,29 @@ export interface ConnectOptions {
 const SCHEMES = "use redis://, rediss://, redis+cluster://, rediss+cluster:// or memory://";
 
 /**
- * Open a store: "redis://host:port/db", "rediss://..." (TLS), "redis+cluster://host:port" (any
- * node of a Redis Cluster) or "memory://"; none given reads LEDGER_BUS_URL, then falls back to
- * redis://127.0.0.1:6379/0.
+ * Open a store: "redis://host:port/db", "rediss://..." (TLS),
+ * "redis+cluster://[user:pass@]host:port,host2:port2/0" (seeds of a Redis Cluster: the client
+ * starts from any of them that answers; the credentials and TLS are every node's) or
+ * "memory://"; none given reads LEDGER_BUS_URL, then falls back to redis://127.0.0.1:6379/0.
  */
 export function connect(url?: string, options: ConnectOptions = {}): EventStore {
   const given = url ?? process.env["LEDGER_BUS_URL"] ?? "redis://127.0.0.1:6379/0";
+  const cluster = /^rediss?\+cluster:/i.test(given);
   let parsed: URL;
-  try {
-    parsed = new URL(given);
-  } catch {
-    throw new InvalidInput(`unsupported URL '${given}': ${SCHEMES}`);
+  let seeds: Node[] = [];
+  if (cluster) {
+    ({ url: parsed, nodes: seeds } = nodesUrl(given, "a cluster seed"));
+  } else {
+    try {
+      parsed = new URL(given);
+    } catch {
+      throw new InvalidInput(`unsupported URL '${shown(given)}': ${SCHEMES}`);
+    }
   }
   const scheme = parsed.protocol.replace(/:$/, "");
   const query = parsed.searchParams;
   const waitMs = query.get("durability_timeout_ms") ?? String(DEFAULT_DURABILITY_TIMEOUT_MS);
-  if (!/^[0-9]+$/.test(waitMs)) throw new InvalidInput(`durability_timeout_ms must be milliseconds: '${given}'`);
+  if (!/^[0-9]+$/.test(waitMs)) throw new InvalidInput(`durability_timeout_ms must be milliseconds: '${shown(given)}'`);
   const durability = parseDurability(options.durability ?? query.get("durability") ?? "local", Number(waitMs));
   query.delete("durability");
   query.delete("durability_timeout_ms");
@@ -73,20 +81,38 @@ export function connect(url?: string, options: ConnectOptions = {}): EventStore 
     client.on("error", () => undefined); // failures reach the calls, which judge them
     return new RedisStore(client, store);
   }
-  if (scheme === "redis+cluster" || scheme === "rediss+cluster") {
-    const client = new Cluster([{ host: parsed.hostname, port: Number(parsed.port || 6379) }], {
+  if (cluster) {
+    if (!["", "/", "/0"].includes(parsed.pathname)) {
+      throw new InvalidInput(`a Redis Cluster has database 0 only: '${shown(given)}'`);
+    }
+    // ioredis asks the seeds for the slot map one after another (in a shuffled order) until one
+    // answers, so a URL outlives any of its seeds being down.
+    const client = new Cluster(seeds, {
       redisOptions: {
         ...common,
-        username: decodeURIComponent(parsed.username) || undefined,
-        password: decodeURIComponent(parsed.password) || undefined,
+        username: decoded(parsed.username, given) || undefined,
+        password: decoded(parsed.password, given) || undefined,
         tls,
       },
       clusterRetryStrategy: (times: number) => Math.min(times * 100, 1000),
+      // A call made while no node answers fails at once, and the store tries it again until
+      // its timeout (store/failures.ts); queued, it would wait as long as the cluster is
+      // unreachable, past any timeout.
+      enableOfflineQueue: false,
     });
     client.on("error", () => undefined);
     return new RedisStore(client, store);
   }
-  throw new InvalidInput(`unsupported URL '${given}': ${SCHEMES}`);
+  throw new InvalidInput(`unsupported URL '${shown(given)}': ${SCHEMES}`);
+}
+
+/** A URL's user or password as written, percent-decoded; a broken %-escape is bad input. */
+function decoded(part: string, given: string): string {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    throw new InvalidInput(`a malformed %-escape in the credentials of '${shown(given)}'`);
+  }
 }
 
 /**

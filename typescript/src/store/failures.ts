@@ -4,6 +4,8 @@
  * at once; a lost connection or a "not now" reply is tried again until the store's timeout.
  */
 
+import type { Cluster } from "ioredis";
+
 import { BackendRefused, BackendUnavailable, LedgerError } from "../model/errors.js";
 
 // Replies that mean "not now" rather than "never": a failover, a loading replica, a busy script.
@@ -41,24 +43,60 @@ export function final(err: unknown): LedgerError | null {
   return refusal(err);
 }
 
+/**
+ * Why a cluster client cannot start, which its calls do not say: while it is not ready they
+ * fail with ioredis's "Cluster isn't ready", whatever the nodes answered. This keeps what each
+ * node answered when last asked for the slot map, until the cluster is ready.
+ */
+export class ClusterTrouble {
+  private readonly nodes = new Map<string, Error>();
+
+  constructor(private readonly client: Cluster) {
+    client.on("node error", (err: unknown, key: unknown) => {
+      if (err instanceof Error) this.nodes.set(String(key), err);
+    });
+    client.on("ready", () => {
+      this.nodes.clear();
+    });
+  }
+
+  private get starting(): boolean {
+    return this.client.status !== "ready" && this.nodes.size > 0;
+  }
+
+  /** A node's refusal (a wrong password, a user without the rights) while the cluster cannot start. */
+  refusal(): LedgerError | null {
+    const refused = this.starting ? [...this.nodes.values()].find(isReply) : undefined;
+    return refused ? refusal(refused) : null;
+  }
+
+  /** What each node answered, for a cluster that could not start; null for one that could. */
+  describe(): string | null {
+    if (!this.starting) return null;
+    const nodes = [...this.nodes].map(([key, err]) => `${key}: ${err.message}`);
+    return `no node of the cluster answered (${nodes.join("; ")})`;
+  }
+}
+
 const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(done, ms));
 
 /**
  * `make()` tried until it returns or `timeoutMs` have passed (then BackendUnavailable), pausing
  * with backoff between tries. Each try is a fresh call: an append retried is the same append_id
- * with the same content, which the script deduplicates.
+ * with the same content, which the script deduplicates. `trouble`, for a cluster client, says
+ * why it could not start: a node's refusal is final, and the nodes' failures are the message.
  */
-export async function retried<T>(make: () => Promise<T>, timeoutMs: number): Promise<T> {
+export async function retried<T>(make: () => Promise<T>, timeoutMs: number, trouble?: ClusterTrouble): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let delay = 20;
   for (;;) {
     try {
       return await make();
     } catch (err) {
-      const verdict = final(err);
+      const verdict = final(err) ?? trouble?.refusal() ?? null;
       if (verdict !== null) throw verdict;
       if (Date.now() + delay > deadline) {
-        const why = err instanceof Error ? err.message : String(err);
+        const why = trouble?.describe() ?? (err instanceof Error ? err.message : String(err));
         throw new BackendUnavailable(`redis unreachable for ${timeoutMs} ms: ${why}`);
       }
       await sleep(delay);

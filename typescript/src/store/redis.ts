@@ -33,13 +33,15 @@ import {
 } from "../model/ids.js";
 import type { AppendResult, OpenAttempt, RecordedEvent } from "../model/records.js";
 import { EventStore, type LeaseStep } from "./base.js";
-import { retried } from "./failures.js";
+import { ClusterTrouble, retried } from "./failures.js";
 import { Keys } from "./keys.js";
 import { type LuaScript, script } from "./scripts.js";
 
 export type RedisClient = Redis | Cluster;
 export type Arg = string | Buffer | number;
 export type Entry = [Buffer, Buffer[]];
+
+const isCluster = (client: RedisClient): client is Cluster => "nodes" in client && typeof client.nodes === "function";
 
 // How often the cross-session index is refreshed for one session by one store, at most.
 const INDEX_REFRESH_MS = 1000;
@@ -100,6 +102,7 @@ export class RedisStore extends EventStore {
   private readonly blocking = new Set<RedisClient>();
   private readScript = true;
   private hasWaitaof: boolean | null = null;
+  private readonly trouble: ClusterTrouble | undefined;
   readonly durability: Durability;
 
   constructor(
@@ -110,6 +113,7 @@ export class RedisStore extends EventStore {
     this.keys = new Keys(options.prefix ?? "lb");
     this.timeoutMs = options.timeoutMs ?? 10_000;
     this.durability = options.durability ?? LOCAL;
+    this.trouble = isCluster(client) ? new ClusterTrouble(client) : undefined;
   }
 
   async close(): Promise<void> {
@@ -156,9 +160,9 @@ export class RedisStore extends EventStore {
     let acks: unknown = null;
     for (let tries = 0; tries < 3; tries++) {
       if (waits) {
-        [reply, acks] = await retried(() => this.sendWaiting(keys, args), this.timeoutMs);
+        [reply, acks] = await retried(() => this.sendWaiting(keys, args), this.timeoutMs, this.trouble);
       } else {
-        reply = (await retried(() => this.evalsha(APPEND, keys, args), this.timeoutMs)) as unknown[];
+        reply = (await retried(() => this.evalsha(APPEND, keys, args), this.timeoutMs, this.trouble)) as unknown[];
       }
       if (text(reply[0]) !== "noartifact") break;
       // An artifact written before went before the call ran (a deletion, its TTL): again.
@@ -207,10 +211,10 @@ export class RedisStore extends EventStore {
   /** SCRIPT LOAD where appends run: the server, or every primary of a cluster. */
   private async loadScript(lua: LuaScript): Promise<void> {
     const client = this.client;
-    if ("nodes" in client && typeof client.nodes === "function") {
+    if (isCluster(client)) {
       await Promise.all(client.nodes("master").map((node) => node.script("LOAD", lua.text)));
     } else {
-      await (client as Redis).script("LOAD", lua.text);
+      await client.script("LOAD", lua.text);
     }
   }
 
@@ -332,7 +336,7 @@ export class RedisStore extends EventStore {
 
   /** `make()` tried again through lost connections and failovers, until the store's timeout. */
   async run<T>(make: () => Promise<T>): Promise<T> {
-    return retried(make, this.timeoutMs);
+    return retried(make, this.timeoutMs, this.trouble);
   }
 
   /**
@@ -574,9 +578,7 @@ export class RedisStore extends EventStore {
   /** A connection of its own for a blocking read: it holds the connection while it waits. */
   private duplicate(): RedisClient {
     const client = this.client;
-    return "nodes" in client && typeof client.nodes === "function"
-      ? (client).duplicate()
-      : (client as Redis).duplicate();
+    return isCluster(client) ? client.duplicate() : client.duplicate();
   }
 
   protected async versionOf(stream: StreamId): Promise<number> {

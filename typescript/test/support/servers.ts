@@ -110,18 +110,46 @@ export class LocalServer {
 
 const SLOTS = 16384;
 
-/** Three primaries, each a third of the slots, met and agreed. */
+/** A certificate for the servers and the CA that signed it (support/tls.ts makes them). */
+export interface ServerTls {
+  readonly ca: string;
+  readonly cert: string;
+  readonly key: string;
+}
+
+/**
+ * Three primaries, each a third of the slots, met and agreed. With `tls`, each node answers TLS
+ * on a port of its own (`tlsPorts`) and the nodes talk TLS among themselves; a TLS client is
+ * told the nodes' TLS ports, a plain one (the helper's own) their plain ports.
+ */
 export class LocalCluster {
   readonly nodes: LocalServer[] = [];
+  readonly tlsPorts: number[] = [];
+
+  constructor(private readonly tls?: ServerTls) {}
 
   get url(): string {
-    return `redis+cluster://127.0.0.1:${this.nodes[0]?.port ?? 0}`;
+    return this.tls
+      ? `rediss+cluster://127.0.0.1:${this.tlsPorts[0] ?? 0}?ssl_ca_certs=${encodeURIComponent(this.tls.ca)}`
+      : `redis+cluster://127.0.0.1:${this.nodes[0]?.port ?? 0}`;
   }
 
   async start(size = 3): Promise<this> {
+    const buses: number[] = [];
     for (let i = 0; i < size; i++) {
-      const node = new LocalServer(["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"]);
-      this.nodes.push(node);
+      const extra = ["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"];
+      if (this.tls) {
+        // A TLS cluster's bus is at the TLS port + 10000 unless named: named, from free ports.
+        const [tlsPort, bus] = [await freePort(), await freePort()];
+        this.tlsPorts.push(tlsPort);
+        buses.push(bus);
+        extra.push(
+          "--tls-port", String(tlsPort), "--tls-cluster", "yes", "--cluster-port", String(bus),
+          "--tls-cert-file", this.tls.cert, "--tls-key-file", this.tls.key,
+          "--tls-ca-cert-file", this.tls.ca, "--tls-auth-clients", "no",
+        );
+      }
+      this.nodes.push(new LocalServer(extra));
     }
     await Promise.all(this.nodes.map((node) => node.start()));
     const clients = this.nodes.map((node) => new Redis(node.port, "127.0.0.1"));
@@ -134,8 +162,10 @@ export class LocalCluster {
           return client.call("CLUSTER", "ADDSLOTSRANGE", first, last);
         }),
       );
-      for (const node of this.nodes.slice(1)) {
-        await (clients[0] as Redis).call("CLUSTER", "MEET", "127.0.0.1", node.port);
+      for (let i = 1; i < size; i++) {
+        const port = this.tls ? this.tlsPorts[i] : this.nodes[i]?.port;
+        const bus = this.tls ? [buses[i] as number] : [];
+        await (clients[0] as Redis).call("CLUSTER", "MEET", "127.0.0.1", port as number, ...bus);
       }
       await until("cluster state ok", async () => {
         const infos = await Promise.all(clients.map((c) => c.call("CLUSTER", "INFO") as Promise<string>));
