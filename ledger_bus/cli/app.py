@@ -13,6 +13,7 @@ from typing import IO, TYPE_CHECKING, Any, Final, NoReturn
 
 import click
 
+import ledger_bus
 from ledger_bus.model.environment import ARCHIVE_ENV, DEFAULT_URL, URL_ENV
 from ledger_bus.model.errors import (
     BackendRefused,
@@ -355,7 +356,7 @@ def output_after(command: click.Command) -> None:
     show_default=True,
     help="auto: a table on a terminal, JSONL otherwise (also after the command: tail s1 -o jsonl).",
 )
-@click.version_option(package_name="ledger-bus")
+@click.version_option(version=ledger_bus.__version__, package_name="ledger-bus")
 @click.pass_context
 def cli(
     ctx: click.Context,

@@ -115,6 +115,22 @@ def test_what_users_are_shown_imports_only_the_public_surface(path: Path) -> Non
             )
 
 
+def test_the_top_s_names_are_typed_where_they_are_loaded_from() -> None:
+    # Each public name at the top is imported for type checkers (else a user's checker sees
+    # Any through the module's __getattr__) from the module it is loaded from at run time.
+    import ledger_bus
+
+    tree = ast.parse((ROOT / "ledger_bus" / "__init__.py").read_text("utf-8"))
+    typed: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for imported in node.body:
+                assert isinstance(imported, ast.ImportFrom)
+                typed |= {alias.name: imported.module or "" for alias in imported.names}
+    assert typed == ledger_bus._WHERE
+    assert sorted(ledger_bus.__all__) == sorted(ledger_bus._WHERE)
+
+
 def test_another_language_replays_the_vectors_with_the_public_names_alone() -> None:
     # Given the conformance vectors, when an implementer in another language checks its bytes,
     # digests and event ids against this package, then the package's top names are enough.

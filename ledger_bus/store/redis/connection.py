@@ -3,6 +3,7 @@ call goes through, and what each final answer means as a ledger error."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
@@ -63,21 +64,24 @@ def parsed(make: Callable[[], T]) -> T:
         raise InvalidInput(str(err)) from None
 
 
+# One node: an IPv6 address in brackets, or a name or an IPv4 address; then ":PORT" if it has
+# one. The TypeScript SDK reads a node by the same rule (typescript/src/store/urls.ts).
+_NODE: Final = re.compile(r"(?:\[([0-9A-Fa-f:.]+)\]|([^\s:\[\]]+))(?::([0-9]+))?", re.ASCII)
+
+
 def hosts_of(url: str, what: str, default_port: int | None = None) -> list[tuple[str, int]]:
     """The nodes a URL names, `H:P,H2:P2` between its credentials and its path, in its order
     (an IPv6 host in brackets, `[::1]:P`). Without a port, a node is at `default_port`; where
     there is none, the port is required. InvalidInput naming the URL (its password hidden) for
-    an empty host or a port that is no number from 1 to 65535, before anything is tried."""
+    an empty node or host, or a port that is no number from 1 to 65535, before anything is
+    tried."""
     hosts = []
     for item in urlsplit(url).netloc.rpartition("@")[2].split(","):
-        if default_port is not None and (":" not in item or item.endswith("]")):
-            host, port = item, str(default_port)
-        else:
-            host, _, port = item.rpartition(":")
-        host = host.strip("[]")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        node = _NODE.fullmatch(item)
+        port = node[3] if node and node[3] else default_port
+        if node is None or port is None or not 0 < int(port) < 65536:
             raise InvalidInput(f"{what} is host:port, got {item!r} in {shown(url)!r}")
-        hosts.append((host, int(port)))
+        hosts.append((node[1] or node[2], int(port)))
     return hosts
 
 
@@ -97,6 +101,8 @@ def cluster_seeds(url: str) -> tuple[str, list[tuple[str, int]]]:
     without a port is at 6379, as on redis:// URLs."""
     seeds = hosts_of(url, "a cluster seed", default_port=6379)
     parts = urlsplit(url.replace("+cluster", "", 1))
+    if parts.path.strip("/") not in ("", "0"):
+        raise InvalidInput(f"a Redis Cluster has one database, 0: {shown(url)!r}")
     credentials, at, _ = parts.netloc.rpartition("@")
     host, port = seeds[0]
     first = f"[{host}]" if ":" in host else host

@@ -66,8 +66,10 @@ export class ClusterTrouble {
 
   /** A node's refusal (a wrong password, a user without the rights) while the cluster cannot start. */
   refusal(): LedgerError | null {
-    const refused = this.starting ? [...this.nodes.values()].find(isReply) : undefined;
-    return refused ? refusal(refused) : null;
+    // Only what retrying will not change: a node still loading, or a cluster down for a
+    // moment, is waited for as any unavailable node is.
+    if (!this.starting) return null;
+    return [...this.nodes.values()].map(final).find((found) => found !== null) ?? null;
   }
 
   /** What each node answered, for a cluster that could not start; null for one that could. */

@@ -578,6 +578,8 @@ export class RedisStore extends EventStore {
   /** A connection of its own for a blocking read: it holds the connection while it waits. */
   private duplicate(): RedisClient {
     const client = this.client;
+    // Two branches alike on purpose: each narrows the union, whose two duplicate() signatures
+    // TypeScript cannot call as one.
     return isCluster(client) ? client.duplicate() : client.duplicate();
   }
 
