@@ -156,9 +156,9 @@ class AsyncRun:
         event = {"type": "mutation", "kind": kind, **fields}
         return await self.store.drive(self.core.said_op(event))
 
-    async def checkpoint(self, state: dict[str, Any]) -> None:
-        """Run.checkpoint."""
-        await self.store.drive(self.core.checkpoint_op(state))
+    async def snapshot(self, state: dict[str, Any]) -> None:
+        """Run.snapshot."""
+        await self.store.drive(self.core.snapshot_op(state))
 
     async def call(
         self,

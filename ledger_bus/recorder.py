@@ -349,11 +349,9 @@ class Run:
         """Keep the loop's state (JSON), whole, in the run's own native stream: on resume,
         `recovered` gives the newest snapshot and the run's events after it ("snapshot plus
         tail replay"), so a loop rebuilds its state without replaying its whole history."""
-        self._drive(self.checkpoint_op(state))
+        self._drive(self.snapshot_op(state))
 
-    checkpoint = snapshot  # the name a framework's native state was kept under before
-
-    def checkpoint_op(self, state: dict[str, Any]) -> Op[None]:
+    def snapshot_op(self, state: dict[str, Any]) -> Op[None]:
         # Numbered within the run's version, so that two checkpoints with nothing written in
         # between are two appends, not one append_id used for two states.
         self._checkpoints += 1

@@ -100,7 +100,7 @@ def test_a_writer_records_runs_reads_and_follows_through_a_group(
     recorder = Recorder(store, "s", "agent", lease_ttl_ms=2000)
     with recorder.run("r1") as run:
         assert run.call("search", {"q": "x"}, lambda q: q.upper()) == "X"
-        run.checkpoint({"turn": 1})
+        run.snapshot({"turn": 1})
         run.mutate("task.done", task_id="t1")
     with recorder.run("r1", resume=True) as run:
         assert run.call("search", {"q": "x"}, lambda q: "never called") == "X"

@@ -472,11 +472,11 @@ def test_resume_restores_the_last_checkpoint(store: EventStore) -> None:
     with recorder.run("r1") as run:
         for turn in range(3):
             run.message(f"turn {turn}")
-            run.checkpoint({"turn": turn})
+            run.snapshot({"turn": turn})
     with recorder.run("r1", resume=True) as run:
         assert run.restored_state == {"turn": 2}
-        run.checkpoint({"turn": 3})
-        run.checkpoint({"turn": 4})  # nothing written in between: a second checkpoint all the same
+        run.snapshot({"turn": 3})
+        run.snapshot({"turn": 4})  # nothing written in between: a second snapshot all the same
     with recorder.run("r1", resume=True) as run:
         assert run.restored_state == {"turn": 4}
     with recorder.run("r2", resume=True) as run:

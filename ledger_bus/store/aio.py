@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import redis.exceptions as rx
 from redis.utils import HIREDIS_AVAILABLE
@@ -42,9 +42,6 @@ from ledger_bus.store.redis.autopipe import Coalescing
 from ledger_bus.store.redis.connection import sentinels_of
 from ledger_bus.store.restore import restore_batches
 from ledger_bus.store.urls import SCHEMES, Opening, opening, redis_options, redis_settings
-
-if TYPE_CHECKING:
-    pass
 
 T = TypeVar("T")
 

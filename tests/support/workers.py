@@ -76,7 +76,7 @@ def recorded(url: str, prefix: str, session: str, run_id: str, marker: str, safe
     store = lb.connect(url, prefix=prefix)
     recorder = Recorder(store, session, "agent", lease_ttl_ms=3000)
     with recorder.run(run_id) as run:
-        run.checkpoint({"turn": 1, "notes": ["looked up the ticket"]})
+        run.snapshot({"turn": 1, "notes": ["looked up the ticket"]})
         run.call("lookup", {"ticket": 7}, lambda ticket: side_effect(marker, f"lookup {ticket}"))
         print("calling the slow tool", flush=True)
         run.call(

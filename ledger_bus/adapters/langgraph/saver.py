@@ -658,13 +658,12 @@ class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[st
                 if k not in ("event_id", "blobs") and not k.startswith(VALUE)
             }
             events.append({**kept, "thread_id": thread_id, **blob_fields(blobs)})
-            by_task: dict[str, builtins.list[builtins.list[Any]]] = {}
+            by_task: dict[tuple[str, str], builtins.list[builtins.list[Any]]] = {}
             for task_id, channel, value, task_path, idx in state.writes.get(
                 checkpoint_id, {}
             ).values():
-                by_task.setdefault(f"{task_id}\x1f{task_path}", []).append([idx, channel, value])
-            for key, writes in by_task.items():
-                task_id, _, task_path = key.partition("\x1f")
+                by_task.setdefault((task_id, task_path), []).append([idx, channel, value])
+            for (task_id, task_path), writes in by_task.items():
                 events.append(
                     {
                         "type": "mutation",
