@@ -8,6 +8,7 @@ import socket
 import click
 
 from ledger_bus.cli.app import BadInput, Settings, cli, pass_settings, say
+from ledger_bus.model.environment import without_password
 from ledger_bus.store import DEFAULT_URL
 
 
@@ -39,7 +40,7 @@ def ui(settings: Settings, host: str, port: int) -> None:
             settings.url, timeout=settings.timeout, prefix=settings.prefix, archive=settings.archive
         )
 
-    location = _plain(settings.url or DEFAULT_URL)
+    location = without_password(settings.url or DEFAULT_URL)
     if settings.prefix != "lb":  # which ledger of that server (the demo's is lb-demo)
         location += f" · prefix {settings.prefix}"
     if not _loopback(host):
@@ -80,14 +81,3 @@ def _loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def _plain(url: str) -> str:
-    """The URL without a password, for pages."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return url

@@ -22,6 +22,7 @@ import redis.exceptions as rx
 from redis.utils import HIREDIS_AVAILABLE
 
 from ledger_bus.model.durability import Durability
+from ledger_bus.model.environment import without_password
 from ledger_bus.model.ids import ExpectedVersion, StreamId
 from ledger_bus.model.prepared import Limits
 from ledger_bus.model.records import (
@@ -448,7 +449,6 @@ async def open_redis_async(o: Opening) -> AsyncStore:
         final,
         open_sentinel,
         parsed,
-        shown,
     )
 
     url, scheme, timeout = o.url, o.scheme, o.timeout
@@ -461,7 +461,7 @@ async def open_redis_async(o: Opening) -> AsyncStore:
         settings["connection_class"] = packing_in_c(settings["connection_class"])
         for node in client.nodes_manager.startup_nodes.values():
             node.connection_class = packing_in_c(node.connection_class)
-        seed = shown(url.replace("+cluster", "", 1))
+        seed = without_password(url.replace("+cluster", "", 1))
 
         async def initialize(cluster: Any) -> None:
             try:

@@ -11,6 +11,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 import redis.exceptions as rx
 from redis.cluster import ClusterNode, RedisCluster
 
+from ledger_bus.model.environment import without_password
 from ledger_bus.model.errors import BackendRefused, BackendUnavailable, InvalidInput, LedgerError
 from ledger_bus.store.ops import call, retried, run
 
@@ -80,18 +81,9 @@ def hosts_of(url: str, what: str, default_port: int | None = None) -> list[tuple
         node = _NODE.fullmatch(item)
         port = node[3] if node and node[3] else default_port
         if node is None or port is None or not 0 < int(port) < 65536:
-            raise InvalidInput(f"{what} is host:port, got {item!r} in {shown(url)!r}")
+            raise InvalidInput(f"{what} is host:port, got {item!r} in {without_password(url)!r}")
         hosts.append((node[1] or node[2], int(port)))
     return hosts
-
-
-def shown(url: str) -> str:
-    """The URL as an error names it: its password, if any, hidden."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user, _, hosts = parts.netloc.rpartition("@")
-    return urlunsplit(parts._replace(netloc=f"{user.partition(':')[0]}:***@{hosts}"))
 
 
 def cluster_seeds(url: str) -> tuple[str, list[tuple[str, int]]]:
@@ -102,7 +94,7 @@ def cluster_seeds(url: str) -> tuple[str, list[tuple[str, int]]]:
     seeds = hosts_of(url, "a cluster seed", default_port=6379)
     parts = urlsplit(url.replace("+cluster", "", 1))
     if parts.path.strip("/") not in ("", "0"):
-        raise InvalidInput(f"a Redis Cluster has one database, 0: {shown(url)!r}")
+        raise InvalidInput(f"a Redis Cluster has one database, 0: {without_password(url)!r}")
     credentials, at, _ = parts.netloc.rpartition("@")
     host, port = seeds[0]
     first = f"[{host}]" if ":" in host else host
@@ -125,7 +117,7 @@ def open_cluster(url: str, options: dict[str, Any], timeout: float) -> RedisClus
     """A cluster client from a `redis+cluster://` URL (`cluster_seeds`), which reads the slot
     map as it is built: retried like any call until `timeout`, and refused at once when a node
     answers that it is not in cluster mode."""
-    where = shown(url.replace("+cluster", "", 1))
+    where = without_password(url.replace("+cluster", "", 1))
 
     def build() -> RedisCluster:
         try:
@@ -170,8 +162,9 @@ def open_sentinel(url: str, options: dict[str, Any], sentinel_class: Any = None)
     hosts = hosts_of(url, "a sentinel")
     names = [p for p in parts.path.split("/") if p]
     if not names or len(names) > 2 or (len(names) == 2 and not names[1].isdigit()):
+        named = without_password(url)
         raise InvalidInput(
-            f"a Sentinel URL names the primary and a database: /MASTER/DB; {shown(url)!r}"
+            f"a Sentinel URL names the primary and a database: /MASTER/DB; {named!r}"
         )
     query = dict(parse_qsl(parts.query))
     data = dict(options)
