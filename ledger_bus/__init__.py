@@ -6,9 +6,9 @@
     ref = ledger_bus.StreamId("task-42", "planner")
     store.append(ref, 0, "m-1", [{"type": "message", "agent": "planner", "body": "hello"}])
 
-Every name below is public: a program imports it from here (or from `ledger_bus.aio`, the
-adapters and `ledger_bus.testing`, each of which says its own). Modules not named so are the
-package's inside and may move between releases.
+Every name below is public: a program imports it from here (or from `ledger_bus.aio`,
+`ledger_bus.otel`, the adapters and `ledger_bus.testing`, each of which says its own). Modules
+not named so are the package's inside and may move between releases.
 
 The names are loaded when first used (PEP 562), so that a program, or the `ledger-bus` command,
 pays only for the parts it uses: `import ledger_bus` itself imports nothing else.
@@ -20,9 +20,22 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ledger_bus.archive import archive_session
-    from ledger_bus.atif import atif_of, write_atif
-    from ledger_bus.dispatch import Board
+    from ledger_bus.agent.recorder import (
+        Attempt,
+        Capabilities,
+        Delegation,
+        LeaseLost,
+        OutcomeNotRecorded,
+        Recorder,
+        Recovery,
+        RequestNotRecorded,
+        Run,
+        ToolFailed,
+        UnresolvedAttempt,
+    )
+    from ledger_bus.agent.tailer import Tailer, TailerOptions, render_context
+    from ledger_bus.board.dispatches import Board
+    from ledger_bus.exports.atif import atif_of, write_atif
     from ledger_bus.model.artifacts import ArtifactRef
     from ledger_bus.model.batch import append_digest
     from ledger_bus.model.canonical import JsonValueError, canonical_bytes
@@ -52,23 +65,11 @@ if TYPE_CHECKING:
         SessionInfo,
         StreamInfo,
     )
-    from ledger_bus.reconciler import PassReport, Reconciler, ReconcilerConfig, resolve_attempt
-    from ledger_bus.recorder import (
-        Attempt,
-        Capabilities,
-        Delegation,
-        LeaseLost,
-        OutcomeNotRecorded,
-        Recorder,
-        Recovery,
-        RequestNotRecorded,
-        Run,
-        ToolFailed,
-        UnresolvedAttempt,
-    )
-    from ledger_bus.retention import Retention
+    from ledger_bus.operations.archiving import archive_session
+    from ledger_bus.operations.reconciler import PassReport, Reconciler, ReconcilerConfig
+    from ledger_bus.operations.resolve import resolve_attempt
+    from ledger_bus.operations.retention import Retention
     from ledger_bus.store import AppendResult, EventStore, RecordedEvent, connect
-    from ledger_bus.tailer import Tailer, TailerOptions, render_context
 
 # The one place the version is said: pyproject.toml reads it from here, and the CLI's --version,
 # the npm package and the CHANGELOG are held to it (tests/packaging/test_version.py).
@@ -125,20 +126,20 @@ _WHERE = {
             "ToolFailed",
             "UnresolvedAttempt",
         ],
-        "ledger_bus.recorder",
+        "ledger_bus.agent.recorder",
     ),
-    **dict.fromkeys(["Tailer", "TailerOptions", "render_context"], "ledger_bus.tailer"),
+    **dict.fromkeys(["Tailer", "TailerOptions", "render_context"], "ledger_bus.agent.tailer"),
     # Operations: the reconciler, the dispatch board, archiving and retention.
     **dict.fromkeys(
-        ["PassReport", "Reconciler", "ReconcilerConfig", "resolve_attempt"],
-        "ledger_bus.reconciler",
+        ["PassReport", "Reconciler", "ReconcilerConfig"], "ledger_bus.operations.reconciler"
     ),
-    "Board": "ledger_bus.dispatch",
-    "Retention": "ledger_bus.retention",
-    "archive_session": "ledger_bus.archive",
+    "resolve_attempt": "ledger_bus.operations.resolve",
+    "Board": "ledger_bus.board.dispatches",
+    "Retention": "ledger_bus.operations.retention",
+    "archive_session": "ledger_bus.operations.archiving",
     # Exports: ATIF trajectories (OpenTelemetry spans, which need the [otel] extra, are
     # ledger_bus.otel's, so that `from ledger_bus import *` works without it).
-    **dict.fromkeys(["atif_of", "write_atif"], "ledger_bus.atif"),
+    **dict.fromkeys(["atif_of", "write_atif"], "ledger_bus.exports.atif"),
 }
 
 __all__ = [

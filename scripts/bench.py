@@ -21,7 +21,7 @@ import msgpack
 import redis
 
 import ledger_bus as lb
-from ledger_bus.server import LocalServer
+from ledger_bus.demo.server import LocalServer
 from ledger_bus.store.redis import Entries, RedisStore
 
 ARGS = {

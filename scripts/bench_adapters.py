@@ -48,7 +48,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 import ledger_bus as lb
 from ledger_bus import aio
 from ledger_bus.adapters.langgraph import LedgerSaver
-from ledger_bus.server import LocalServer
+from ledger_bus.demo.server import LocalServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import deployed_settings

@@ -25,10 +25,10 @@ import msgpack
 import redis
 
 import ledger_bus as lb
+from ledger_bus.agent.tailer import Tailer, TailerOptions
+from ledger_bus.demo.server import LocalServer
 from ledger_bus.model.ids import CURSOR_ZERO
-from ledger_bus.server import LocalServer
 from ledger_bus.store.redis import Entries
-from ledger_bus.tailer import Tailer, TailerOptions
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

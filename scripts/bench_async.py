@@ -27,9 +27,9 @@ from redis.asyncio import Redis
 
 import ledger_bus as lb
 from ledger_bus import aio
+from ledger_bus.demo.server import LocalServer
 from ledger_bus.model.batch import prepare_append
-from ledger_bus.server import LocalServer
-from ledger_bus.store.aio import AsyncStore
+from ledger_bus.store.async_store import AsyncStore
 from ledger_bus.store.redis import APPEND, RedisStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -29,6 +29,7 @@ import ormsgpack
 import redis
 from bench import PAYLOAD, pipelined_xadds, tool_call
 
+from ledger_bus.demo.server import LocalServer
 from ledger_bus.model.attempts import attempt_note
 from ledger_bus.model.batch import (
     Limits,
@@ -39,7 +40,6 @@ from ledger_bus.model.batch import (
 )
 from ledger_bus.model.events import validate_all_given
 from ledger_bus.model.ids import ANY, StreamId, event_id_deriver
-from ledger_bus.server import LocalServer
 from ledger_bus.store.redis import RedisStore, load_script
 from ledger_bus.store.redis.scripts import LuaScript
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import redis
 
 import ledger_bus as lb
-from ledger_bus.server import LocalServer
+from ledger_bus.demo.server import LocalServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import tool_call

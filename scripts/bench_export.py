@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import ledger_bus as lb
-from ledger_bus.server import LocalServer
+from ledger_bus.demo.server import LocalServer
 
 STEPS_PER_RUN = 50
 
@@ -91,7 +91,7 @@ store = lb.connect({url!r})
 start = time.perf_counter()
 if {form!r} == "atif":
     import os
-    from ledger_bus.atif import write_atif
+    from ledger_bus.exports.atif import write_atif
     with open(os.devnull, "w") as out:
         write_atif(store, {session!r}, out)
 else:

@@ -25,9 +25,9 @@ from typing import Any
 import redis
 
 import ledger_bus as lb
-from ledger_bus.archive import archive_session
-from ledger_bus.conversation import export_session
-from ledger_bus.server import LocalServer
+from ledger_bus.demo.server import LocalServer
+from ledger_bus.exports.conversation import export_session
+from ledger_bus.operations.archiving import archive_session
 from ledger_bus.store.redis.tiered import TieredStore
 from tests.support.pgserver import LocalPostgres
 

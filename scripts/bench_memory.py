@@ -27,7 +27,7 @@ from langchain_core.runnables import RunnableConfig
 import ledger_bus as lb
 from ledger_bus.adapters.langgraph import LedgerSaver
 from ledger_bus.adapters.langgraph.saver import DEFAULT_MAX_BYTES
-from ledger_bus.server import LocalServer
+from ledger_bus.demo.server import LocalServer
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_adapters import TEXT, graph_on

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import ledger_bus as lb
-from ledger_bus.reconciler import Reconciler, ReconcilerConfig
-from ledger_bus.server import LocalServer
+from ledger_bus.demo.server import LocalServer
+from ledger_bus.operations.reconciler import Reconciler, ReconcilerConfig
 from ledger_bus.store.base import EventStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -36,8 +36,8 @@ from sqlalchemy import (
 )
 
 import ledger_bus as lb
+from ledger_bus.demo.server import LocalServer
 from ledger_bus.model.ids import format_cursor
-from ledger_bus.server import LocalServer
 from ledger_bus.store.sql import SqlStore
 from tests.support.pgserver import LocalPostgres
 

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import ledger_bus as lb
-from ledger_bus.server import LocalServer
+from ledger_bus.demo.server import LocalServer
 
 COMMAND = str(Path(sys.executable).parent / "ledger-bus")
 

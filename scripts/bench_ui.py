@@ -47,7 +47,7 @@ import redis.asyncio
 from playwright.sync_api import sync_playwright
 
 import ledger_bus as lb
-from ledger_bus.server import LocalServer, free_port
+from ledger_bus.demo.server import LocalServer, free_port
 from ledger_bus.store.redis import Entries
 from ledger_bus.store.redis.keys import Keys
 from tests.test_ui_browser import FLAGS

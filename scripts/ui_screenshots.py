@@ -24,10 +24,10 @@ from playwright.sync_api import sync_playwright
 
 import ledger_bus as lb
 from ledger_bus import aio
-from ledger_bus.dispatch import Board
-from ledger_bus.reconciler import Reconciler, ReconcilerConfig
-from ledger_bus.recorder import Recorder
-from ledger_bus.server import LocalServer
+from ledger_bus.agent.recorder import Recorder
+from ledger_bus.board.dispatches import Board
+from ledger_bus.demo.server import LocalServer
+from ledger_bus.operations.reconciler import Reconciler, ReconcilerConfig
 from ledger_bus.ui.app import create_app
 from tests.support.ui import served
 from tests.test_ui_browser import FLAGS

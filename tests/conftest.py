@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import ledger_bus
-from ledger_bus.server import LocalServer, valkey_binary
+from ledger_bus.demo.server import LocalServer, valkey_binary
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.memory import MemoryStore
 from ledger_bus.store.redis import RedisStore

@@ -12,16 +12,17 @@ import pytest
 import redis
 
 import ledger_bus as lb
-from ledger_bus.archive import archive_session
-from ledger_bus.doctor import examine
-from ledger_bus.reconciler import Reconciler, ReconcilerConfig, resolve_attempt
-from ledger_bus.recorder import Recorder
-from ledger_bus.server import LocalServer
+from ledger_bus.agent.recorder import Recorder
+from ledger_bus.agent.tailer import Tailer, TailerOptions
+from ledger_bus.demo.server import LocalServer
+from ledger_bus.operations.archiving import archive_session
+from ledger_bus.operations.doctor import examine
+from ledger_bus.operations.reconciler import Reconciler, ReconcilerConfig
+from ledger_bus.operations.resolve import resolve_attempt
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.redis import RedisStore
 from ledger_bus.store.redis.acl import ROLES, acl_file
 from ledger_bus.store.sql import SqlStore
-from ledger_bus.tailer import Tailer, TailerOptions
 from tests.support.events import call, msg, result
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"

@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 
 import ledger_bus as lb
+from ledger_bus.agent.recorder import Recorder, RequestNotRecorded, UnresolvedAttempt
+from ledger_bus.agent.tailer import Tailer, TailerOptions, render_context
+from ledger_bus.demo.server import LocalServer
 from ledger_bus.model.records import RecordedEvent
-from ledger_bus.recorder import Recorder, RequestNotRecorded, UnresolvedAttempt
-from ledger_bus.server import LocalServer
 from ledger_bus.store.base import EventStore
-from ledger_bus.store.ops import Op
-from ledger_bus.tailer import Tailer, TailerOptions, render_context
+from ledger_bus.store.steps import Op
 from tests.support.events import msg
 from tests.support.helpers import kill, kill_when_ready, start_recorded
 
@@ -321,7 +321,7 @@ def test_tail_shows_no_event_of_another_session_while_sessions_interleave(
 
 
 def test_context_renders_compact_lines_for_a_model(store: EventStore) -> None:
-    from ledger_bus.tailer import render_context
+    from ledger_bus.agent.tailer import render_context
 
     append_bodies(store, "ctx", ["first line\nsecond line"])
     text = render_context(store.tail("ctx", 5))

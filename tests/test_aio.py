@@ -15,9 +15,9 @@ import pytest
 
 import ledger_bus as lb
 from ledger_bus import aio
-from ledger_bus.recorder import UnresolvedAttempt
-from ledger_bus.server import LocalServer
-from ledger_bus.store.aio import AsyncStore
+from ledger_bus.agent.recorder import UnresolvedAttempt
+from ledger_bus.demo.server import LocalServer
+from ledger_bus.store.async_store import AsyncStore
 from ledger_bus.store.base import EventStore
 from tests.support.cluster import LocalCluster
 from tests.support.pgserver import LocalPostgres

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import ledger_bus as lb
-from ledger_bus.archive import STEPS, archive_session
-from ledger_bus.conversation import export_session
+from ledger_bus.exports.conversation import export_session
+from ledger_bus.operations.archiving import STEPS, archive_session
 from ledger_bus.store.redis import RedisStore
 from ledger_bus.store.redis.tiered import TieredStore
 from tests.support.events import call, msg, result
@@ -365,7 +365,7 @@ def test_an_archive_that_differs_is_found_out_and_nothing_is_removed(tiered: Tie
 
 
 def test_the_gauges_count_sessions_by_tier_and_show_redis_memory(tiered: TieredStore) -> None:
-    from ledger_bus.reconciler import StoreGauges
+    from ledger_bus.operations.metrics import StoreGauges
 
     fill(tiered)
     tiered.append(lb.StreamId("arch-other", "main"), 0, "o1", [msg("stays")])

@@ -15,8 +15,8 @@ import ledger_bus as lb
 from ledger_bus.model.artifacts import JSON, TEXT, ArtifactRef
 from ledger_bus.model.batch import Limits, prepare_append
 from ledger_bus.store.base import EventStore
-from ledger_bus.store.ops import Op
 from ledger_bus.store.redis import ARTIFACT_CHUNK, RedisStore
+from ledger_bus.store.steps import Op
 from tests.support.events import call, msg, result
 from tests.support.helpers import ledger_here
 

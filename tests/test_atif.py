@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 import ledger_bus as lb
-from ledger_bus.atif import atif_of
-from ledger_bus.reconciler import Reconciler, ReconcilerConfig
-from ledger_bus.recorder import Recorder
+from ledger_bus.agent.recorder import Recorder
+from ledger_bus.exports.atif import atif_of
+from ledger_bus.operations.reconciler import Reconciler, ReconcilerConfig
 from ledger_bus.store.base import EventStore
 from tests.support.harbor import harbor_errors
 from tests.support.helpers import ledger_cli, ledger_here
@@ -224,8 +224,8 @@ def test_a_trajectory_written_a_step_at_a_time_is_the_one_held_whole(
     pytest.importorskip("langgraph")
     from langchain_core.messages import HumanMessage
 
-    from ledger_bus import atif
     from ledger_bus.adapters.langgraph import LedgerSaver
+    from ledger_bus.exports import atif
     from tests.support.graphs import build, delegating
 
     store = lb.connect("memory://")

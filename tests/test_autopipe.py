@@ -14,7 +14,7 @@ from redis.auth.token import SimpleToken
 
 import ledger_bus as lb
 from ledger_bus import aio
-from ledger_bus.server import LocalServer
+from ledger_bus.demo.server import LocalServer
 from ledger_bus.store.redis.autopipe import Coalescing
 
 ECHO = "if ARGV[1] == 'fail' then return redis.error_reply('ERR asked to fail') end return ARGV[1]"

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ledger_bus as lb
-from ledger_bus.dispatch import (
+from ledger_bus.board.dispatches import (
     CLOSED_WORDS,
     OPEN_WORDS,
     Board,
@@ -264,7 +264,7 @@ def test_two_processes_opening_at_the_same_moment_get_distinct_consecutive_ids(
 ) -> None:
     script = (
         "import sys, time, ledger_bus as lb\n"
-        "from ledger_bus.dispatch import Board, parse_now\n"
+        "from ledger_bus.board.dispatches import Board, parse_now\n"
         "store = lb.connect(sys.argv[1], prefix=sys.argv[2]); board = Board(store, 'race')\n"
         "board.state(); time.sleep(max(0, float(sys.argv[3]) - time.time()))\n"
         "print('\\n'.join(board.open('writer', 'x', parse_now('2026-11-29T12:00:00Z'), {})"

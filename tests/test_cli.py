@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ledger_bus.server import free_port
+from ledger_bus.demo.server import free_port
 from tests.support.helpers import LEDGER_KEYS, cli_env, ledger_cli, ledger_here
 
 run = ledger_cli

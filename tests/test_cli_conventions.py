@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import ledger_bus as lb
+from ledger_bus.agent.filters import parse_bound
 from ledger_bus.cli.params import Duration, DurationMs
-from ledger_bus.filters import parse_bound
 from ledger_bus.model.durations import duration_seconds
 from ledger_bus.model.errors import InvalidInput
 from ledger_bus.model.ids import cursor_ms
@@ -103,7 +103,7 @@ def test_reconcile_once_prints_its_results_on_stdout(redis_url: str, prefix: str
 
 
 def test_doctors_failure_has_an_exit_code_of_its_own() -> None:
-    from ledger_bus.server import LocalServer
+    from ledger_bus.demo.server import LocalServer
 
     with LocalServer(appendonly=False, extra=["--maxmemory-policy", "allkeys-lru"]) as server:
         done = ledger_here(server.url, "lb", "doctor")
@@ -145,7 +145,7 @@ def test_the_command_line_imports_only_what_a_command_needs() -> None:
     code = (
         "import sys, subprocess\n"
         "from ledger_bus.cli import cli\n"
-        "heavy = {'pydantic', 'redis', 'sqlalchemy', 'rich', 'ledger_bus.conversation'}\n"
+        "heavy = {'pydantic', 'redis', 'sqlalchemy', 'rich', 'ledger_bus.exports.conversation'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
     )
     loaded = subprocess.run(

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 import ledger_bus as lb
-from ledger_bus.server import LocalServer
+from ledger_bus.demo.server import LocalServer
 from ledger_bus.store.redis import RedisStore
 from tests.support.cluster import LocalCluster
 from tests.support.events import msg

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import ledger_bus as lb
-from ledger_bus.server import LocalServer
+from ledger_bus.demo.server import LocalServer
 from tests.support.events import msg
 from tests.support.proxy import DropProxy
 
@@ -138,7 +138,7 @@ def test_an_append_after_the_server_lost_its_scripts_loads_them_and_lands_once(
 
 
 def test_an_unreachable_backend_is_reported_within_the_deadline() -> None:
-    from ledger_bus.server import free_port
+    from ledger_bus.demo.server import free_port
 
     with (
         lb.connect(f"redis://127.0.0.1:{free_port()}/0", timeout=0.5) as store,

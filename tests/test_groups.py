@@ -8,11 +8,11 @@ from collections.abc import Iterator
 import pytest
 
 import ledger_bus as lb
+from ledger_bus.agent.tailer import Tailer, TailerOptions
+from ledger_bus.demo.server import LocalServer
 from ledger_bus.model.ids import CURSOR_ZERO
 from ledger_bus.model.records import Delivery
-from ledger_bus.server import LocalServer
 from ledger_bus.store.base import EventStore
-from ledger_bus.tailer import Tailer, TailerOptions
 from tests.support.proxy import DropProxy
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import ledger_bus as lb
-from ledger_bus.reconciler import FLAG_KIND, Reconciler, ReconcilerConfig
-from ledger_bus.server import LocalServer, free_port
+from ledger_bus.demo.server import LocalServer, free_port
+from ledger_bus.operations.reconciler import FLAG_KIND, Reconciler, ReconcilerConfig
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.redis import RedisStore
 from tests.support.helpers import cli_env, kill, ledger_cli, ledger_here, start_recorded

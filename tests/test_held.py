@@ -17,7 +17,7 @@ from redis.auth.token import SimpleToken
 
 import ledger_bus as lb
 from ledger_bus import aio
-from ledger_bus.server import LocalServer
+from ledger_bus.demo.server import LocalServer
 from ledger_bus.store.redis import RedisStore
 from tests.support.cluster import LocalCluster
 from tests.support.events import call, msg

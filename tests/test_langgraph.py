@@ -23,9 +23,9 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 import ledger_bus as lb
 from ledger_bus import aio
 from ledger_bus.adapters.langgraph import LedgerSaver
-from ledger_bus.reconciler import Reconciler, ReconcilerConfig
-from ledger_bus.recorder import UnresolvedAttempt
-from ledger_bus.server import LocalServer
+from ledger_bus.agent.recorder import UnresolvedAttempt
+from ledger_bus.demo.server import LocalServer
+from ledger_bus.operations.reconciler import Reconciler, ReconcilerConfig
 from tests.support.cluster import LocalCluster
 from tests.support.graphs import ask, build
 from tests.support.helpers import kill_when_ready, ledger_here, runs_of

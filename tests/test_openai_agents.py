@@ -22,12 +22,13 @@ from agents.memory.session import Session
 import ledger_bus as lb
 from ledger_bus import aio
 from ledger_bus.adapters.openai_agents import CAPABILITIES, LedgerSession
+from ledger_bus.agent.recorder import UnresolvedAttempt
+from ledger_bus.demo.server import LocalServer
 from ledger_bus.model.records import AppendResult
-from ledger_bus.reconciler import Reconciler, ReconcilerConfig, resolve_attempt
-from ledger_bus.recorder import UnresolvedAttempt
-from ledger_bus.server import LocalServer
+from ledger_bus.operations.reconciler import Reconciler, ReconcilerConfig
+from ledger_bus.operations.resolve import resolve_attempt
 from ledger_bus.store.memory import MemoryStore
-from ledger_bus.store.ops import Op
+from ledger_bus.store.steps import Op
 from tests.support.agents_sdk import build, handed_off, run
 from tests.support.cluster import LocalCluster
 from tests.support.helpers import kill_when_ready, ledger_here, runs_of

@@ -18,9 +18,9 @@ import pytest
 pytest.importorskip("opentelemetry.sdk")
 
 import ledger_bus as lb
+from ledger_bus.agent.recorder import Recorder
+from ledger_bus.exports.otel_follow import Follower
 from ledger_bus.otel import CONVENTIONS, Options, send_spans, span_id, spans_of, trace_id
-from ledger_bus.otel_follow import Follower
-from ledger_bus.recorder import Recorder
 from ledger_bus.store.base import EventStore
 from tests.support.helpers import cli_env, ledger_here
 from tests.support.otlp import receiver

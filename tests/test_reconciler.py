@@ -20,8 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ledger_bus as lb
-from ledger_bus.reconciler import FLAG_KIND, Reconciler, ReconcilerConfig, resolve_attempt
-from ledger_bus.server import LocalServer, free_port
+from ledger_bus.demo.server import LocalServer, free_port
+from ledger_bus.operations.reconciler import FLAG_KIND, Reconciler, ReconcilerConfig
+from ledger_bus.operations.resolve import resolve_attempt
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.memory import MemoryStore
 from ledger_bus.store.redis import RedisStore

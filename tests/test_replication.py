@@ -14,7 +14,7 @@ import pytest
 import redis
 
 import ledger_bus as lb
-from ledger_bus.server import LocalServer, valkey_binary
+from ledger_bus.demo.server import LocalServer, valkey_binary
 from tests.support.events import msg
 from tests.support.helpers import Writers, ledger_cli
 from tests.support.proxy import DropProxy
@@ -137,7 +137,7 @@ def test_without_its_replica_an_append_is_written_unconfirmed_and_the_next_ones_
         assert "retry with the same append_id" in done.stderr
 
         # A resume must have its own run.resumed confirmed, and with it all that came before
-        from ledger_bus.recorder import Recorder
+        from ledger_bus.agent.recorder import Recorder
 
         with pytest.raises(lb.DurabilityNotConfirmed):
             Recorder(store, "s", "agent").run("r9", resume=True).__enter__()
@@ -243,9 +243,9 @@ def drill(durability: str, each: int) -> Drilled:
     """Two writers, a recorded run, a consumer and a reconciler work through a fixed address on a
     primary whose replica is 30 ms away; the primary is SIGKILLed mid-stream with what its link
     held, the replica promoted, and the address pointed at it."""
-    from ledger_bus.reconciler import Reconciler, ReconcilerConfig
-    from ledger_bus.recorder import Recorder
-    from ledger_bus.tailer import Tailer, TailerOptions
+    from ledger_bus.agent.recorder import Recorder
+    from ledger_bus.agent.tailer import Tailer, TailerOptions
+    from ledger_bus.operations.reconciler import Reconciler, ReconcilerConfig
 
     pair = Pair(delay_s=0.03)
     front = DropProxy(pair.primary.port)
@@ -375,10 +375,10 @@ def test_doctor_reports_the_replicas_and_whether_the_durability_can_hold(pair: P
 
 
 def test_readers_and_the_recorder_notice_a_history_a_failover_rewound(pair: Pair) -> None:
-    from ledger_bus.reconciler import Reconciler, ReconcilerConfig
-    from ledger_bus.recorder import Recorder
-    from ledger_bus.rewind import REWIND_KIND, REWIND_STREAM
-    from ledger_bus.tailer import Tailer, TailerOptions
+    from ledger_bus.agent.recorder import Recorder
+    from ledger_bus.agent.rewind import REWIND_KIND, REWIND_STREAM
+    from ledger_bus.agent.tailer import Tailer, TailerOptions
+    from ledger_bus.operations.reconciler import Reconciler, ReconcilerConfig
 
     # Given a consumer, the reconciler and a recorded run behind a fixed address
     front = DropProxy(pair.primary.port)

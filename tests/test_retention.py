@@ -20,9 +20,9 @@ import ledger_bus as lb
 from ledger_bus import aio
 from ledger_bus.adapters.langgraph import LedgerSaver
 from ledger_bus.adapters.openai_agents import LedgerSession
+from ledger_bus.agent.recorder import Recorder
 from ledger_bus.model.errors import InvalidInput
-from ledger_bus.recorder import Recorder
-from ledger_bus.retention import Retention
+from ledger_bus.operations.retention import Retention
 from ledger_bus.store.base import EventStore
 from tests.support.graphs import echoing
 

@@ -13,7 +13,7 @@ import redis
 
 import ledger_bus as lb
 from ledger_bus import aio
-from ledger_bus.server import LocalServer
+from ledger_bus.demo.server import LocalServer
 from ledger_bus.store.redis import RedisStore
 from tests.support.events import msg
 from tests.support.helpers import Writers

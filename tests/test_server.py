@@ -10,8 +10,8 @@ import psycopg
 import pytest
 import redis
 
+from ledger_bus.demo.server import LocalServer, free_port
 from ledger_bus.model.errors import BackendUnavailable
-from ledger_bus.server import LocalServer, free_port
 from tests.support.cluster import _ephemeral_low, free_cluster_port
 from tests.support.pgserver import LocalPostgres
 

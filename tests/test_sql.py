@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import ledger_bus as lb
-from ledger_bus.conversation import export_session
+from ledger_bus.exports.conversation import export_session
 from ledger_bus.model.ids import CURSOR_ZERO
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.sql import SCHEMA_HEAD, SqlStore

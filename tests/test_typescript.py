@@ -17,11 +17,11 @@ import pytest
 from starlette.testclient import TestClient
 
 import ledger_bus as lb
+from ledger_bus.demo.server import LocalServer
 from ledger_bus.model.artifacts import ArtifactRef
 from ledger_bus.model.batch import Limits, prepare_append
 from ledger_bus.model.ids import derive_event_id
-from ledger_bus.reconciler import Reconciler, ReconcilerConfig
-from ledger_bus.server import LocalServer
+from ledger_bus.operations.reconciler import Reconciler, ReconcilerConfig
 from ledger_bus.store.base import EventStore
 from tests.support.harbor import harbor_errors
 from tests.support.helpers import ledger_cli

@@ -22,10 +22,10 @@ from starlette.testclient import TestClient
 
 import ledger_bus as lb
 from ledger_bus import aio
-from ledger_bus.dispatch import Board
+from ledger_bus.agent.recorder import Recorder
+from ledger_bus.board.dispatches import Board
+from ledger_bus.demo.server import LocalServer, free_port
 from ledger_bus.model.ids import CURSOR_ZERO
-from ledger_bus.recorder import Recorder
-from ledger_bus.server import LocalServer, free_port
 from ledger_bus.store.base import EventStore
 from ledger_bus.ui.app import create_app
 from tests.support.helpers import ledger_cli, ledger_here
@@ -700,7 +700,7 @@ def test_event_streams_opened_and_closed_leave_the_servers_memory_and_files_as_t
 def test_the_trace_reads_the_export_s_trajectory_a_window_at_a_time(
     store: EventStore, client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ledger_bus.atif import atif_of
+    from ledger_bus.exports.atif import atif_of
     from ledger_bus.ui import app
 
     delegated_session(store)

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 import ledger_bus as lb
-from ledger_bus.dispatch import Board
+from ledger_bus.agent.recorder import Recorder
+from ledger_bus.board.dispatches import Board
+from ledger_bus.demo.server import free_port
 from ledger_bus.model.ids import CURSOR_ZERO, cursor_ms
 from ledger_bus.model.records import RecordedEvent
-from ledger_bus.recorder import Recorder
-from ledger_bus.server import free_port
 from ledger_bus.store.base import EventStore
 from tests.support.events import call, result
 from tests.support.ui import served, view_app
@@ -476,7 +476,7 @@ def test_an_appended_result_closes_its_bar_live(store: EventStore, base: str, pa
 def test_flagged_calls_are_listed_first_and_marked_on_the_waterfall(
     store: EventStore, base: str, page: Any
 ) -> None:
-    from ledger_bus.reconciler import Reconciler, ReconcilerConfig
+    from ledger_bus.operations.reconciler import Reconciler, ReconcilerConfig
 
     # An open call of a run that is alive (its lease held): unresolved, not flagged
     alive = Recorder(store, "fl", "worker").run("alive")

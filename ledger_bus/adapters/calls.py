@@ -22,10 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ledger_bus.adapters.view import Views
-from ledger_bus.model.errors import InvalidInput, LedgerError, VersionConflict
-from ledger_bus.model.ids import ANY, StreamId, check_name, derive_event_id
-from ledger_bus.model.records import RecordedEvent
-from ledger_bus.recorder import (
+from ledger_bus.agent.recorder import (
     DEFAULT_LEASE_MS,
     OutcomeNotRecorded,
     RequestNotRecorded,
@@ -36,8 +33,11 @@ from ledger_bus.recorder import (
     request_event,
     result_event,
 )
+from ledger_bus.model.errors import InvalidInput, LedgerError, VersionConflict
+from ledger_bus.model.ids import ANY, StreamId, check_name, derive_event_id
+from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import EventStore
-from ledger_bus.store.ops import Op
+from ledger_bus.store.steps import Op
 
 T = TypeVar("T")
 Outcome = Callable[[Any], tuple[str, Any]]  # a tool's value -> (status, result to record)

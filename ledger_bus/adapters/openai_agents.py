@@ -1,6 +1,6 @@
 """The OpenAI Agents SDK on the ledger: a Session, and function tools recorded before they run.
 
-    from ledger_bus import aio
+    from ledger_bus.agent import aio
     from ledger_bus.adapters.openai_agents import LedgerSession
 
     store = await aio.connect(url)
@@ -66,15 +66,15 @@ from ledger_bus.adapters.agents_items import (
 from ledger_bus.adapters.calls import CallLedger, decided_text
 from ledger_bus.adapters.packed import msgpack_array
 from ledger_bus.adapters.view import Views, size_of
+from ledger_bus.agent.recorder import DEFAULT_LEASE_MS, Capabilities
 from ledger_bus.model.errors import InvalidInput, VersionConflict
 from ledger_bus.model.ids import ANY, StreamId, check_name, derive_event_id
 from ledger_bus.model.records import RecordedEvent
-from ledger_bus.recorder import DEFAULT_LEASE_MS, Capabilities
-from ledger_bus.retention import Retention, Sweeper
+from ledger_bus.operations.retention import Retention, Sweeper
 from ledger_bus.store import connect
-from ledger_bus.store.aio import AsyncStore
+from ledger_bus.store.async_store import AsyncStore
 from ledger_bus.store.base import EventStore
-from ledger_bus.store.ops import Op, Sleep, contended
+from ledger_bus.store.steps import Op, Sleep, contended
 
 T = TypeVar("T")
 

@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 from ledger_bus.model.ids import StreamId
 from ledger_bus.model.records import AppendResult, RecordedEvent
 from ledger_bus.store.base import REMEMBERED, EventStore
-from ledger_bus.store.ops import Op
+from ledger_bus.store.steps import Op
 
 S = TypeVar("S")
 

@@ -19,11 +19,11 @@ from rich.console import RenderableType
 
 from ledger_bus.cli.app import EXIT_UNAVAILABLE, EXIT_USAGE, Failure, Settings, cli
 from ledger_bus.cli.output import show_record
-from ledger_bus.demo import SLOW_TOOL
+from ledger_bus.demo.agents import SLOW_TOOL
+from ledger_bus.demo.server import LocalServer, NoServerBinary
 from ledger_bus.model.ids import CURSOR_ZERO, cursor_ms
 from ledger_bus.model.jsontext import format_time
-from ledger_bus.reconciler import FLAG_KIND
-from ledger_bus.server import LocalServer, NoServerBinary
+from ledger_bus.operations.reconciler import FLAG_KIND
 from ledger_bus.store import DEFAULT_URL, URL_ENV, RecordedEvent, connect
 
 DEMO_PREFIX: Final = "lb-demo"  # the demo's sessions stay apart from the ledger's own
@@ -138,7 +138,7 @@ class DemoView:
 
 def _spawn(role: str, session: str, arg: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "ledger_bus.demo", role, session, arg],
+        [sys.executable, "-m", "ledger_bus.demo.agents", role, session, arg],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

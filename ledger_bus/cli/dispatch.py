@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from ledger_bus.board.dispatches import Board, launch_field, parse_now, read_spawn_log, spawn_log
 from ledger_bus.cli.app import (
     BadInput,
     Settings,
@@ -15,7 +16,6 @@ from ledger_bus.cli.app import (
     pass_settings,
 )
 from ledger_bus.cli.output import show_record, show_rows
-from ledger_bus.dispatch import Board, launch_field, parse_now, read_spawn_log, spawn_log
 from ledger_bus.model.files import replace_whole
 from ledger_bus.model.jsontext import parse_json
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from ledger_bus.agent.tailer import Tailer, TailerOptions
 from ledger_bus.cli.app import (
     Settings,
     cli,
@@ -20,7 +21,6 @@ from ledger_bus.model.errors import NotFound
 from ledger_bus.model.ids import CURSOR_ZERO, check_name
 from ledger_bus.model.records import GroupStats
 from ledger_bus.store.base import EventStore
-from ledger_bus.tailer import Tailer, TailerOptions
 
 
 @cli.command()

@@ -12,6 +12,8 @@ from typing import Any, Final
 
 import click
 
+from ledger_bus.agent.filters import EventFilter, parse_bound, select, select_tail
+from ledger_bus.agent.tailer import watch
 from ledger_bus.cli.app import (
     BadInput,
     Settings,
@@ -24,7 +26,6 @@ from ledger_bus.cli.app import (
 )
 from ledger_bus.cli.output import EventLines, emit, show_events, show_record, show_rows
 from ledger_bus.cli.params import Duration
-from ledger_bus.filters import EventFilter, parse_bound, select, select_tail
 from ledger_bus.model.errors import DurabilityNotConfirmed, NotFound
 from ledger_bus.model.files import replace_whole
 from ledger_bus.model.ids import (
@@ -40,7 +41,6 @@ from ledger_bus.model.records import AppendResult
 from ledger_bus.model.vocabulary import EVENT_TYPES
 from ledger_bus.store import ARCHIVE_ENV
 from ledger_bus.store.base import EventStore
-from ledger_bus.tailer import watch
 
 
 class ExpectedVersionType(click.ParamType):  # type: ignore[type-arg]
@@ -348,7 +348,7 @@ def export(
             raise BadInput("--format otlp sends spans to --endpoint URL, and writes no FILE")
         export_spans(settings.session(session), session, endpoint, content)
         return
-    from ledger_bus.conversation import export_session  # what only this command needs
+    from ledger_bus.exports.conversation import export_session  # what only this command needs
 
     store = settings.session(session)
     if file in (None, "-"):
@@ -361,7 +361,7 @@ def export(
 
 
 def export_trajectory(store: EventStore, session: str, file: str | None) -> None:
-    from ledger_bus.atif import write_atif
+    from ledger_bus.exports.atif import write_atif
 
     if file in (None, "-"):
         write_atif(store, session, sys.stdout)
@@ -375,7 +375,7 @@ def export_trajectory(store: EventStore, session: str, file: str | None) -> None
 
 
 def export_spans(store: EventStore, session: str, endpoint: str, content: bool) -> None:
-    from ledger_bus.otel import Options, send_spans, streamed
+    from ledger_bus.exports.otel import Options, send_spans, streamed
 
     sent = send_spans(streamed(store, session, Options(content=content)), endpoint)
     click.echo(f"exported {sent} spans of {session} to {endpoint}", err=True)
@@ -420,8 +420,8 @@ def otel(
 ) -> None:
     """Send what sessions settled since the last pass to an OTLP endpoint, as GenAI spans,
     once or (--follow) as they grow; one line per session a pass sent on stdout."""
-    from ledger_bus.otel import Options
-    from ledger_bus.otel_follow import Follower
+    from ledger_bus.exports.otel import Options
+    from ledger_bus.exports.otel_follow import Follower
 
     follower = Follower(
         settings.store(patient=follow),
@@ -454,7 +454,10 @@ def otel(
 @pass_settings
 def import_(settings: Settings, session: str, file: Any, default_stream: str) -> None:
     """A conversation.jsonl into a session; importing the same file again changes nothing."""
-    from ledger_bus.conversation import plan_import, run_import  # what only this command needs
+    from ledger_bus.exports.conversation import (  # what only this command needs
+        plan_import,
+        run_import,
+    )
 
     store = settings.store()
     plan = plan_import(store, session, file, default_stream)
@@ -483,7 +486,7 @@ def import_(settings: Settings, session: str, file: Any, default_stream: str) ->
 @pass_settings
 def mirror(settings: Settings, session: str, directory: str, once: bool) -> None:
     """Keep DIR/SESSION/conversation.jsonl up to date: lines appended as events commit."""
-    from ledger_bus.mirror import Mirror  # what only this command needs
+    from ledger_bus.exports.mirror import Mirror  # what only this command needs
 
     follower = Mirror(settings.store(patient=not once), session, directory)
     if once:

@@ -112,7 +112,7 @@ def archive(
     any step loses nothing; running the command again finishes the job. Read archived sessions
     with --archive (or LEDGER_BUS_ARCHIVE) naming the same store.
     """
-    from ledger_bus.archive import archive_idle, archive_session
+    from ledger_bus.operations.archiving import archive_idle, archive_session
 
     if bool(sessions) == (idle_after is not None):
         raise BadInput("name the sessions to archive, or give --idle-after; not both")

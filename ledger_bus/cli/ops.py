@@ -26,21 +26,19 @@ from ledger_bus.cli.app import (
 from ledger_bus.cli.lifecycle import open_archive
 from ledger_bus.cli.output import emit, show_record, show_rows
 from ledger_bus.cli.params import Duration
-from ledger_bus.doctor import examine
 from ledger_bus.model.errors import LedgerError
 from ledger_bus.model.ids import check_name
 from ledger_bus.model.jsontext import parse_json
-from ledger_bus.reconciler import (
+from ledger_bus.operations.doctor import examine
+from ledger_bus.operations.heartbeat import heartbeat_age, read_heartbeat
+from ledger_bus.operations.metrics import ReconcilerMetrics
+from ledger_bus.operations.reconciler import (
     MIN_PRUNE_AFTER_S,
     Reconciler,
     ReconcilerConfig,
-    ReconcilerMetrics,
-    heartbeat_age,
     log_action,
-    open_for,
-    read_heartbeat,
-    resolve_attempt,
 )
+from ledger_bus.operations.resolve import open_for, resolve_attempt
 from ledger_bus.store import ARCHIVE_ENV
 from ledger_bus.store.buckets import INDEX_BUCKETS
 from ledger_bus.store.redis.acl import ROLES, acl_file

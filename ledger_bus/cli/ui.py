@@ -30,7 +30,7 @@ def ui(settings: Settings, host: str, port: int) -> None:
         from ledger_bus.ui.app import create_app
     except ImportError as err:
         raise BadInput(f"ledger-bus ui needs {err.name}: pip install 'ledger-bus[ui]'") from None
-    from ledger_bus import aio
+    from ledger_bus.agent import aio
 
     if settings.url is not None and settings.url.startswith("memory:"):
         raise BadInput("memory:// lives inside one process: give the view a Redis or SQL URL")

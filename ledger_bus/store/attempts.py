@@ -10,7 +10,7 @@ from typing import Literal, TypeVar
 from ledger_bus.model.ids import check_name
 from ledger_bus.model.records import OpenAttempt
 from ledger_bus.store.buckets import INDEX_BUCKETS
-from ledger_bus.store.ops import Op, Step, step
+from ledger_bus.store.steps import Op, Step, step
 
 T = TypeVar("T")
 # What a lease operation does: each backend runs the three as one primitive.

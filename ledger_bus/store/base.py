@@ -31,8 +31,8 @@ from ledger_bus.model.records import (
 from ledger_bus.store.attempts import AttemptContract
 from ledger_bus.store.families import ArchiveSource, ArchiveTarget, ServerAdmin
 from ledger_bus.store.groups import GroupContract
-from ledger_bus.store.ops import AppendPlan, Op, Step, run, step
 from ledger_bus.store.restore import RestoreBatch, restore_batches
+from ledger_bus.store.steps import AppendPlan, Op, Step, run, step
 
 PAGE: Final = 1000
 REMEMBERED: Final = 10_000  # entries a per-store table keeps before it starts over
@@ -72,9 +72,9 @@ class EventStore(AttemptContract, GroupContract):
 
     # -- running operations ---------------------------------------------------------------------
     #
-    # Each method of the contract is an operation (store/ops.py), `<name>_op`, with the checks
+    # Each method of the contract is an operation (store/steps.py), `<name>_op`, with the checks
     # and rules once; the method of the same name runs it with this store's blocking client.
-    # ledger_bus.aio runs the same operations on an asyncio client.
+    # ledger_bus.agent.aio runs the same operations on an asyncio client.
 
     def run_op(self, op: Op[T]) -> T:
         """Run an operation to its end (a backend with a client of its own runs it there)."""

@@ -11,7 +11,7 @@ from ledger_bus.model.records import AppendRecord, RecordedEvent
 
 
 class ArchiveSource(abc.ABC):
-    """A store sessions move out of, to an archive (ledger_bus.archive; spec 3.10): Redis."""
+    """A store sessions move out of, to an archive (operations.archiving; spec 3.10): Redis."""
 
     @abc.abstractmethod
     def archive_state(self, session_id: str) -> tuple[str | None, bool]:
@@ -33,7 +33,7 @@ class ArchiveSource(abc.ABC):
 
 
 class ArchiveTarget(abc.ABC):
-    """A store sessions move into, kept whole and verifiable (ledger_bus.archive): SQL."""
+    """A store sessions move into, kept whole and verifiable (operations.archiving): SQL."""
 
     @property
     @abc.abstractmethod

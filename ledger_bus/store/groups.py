@@ -11,7 +11,7 @@ from typing import Final, TypeVar, Union
 from ledger_bus.model.errors import NotFound
 from ledger_bus.model.ids import check_name, parse_cursor
 from ledger_bus.model.records import Delivery, GroupStats, PendingEntry
-from ledger_bus.store.ops import Op, step
+from ledger_bus.store.steps import Op, step
 
 T = TypeVar("T")
 Step = Union[T, Op[T]]  # noqa: UP007  (as store/base.py's)

@@ -1,5 +1,5 @@
 """From a URL to a store: one table from each scheme to its two openers, the blocking one
-(`ledger_bus.connect`) and the asyncio one (`ledger_bus.aio.connect`).
+(`ledger_bus.connect`) and the asyncio one (`ledger_bus.agent.aio.connect`).
 
 Both read the same options the same way (`opening`): LEDGER_BUS_URL when no URL is given, the
 URL's durability parameters, LEDGER_BUS_ARCHIVE for a Redis ledger alone.
@@ -95,7 +95,7 @@ def _memory(o: Opening) -> EventStore:
     return MemoryStore(o.limits)
 
 
-# The asyncio openers give an AsyncStore (ledger_bus.store.aio), which imports this module: they
+# The asyncio openers give an AsyncStore (store.async_store), which imports this module: they
 # import it when called, and are typed by what they return there.
 
 
@@ -104,7 +104,7 @@ async def _on_threads(o: Opening) -> Any:
     on worker threads."""
     import asyncio
 
-    from ledger_bus.store.aio import AsyncStore
+    from ledger_bus.store.async_store import AsyncStore
 
     core = await asyncio.to_thread(open_store, o)
     return AsyncStore(core)
@@ -166,7 +166,7 @@ def _redis(o: Opening) -> EventStore:
 async def _redis_async(o: Opening) -> Any:
     if o.archive:  # the archive's store has blocking primitives only
         return await _on_threads(o)
-    from ledger_bus.store.aio import open_redis_async
+    from ledger_bus.store.async_store import open_redis_async
 
     return await open_redis_async(o)
 
@@ -183,7 +183,7 @@ def open_sql(
     asynchronous: bool = False,
 ) -> SqlStore:
     """The SQL store at `url`; `asynchronous`: on an async engine, to be called (and used)
-    through SQLAlchemy's greenlet bridge only (ledger_bus.store.aio)."""
+    through SQLAlchemy's greenlet bridge only (ledger_bus.store.async_store)."""
     scheme = urlsplit(url).scheme
     if scheme not in SQL_SCHEMES:
         raise InvalidInput(f"an archive is a SQL store (sqlite:///PATH, postgresql://...): {url!r}")
@@ -215,7 +215,7 @@ def _sql(o: Opening) -> EventStore:
 
 
 async def _sql_async(o: Opening) -> Any:
-    from ledger_bus.store.aio import AsyncStore, bridge
+    from ledger_bus.store.async_store import AsyncStore, bridge
 
     sql = await bridge(open_sql, o.url, o.level, o.prefix, o.limits, o.timeout, True)
     sql.resolve_artifacts = o.resolve_artifacts

@@ -31,13 +31,13 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ledger_bus.atif import write_events
-from ledger_bus.filters import EventFilter, is_native
+from ledger_bus.agent.filters import EventFilter, is_native
+from ledger_bus.exports.atif import write_events
 from ledger_bus.model.errors import BackendUnavailable, InvalidInput, LedgerError, NotFound
 from ledger_bus.model.ids import check_name, cursor_ms, format_cursor, parse_cursor, quoted
 from ledger_bus.model.jsontext import format_time
 from ledger_bus.model.records import RecordedEvent, SessionInfo
-from ledger_bus.store.aio import AsyncStore
+from ledger_bus.store.async_store import AsyncStore
 from ledger_bus.ui import pages
 from ledger_bus.ui.folds import Folds
 from ledger_bus.ui.live import Hub

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Final, TypeVar
 
-from ledger_bus.dispatch import STREAM as DISPATCH_STREAM
-from ledger_bus.dispatch import BoardState, Window, is_open, window
-from ledger_bus.filters import carries_runs
+from ledger_bus.agent.filters import carries_runs
+from ledger_bus.board.dispatches import STREAM as DISPATCH_STREAM
+from ledger_bus.board.dispatches import BoardState, Window, is_open, window
 from ledger_bus.model.ids import StreamId
 from ledger_bus.model.records import RecordedEvent, SessionInfo
-from ledger_bus.store.aio import AsyncStore
+from ledger_bus.store.async_store import AsyncStore
 
 T = TypeVar("T")
 KEPT_SESSIONS: Final = 256  # folds kept in memory, the least recently looked at dropped first

@@ -18,7 +18,7 @@ from typing import Final
 
 from ledger_bus.model.ids import CURSOR_ZERO
 from ledger_bus.model.records import RecordedEvent
-from ledger_bus.store.aio import AsyncStore
+from ledger_bus.store.async_store import AsyncStore
 
 WAIT_MS: Final = 10_000  # one wait of the watcher on the store
 BACKLOG: Final = 1_000  # batches a subscriber may fall behind before it is let go

@@ -13,12 +13,12 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ledger_bus.filters import EventFilter
+from ledger_bus.agent.filters import EventFilter
 from ledger_bus.model.durations import duration_text
 from ledger_bus.model.ids import cursor_ms
 from ledger_bus.model.jsontext import dumps
 from ledger_bus.model.records import OpenAttempt, RecordedEvent, gist
-from ledger_bus.store.aio import AsyncStore
+from ledger_bus.store.async_store import AsyncStore
 from ledger_bus.ui.folds import RunNode
 
 PAGE: Final = 100  # events a timeline page shows

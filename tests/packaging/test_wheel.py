@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import ledger_bus
-from ledger_bus.server import LocalServer, free_port
+from ledger_bus.demo.server import LocalServer, free_port
 from tests.support.helpers import ROOT
 
 pytestmark = pytest.mark.slow

@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ledger_bus.store.aio import AsyncStore, open_async
+from ledger_bus.store.async_store import AsyncStore, open_async
 from ledger_bus.store.base import EventStore
-from ledger_bus.store.ops import Op
+from ledger_bus.store.steps import Op
 
 
 class Awaited:

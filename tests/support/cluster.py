@@ -11,8 +11,8 @@ from pathlib import Path
 
 import redis
 
+from ledger_bus.demo.server import LocalServer
 from ledger_bus.model.errors import BackendUnavailable
-from ledger_bus.server import LocalServer
 
 
 def _bindable(port: int) -> bool:

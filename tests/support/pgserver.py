@@ -20,8 +20,8 @@ from types import TracebackType
 
 import psycopg
 
+from ledger_bus.demo.server import free_port, start_on_a_free_port
 from ledger_bus.model.errors import BackendUnavailable
-from ledger_bus.server import free_port, start_on_a_free_port
 
 
 class NoPostgres(BackendUnavailable):

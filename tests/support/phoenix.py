@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from ledger_bus.server import free_port
+from ledger_bus.demo.server import free_port
 
 
 @contextmanager

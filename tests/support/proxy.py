@@ -9,7 +9,7 @@ import socket
 import threading
 import time
 
-from ledger_bus.server import free_port
+from ledger_bus.demo.server import free_port
 
 
 class DropProxy:

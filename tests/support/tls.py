@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from ledger_bus.demo.server import LocalServer, free_port
 from ledger_bus.model.errors import BackendUnavailable
-from ledger_bus.server import LocalServer, free_port
 
 
 def _openssl(folder: Path, *args: str) -> None:

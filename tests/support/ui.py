@@ -10,7 +10,7 @@ from typing import Any
 
 import uvicorn
 
-from ledger_bus.server import free_port
+from ledger_bus.demo.server import free_port
 
 
 @contextmanager

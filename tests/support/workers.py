@@ -43,7 +43,7 @@ def consume(
     handle_ms: int,
 ) -> None:
     """A group consumer logging each event handled ("H body") and each batch acked ("A ...")."""
-    from ledger_bus.tailer import Tailer, TailerOptions
+    from ledger_bus.agent.tailer import Tailer, TailerOptions
 
     store = lb.connect(url, prefix=prefix)
     options = TailerOptions(count=20, block_ms=200, claim_idle_ms=claim_idle_ms or None)
@@ -71,7 +71,7 @@ def install_stop() -> threading.Event:
 
 def recorded(url: str, prefix: str, session: str, run_id: str, marker: str, safe: str) -> None:
     """A run that completes one call, then hangs inside a second until it is killed."""
-    from ledger_bus.recorder import Recorder
+    from ledger_bus.agent.recorder import Recorder
 
     store = lb.connect(url, prefix=prefix)
     recorder = Recorder(store, session, "agent", lease_ttl_ms=3000)
@@ -87,7 +87,7 @@ def recorded(url: str, prefix: str, session: str, run_id: str, marker: str, safe
 def chatty(url: str, prefix: str, session: str, marker: str, ending: str) -> None:
     """A resumed run that says things, changes state and calls tools between them; with
     `ending` "hang" it hangs inside its last call until it is killed, else it finishes."""
-    from ledger_bus.recorder import Recorder
+    from ledger_bus.agent.recorder import Recorder
 
     store = lb.connect(url, prefix=prefix)
     recorder = Recorder(store, session, "w3", lease_ttl_ms=1000)
@@ -153,8 +153,9 @@ def rewrite_killed(url: str, prefix: str, what: str, kill_before: str) -> None:
 
 
 def archive_killed(url: str, prefix: str, archive: str, session: str, kill_at: str) -> None:
-    """Archive a session, and die by SIGKILL as step `kill_at` begins (ledger_bus.archive)."""
-    from ledger_bus.archive import archive_session
+    """Archive a session, and die by SIGKILL as step `kill_at` begins
+    (ledger_bus.operations.archiving)."""
+    from ledger_bus.operations.archiving import archive_session
     from ledger_bus.store.redis.tiered import TieredStore
 
     store = lb.connect(url, prefix=prefix, archive=archive)

@@ -23,7 +23,7 @@ from ledger_bus.adapters.langgraph.layout import (
 from ledger_bus.adapters.langgraph.normalize import Writer, node_of, task_run
 from ledger_bus.adapters.packed import msgpack_array
 from ledger_bus.model.ids import StreamId
-from ledger_bus.store.ops import Op
+from ledger_bus.store.steps import Op
 
 
 class MessageDeltas(abc.ABC):

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ledger_bus.adapters.view import size_of
+from ledger_bus.agent.recorder import Capabilities
 from ledger_bus.model.errors import InvalidInput
 from ledger_bus.model.ids import StreamId, check_name
 from ledger_bus.model.records import RecordedEvent
-from ledger_bus.recorder import Capabilities
 
 AGENT: Final = "langgraph"
 CHECKPOINTS: Final = "lg.ckpt"

@@ -28,7 +28,7 @@ from ledger_bus.adapters.langgraph.normalize import (
 from ledger_bus.adapters.view import Views
 from ledger_bus.model.ids import StreamId
 from ledger_bus.store.base import EventStore
-from ledger_bus.store.ops import Op, Sleep
+from ledger_bus.store.steps import Op, Sleep
 
 NS_SEP = "|"  # LangGraph's separator of a checkpoint namespace's parts
 SENDER_WAIT = 2.0  # seconds a Send's run waits for the checkpoint that names its sender

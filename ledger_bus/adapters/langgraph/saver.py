@@ -51,15 +51,15 @@ from ledger_bus.adapters.langgraph.normalize import Writer, interrupt_events, is
 from ledger_bus.adapters.langgraph.runs import TaskRuns
 from ledger_bus.adapters.langgraph.tools import ToolRecording
 from ledger_bus.adapters.view import StreamView, Views
+from ledger_bus.agent.recorder import DEFAULT_LEASE_MS
 from ledger_bus.model.errors import ConcurrentRun, InvalidInput, VersionConflict
 from ledger_bus.model.ids import ANY, ExpectedVersion, StreamId, derive_event_id
 from ledger_bus.model.records import AppendResult
-from ledger_bus.recorder import DEFAULT_LEASE_MS
-from ledger_bus.retention import Retention, Sweeper
+from ledger_bus.operations.retention import Retention, Sweeper
 from ledger_bus.store import connect
-from ledger_bus.store.aio import AsyncStore, open_async
+from ledger_bus.store.async_store import AsyncStore, open_async
 from ledger_bus.store.base import EventStore
-from ledger_bus.store.ops import Op, Sleep
+from ledger_bus.store.steps import Op, Sleep
 
 T = TypeVar("T")
 DEFAULT_MAX_BYTES: Final = 256 * 1024 * 1024  # of threads kept in the process, about

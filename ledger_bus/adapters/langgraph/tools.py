@@ -13,7 +13,7 @@ from ledger_bus.adapters.langgraph.layout import AGENT, TOOLS, Typed, thread_ses
 from ledger_bus.model.errors import InvalidInput
 from ledger_bus.model.ids import StreamId
 from ledger_bus.model.records import RecordedEvent
-from ledger_bus.store.ops import Op
+from ledger_bus.store.steps import Op
 
 T = TypeVar("T")
 

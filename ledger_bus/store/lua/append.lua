@@ -10,7 +10,7 @@
 -- KEYS[5]  lb:{S}:open          hash: attempt_id -> "<run>\31<tool>\31<stream>\31<cursor>\31<flag>"
 -- KEYS[6]  lb:{S}:safe          hash: "<run>\31<tool>" -> 1 for tools declared safe to replay
 -- KEYS[7]  lb:{S}:tomb          hash: generation (deletions so far), deleted_ms, and archive
---                               (where the session went, once an archive began: archive.py)
+--                               (where the session went, once an archive began: archiving.py)
 -- and only for an append whose events keep fields as artifacts (spec 3.11):
 -- KEYS[8]  lb:{S}:arts          hash: sha256 -> references to the artifact in the log
 -- KEYS[9 ..]                    lb:{S}:art:<sha256>, one per artifact, written before the call

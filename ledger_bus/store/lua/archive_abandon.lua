@@ -1,4 +1,4 @@
--- Give up an archive that has not finished (ledger_bus/archive.py): the session takes appends
+-- Give up an archive that has not finished (ledger_bus/operations/archiving.py): the session takes appends
 -- again, here. One that has finished is left as it is.
 --
 -- KEYS[1]  lb:{S}:tomb    ARGV[1]  the archive that was under way

@@ -1,4 +1,4 @@
--- The last step of archiving a session (ledger_bus/archive.py): once its events and append_id
+-- The last step of archiving a session (ledger_bus/operations/archiving.py): once its events and append_id
 -- records are in the archive and verified there, remove everything of it here but the tombstone,
 -- which names the archive from now on.
 --

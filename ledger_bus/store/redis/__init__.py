@@ -1,6 +1,6 @@
 """The Redis Streams store: atomic Lua appends, stream indexes, one session log per session.
 
-Every primitive is an operation (store/ops.py): it yields its Redis calls as requests on a
+Every primitive is an operation (store/steps.py): it yields its Redis calls as requests on a
 client, so the same code runs over `redis.Redis` and `RedisCluster` here, and over their asyncio
 counterparts under `ledger_bus.aio`. The store is composed of its concerns, as redis-py composes
 its command families: the core (client, keys, the boundary), appends, reads, deletes, archiving,
@@ -35,5 +35,5 @@ class RedisStore(RedisAppend, RedisAdmin, RedisArchive, RedisGroups):
     Every call is retried with backoff on a lost connection until `timeout` seconds have passed,
     then raises BackendUnavailable. Retrying an append is safe: the append_id makes it land once.
     `client` is a blocking client for this class's own methods, or an asyncio one when the store
-    is the core of `ledger_bus.aio.AsyncStore`, which runs the same operations.
+    is the core of `ledger_bus.agent.aio.AsyncStore`, which runs the same operations.
     """

@@ -9,7 +9,6 @@ from redis.cluster import RedisCluster
 
 from ledger_bus.model.errors import InvalidInput
 from ledger_bus.store.families import ServerAdmin
-from ledger_bus.store.ops import Op
 from ledger_bus.store.redis.core import pipelined
 from ledger_bus.store.redis.deletes import RedisDeletes
 from ledger_bus.store.redis.encoding import (
@@ -18,6 +17,7 @@ from ledger_bus.store.redis.encoding import (
     text_of,
 )
 from ledger_bus.store.redis.reads import RedisReads
+from ledger_bus.store.steps import Op
 
 
 class RedisAdmin(RedisReads, RedisDeletes, ServerAdmin):

@@ -25,7 +25,6 @@ from ledger_bus.model.errors import (
 from ledger_bus.model.ids import ExpectedVersion, StreamId, cursor_ms
 from ledger_bus.model.prepared import PreparedAppend
 from ledger_bus.model.records import AppendResult
-from ledger_bus.store.ops import AppendPlan, Op
 from ledger_bus.store.redis.core import (
     AppendTarget,
     RedisCore,
@@ -46,6 +45,7 @@ from ledger_bus.store.redis.scripts import (
     RESTORE,
 )
 from ledger_bus.store.restore import RestoreBatch
+from ledger_bus.store.steps import AppendPlan, Op
 
 # How often the cross-session index is refreshed for one session by one store, at most: it is an
 # index of last activity, not a second record, and refreshing it on every append would cost a

@@ -1,4 +1,4 @@
-"""The Redis half of archiving (ledger_bus/archive.py): the mark, the records moved, the finish."""
+"""The Redis half of archiving (operations/archiving.py): the mark, the moved records, the end."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from typing import Any
 from ledger_bus.model.errors import Refused
 from ledger_bus.model.records import AppendRecord
 from ledger_bus.store.families import ArchiveSource
-from ledger_bus.store.ops import Op
 from ledger_bus.store.redis.core import pipelined
 from ledger_bus.store.redis.deletes import RedisDeletes
 from ledger_bus.store.redis.encoding import (
@@ -19,6 +18,7 @@ from ledger_bus.store.redis.scripts import (
     ARCHIVE_ABANDON,
     ARCHIVE_FINISH,
 )
+from ledger_bus.store.steps import Op
 
 
 class RedisArchive(RedisDeletes, ArchiveSource):

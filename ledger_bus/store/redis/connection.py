@@ -13,7 +13,7 @@ from redis.cluster import ClusterNode, RedisCluster
 
 from ledger_bus.model.environment import without_password
 from ledger_bus.model.errors import BackendRefused, BackendUnavailable, InvalidInput, LedgerError
-from ledger_bus.store.ops import call, retried, run
+from ledger_bus.store.steps import call, retried, run
 
 T = TypeVar("T")
 
@@ -40,7 +40,7 @@ def refusal(err: Exception) -> LedgerError:
     return BackendRefused(f"redis refused the command: {text}")
 
 
-# What the Redis store's calls retry on (store/ops.py's `retried`): every error of redis-py,
+# What the Redis store's calls retry on (store/steps.py's `retried`): every error of redis-py,
 # each judged by `final`.
 REDIS_ERRORS: Final = (rx.RedisError,)
 

@@ -18,12 +18,12 @@ from ledger_bus.model.ids import StreamId
 from ledger_bus.model.prepared import Limits
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import EventStore
-from ledger_bus.store.ops import Op, Request, call, retried, run
 from ledger_bus.store.redis.connection import REDIS_ERRORS, final, refusal, sentinels_of
 from ledger_bus.store.redis.held import HeldConnections
 from ledger_bus.store.redis.keys import Keys
 from ledger_bus.store.redis.replication import Confirmer
 from ledger_bus.store.redis.scripts import LuaScript
+from ledger_bus.store.steps import Op, Request, call, retried, run
 
 log = logging.getLogger("ledger_bus.store")
 

@@ -12,7 +12,6 @@ from ledger_bus.model.records import (
     AppendRecord,
     Deletion,
 )
-from ledger_bus.store.ops import Op
 from ledger_bus.store.redis.core import (
     RedisCore,
     pipelined,
@@ -25,6 +24,7 @@ from ledger_bus.store.redis.scripts import (
     DELETE_SESSION,
     DELETE_STREAM,
 )
+from ledger_bus.store.steps import Op
 
 # Appends one call of delete_stream.lua deletes, at most: up to 1,000 events each (the append
 # limit), it holds the server for a few milliseconds, not for the whole stream.

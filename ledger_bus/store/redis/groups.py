@@ -17,7 +17,6 @@ from ledger_bus.model.records import (
     PendingEntry,
 )
 from ledger_bus.store.groups import REPLAY_CONSUMER, REPLAY_IDLE_MS, dead_letter_fields
-from ledger_bus.store.ops import Op, Request, call
 from ledger_bus.store.redis.core import (
     Entries,
     RedisCore,
@@ -30,6 +29,7 @@ from ledger_bus.store.redis.encoding import (
     text_of,
 )
 from ledger_bus.store.redis.scripts import PRUNE_CONSUMERS
+from ledger_bus.store.steps import Op, Request, call
 
 
 class RedisGroups(RedisCore):

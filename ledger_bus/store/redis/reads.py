@@ -17,7 +17,6 @@ from ledger_bus.model.records import (
     StreamInfo,
 )
 from ledger_bus.store.attempts import LeaseStep
-from ledger_bus.store.ops import Op
 from ledger_bus.store.redis.core import (
     Entries,
     RedisCore,
@@ -37,6 +36,7 @@ from ledger_bus.store.redis.scripts import (
     LEASE,
     READ_STREAM,
 )
+from ledger_bus.store.steps import Op
 
 
 class RedisReads(RedisCore):

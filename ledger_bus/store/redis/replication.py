@@ -18,8 +18,8 @@ from redis.cluster import RedisCluster
 from ledger_bus.model.durability import Durability
 from ledger_bus.model.errors import BackendRefused, DurabilityNotConfirmed
 from ledger_bus.model.records import AppendResult
-from ledger_bus.store.ops import Op
 from ledger_bus.store.redis.scripts import LuaScript
+from ledger_bus.store.steps import Op
 
 RECHECK_S: Final = 1.0  # how often the attached replicas are counted again while too few
 

@@ -2,7 +2,7 @@
 
 `connect("redis://...", archive="postgresql://...")` (or LEDGER_BUS_ARCHIVE) gives this store.
 Everything is Redis's, as in RedisStore, but for sessions moved to the archive
-(ledger_bus/archive.py): their reads are served by the archive, unchanged in content and cursors;
+(operations/archiving.py): their reads are served by the archive, unchanged in content and cursors;
 an append to one is refused (SessionArchived), but a retry of an append the archive records
 returns its original result; a deletion deletes there too.
 
@@ -27,8 +27,8 @@ from ledger_bus.model.records import (
     RecordedEvent,
     SessionInfo,
 )
-from ledger_bus.store.ops import Op, Sleep
 from ledger_bus.store.redis import RedisStore
+from ledger_bus.store.steps import Op, Sleep
 
 if TYPE_CHECKING:  # SQLAlchemy is the `sql` extra's: a Redis user without it lists sessions
     from ledger_bus.store.sql import SqlStore

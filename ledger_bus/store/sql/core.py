@@ -43,7 +43,6 @@ from ledger_bus.model.records import (
     RecordedEvent,
 )
 from ledger_bus.store.base import EventStore
-from ledger_bus.store.ops import Op, call, retried, run
 from ledger_bus.store.sql import statements
 from ledger_bus.store.sql.engine import (
     MIGRATIONS,
@@ -58,6 +57,7 @@ from ledger_bus.store.sql.errors import (
 )
 from ledger_bus.store.sql.schema import Tables, tables
 from ledger_bus.store.sql.waits import Bridged, Waits
+from ledger_bus.store.steps import Op, call, retried, run
 
 T = TypeVar("T")
 
@@ -124,7 +124,7 @@ class SqlCore(EventStore):
         """A store on `url`; check_schema=False opens tables of any revision (to migrate them).
 
         `asynchronous`: on an async engine, every call run through SQLAlchemy's greenlet bridge
-        (`sqlalchemy.util.greenlet_spawn`), as ledger_bus.store.aio does.
+        (`sqlalchemy.util.greenlet_spawn`), as ledger_bus.store.async_store does.
         """
         engine = open_engine(url, timeout, asynchronous)
         waits = Bridged() if asynchronous else Waits()
@@ -320,7 +320,7 @@ class SqlCore(EventStore):
 
     def _retried(self, operation: Callable[[], T]) -> T:
         """Call `operation` again after a failure that passes, until the timeout: the one retry
-        loop (store/ops.py's `retried`), run here by the blocking driver."""
+        loop (store/steps.py's `retried`), run here by the blocking driver."""
         op = retried(
             lambda: call(lambda _: operation()),
             self.timeout,

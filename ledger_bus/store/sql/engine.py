@@ -52,7 +52,7 @@ def open_engine(url: str, timeout: float, asynchronous: bool = False) -> Engine:
     its transactions begun by the store itself; PostgreSQL with a connect timeout.
 
     `asynchronous`: the sync face of an async engine (aiosqlite, psycopg's AsyncConnection),
-    for a store run through SQLAlchemy's greenlet bridge (ledger_bus.store.aio): the same
+    for a store run through SQLAlchemy's greenlet bridge (ledger_bus.store.async_store): the same
     statements, every one awaited on the event loop.
     """
     target = make_url(sql_url(url))

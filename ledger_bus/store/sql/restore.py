@@ -41,7 +41,8 @@ DIGEST_PAGE: Final = 5000  # events a page digest covers
 class PageDigests:
     """Digests of a session's events in commit order, a page of DIGEST_PAGE at a time: the
     sha256 of each event's `<cursor>␟<stream>␟<version>␟` and payload bytes, run together.
-    What an archive is verified by (ledger_bus.archive), the same whoever computes it."""
+    What an archive is verified by (operations.archiving), the
+    same whoever computes it."""
 
     def __init__(self) -> None:
         self.pages: list[tuple[int, str]] = []

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from typing import IO, Any, Final
 
-from ledger_bus.filters import EventFilter, select
+from ledger_bus.agent.filters import EventFilter, select
 from ledger_bus.model.batch import prepare_append
 from ledger_bus.model.errors import InvalidEvent, InvalidInput, Refused
 from ledger_bus.model.ids import ANY, StreamId, check_name, parse_cursor

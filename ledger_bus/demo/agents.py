@@ -5,8 +5,8 @@ call deterministic local tools through the recorder (request committed before ea
 report. The demo kills one worker with SIGKILL in the middle of a slow call; another worker takes
 over the task it had not acked. Nothing but the ledger connects the processes.
 
-    python -m ledger_bus.demo orchestrator SESSION TASKS
-    python -m ledger_bus.demo worker SESSION NAME
+    python -m ledger_bus.demo.agents orchestrator SESSION TASKS
+    python -m ledger_bus.demo.agents worker SESSION NAME
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from collections.abc import Callable
 from typing import Any, Final
 
 import ledger_bus
+from ledger_bus.agent.recorder import Recorder
+from ledger_bus.agent.tailer import Tailer, TailerOptions, render_context
 from ledger_bus.model.ids import CURSOR_ZERO
 from ledger_bus.model.records import RecordedEvent
-from ledger_bus.recorder import Recorder
 from ledger_bus.store.base import EventStore
-from ledger_bus.tailer import Tailer, TailerOptions, render_context
 
 WORKER_GROUP: Final = "workers"
 SLOW_TOOL: Final = "summarize_archive"

@@ -28,9 +28,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO, Any, Final
 
+from ledger_bus.exports.trajectory import (
+    Builder,
+    Call,
+    Run,
+    Session,
+    Step,
+    key,
+    model_cost,
+    model_name,
+)
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import EventStore
-from ledger_bus.trajectory import Builder, Call, Run, Session, Step, key, model_cost, model_name
 
 SCHEMA_VERSION: Final = "ATIF-v1.7"
 KEEP: Final = 64  # steps a trajectory keeps in memory while the session is read

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final
 
-from ledger_bus.calls import (
+from ledger_bus.agent.call_events import (
     ABANDONED,
     DEFAULT_LEASE_MS,
     Attempt,
@@ -46,7 +46,7 @@ from ledger_bus.model.errors import DurabilityNotConfirmed, HistoryRewound, Ledg
 from ledger_bus.model.ids import ANY, StreamId, derive_event_id
 from ledger_bus.model.records import AppendResult, RecordedEvent
 from ledger_bus.store.base import EventStore
-from ledger_bus.store.ops import Op, Sleep
+from ledger_bus.store.steps import Op, Sleep
 
 log = logging.getLogger("ledger_bus.recorder")
 
@@ -193,8 +193,8 @@ class Run:
     def lease_name(self) -> str:
         return f"run-{self.run_id}"
 
-    # Each step is an operation (store/ops.py) on the recorder's store, run here by the store's
-    # own driver and by ledger_bus.aio.AsyncRun on an asyncio one: the rules are written once.
+    # Each step is an operation (store/steps.py) on the recorder's store, run here by the store's
+    # own driver and by ledger_bus.agent.aio.AsyncRun on an asyncio one: the rules are written once.
 
     def _drive(self, op: Op[Any]) -> Any:
         return self.recorder.store.run_op(op)
@@ -571,7 +571,8 @@ class Run:
         )
 
 
-__all__ = [  # the recorded call's names (ledger_bus.calls) too, where they were always found
+# the recorded call's names (ledger_bus.agent.call_events) too, where they were always found
+__all__ = [
     "ABANDONED",
     "DEFAULT_LEASE_MS",
     "LIFECYCLE",

@@ -16,7 +16,7 @@ from typing import Final
 from ledger_bus.model.errors import LedgerError
 from ledger_bus.model.ids import ANY, StreamId, previous_cursor
 from ledger_bus.store.base import EventStore
-from ledger_bus.store.ops import Op
+from ledger_bus.store.steps import Op
 
 log = logging.getLogger("ledger_bus.rewind")
 

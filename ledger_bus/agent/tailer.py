@@ -17,13 +17,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Final, Literal, TypeVar
 
+from ledger_bus.agent.rewind import cursor_gone_op, report_rewind_op
 from ledger_bus.model.errors import LedgerError
 from ledger_bus.model.ids import CURSOR_ZERO, cursor_ms
 from ledger_bus.model.jsontext import format_time
 from ledger_bus.model.records import Delivery, GroupStats, RecordedEvent
-from ledger_bus.rewind import cursor_gone_op, report_rewind_op
 from ledger_bus.store.base import EventStore
-from ledger_bus.store.ops import Op
+from ledger_bus.store.steps import Op
 
 log = logging.getLogger("ledger_bus.tailer")
 
@@ -106,8 +106,8 @@ class Tailer:
         self._next_check = 0.0
         self.rewinds = 0  # times an event handed out was found gone afterwards
 
-    # Each step is an operation (store/ops.py) on the store, run here by its own driver and by
-    # ledger_bus.aio.AsyncTailer on an asyncio one: the rules are written once.
+    # Each step is an operation (store/steps.py) on the store, run here by its own driver and by
+    # ledger_bus.agent.aio.AsyncTailer on an asyncio one: the rules are written once.
 
     def _drive(self, op: Op[T]) -> T:
         return self.store.run_op(op)

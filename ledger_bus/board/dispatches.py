@@ -21,7 +21,7 @@ from typing import Any, Final, Literal, TypeVar
 from ledger_bus.model.errors import InvalidInput, LedgerError, NotFound, Refused, VersionConflict
 from ledger_bus.model.ids import StreamId
 from ledger_bus.store.base import EventStore
-from ledger_bus.store.ops import contended
+from ledger_bus.store.steps import contended
 
 STREAM: Final = "dispatch"
 WRITER: Final = "dispatch-board"

@@ -21,12 +21,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledger_bus.archive import archive_session
 from ledger_bus.model.errors import InvalidInput, LedgerError, NotFound, Refused
 from ledger_bus.model.ids import cursor_ms
-from ledger_bus.store.aio import AsyncStore
+from ledger_bus.operations.archiving import archive_session
+from ledger_bus.store.async_store import AsyncStore
 from ledger_bus.store.base import EventStore
-from ledger_bus.store.ops import Op
+from ledger_bus.store.steps import Op
 
 Owns = Callable[[Sequence[str]], bool]  # from a session's stream names: whether it is ours
 
@@ -81,7 +81,7 @@ def expire_op(store: EventStore, idle_after: float, owns: Owns) -> Op[list[dict[
 def archive_idle_owned(
     store: EventStore, archive_to: EventStore, idle_after: float, owns: Owns
 ) -> list[dict[str, Any]]:
-    """Archive each idle session of ours (archive.py refuses one with an open attempt)."""
+    """Archive each idle session of ours (archiving.py refuses one with an open attempt)."""
     done: list[dict[str, Any]] = []
     for session, _ in store.run_op(idle_op(store, idle_after, owns)):
         try:

@@ -13,27 +13,21 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final
 
-from ledger_bus.filters import EventFilter, select
+from ledger_bus.agent.rewind import report_rewind
 from ledger_bus.model.errors import (
     HistoryRewound,
     IdempotencyConflict,
-    InvalidInput,
     LedgerError,
-    NotFound,
-    Refused,
 )
-from ledger_bus.model.files import replace_whole
 from ledger_bus.model.ids import ANY, StreamId
-from ledger_bus.model.jsontext import format_time
-from ledger_bus.model.records import AppendResult, OpenAttempt, RecordedEvent
-from ledger_bus.rewind import report_rewind
+from ledger_bus.model.records import AppendResult, OpenAttempt
+from ledger_bus.operations.heartbeat import write_heartbeat
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.buckets import INDEX_BUCKETS
 
@@ -48,8 +42,6 @@ SESSIONS_PER_READ: Final = 200  # sessions whose open attempts are read in one r
 REMEMBERED_FLAGS: Final = 100_000  # flags one reconciler remembers, to notice them lost
 FLAG_KIND: Final = "reconcile.unresolved"
 
-Outcome = Literal["unknown", "retried", "ok", "error"]
-
 
 @dataclass(frozen=True)
 class ReconcilerConfig:
@@ -59,7 +51,7 @@ class ReconcilerConfig:
         MIN_PRUNE_AFTER_S, and well above the clock difference between writers and Redis.
     buckets: which of the index's buckets this reconciler covers (default: all).
     sessions: cover only these sessions instead.
-    archive_idle_s: with an archive, move the sessions quiet this long to it (archive.py).
+    archive_idle_s: with an archive, move the sessions quiet this long to it (archiving.py).
     archive_every_s: how often to look for them, at most."""
 
     grace_s: float = 60.0
@@ -99,7 +91,7 @@ class PassReport:
 
 
 def log_action(record: dict[str, Any]) -> None:
-    """One structured line per action, on the `ledger_bus.reconciler` logger."""
+    """One structured line per action, on the `ledger_bus.operations.reconciler` logger."""
     log.info(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
 
 
@@ -262,7 +254,7 @@ class Reconciler:
             report = self.run_pass(stop)
             self.on_action({"action": "pass", **report.to_dict()})
             if heartbeat:
-                write_heartbeat(heartbeat, report)
+                write_heartbeat(heartbeat, report.to_dict())
             self.archive_idle(stop)
             if once:
                 break
@@ -282,199 +274,10 @@ class Reconciler:
         self._archived_at = now
         # Here, not above: the archive brings SQLAlchemy, which a reconciler without one
         # never needs to import.
-        from ledger_bus.archive import archive_idle
+        from ledger_bus.operations.archiving import archive_idle
 
         try:
             for record in archive_idle(self.store, self.archive, idle_s, stop=stop):
                 self.on_action({"action": "archive", **record})
         except LedgerError as err:
             self.on_action({"action": "error", "archive": str(err)})
-
-
-def write_heartbeat(path: str, report: PassReport) -> None:
-    """Record that a pass finished, atomically (a probe never reads half a file)."""
-    with replace_whole(path) as out:
-        json.dump({"at": format_time(time.time_ns() // 1_000_000), **report.to_dict()}, out)
-
-
-def heartbeat_age(path: str) -> float:
-    """Seconds since the last pass finished; NotFound when there is no heartbeat."""
-    try:
-        return time.time() - os.stat(path).st_mtime
-    except FileNotFoundError:
-        raise NotFound(f"no heartbeat at {path}: the reconciler never finished a pass") from None
-
-
-def read_heartbeat(path: str) -> dict[str, Any]:
-    """The report of the last pass, as the heartbeat file keeps it."""
-    try:
-        with open(path, encoding="utf-8") as found:
-            report = json.load(found)
-    except FileNotFoundError:
-        raise NotFound(f"no heartbeat at {path}: the reconciler never finished a pass") from None
-    except (OSError, ValueError) as err:
-        raise InvalidInput(f"heartbeat {path} is unreadable: {err}") from None
-    if not isinstance(report, dict):
-        raise InvalidInput(f"heartbeat {path} is not a report")
-    return report
-
-
-def resolve_attempt(
-    store: EventStore,
-    session_id: str,
-    attempt_id: str,
-    outcome: Outcome,
-    *,
-    result: Any = None,
-    retry_attempt: str | None = None,
-    agent: str = "operator",
-) -> str:
-    """Close an open attempt with an explicit terminal event; returns the cursor written.
-
-    outcome "unknown": nobody knows whether the call took effect; "retried": it is superseded by
-    `retry_attempt` (requested separately, by the adapter); "ok" / "error": the real result,
-    learned some other way.
-    """
-    found = {a.attempt_id: a for a in store.open_attempts(session_id)}
-    attempt = found.get(attempt_id)
-    if attempt is None:
-        raise _not_open(store, session_id, attempt_id)
-    if outcome == "retried" and not retry_attempt:
-        raise InvalidInput("a retried attempt names the attempt that retries it")
-    value: Any = result
-    if outcome == "unknown":
-        value = {"outcome": "unknown", "resolved_by": agent}
-    elif outcome == "retried":
-        value = {"outcome": "retried", "retry_attempt": retry_attempt, "resolved_by": agent}
-    event: dict[str, Any] = {
-        "type": "tool_result",
-        "agent": agent,
-        "tool": attempt.tool,
-        "attempt_id": attempt_id,
-        "status": "ok" if outcome == "ok" else "error",
-        "result": value,
-    }
-    if attempt.run_id:
-        event["run_id"] = attempt.run_id
-    ref = StreamId(session_id, attempt.stream)
-    return store.append(ref, ANY, f"resolve:{attempt.key}", [event]).cursor
-
-
-def _not_open(store: EventStore, session_id: str, attempt_id: str) -> LedgerError:
-    """Why an attempt cannot be resolved: closed already (Refused, naming its result), or never
-    requested in the session (NotFound). Looked up only on this error path, by reading the
-    session's calls and results."""
-    if not store.session_exists(session_id):
-        return NotFound(f"no such session {session_id!r}")
-    closed: RecordedEvent | None = None
-    requested = False
-    calls = EventFilter(types=("tool_call", "tool_result"))
-    for event in select(store, session_id, calls):
-        if event.attempt_id == attempt_id:
-            requested = requested or event.type == "tool_call"
-            closed = event if event.type == "tool_result" else None
-    if requested and closed is not None:
-        return Refused(
-            f"attempt {attempt_id!r} of session {session_id!r} is closed already: its"
-            f" tool_result ({closed.get('status')}) is at {closed.cursor}"
-        )
-    return NotFound(f"no attempt {attempt_id!r} was requested in session {session_id!r}")
-
-
-class StoreGauges:
-    """Gauges read from the store when Prometheus scrapes: sessions by tier (`redis`, `archive`
-    for the sessions archived to SQL, `sql` or `memory` for those stores) and Redis's
-    used_memory and maxmemory, so an alert can fire before appends are refused."""
-
-    def __init__(self, store: EventStore):
-        self.store = store
-
-    def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import GaugeMetricFamily
-
-        store = self.store
-        try:
-            sessions = GaugeMetricFamily(
-                "ledger_sessions", "Sessions holding events, by tier", labels=["tier"]
-            )
-            sessions.add_metric([store.tier], store.session_count())
-            if store.archive is not None:
-                sessions.add_metric(["archive"], store.archive.session_count())
-            admin = store.server_admin()
-            memory = admin.memory_info() if admin is not None else None
-        except LedgerError as err:  # a scrape while the store is down shows no gauge, not a 500
-            log.warning("store gauges skipped: %s", err)
-            return
-        yield sessions
-        if memory is not None:
-            used, limit = memory
-            yield GaugeMetricFamily(
-                "ledger_redis_used_memory_bytes",
-                "Redis used_memory (on a cluster, of the primary nearest its maxmemory)",
-                value=used,
-            )
-            yield GaugeMetricFamily(
-                "ledger_redis_maxmemory_bytes", "Redis maxmemory (0: none set)", value=limit
-            )
-
-
-class ReconcilerMetrics:
-    """Prometheus metrics of a reconciler, served on a port of their own; with a store, its
-    gauges too (StoreGauges)."""
-
-    def __init__(self, port: int, address: str = "127.0.0.1", store: EventStore | None = None):
-        from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
-
-        self.registry = CollectorRegistry()
-        if store is not None:
-            self.registry.register(StoreGauges(store))
-        self.open = Gauge(
-            "ledger_reconciler_open_attempts",
-            "Open attempts seen in the last pass",
-            registry=self.registry,
-        )
-        self.flagged = Counter(
-            "ledger_reconciler_flagged", "Attempts flagged unresolved", registry=self.registry
-        )
-        self.errors = Counter(
-            "ledger_reconciler_errors", "Sessions a pass could not read", registry=self.registry
-        )
-        self.seconds = Gauge(
-            "ledger_reconciler_pass_seconds", "Duration of the last pass", registry=self.registry
-        )
-        self.passes = Counter("ledger_reconciler_passes", "Passes finished", registry=self.registry)
-        self.rewinds = Counter(
-            "ledger_reconciler_rewinds",
-            "Flags this reconciler wrote that a failover lost",
-            registry=self.registry,
-        )
-        self.server, self.thread = start_http_server(port, addr=address, registry=self.registry)
-
-    def observe(self, report: PassReport) -> None:
-        self.open.set(report.open_attempts)
-        self.flagged.inc(report.flagged)
-        self.errors.inc(report.errors)
-        self.seconds.set(report.seconds)
-        self.passes.inc()
-        self.rewinds.inc(report.rewinds)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def open_for(attempts: Iterable[OpenAttempt], now_ms: int) -> list[dict[str, Any]]:
-    """Open attempts as records for output."""
-    return [
-        {
-            "session": a.session_id,
-            "attempt_id": a.attempt_id,
-            "run_id": a.run_id,
-            "tool": a.tool,
-            "stream": a.stream,
-            "requested_at": format_time(a.opened_ms),
-            "open_for_s": round((now_ms - a.opened_ms) / 1000, 3),
-            "flagged": a.flagged_cursor is not None,
-        }
-        for a in attempts
-    ]

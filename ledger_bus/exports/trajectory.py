@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from ledger_bus.filters import is_native
+from ledger_bus.agent.filters import is_native
 from ledger_bus.model.records import RecordedEvent
-from ledger_bus.reconciler import FLAG_KIND
+from ledger_bus.operations.reconciler import FLAG_KIND
 
 MODEL: Final = "model"  # the tool a model call is recorded as (spec: model calls are tool calls)
 DELEGATE: Final = "delegate"

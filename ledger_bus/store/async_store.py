@@ -1,6 +1,6 @@
 """The store under asyncio: the same operations as EventStore's, driven on an asyncio client.
 
-An AsyncStore holds a core EventStore and runs its operations (store/ops.py): on Redis, Valkey
+An AsyncStore holds a core EventStore and runs its operations (store/steps.py): on Redis, Valkey
 and Redis Cluster over `redis.asyncio`, awaiting each request, so that a thousand coroutines
 share one connection pool and no thread. The SQL store runs on SQLAlchemy's async engines
 (aiosqlite, psycopg's AsyncConnection): its code is written against SQLAlchemy's blocking
@@ -38,10 +38,10 @@ from ledger_bus.model.records import (
     SessionInfo,
 )
 from ledger_bus.store.base import DEFAULT_DEDUP_WINDOW_MS, PAGE, EventStore
-from ledger_bus.store.ops import Op, call, retried, run_async
 from ledger_bus.store.redis.autopipe import Coalescing
 from ledger_bus.store.redis.connection import sentinels_of
 from ledger_bus.store.restore import restore_batches
+from ledger_bus.store.steps import Op, call, retried, run_async
 from ledger_bus.store.urls import SCHEMES, Opening, opening, redis_options, redis_settings
 
 T = TypeVar("T")
@@ -427,7 +427,7 @@ async def open_async(
     archive: str | None = None,
     resolve_artifacts: bool = True,
 ) -> AsyncStore:
-    """ledger_bus.connect's URLs and options, for asyncio (ledger_bus.aio.connect)."""
+    """ledger_bus.connect's URLs and options, for asyncio (ledger_bus.agent.aio.connect)."""
     o = opening(url, timeout, prefix, limits, durability, archive, resolve_artifacts)
     store: AsyncStore = await SCHEMES[o.scheme][1](o)
     return store

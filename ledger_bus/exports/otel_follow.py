@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ledger_bus.exports.otel import Options, send_spans, streamed
 from ledger_bus.model.ids import ANY, StreamId, check_name
-from ledger_bus.otel import Options, send_spans, streamed
 from ledger_bus.store.base import EventStore
 
 STATE_SESSION: Final = "otel"
