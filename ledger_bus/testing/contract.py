@@ -12,7 +12,7 @@ database, or a fresh key prefix) for each test::
         with MyStore(...) as fresh:
             yield fresh
 
-Every backend of this repository runs these (tests/test_contract.py), each sync store and each
+Every backend of this repository runs these (tests/contract/test_contract.py), each sync store and each
 asyncio one. Needs pytest (`pip install 'ledger-bus[testing]'`).
 """
 
