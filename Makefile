@@ -82,7 +82,7 @@ test-latest:
 
 # The core suite (stores, command line, web view) on the oldest versions pyproject.toml allows
 # of redis-py, pydantic, click and SQLAlchemy (requirements/oldest.in), the rest as locked.
-OLDEST_TESTS = tests/test_canonical.py tests/test_conformance.py tests/test_contract.py \
+OLDEST_TESTS = tests/test_canonical.py tests/test_conformance.py tests/contract/test_contract.py \
   tests/test_cli.py tests/test_cli_use.py tests/test_cli_conventions.py tests/test_sql.py \
   tests/test_aio.py tests/test_hardening.py tests/test_groups.py tests/test_filters.py \
   tests/test_delete.py tests/test_artifacts.py tests/test_reconciler.py tests/test_board.py \
