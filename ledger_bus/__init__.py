@@ -52,6 +52,7 @@ if TYPE_CHECKING:
         NotFound,
         Refused,
         SessionArchived,
+        Unsupported,
         VersionConflict,
     )
     from ledger_bus.model.events import Event, Message, Mutation, ToolCall, ToolResult
@@ -70,6 +71,7 @@ if TYPE_CHECKING:
     from ledger_bus.operations.resolve import resolve_attempt
     from ledger_bus.operations.retention import Retention
     from ledger_bus.store import AppendResult, EventStore, RecordedEvent, connect
+    from ledger_bus.store.base import Attempts, Bounds, Deletes, Groups, Log, Restores, need
 
 # The one place the version is said: pyproject.toml reads it from here, and the CLI's --version,
 # the npm package and the CHANGELOG are held to it (tests/packaging/test_version.py).
@@ -79,6 +81,11 @@ __version__ = "0.1.0"
 _WHERE = {
     # The store and what it takes and returns.
     **dict.fromkeys(["AppendResult", "EventStore", "RecordedEvent", "connect"], "ledger_bus.store"),
+    # The contract's capabilities, which a store declares and a caller asks for (`need`).
+    **dict.fromkeys(
+        ["Attempts", "Bounds", "Deletes", "Groups", "Log", "Restores", "need"],
+        "ledger_bus.store.base",
+    ),
     **dict.fromkeys(["ANY", "StreamId", "derive_event_id"], "ledger_bus.model.ids"),
     **dict.fromkeys(
         ["Event", "Message", "Mutation", "ToolCall", "ToolResult"], "ledger_bus.model.events"
@@ -104,6 +111,7 @@ _WHERE = {
             "NotFound",
             "Refused",
             "SessionArchived",
+            "Unsupported",
             "VersionConflict",
         ],
         "ledger_bus.model.errors",
@@ -147,12 +155,15 @@ __all__ = [
     "AppendResult",
     "ArtifactRef",
     "Attempt",
+    "Attempts",
     "BackendRefused",
     "BackendUnavailable",
     "Board",
     "Bound",
+    "Bounds",
     "Capabilities",
     "Delegation",
+    "Deletes",
     "Deletion",
     "Delivery",
     "Durability",
@@ -160,6 +171,7 @@ __all__ = [
     "Event",
     "EventStore",
     "GroupStats",
+    "Groups",
     "HistoryRewound",
     "IdempotencyConflict",
     "InvalidEvent",
@@ -168,6 +180,7 @@ __all__ = [
     "LeaseLost",
     "LedgerError",
     "Limits",
+    "Log",
     "Message",
     "Mutation",
     "NotFound",
@@ -180,6 +193,7 @@ __all__ = [
     "Recovery",
     "Refused",
     "RequestNotRecorded",
+    "Restores",
     "Retention",
     "Run",
     "SessionArchived",
@@ -192,6 +206,7 @@ __all__ = [
     "ToolFailed",
     "ToolResult",
     "UnresolvedAttempt",
+    "Unsupported",
     "VersionConflict",
     "append_digest",
     "archive_session",
@@ -199,6 +214,7 @@ __all__ = [
     "canonical_bytes",
     "connect",
     "derive_event_id",
+    "need",
     "render_context",
     "resolve_attempt",
     "write_atif",

@@ -45,7 +45,7 @@ from ledger_bus.agent.call_events import (
 from ledger_bus.model.errors import DurabilityNotConfirmed, HistoryRewound, LedgerError
 from ledger_bus.model.ids import ANY, StreamId, derive_event_id
 from ledger_bus.model.records import AppendResult, RecordedEvent
-from ledger_bus.store.base import EventStore
+from ledger_bus.store.base import Attempts, EventStore, need
 from ledger_bus.store.steps import Op, Sleep
 
 log = logging.getLogger("ledger_bus.recorder")
@@ -107,6 +107,8 @@ class Recorder:
         lease_ttl_ms: int = DEFAULT_LEASE_MS,
     ):
         self.store = store
+        # a run holds a lease while it works, so the store keeps leases and open attempts
+        self.attempts = need(store, Attempts)
         self.session_id = session_id
         self.agent = agent
         self.durable = durable
@@ -222,7 +224,7 @@ class Run:
 
     def acquire_op(self) -> Op[None]:
         """Take the run's lease, waiting up to lease_wait_ms for a crashed holder's to expire."""
-        store, session = self.recorder.store, self.recorder.session_id
+        store, session = self.recorder.attempts, self.recorder.session_id
         deadline = time.monotonic() + self._lease_wait_ms / 1000
         ttl = self.recorder.lease_ttl_ms
         while not (
@@ -259,13 +261,13 @@ class Run:
             )
 
     def release_op(self) -> Op[bool]:
-        store, session = self.recorder.store, self.recorder.session_id
+        store, session = self.recorder.attempts, self.recorder.session_id
         return (yield from store.lease_op("release", session, self.lease_name, self._owner, 0))
 
     def renew_op(self) -> Op[bool]:
         """Renew the lease once; False (and the run may not write any more) when it was lost.
         A renewal that fails to reach the store is retried at the next one."""
-        store, session = self.recorder.store, self.recorder.session_id
+        store, session = self.recorder.attempts, self.recorder.session_id
         ttl = self.recorder.lease_ttl_ms
         try:
             if not (yield from store.lease_op("renew", session, self.lease_name, self._owner, ttl)):

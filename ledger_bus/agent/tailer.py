@@ -22,7 +22,7 @@ from ledger_bus.model.errors import LedgerError
 from ledger_bus.model.ids import CURSOR_ZERO, cursor_ms
 from ledger_bus.model.jsontext import format_time
 from ledger_bus.model.records import Delivery, GroupStats, RecordedEvent
-from ledger_bus.store.base import EventStore
+from ledger_bus.store.base import EventStore, Groups, need
 from ledger_bus.store.steps import Op
 
 log = logging.getLogger("ledger_bus.tailer")
@@ -101,6 +101,8 @@ class Tailer:
     options: TailerOptions = field(default_factory=TailerOptions)
 
     def __post_init__(self) -> None:
+        # a tailer reads through a consumer group: a store without them is refused here
+        self.groups = need(self.store, Groups)
         self._recovered = False
         self._handled: str | None = None  # cursor of the newest event handed out
         self._next_check = 0.0
@@ -128,10 +130,10 @@ class Tailer:
         return self._drive(self.join_op(n))
 
     def join_op(self, n: int = 20) -> Op[list[RecordedEvent]]:
-        store, session, group = self.store, self.session_id, self.group
+        store, groups, session, group = self.store, self.groups, self.session_id, self.group
         events = yield from self.context_op(n)
-        if (yield from store.group_exists_op(session, group)):
-            gone = yield from store.group_prune_op(session, group, self.options.forget_idle_ms)
+        if (yield from groups.group_exists_op(session, group)):
+            gone = yield from groups.group_prune_op(session, group, self.options.forget_idle_ms)
             if gone:
                 log.info("forgot %d idle consumers of %s", len(gone), group)
         else:
@@ -142,7 +144,7 @@ class Tailer:
             else:
                 latest = yield from store.tail_op(session, 1)
                 newest = latest[-1].cursor if latest else CURSOR_ZERO
-            yield from store.group_create_op(session, group, newest)
+            yield from groups.group_create_op(session, group, newest)
         return events
 
     def _wanted(self, event: RecordedEvent) -> bool:
@@ -161,7 +163,7 @@ class Tailer:
         for delivery in found:
             if delivery.deliveries > self.options.max_deliveries:
                 reason = f"not acked after {delivery.deliveries - 1} deliveries"
-                yield from self.store.group_dead_letter_op(
+                yield from self.groups.group_dead_letter_op(
                     self.session_id, self.group, delivery, reason
                 )
                 log.warning("dead-lettered %s: %s", delivery.entry_id, reason)
@@ -169,7 +171,7 @@ class Tailer:
                 keep.append(delivery)
             else:
                 skipped.append(delivery.entry_id)
-        yield from self.store.group_ack_op(self.session_id, self.group, skipped)
+        yield from self.groups.group_ack_op(self.session_id, self.group, skipped)
         return keep
 
     def poll(self) -> list[Delivery]:
@@ -192,7 +194,7 @@ class Tailer:
         return batch
 
     def _poll(self) -> Op[list[Delivery]]:
-        store, session, group, consumer = self.store, self.session_id, self.group, self.consumer
+        groups, session, group, consumer = self.groups, self.session_id, self.group, self.consumer
         count = self.options.count
         if self._handled is not None and (
             not self._recovered or time.monotonic() >= self._next_check
@@ -200,18 +202,18 @@ class Tailer:
             yield from self._check_rewind(self._handled)
         if not self._recovered:
             yield from self.join_op(0)
-            own = yield from store.group_pending_op(session, group, consumer, count)
+            own = yield from groups.group_pending_op(session, group, consumer, count)
             self._recovered = True
             if own:
                 return (yield from self._sort(own))
         if self.options.claim_idle_ms is not None:
             idle = self.options.claim_idle_ms
-            taken = yield from store.group_claim_op(session, group, consumer, idle, count)
+            taken = yield from groups.group_claim_op(session, group, consumer, idle, count)
             if taken:
                 log.info("took over %d events idle >= %d ms", len(taken), idle)
                 return (yield from self._sort(taken))
         block = self.options.block_ms
-        found = yield from store.group_read_op(session, group, consumer, count, block)
+        found = yield from groups.group_read_op(session, group, consumer, count, block)
         return (yield from self._sort(found))
 
     def _check_rewind(self, handled: str) -> Op[None]:
@@ -227,7 +229,7 @@ class Tailer:
             self._handled = None
 
     def ack(self, deliveries: Iterable[Delivery]) -> int:
-        return self.store.group_ack(self.session_id, self.group, [d.entry_id for d in deliveries])
+        return self.groups.group_ack(self.session_id, self.group, [d.entry_id for d in deliveries])
 
     def run(
         self,
@@ -276,7 +278,7 @@ class Tailer:
         def keep() -> None:
             while not done.wait(interval / 1000):
                 try:
-                    self.store.group_keep(self.session_id, self.group, self.consumer, entry_ids)
+                    self.groups.group_keep(self.session_id, self.group, self.consumer, entry_ids)
                 except LedgerError:
                     log.warning("could not refresh %d in-flight events", len(entry_ids))
 
@@ -291,7 +293,7 @@ class Tailer:
                 keeper.join()
 
     def stats(self) -> GroupStats:
-        return self.store.group_stats(self.session_id, self.group, self.options.forget_idle_ms)
+        return self.groups.group_stats(self.session_id, self.group, self.options.forget_idle_ms)
 
     def dead_letters(self) -> list[dict[str, str]]:
-        return self.store.group_dead_letters(self.session_id, self.group)
+        return self.groups.group_dead_letters(self.session_id, self.group)

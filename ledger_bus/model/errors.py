@@ -120,3 +120,8 @@ class DurabilityNotConfirmed(LedgerError):
     def __init__(self, message: str, result: object):
         super().__init__(message)
         self.result = result
+
+
+class Unsupported(BackendRefused):
+    """Raised when a caller asks a store for a capability it does not have (consumer groups of a
+    store that keeps only the log): asking again will not help."""

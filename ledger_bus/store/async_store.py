@@ -37,7 +37,17 @@ from ledger_bus.model.records import (
     RecordedEvent,
     SessionInfo,
 )
-from ledger_bus.store.base import DEFAULT_DEDUP_WINDOW_MS, PAGE, EventStore
+from ledger_bus.store.base import (
+    DEFAULT_DEDUP_WINDOW_MS,
+    PAGE,
+    Attempts,
+    Bounds,
+    Deletes,
+    EventStore,
+    Groups,
+    Restores,
+    need,
+)
 from ledger_bus.store.redis.autopipe import Coalescing
 from ledger_bus.store.redis.connection import sentinels_of
 from ledger_bus.store.restore import restore_batches
@@ -50,9 +60,10 @@ T = TypeVar("T")
 class AsyncStore:
     """EventStore's contract, every method a coroutine; `await aio.connect(url)` gives one.
 
-    `core` is the EventStore whose operations run here; `client`, the asyncio Redis client they
-    run on; `bridged`, whether the core (a SQL store on an async engine) runs through
-    SQLAlchemy's greenlet bridge; neither, on worker threads with the core's own blocking client.
+    `core` is the store whose operations run here (one that lacks a capability is refused where
+    the capability is used); `client`, the asyncio Redis client they run on; `bridged`, whether
+    the core (a SQL store on an async engine) runs through SQLAlchemy's greenlet bridge; neither,
+    on worker threads with the core's own blocking client.
     """
 
     def __init__(
@@ -82,6 +93,29 @@ class AsyncStore:
     @property
     def durability(self) -> Durability:
         return self.core.durability
+
+    # The core's capabilities beside the log, each asked for where it is used: a core that lacks
+    # one is refused there, in one line (Unsupported).
+
+    @property
+    def _attempts(self) -> Attempts:
+        return need(self.core, Attempts)
+
+    @property
+    def _groups(self) -> Groups:
+        return need(self.core, Groups)
+
+    @property
+    def _bounds(self) -> Bounds:
+        return need(self.core, Bounds)
+
+    @property
+    def _deletes(self) -> Deletes:
+        return need(self.core, Deletes)
+
+    @property
+    def _restores(self) -> Restores:
+        return need(self.core, Restores)
 
     async def drive(self, op: Op[T]) -> T:
         """Run one of the core's operations to its end."""
@@ -205,7 +239,7 @@ class AsyncStore:
 
     async def artifact_uses(self, session_id: str) -> dict[str, int]:
         """EventStore.artifact_uses."""
-        return await self.drive(self.core.artifact_uses_op(session_id))
+        return await self.drive(self._restores.artifact_uses_op(session_id))
 
     async def resolve(self, event: RecordedEvent) -> RecordedEvent:
         """EventStore.resolve."""
@@ -227,16 +261,16 @@ class AsyncStore:
         """EventStore.restore."""
         written = 0
         for batch in restore_batches(events, self.core.limits):
-            written += await self.drive(self.core.restore_batch_op(batch))
+            written += await self.drive(self._restores.restore_batch_op(batch))
         return written
 
     async def delete_session(self, session_id: str) -> Deletion:
         """EventStore.delete_session."""
-        return await self.drive(self.core.delete_session_op(session_id))
+        return await self.drive(self._deletes.delete_session_op(session_id))
 
     async def delete_stream(self, stream: StreamId) -> Deletion:
         """EventStore.delete_stream."""
-        return await self.drive(self.core.delete_stream_op(stream))
+        return await self.drive(self._deletes.delete_stream_op(stream))
 
     async def bound_stream(
         self,
@@ -247,11 +281,11 @@ class AsyncStore:
         only: str | None = None,
     ) -> None:
         """EventStore.bound_stream."""
-        await self.drive(self.core.bound_stream_op(stream, keep, dedup_window_ms, only=only))
+        await self.drive(self._bounds.bound_stream_op(stream, keep, dedup_window_ms, only=only))
 
     async def stream_bound(self, stream: StreamId) -> Bound | None:
         """EventStore.stream_bound."""
-        return await self.drive(self.core.stream_bound_op(stream))
+        return await self.drive(self._bounds.stream_bound_op(stream))
 
     async def sessions(self, limit: int | None = None) -> list[tuple[str, int]]:
         """EventStore.sessions."""
@@ -269,133 +303,133 @@ class AsyncStore:
 
     async def acquire_lease(self, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
         """EventStore.acquire_lease."""
-        return await self.drive(self.core.lease_op("acquire", session_id, name, owner, ttl_ms))
+        return await self.drive(self._attempts.lease_op("acquire", session_id, name, owner, ttl_ms))
 
     async def renew_lease(self, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
         """EventStore.renew_lease."""
-        return await self.drive(self.core.lease_op("renew", session_id, name, owner, ttl_ms))
+        return await self.drive(self._attempts.lease_op("renew", session_id, name, owner, ttl_ms))
 
     async def release_lease(self, session_id: str, name: str, owner: str) -> bool:
         """EventStore.release_lease."""
-        return await self.drive(self.core.lease_op("release", session_id, name, owner, 0))
+        return await self.drive(self._attempts.lease_op("release", session_id, name, owner, 0))
 
     async def lease_alive(self, session_id: str, name: str) -> bool:
         """EventStore.lease_alive."""
-        return await self.drive(self.core.lease_alive_op(session_id, name))
+        return await self.drive(self._attempts.lease_alive_op(session_id, name))
 
     # -- open attempts --------------------------------------------------------------------------
 
     async def open_attempts(self, session_id: str) -> list[OpenAttempt]:
         """EventStore.open_attempts."""
-        found = await self.drive(self.core.open_attempts_of_op([session_id]))
+        found = await self.drive(self._attempts.open_attempts_of_op([session_id]))
         return found[session_id]
 
     async def open_attempts_of(self, session_ids: list[str]) -> dict[str, list[OpenAttempt]]:
         """EventStore.open_attempts_of."""
-        return await self.drive(self.core.open_attempts_of_op(session_ids))
+        return await self.drive(self._attempts.open_attempts_of_op(session_ids))
 
     async def safe_to_replay(self, session_id: str, run_id: str | None, tool: str) -> bool:
         """EventStore.safe_to_replay."""
-        return await self.drive(self.core.safe_to_replay_op(session_id, run_id, tool))
+        return await self.drive(self._attempts.safe_to_replay_op(session_id, run_id, tool))
 
     async def sessions_with_open_attempts(
         self, buckets: Collection[int] | None = None
     ) -> list[tuple[str, int]]:
         """EventStore.sessions_with_open_attempts."""
-        return await self.drive(self.core.sessions_with_open_attempts_op(buckets))
+        return await self.drive(self._attempts.sessions_with_open_attempts_op(buckets))
 
     async def forget_idle_session(self, session_id: str, opened_before_ms: int) -> bool:
         """EventStore.forget_idle_session."""
-        return await self.drive(self.core.forget_idle_session_op(session_id, opened_before_ms))
+        return await self.drive(self._attempts.forget_idle_session_op(session_id, opened_before_ms))
 
     async def iter_append_ids(self, session_id: str) -> AsyncIterator[AppendRecord]:
         """EventStore.iter_append_ids."""
-        for record in await self.drive(self.core.append_ids_op(session_id)):
+        for record in await self.drive(self._restores.append_ids_op(session_id)):
             yield record
 
     # -- consumer groups ------------------------------------------------------------------------
 
     async def group_create(self, session_id: str, group: str, after_cursor: str | None) -> bool:
         """EventStore.group_create."""
-        return await self.drive(self.core.group_create_op(session_id, group, after_cursor))
+        return await self.drive(self._groups.group_create_op(session_id, group, after_cursor))
 
     async def group_exists(self, session_id: str, group: str) -> bool:
         """EventStore.group_exists."""
-        return await self.drive(self.core.group_exists_op(session_id, group))
+        return await self.drive(self._groups.group_exists_op(session_id, group))
 
     async def group_read(
         self, session_id: str, group: str, consumer: str, count: int, block_ms: int | None
     ) -> list[Delivery]:
         """EventStore.group_read."""
         return await self.drive(
-            self.core.group_read_op(session_id, group, consumer, count, block_ms)
+            self._groups.group_read_op(session_id, group, consumer, count, block_ms)
         )
 
     async def group_pending(
         self, session_id: str, group: str, consumer: str, count: int
     ) -> list[Delivery]:
         """EventStore.group_pending."""
-        return await self.drive(self.core.group_pending_op(session_id, group, consumer, count))
+        return await self.drive(self._groups.group_pending_op(session_id, group, consumer, count))
 
     async def group_claim(
         self, session_id: str, group: str, consumer: str, min_idle_ms: int, count: int
     ) -> list[Delivery]:
         """EventStore.group_claim."""
         return await self.drive(
-            self.core.group_claim_op(session_id, group, consumer, min_idle_ms, count)
+            self._groups.group_claim_op(session_id, group, consumer, min_idle_ms, count)
         )
 
     async def group_keep(
         self, session_id: str, group: str, consumer: str, entry_ids: list[str]
     ) -> None:
         """EventStore.group_keep."""
-        await self.drive(self.core.group_keep_op(session_id, group, consumer, entry_ids))
+        await self.drive(self._groups.group_keep_op(session_id, group, consumer, entry_ids))
 
     async def group_ack(self, session_id: str, group: str, entry_ids: list[str]) -> int:
         """EventStore.group_ack."""
-        return await self.drive(self.core.group_ack_op(session_id, group, entry_ids))
+        return await self.drive(self._groups.group_ack_op(session_id, group, entry_ids))
 
     async def group_dead_letter(
         self, session_id: str, group: str, delivery: Delivery, reason: str
     ) -> None:
         """EventStore.group_dead_letter."""
-        await self.drive(self.core.group_dead_letter_op(session_id, group, delivery, reason))
+        await self.drive(self._groups.group_dead_letter_op(session_id, group, delivery, reason))
 
     async def group_dead_letters(self, session_id: str, group: str) -> list[dict[str, str]]:
         """EventStore.group_dead_letters."""
-        return await self.drive(self.core.group_dead_letters_op(session_id, group))
+        return await self.drive(self._groups.group_dead_letters_op(session_id, group))
 
     async def group_stats(
         self, session_id: str, group: str, idle_ms: int = 3_600_000
     ) -> GroupStats:
         """EventStore.group_stats."""
-        return await self.drive(self.core.group_stats_op(session_id, group, idle_ms))
+        return await self.drive(self._groups.group_stats_op(session_id, group, idle_ms))
 
     async def group_prune(self, session_id: str, group: str, idle_ms: int) -> list[str]:
         """EventStore.group_prune."""
-        return await self.drive(self.core.group_prune_op(session_id, group, idle_ms))
+        return await self.drive(self._groups.group_prune_op(session_id, group, idle_ms))
 
     async def groups(self, session_id: str, idle_ms: int = 3_600_000) -> list[GroupStats]:
         """EventStore.groups."""
-        return await self.drive(self.core.groups_op(session_id, idle_ms))
+        return await self.drive(self._groups.groups_op(session_id, idle_ms))
 
     async def group_pending_entries(
         self, session_id: str, group: str, count: int = 1000
     ) -> list[PendingEntry]:
         """EventStore.group_pending_entries."""
-        return await self.drive(self.core.group_pending_entries_op(session_id, group, count))
+        return await self.drive(self._groups.group_pending_entries_op(session_id, group, count))
 
     async def group_delete(self, session_id: str, group: str) -> bool:
         """EventStore.group_delete."""
-        return await self.drive(self.core.group_delete_op(session_id, group))
+        return await self.drive(self._groups.group_delete_op(session_id, group))
 
     async def group_reset(self, session_id: str, group: str, cursor: str) -> None:
         """EventStore.group_reset."""
-        await self.drive(self.core.group_reset_op(session_id, group, cursor))
+        await self.drive(self._groups.group_reset_op(session_id, group, cursor))
 
     async def group_replay_dead_letters(self, session_id: str, group: str) -> int:
         """EventStore.group_replay_dead_letters."""
-        return await self.drive(self.core.group_replay_dead_letters_op(session_id, group))
+        return await self.drive(self._groups.group_replay_dead_letters_op(session_id, group))
 
     # -- lifetime -------------------------------------------------------------------------------
 

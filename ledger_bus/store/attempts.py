@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Collection
-from typing import Literal, TypeVar
+from typing import ClassVar, Literal, TypeVar
 
 from ledger_bus.model.ids import check_name
 from ledger_bus.model.records import OpenAttempt
@@ -17,12 +17,15 @@ T = TypeVar("T")
 LeaseStep = Literal["acquire", "renew", "release"]
 
 
-class AttemptContract(abc.ABC):
-    """Leases and open attempts (EventStore's)."""
+class Attempts(abc.ABC):
+    """Leases and open attempts, a capability of a store: what the recorder, the reconciler and
+    the adapters' recovery work from."""
+
+    what: ClassVar[str] = "leases and open attempts"
 
     @abc.abstractmethod
     def run_op(self, op: Op[T]) -> T:
-        """Run an operation to its end (EventStore's)."""
+        """Run an operation to its end (the store's own driver: Log.run_op)."""
 
     # -- leases: how a live run is told from a crashed one ---------------------------------------
 

@@ -1,20 +1,18 @@
 """The consumer groups of the contract: a group delivers each event of a session's log to one of
 its consumers, at least once; an event stays pending until acked, and an idle consumer's
-pending events can be claimed. EventStore is composed of this part and the rest of the
-contract (store/base.py)."""
+pending events can be claimed. A capability a store declares beside the log (store/base.py)."""
 
 from __future__ import annotations
 
 import abc
-from typing import Final, TypeVar, Union
+from typing import ClassVar, Final, TypeVar
 
 from ledger_bus.model.errors import NotFound
 from ledger_bus.model.ids import check_name, parse_cursor
 from ledger_bus.model.records import Delivery, GroupStats, PendingEntry
-from ledger_bus.store.steps import Op, step
+from ledger_bus.store.steps import Op, Step, step
 
 T = TypeVar("T")
-Step = Union[T, Op[T]]  # noqa: UP007  (as store/base.py's)
 
 # Who holds a replayed dead letter until a consumer takes it over, and how idle it then looks.
 REPLAY_CONSUMER: Final = "replayed"
@@ -35,16 +33,18 @@ def dead_letter_fields(delivery: Delivery, reason: str) -> dict[str, str]:
     }
 
 
-class GroupContract(abc.ABC):
-    """The consumer-group methods of EventStore, on the primitives a backend provides."""
+class Groups(abc.ABC):
+    """Consumer groups, a capability of a store, on the primitives a backend provides."""
+
+    what: ClassVar[str] = "consumer groups"
 
     @abc.abstractmethod
     def run_op(self, op: Op[T]) -> T:
-        """Run an operation to its end (EventStore's)."""
+        """Run an operation to its end (the store's own driver: Log.run_op)."""
 
     @abc.abstractmethod
     def _resolved_deliveries(self, session_id: str, found: list[Delivery]) -> Op[list[Delivery]]:
-        """Deliveries with their events' artifacts put back (EventStore's)."""
+        """Deliveries with their events' artifacts put back (Log's)."""
 
     def group_create(self, session_id: str, group: str, after_cursor: str | None) -> bool:
         """Create `group` to deliver what commits after `after_cursor` (None: the session's

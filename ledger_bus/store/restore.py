@@ -1,4 +1,5 @@
-"""Recorded events written as they are: the batches `EventStore.restore` hands a backend.
+"""Restores, a capability of a store: recorded events written as they are (a session moved in,
+an export imported), in the batches `Restores.restore` hands a backend.
 
 A batch is consecutive events of one stream, consecutive in the session's commit order too, so a
 backend writes it as it writes one append (Redis's stream index keeps one entry for it). Each
@@ -8,14 +9,18 @@ keeps the versions, cursors and event ids it was recorded with.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Final
+from typing import ClassVar, Final, TypeVar
 
 from ledger_bus.model.errors import InvalidEvent, InvalidInput, VersionConflict
-from ledger_bus.model.ids import StreamId, parse_cursor
+from ledger_bus.model.ids import StreamId, check_name, parse_cursor
 from ledger_bus.model.prepared import Limits, PreparedAppend
-from ledger_bus.model.records import RecordedEvent
+from ledger_bus.model.records import AppendRecord, RecordedEvent
+from ledger_bus.store.steps import Op, Step, step
+
+T = TypeVar("T")
 
 RESTORE_CHUNK: Final = 500  # events of one stream written in one call, at most
 
@@ -84,3 +89,65 @@ def restore_batches(events: Iterable[RecordedEvent], limits: Limits) -> Iterator
         batch.append(event)
     if batch:
         yield ready()
+
+
+class Restores(abc.ABC):
+    """A capability of a store: sessions written as they were recorded (a move, an import), and
+    what moves with a session besides its events (its append_ids, its artifacts' uses)."""
+
+    what: ClassVar[str] = "restore"
+
+    limits: Limits  # what restored events are held to: the store's (Log.limits)
+
+    @abc.abstractmethod
+    def run_op(self, op: Op[T]) -> T:
+        """Run an operation to its end (the store's own driver: Log.run_op)."""
+
+    def restore(self, events: Iterable[RecordedEvent]) -> int:
+        """Write recorded events as they are, with their streams, versions, cursors and event ids:
+        a session moved here, or a ledger export imported into an empty session. Return how many
+        were written.
+
+        Events come whole (as `iter_session` yields them), in commit order, each above its
+        session's newest cursor and at the next version of its stream (a stream's first event
+        here may have any version: a bound may have trimmed those before it), so what an
+        append writes afterwards sorts after them; they are validated as an append's are. A
+        batch already written (its cursors at or below the session's newest) is skipped, so a
+        restore cut short can be run again. Open attempts follow from the events, as they do
+        for appends; no append_id is recorded. Raises InvalidInput for events out of order,
+        VersionConflict for a gap in a stream's versions; nothing of the batch is written."""
+        return sum(
+            self.run_op(self.restore_batch_op(batch))
+            for batch in restore_batches(events, self.limits)
+        )
+
+    def restore_batch_op(self, batch: RestoreBatch) -> Op[int]:
+        return (yield from step(self._restore_batch(batch)))
+
+    def iter_append_ids(self, session_id: str) -> Iterator[AppendRecord]:
+        """Yield what the store keeps of each append of a session for idempotency, in no
+        particular order: what moves with a session besides its events."""
+        return iter(self.run_op(self.append_ids_op(session_id)))
+
+    def append_ids_op(self, session_id: str) -> Op[list[AppendRecord]]:
+        check_name(session_id, "session id")
+        return (yield from step(self._append_ids(session_id)))
+
+    def artifact_uses(self, session_id: str) -> dict[str, int]:
+        """The session's artifacts (sha256) with how many event fields reference each."""
+        return self.run_op(self.artifact_uses_op(session_id))
+
+    def artifact_uses_op(self, session_id: str) -> Op[dict[str, int]]:
+        check_name(session_id, "session id")
+        return (yield from step(self._artifact_uses(session_id)))
+
+    # -- what a backend provides ----------------------------------------------------------------
+
+    @abc.abstractmethod
+    def _restore_batch(self, batch: RestoreBatch) -> Step[int]: ...
+
+    @abc.abstractmethod
+    def _append_ids(self, session_id: str) -> Step[list[AppendRecord]]: ...
+
+    @abc.abstractmethod
+    def _artifact_uses(self, session_id: str) -> Step[dict[str, int]]: ...

@@ -54,6 +54,11 @@ class Awaited:
         self.close()
 
 
+# It stands for its core, a store of ours with every capability: a tailer or a recorder asking it
+# for one (ledger_bus.store.base.need) finds it.
+EventStore.register(Awaited)
+
+
 async def _all(items: AsyncIterator[Any]) -> list[Any]:
     return [item async for item in items]
 

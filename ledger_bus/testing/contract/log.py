@@ -1,47 +1,34 @@
-"""The store contract as tests: every rule of CONTRACT.md and spec/ledger-v1.md that a store must
-keep, over the public API alone, so that a store written outside this repository runs them too.
+"""The log's part of the contract: append, read, scan, tail, wait, versions, the sessions index,
+artifacts; every rule of CONTRACT.md and spec/ledger-v1.md that a store's log must keep, over the
+public API alone. A store that is a log and nothing else passes this part alone::
 
-Use it from a test module of your own, with a `store` fixture that gives an empty store (a fresh
-database, or a fresh key prefix) for each test::
-
-    import pytest
-    from ledger_bus.testing.contract import *  # noqa: F403  (the tests, collected by pytest)
-
-    @pytest.fixture
-    def store():
-        with MyStore(...) as fresh:
-            yield fresh
-
-Every backend of this repository runs these (tests/contract/test_contract.py), each sync store and each
-asyncio one. Needs pytest (`pip install 'ledger-bus[testing]'`).
+    from ledger_bus.testing.contract.log import *  # noqa: F403
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any
 
 import pytest
 
 import ledger_bus as lb
 from ledger_bus.model.ids import derive_event_id
-from ledger_bus.model.records import RecordedEvent
-from ledger_bus.store.base import EventStore
-from ledger_bus.testing.events import call, msg, result
+from ledger_bus.store.log import Log
+from ledger_bus.testing.events import call, msg
 
 # The ledger's keys of a JSONL line, first and in this order (CONTRACT.md, the command line).
 LEDGER_KEYS = ["session", "stream", "version", "cursor", "type", "agent", "event_id", "recorded_at"]
 
 
-def snapshot(store: EventStore, session: str) -> list[dict[str, object]]:
+def snapshot(store: Log, session: str) -> list[dict[str, object]]:
     return [e.to_dict() for e in store.scan_session(session)]
 
 
 REF = lb.StreamId("s1", "run-a")
 
 
-def test_append_assigns_consecutive_versions_and_returns_the_last_cursor(store: EventStore) -> None:
+def test_append_assigns_consecutive_versions_and_returns_the_last_cursor(store: Log) -> None:
     first = store.append(REF, 0, "a1", [msg("one"), msg("two")])
     second = store.append(REF, 2, "a2", [msg("three")])
 
@@ -55,14 +42,14 @@ def test_append_assigns_consecutive_versions_and_returns_the_last_cursor(store: 
     assert store.stream_version(REF) == 3
 
 
-def test_a_stream_with_no_events_has_version_zero(store: EventStore) -> None:
+def test_a_stream_with_no_events_has_version_zero(store: Log) -> None:
     assert store.stream_version(lb.StreamId("nobody", "nothing")) == 0
     assert store.read_stream(lb.StreamId("nobody", "nothing")) == []
     assert store.scan_session("nobody") == []
     assert store.tail("nobody", 5) == []
 
 
-def test_version_conflict_reports_both_versions_and_writes_nothing(store: EventStore) -> None:
+def test_version_conflict_reports_both_versions_and_writes_nothing(store: Log) -> None:
     store.append(REF, 0, "a1", [msg("one")])
     before = snapshot(store, "s1")
 
@@ -76,7 +63,7 @@ def test_version_conflict_reports_both_versions_and_writes_nothing(store: EventS
 
 
 def test_retry_after_a_lost_reply_returns_the_original_result_even_with_a_stale_version(
-    store: EventStore,
+    store: Log,
 ) -> None:
     original = store.append(REF, 0, "a1", [msg("one"), call("t1")])
     store.append(REF, 2, "a2", [msg("later")])
@@ -92,7 +79,7 @@ def test_retry_after_a_lost_reply_returns_the_original_result_even_with_a_stale_
     assert store.stream_version(REF) == 3
 
 
-def test_same_append_id_with_other_content_is_an_idempotency_conflict(store: EventStore) -> None:
+def test_same_append_id_with_other_content_is_an_idempotency_conflict(store: Log) -> None:
     store.append(REF, 0, "a1", [msg("one")])
     before = snapshot(store, "s1")
 
@@ -104,7 +91,7 @@ def test_same_append_id_with_other_content_is_an_idempotency_conflict(store: Eve
     assert snapshot(store, "s1") == before
 
 
-def test_idempotency_compares_canonical_content_not_spelling(store: EventStore) -> None:
+def test_idempotency_compares_canonical_content_not_spelling(store: Log) -> None:
     given = {
         "type": "tool_call",
         "agent": "a",
@@ -131,14 +118,14 @@ def test_idempotency_compares_canonical_content_not_spelling(store: EventStore) 
     assert first.last_version == 1 == store.stream_version(REF)
 
 
-def test_append_ids_are_scoped_to_their_stream(store: EventStore) -> None:
+def test_append_ids_are_scoped_to_their_stream(store: Log) -> None:
     store.append(REF, 0, "a1", [msg("one")])
     other = store.append(lb.StreamId("s1", "run-b"), 0, "a1", [msg("different")])
     assert not other.deduplicated
 
 
 def test_generated_event_ids_are_stable_across_retries_and_given_ones_are_kept(
-    store: EventStore,
+    store: Log,
 ) -> None:
     store.append(REF, 0, "a1", [msg("one"), msg("two", event_id="mine")])
     ids = [e.event_id for e in store.read_stream(REF)]
@@ -150,7 +137,7 @@ def test_generated_event_ids_are_stable_across_retries_and_given_ones_are_kept(
     assert ids[0] == derive_event_id("s1", "run-a", "a1", 0)
 
 
-def test_cursors_increase_strictly_across_streams_in_commit_order(store: EventStore) -> None:
+def test_cursors_increase_strictly_across_streams_in_commit_order(store: Log) -> None:
     order = []
     for i in range(30):
         ref = lb.StreamId("s1", f"run-{i % 3}")
@@ -167,7 +154,7 @@ def test_cursors_increase_strictly_across_streams_in_commit_order(store: EventSt
         assert [e.version for e in events if e.stream.name == stream] == list(range(1, 21))
 
 
-def test_paging_scan_by_cursor_equals_a_full_scan(store: EventStore) -> None:
+def test_paging_scan_by_cursor_equals_a_full_scan(store: Log) -> None:
     for i in range(57):
         store.append(lb.StreamId("s1", f"r{i % 4}"), lb.ANY, f"a{i}", [msg(str(i))])
     full = snapshot(store, "s1")
@@ -185,7 +172,7 @@ def test_paging_scan_by_cursor_equals_a_full_scan(store: EventStore) -> None:
     assert len(full) == 57
 
 
-def test_read_stream_pages_by_version(store: EventStore) -> None:
+def test_read_stream_pages_by_version(store: Log) -> None:
     store.append(REF, 0, "a1", [msg(str(i)) for i in range(25)])
     assert [e.version for e in store.read_stream(REF, after_version=20)] == [21, 22, 23, 24, 25]
     assert [e.version for e in store.read_stream(REF, after_version=3, limit=2)] == [4, 5]
@@ -193,7 +180,7 @@ def test_read_stream_pages_by_version(store: EventStore) -> None:
 
 
 def test_read_stream_across_many_appends_and_pages_returns_every_version_once(
-    store: EventStore,
+    store: Log,
 ) -> None:
     other = lb.StreamId("s1", "noise")
     for i in range(300):
@@ -218,7 +205,7 @@ def test_read_stream_across_many_appends_and_pages_returns_every_version_once(
 
 
 def test_tail_returns_the_last_n_oldest_first_and_nothing_of_other_sessions(
-    store: EventStore,
+    store: Log,
 ) -> None:
     for i in range(40):
         session = "s1" if i % 2 else "s2"
@@ -232,7 +219,7 @@ def test_tail_returns_the_last_n_oldest_first_and_nothing_of_other_sessions(
     assert store.tail("s1", 0) == []
 
 
-def test_recorded_events_carry_every_field_and_the_commit_time(store: EventStore) -> None:
+def test_recorded_events_carry_every_field_and_the_commit_time(store: Log) -> None:
     before = time.time()
     store.append(
         REF,
@@ -316,7 +303,7 @@ BAD_BATCHES: dict[str, list[object]] = {
 
 
 @pytest.mark.parametrize("case", list(BAD_BATCHES))
-def test_bad_input_is_rejected_and_writes_nothing(store: EventStore, case: str) -> None:
+def test_bad_input_is_rejected_and_writes_nothing(store: Log, case: str) -> None:
     store.append(REF, 0, "a0", [msg("existing")])
     before = snapshot(store, "s1")
 
@@ -328,7 +315,7 @@ def test_bad_input_is_rejected_and_writes_nothing(store: EventStore, case: str) 
     assert store.append(REF, 1, "bad", [msg("good")]).first_version == 2
 
 
-def test_an_invalid_event_error_names_the_event_and_field(store: EventStore) -> None:
+def test_an_invalid_event_error_names_the_event_and_field(store: Log) -> None:
     with pytest.raises(lb.InvalidEvent) as raised:
         store.append(REF, 0, "a1", BAD_BATCHES["one bad event among good ones"])
     assert (raised.value.index, raised.value.field) == (2, "body")
@@ -351,7 +338,7 @@ def test_an_invalid_event_error_names_the_event_and_field(store: EventStore) -> 
     ],
 )
 def test_bad_arguments_are_invalid_input(
-    store: EventStore, stream: object, expected: object, append_id: object, events: object
+    store: Log, stream: object, expected: object, append_id: object, events: object
 ) -> None:
     with pytest.raises(lb.InvalidInput):
         store.append(stream, expected, append_id, events)  # type: ignore[arg-type]
@@ -366,14 +353,14 @@ def test_names_that_would_break_keys_or_lines_are_refused(name: str) -> None:
         lb.StreamId("s1", name)
 
 
-def test_too_many_events_in_one_append_is_invalid(store: EventStore) -> None:
+def test_too_many_events_in_one_append_is_invalid(store: Log) -> None:
     too_many = [msg(str(i)) for i in range(store.limits.max_events_per_append + 1)]
     with pytest.raises(lb.InvalidEvent):
         store.append(REF, 0, "a1", too_many)
     assert store.stream_version(REF) == 0
 
 
-def test_wait_session_returns_events_that_commit_while_waiting(store: EventStore) -> None:
+def test_wait_session_returns_events_that_commit_while_waiting(store: Log) -> None:
     store.append(REF, 0, "a1", [msg("old")])
     timer = threading.Timer(0.2, lambda: store.append(REF, 1, "a2", [msg("new")]))
     timer.start()
@@ -385,7 +372,7 @@ def test_wait_session_returns_events_that_commit_while_waiting(store: EventStore
     assert store.wait_session("s1", found[-1].cursor, timeout_ms=50) == []
 
 
-def test_session_info_and_the_sessions_index(store: EventStore) -> None:
+def test_session_info_and_the_sessions_index(store: Log) -> None:
     store.append(REF, 0, "a1", [msg("one"), msg("two")])
     store.append(lb.StreamId("s1", "dispatch"), 0, "d1", [msg("three")])
     store.append(lb.StreamId("s2", "main"), 0, "x", [msg("four")])
@@ -403,93 +390,6 @@ def test_session_info_and_the_sessions_index(store: EventStore) -> None:
     assert len(store.sessions(limit=1)) == 1
 
 
-# -- restore: recorded events written as they were ------------------------------------------------
-
-BIG = "x" * 70_000  # above the artifact threshold: kept as an artifact
-
-
-def recorded_session() -> tuple[EventStore, list[RecordedEvent]]:
-    """A session of two interleaved streams: calls open and closed, a flag, a big field."""
-    source = lb.connect("memory://")
-    main, side = lb.StreamId("s", "main"), lb.StreamId("s", "side")
-    source.append(main, 0, "1", [call("c#1"), call("c#2", blob=BIG)])
-    source.append(side, 0, "2", [{"type": "message", "agent": "b", "body": "hello"}])
-    source.append(main, 2, "3", [result("c#1")])
-    flag = {
-        "type": "mutation",
-        "agent": "r",
-        "kind": "reconcile.unresolved",
-        "attempt_id": "c#2",
-    }
-    source.append(side, 1, "4", [flag, {"type": "message", "agent": "b", "body": "bye"}])
-    return source, list(source.iter_session("s"))
-
-
-def as_read(events: list[RecordedEvent]) -> list[tuple[Any, ...]]:
-    return [(e.stream.name, e.version, e.cursor, e.fields) for e in events]
-
-
-def test_a_restored_session_reads_back_as_recorded_and_a_second_restore_writes_nothing(
-    store: EventStore,
-) -> None:
-    # Given the events of a session recorded elsewhere
-    source, events = recorded_session()
-
-    # When they are restored here, twice (a restore cut short is run again)
-    assert store.restore(events) == len(events)
-    assert store.restore(events) == 0
-
-    # Then the session reads as it was recorded: versions, cursors, event ids, fields
-    assert as_read(list(store.iter_session("s"))) == as_read(events)
-    assert as_read(store.read_stream(lb.StreamId("s", "side"))) == as_read(
-        source.read_stream(lb.StreamId("s", "side"))
-    )
-    assert as_read(store.tail("s", 2)) == as_read(events[-2:])
-    # and what follows from the events follows: the open attempt, flagged; the artifact
-    assert store.open_attempts("s") == source.open_attempts("s")
-    (open_,) = store.open_attempts("s")
-    assert open_.attempt_id == "c#2"
-    assert open_.flagged_cursor == events[-2].cursor
-    assert store.artifact_uses("s") == source.artifact_uses("s")
-    assert store.stream_version(lb.StreamId("s", "main")) == 3
-    # And an append afterwards goes on after them
-    after = store.append(lb.StreamId("s", "main"), 3, "5", [result("c#2")])
-    assert after.first_version == 4
-    assert after.cursor > events[-1].cursor
-    assert store.open_attempts("s") == []
-
-
-def test_a_restore_refuses_a_gap_or_events_out_of_order_and_writes_nothing_of_the_batch(
-    store: EventStore,
-) -> None:
-    _, events = recorded_session()
-    main = [e for e in events if e.stream.name == "main"]
-    with pytest.raises(lb.VersionConflict):
-        store.restore([main[0], main[2]])  # version 3 after version 1
-    assert store.stream_version(lb.StreamId("s", "main")) == 0
-    with pytest.raises(lb.InvalidInput):
-        store.restore([events[3], events[2]])
-
-
-def test_a_restore_of_events_below_the_sessions_newest_cursor_is_refused(
-    store: EventStore,
-) -> None:
-    # Given a session that went on past the cursors of the events to restore
-    _, events = recorded_session()
-    store.append(
-        lb.StreamId("s", "other"), 0, "x", [{"type": "message", "agent": "a", "body": "later"}]
-    )
-    older = [RecordedEvent(lb.StreamId("s", "fresh"), 1, "0000000000001-000000", events[0].fields)]
-    # Then restoring them is refused (they are not there: no restore wrote them), or skipped
-    # as written before; either way nothing is written
-    try:
-        written = store.restore(older)
-    except lb.InvalidInput:
-        written = 0
-    assert written == 0
-    assert store.stream_version(lb.StreamId("s", "fresh")) == 0
-
-
-# What `from ledger_bus.testing.contract import *` brings: the tests alone (their helpers stay
-# here, where the tests find them).
+# What `from ledger_bus.testing.contract.log import *` brings: the tests alone (their
+# helpers stay here, where the tests find them).
 __all__ = [name for name in list(globals()) if name.startswith("test_")]
