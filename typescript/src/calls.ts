@@ -1,6 +1,6 @@
 /**
  * A recorded call: the events that say it was asked for and how it ended, the errors a run
- * meets around it, and the guarantees a recorder publishes (ledger_bus/calls.py).
+ * meets around it, and the guarantees a recorder publishes (ledger_bus/agent/call_events.py).
  */
 
 import { LedgerError } from "./model/errors.js";

@@ -9,6 +9,7 @@ import type { Limits } from "./model/batch.js";
 import { DEFAULT_DURABILITY_TIMEOUT_MS, durabilityName, isLocal, parseDurability } from "./model/durability.js";
 import { InvalidInput } from "./model/errors.js";
 import type { EventStore } from "./store/base.js";
+import type { Attempts, Groups } from "./store/capabilities.js";
 import { MemoryStore } from "./store/memory.js";
 import { RedisStore } from "./store/redis.js";
 import { type Node, nodesUrl, shown } from "./store/urls.js";
@@ -27,6 +28,9 @@ export interface ConnectOptions {
   durability?: string;
 }
 
+/** What `connect` opens: a store with the log, leases and open attempts, and consumer groups. */
+export type ConnectedStore = EventStore & Attempts & Groups;
+
 const SCHEMES = "use redis://, rediss://, redis+cluster://, rediss+cluster:// or memory://";
 
 /**
@@ -35,7 +39,7 @@ const SCHEMES = "use redis://, rediss://, redis+cluster://, rediss+cluster:// or
  * starts from any of them that answers; the credentials and TLS are every node's) or
  * "memory://"; none given reads LEDGER_BUS_URL, then falls back to redis://127.0.0.1:6379/0.
  */
-export function connect(url?: string, options: ConnectOptions = {}): EventStore {
+export function connect(url?: string, options: ConnectOptions = {}): ConnectedStore {
   const given = url ?? process.env["LEDGER_BUS_URL"] ?? "redis://127.0.0.1:6379/0";
   const cluster = /^rediss?\+cluster:/i.test(given);
   let parsed: URL;

@@ -4,8 +4,27 @@
  * that agents in either language write and read one record.
  */
 
-export { connect, type ConnectOptions } from "./connect.js";
-export { EventStore, PAGE, type ReadOptions } from "./store/base.js";
+export { connect, type ConnectOptions, type ConnectedStore } from "./connect.js";
+export { EventStore, PAGE } from "./store/base.js";
+export {
+  type Attempts,
+  type Capability,
+  type CapabilityOf,
+  capabilitiesOf,
+  type Declared,
+  type Groups,
+  has,
+  type IterOptions,
+  type LeaseStep,
+  type Log,
+  need,
+  type ReadOptions,
+  type ReadStreamOptions,
+  type ScanOptions,
+  type SessionsOptions,
+  type TailOptions,
+  type WaitOptions,
+} from "./store/capabilities.js";
 export { RedisStore, type RedisStoreOptions } from "./store/redis.js";
 export { MemoryStore } from "./store/memory.js";
 export * from "./model/errors.js";
@@ -28,11 +47,24 @@ export { eventLine, appendLine } from "./model/records.js";
 export { ArtifactRef } from "./model/artifacts.js";
 export { DEFAULT_LIMITS, type Limits, prepareAppend, type PreparedAppend } from "./model/batch.js";
 export { canonicalBytes, MAX_DEPTH } from "./model/canonical.js";
-export { Tailer, watch, contextLine, renderContext, DEFAULT_TAILER_OPTIONS, type TailerOptions, type Delivery, type Handler, type RunOptions } from "./tailer.js";
-export { Groups, type GroupBackend } from "./store/groups.js";
+export {
+  Tailer,
+  watch,
+  contextLine,
+  renderContext,
+  DEFAULT_TAILER_OPTIONS,
+  type ContextOptions,
+  type TailerOptions,
+  type TailerRunOptions,
+  type WatchOptions,
+  type Delivery,
+  type Handler,
+} from "./tailer.js";
+export { RedisGroups } from "./store/groups.js";
+export type { GroupBackend } from "./store/consumers.js";
 export { MemoryGroups } from "./store/memorygroups.js";
-export { Recorder, Run, LIFECYCLE, type Recovery, type RecorderOptions, type CallOptions } from "./recorder.js";
+export { Recorder, Run, LIFECYCLE, type Recovery, type RecorderOptions, type RunOptions, type CallOptions } from "./recorder.js";
+/** @deprecated The recorder's options are `RunOptions` now; the tailer's are `TailerRunOptions`. */
 export type { RunOptions as RecorderRunOptions } from "./recorder.js";
 export * from "./calls.js";
 export { type Durability, parseDurability } from "./model/durability.js";
-export type { LeaseStep } from "./store/base.js";

@@ -1,6 +1,6 @@
 /**
  * What an agent loop calls to record its work: runs, tool calls, messages, state, delegation
- * (the Python package's ledger_bus/recorder.py, writing the same events to the same streams, so
+ * (the Python package's ledger_bus/agent/recorder.py, writing the same events to the same streams, so
  * that the Python reconciler and `ledger-bus resolve` work on a Node run as on a Python one).
  *
  * - requested before called: a tool's `tool_call` is committed before the tool runs, and when
@@ -35,7 +35,7 @@ import { canonicalText, type Json } from "./model/canonical.js";
 import { DurabilityNotConfirmed, HistoryRewound, LedgerError } from "./model/errors.js";
 import { ANY, deriveEventId, streamId, type StreamId, streamText } from "./model/ids.js";
 import type { AppendResult, RecordedEvent } from "./model/records.js";
-import type { EventStore } from "./store/base.js";
+import { type Attempts, type Log, need } from "./store/capabilities.js";
 
 /** What a run writes of its own life, each time it starts or ends: never replayed. */
 export const LIFECYCLE = new Set(["run.started", "run.resumed", "run.finished", "tool.declared"]);
@@ -53,7 +53,8 @@ const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(do
 
 /** What a loop rebuilds its state from after a crash: the newest snapshot and the events after it. */
 export interface Recovery {
-  state: Record<string, unknown> | null;
+  /** The newest snapshot's state; undefined when the run took none. */
+  state: Record<string, unknown> | undefined;
   events: RecordedEvent[];
 }
 
@@ -62,7 +63,7 @@ interface History {
   attempts: Map<string, RecordedEvent[]>; // step -> tool_calls
   results: Map<string, RecordedEvent>; // attempt -> tool_result
   said: RecordedEvent[]; // messages and mutations, in order
-  checkpoint: Record<string, unknown> | null;
+  checkpoint: Record<string, unknown> | undefined;
   checkpointVersion: number;
   events: RecordedEvent[];
 }
@@ -72,7 +73,7 @@ const emptyHistory = (): History => ({
   attempts: new Map(),
   results: new Map(),
   said: [],
-  checkpoint: null,
+  checkpoint: undefined,
   checkpointVersion: 0,
   events: [],
 });
@@ -104,17 +105,22 @@ export interface CallOptions {
   step?: string;
 }
 
-/** Records runs of one agent in one session. */
+/**
+ * Records runs of one agent in one session. The store must have leases and open attempts (the
+ * "attempts" capability) besides its log: Unsupported when it has not.
+ */
 export class Recorder {
+  readonly store: Log & Attempts;
   readonly durable: boolean;
   readonly leaseTtlMs: number;
 
   constructor(
-    readonly store: EventStore,
+    store: Log,
     readonly sessionId: string,
     readonly agent: string,
     options: RecorderOptions = {},
   ) {
+    this.store = need(store, "attempts");
     this.durable = options.durable ?? true;
     this.leaseTtlMs = options.leaseTtlMs ?? DEFAULT_LEASE_MS;
   }
@@ -175,7 +181,7 @@ export class Run {
   private checkpoints = 0;
   private readonly declared = new Set<string>();
   private lost = false;
-  private renewer: NodeJS.Timeout | null = null;
+  private renewer: NodeJS.Timeout | undefined;
   // The version of this incarnation's run.started: 1 for a run id used once. Attempt ids of a
   // later incarnation carry it, so that no attempt id is recorded twice in a stream.
   private incarnation = 1;
@@ -198,7 +204,7 @@ export class Run {
     return `run-${this.runId}`;
   }
 
-  private get store(): EventStore {
+  private get store(): Log & Attempts {
     return this.recorder.store;
   }
 
@@ -252,7 +258,7 @@ export class Run {
    */
   drop(): void {
     if (this.renewer) clearInterval(this.renewer);
-    this.renewer = null;
+    this.renewer = undefined;
     this.lost = true;
   }
 
@@ -270,7 +276,7 @@ export class Run {
 
   private async letGo(): Promise<void> {
     if (this.renewer) clearInterval(this.renewer);
-    this.renewer = null;
+    this.renewer = undefined;
     await this.store.lease("release", this.recorder.sessionId, this.leaseName, this.owner, 0).catch(() => false);
   }
 
@@ -445,7 +451,7 @@ export class Run {
     // Only the last checkpoint counts; each holds a whole state.
     const last = await this.store.streamVersion(this.native);
     if (last) {
-      const [checkpoint] = await this.store.readStream(this.native, last - 1);
+      const [checkpoint] = await this.store.readStream(this.native, { after: last - 1 });
       const takenAt = Number(checkpoint?.fields["run_version"] ?? 0);
       if (checkpoint && takenAt >= this.incarnation) {
         history.checkpoint = checkpoint.fields["state"] as Record<string, unknown>;

@@ -1,6 +1,6 @@
 /**
  * Keeping an agent in the conversation: its last-N context, then every new event, at least once
- * (the Python package's ledger_bus/tailer.py, on the same consumer groups).
+ * (the Python package's ledger_bus/agent/tailer.py, on the same consumer groups).
  *
  * A tailer joins a session through a consumer group on the session log (Redis's own, or the
  * memory store's, which behaves as one). Each new event
@@ -12,29 +12,26 @@
 
 import { CURSOR_ZERO, cursorMs } from "./model/ids.js";
 import { formatTime, type RecordedEvent } from "./model/records.js";
-import type { EventStore } from "./store/base.js";
-import { type Delivery, type GroupBackend, Groups } from "./store/groups.js";
-import { MemoryStore } from "./store/memory.js";
-import { RedisStore } from "./store/redis.js";
-import { BackendRefused } from "./model/errors.js";
+import { type Log, need } from "./store/capabilities.js";
+import type { Delivery, GroupBackend } from "./store/consumers.js";
 
-export type { Delivery } from "./store/groups.js";
+export type { Delivery } from "./store/consumers.js";
 
 export interface TailerOptions {
   /** Events per read. */
   count: number;
   /** How long a read waits for new events. */
   blockMs: number;
-  /** Take over events other consumers left unacked this long (null: never). */
-  claimIdleMs: number | null;
+  /** Take over events other consumers left unacked this long (none given: never). */
+  claimIdleMs?: number;
   /** After this many deliveries an event goes to the dead-letter stream. */
   maxDeliveries: number;
   /** While a handler runs, its events' idle time is reset this often (default: a third of claimIdleMs). */
-  keepaliveMs: number | null;
+  keepaliveMs?: number;
   /** Events written by this agent are acked without reaching the handler. */
-  skipAgent: string | null;
-  /** Only these event types reach the handler; the others are acked. */
-  types: readonly string[] | null;
+  skipAgent?: string;
+  /** Only these event types reach the handler (none given: all of them); the others are acked. */
+  types?: readonly string[];
   /** On join, consumers idle this long and holding nothing are removed. */
   forgetIdleMs: number;
 }
@@ -42,17 +39,14 @@ export interface TailerOptions {
 export const DEFAULT_TAILER_OPTIONS: Readonly<TailerOptions> = Object.freeze({
   count: 100,
   blockMs: 2000,
-  claimIdleMs: null,
   maxDeliveries: 5,
-  keepaliveMs: null,
-  skipAgent: null,
-  types: null,
   forgetIdleMs: 3_600_000,
 });
 
 export type Handler = (event: RecordedEvent) => unknown;
 
-export interface RunOptions {
+/** How `Tailer.run` delivers: when it stops, whether it acks, what a handler's error does. */
+export interface TailerRunOptions {
   /** Stop once aborted (checked between batches). */
   signal?: AbortSignal;
   /** Stop after this many batches. */
@@ -68,8 +62,14 @@ export interface RunOptions {
   errors?: "leave" | "raise";
 }
 
+export interface ContextOptions {
+  /** The longest a line may be, in characters (200 unless said). */
+  width?: number;
+}
+
 /** A compact line for a model's context: time, who, what. */
-export function contextLine(event: RecordedEvent, width = 200): string {
+export function contextLine(event: RecordedEvent, options: ContextOptions = {}): string {
+  const width = options.width ?? 200;
   const at = formatTime(cursorMs(event.cursor)).slice(11, 19);
   const f = event.fields;
   const what =
@@ -85,52 +85,61 @@ export function contextLine(event: RecordedEvent, width = 200): string {
 }
 
 /** The events as compact lines of text, for a model's context window. */
-export function renderContext(events: Iterable<RecordedEvent>, width = 200): string {
-  return [...events].map((event) => contextLine(event, width)).join("\n");
+export function renderContext(events: Iterable<RecordedEvent>, options: ContextOptions = {}): string {
+  return [...events].map((event) => contextLine(event, options)).join("\n");
+}
+
+export interface WatchOptions {
+  /** Stop once aborted (checked between waits). */
+  signal?: AbortSignal;
+  /** How long one wait lasts, in ms (5000 unless said). */
+  blockMs?: number;
 }
 
 /**
- * Every event of the session committed after `after`, as it commits: a reader on its own (no
- * group, nothing acked), for a person watching or read-only credentials.
+ * Every event of the session committed after the cursor `after`, as it commits: a reader on
+ * its own (no group, nothing acked), for a person watching or read-only credentials. The log
+ * is all it needs.
  */
 export async function* watch(
-  store: EventStore,
+  store: Log,
   sessionId: string,
   after: string,
-  signal?: AbortSignal,
-  blockMs = 5000,
+  options: WatchOptions = {},
 ): AsyncGenerator<RecordedEvent> {
+  const { signal, blockMs = 5000 } = options;
   let cursor = after;
   while (!signal?.aborted) {
-    const batch = await store.waitSession(sessionId, cursor, blockMs);
+    const batch = await store.waitSession(sessionId, { after: cursor, timeoutMs: blockMs });
     yield* batch;
     const last = batch[batch.length - 1];
     if (last) cursor = last.cursor;
   }
 }
 
-/** One consumer of one group on one session. */
+/**
+ * One consumer of one group on one session. The store must have consumer groups (the
+ * "groups" capability): Unsupported when it has not.
+ */
 export class Tailer {
   readonly options: TailerOptions;
   private readonly groups: GroupBackend;
   private recovered = false;
 
   constructor(
-    readonly store: EventStore,
+    readonly store: Log,
     readonly sessionId: string,
     readonly group: string,
     readonly consumer: string,
     options: Partial<TailerOptions> = {},
   ) {
-    if (store instanceof RedisStore) this.groups = new Groups(store);
-    else if (store instanceof MemoryStore) this.groups = store.groups;
-    else throw new BackendRefused("a Tailer reads through consumer groups: connect to redis://, redis+cluster:// or memory://");
+    this.groups = need(store, "groups").groups;
     this.options = { ...DEFAULT_TAILER_OPTIONS, ...options };
   }
 
   /** The session's last n events, oldest first; O(n) whatever the session's length. */
   async context(n = 20): Promise<RecordedEvent[]> {
-    return this.store.tail(this.sessionId, n);
+    return this.store.tail(this.sessionId, { n });
   }
 
   /**
@@ -146,7 +155,7 @@ export class Tailer {
       const last = events[events.length - 1];
       if (last) newest = last.cursor;
       else if (n) newest = CURSOR_ZERO; // the session was empty: whatever it holds by now is new
-      else newest = (await this.store.tail(this.sessionId, 1))[0]?.cursor ?? CURSOR_ZERO;
+      else newest = (await this.store.tail(this.sessionId, { n: 1 }))[0]?.cursor ?? CURSOR_ZERO;
       await this.groups.create(this.sessionId, this.group, newest);
     }
     return events;
@@ -154,8 +163,8 @@ export class Tailer {
 
   private wanted(event: RecordedEvent): boolean {
     const { skipAgent, types } = this.options;
-    if (skipAgent !== null && event.fields["agent"] === skipAgent) return false;
-    return types === null || types.includes(String(event.fields["type"]));
+    if (skipAgent !== undefined && event.fields["agent"] === skipAgent) return false;
+    return types === undefined || types.includes(String(event.fields["type"]));
   }
 
   /** Dead-letter the exhausted, ack the unwanted; what the handler should see. */
@@ -191,7 +200,7 @@ export class Tailer {
         this.recovered = true;
         if (own.length) return await this.sort(own);
       }
-      if (claimIdleMs !== null) {
+      if (claimIdleMs !== undefined) {
         const taken = await this.groups.claim(session, group, consumer, claimIdleMs, count);
         if (taken.length) return await this.sort(taken);
       }
@@ -209,7 +218,7 @@ export class Tailer {
   }
 
   /** Deliver events to `handler` until aborted (or after `batches` batches). */
-  async run(handler: Handler, options: RunOptions = {}): Promise<void> {
+  async run(handler: Handler, options: TailerRunOptions = {}): Promise<void> {
     const { signal, batches, ack = true, errors = "leave" } = options;
     let done = 0;
     while (!signal?.aborted && (batches === undefined || done < batches)) {

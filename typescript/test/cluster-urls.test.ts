@@ -31,7 +31,7 @@ async function writtenAndRead(store: EventStore, other: EventStore): Promise<str
   for (const session of SESSIONS) {
     await store.append(streamId(session, "main"), 0, "a1", [msg(`through ${session}`)]);
   }
-  const read = await Promise.all(SESSIONS.map((session) => other.tail(session, 10)));
+  const read = await Promise.all(SESSIONS.map((session) => other.tail(session, { n: 10 })));
   return read.flat().map((event) => event.fields["body"] as string);
 }
 
@@ -85,7 +85,7 @@ describe("a redis+cluster:// URL of several seeds", () => {
       const store = open(seeds([dead, live], "seeder:s3cret@"), "credentials");
       expect(await writtenAndRead(store, store)).toEqual(SESSIONS.map((s) => `through ${s}`));
       const wrong = open(seeds([dead, live], "seeder:guessed@"), "credentials", 2000);
-      const refused = await wrong.tail("seeded-0", 1).catch((err: unknown) => err);
+      const refused = await wrong.tail("seeded-0", { n: 1 }).catch((err: unknown) => err);
       expect(refused).toBeInstanceOf(BackendRefused);
       expect((refused as Error).message).toMatch(/^redis refused the credentials: WRONGPASS/);
       expect((refused as Error).message).not.toContain("guessed");
@@ -98,7 +98,7 @@ describe("a redis+cluster:// URL of several seeds", () => {
     const other = await freePort();
     const store = open(seeds([dead, other]), "none", 1000);
     const started = Date.now();
-    const failed = await store.tail("seeded-0", 1).catch((err: unknown) => err);
+    const failed = await store.tail("seeded-0", { n: 1 }).catch((err: unknown) => err);
     expect(failed).toBeInstanceOf(BackendUnavailable);
     expect(Date.now() - started).toBeLessThan(10_000);
     const message = (failed as Error).message;

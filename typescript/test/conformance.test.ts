@@ -11,7 +11,7 @@ import { KINDS, stores } from "./support/stores.js";
 interface Step {
   append?: { stream: string; expected_version: number | "any"; append_id: string; events: unknown[] };
   read?: { stream: string; after_version: number };
-  scan?: { after: string | null };
+  scan?: { after: string | null }; // JSON: null is from the start
   expect: Record<string, unknown>;
 }
 interface Scenario {
@@ -55,10 +55,10 @@ describe.each(KINDS)("conformance/appends.json on %s", (kind) => {
       }
       let events: lb.RecordedEvent[];
       if (step.read) {
-        events = await store.readStream(lb.streamId(scenario.session, step.read.stream), step.read.after_version);
+        events = await store.readStream(lb.streamId(scenario.session, step.read.stream), { after: step.read.after_version });
         expect(events.map((e) => e.version)).toEqual(expected["versions"]);
       } else {
-        events = await store.scanSession(scenario.session, step.scan?.after ?? null);
+        events = await store.scanSession(scenario.session, { after: step.scan?.after ?? undefined });
         expect(events.map((e) => e.stream.name)).toEqual(expected["streams"]);
       }
       if ("bodies" in expected) expect(events.map((e) => e.fields["body"])).toEqual(expected["bodies"]);

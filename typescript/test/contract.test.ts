@@ -84,7 +84,7 @@ describe.each(KINDS)("the contract on %s", (kind) => {
     expect(await store.streamVersion(none)).toBe(0);
     expect(await store.readStream(none)).toEqual([]);
     expect(await store.scanSession("nobody")).toEqual([]);
-    expect(await store.tail("nobody", 5)).toEqual([]);
+    expect(await store.tail("nobody", { n: 5 })).toEqual([]);
   });
 
   it("a version conflict reports both versions and writes nothing", async () => {
@@ -170,9 +170,9 @@ describe.each(KINDS)("the contract on %s", (kind) => {
     for (let i = 0; i < 57; i++) await store.append(streamId("s1", `r${i % 4}`), ANY, `a${i}`, [msg(String(i))]);
     const full = await snapshot(store, "s1");
     const paged: Record<string, unknown>[] = [];
-    let cursor: string | null = null;
+    let cursor: string | undefined;
     for (;;) {
-      const page: RecordedEvent[] = await store.scanSession("s1", cursor, 10);
+      const page: RecordedEvent[] = await store.scanSession("s1", { after: cursor, limit: 10 });
       if (!page.length) break;
       paged.push(...page.map(eventLine));
       cursor = (page[page.length - 1] as RecordedEvent).cursor;
@@ -184,9 +184,9 @@ describe.each(KINDS)("the contract on %s", (kind) => {
   it("read_stream pages by version", async () => {
     const store = open(kind);
     await store.append(REF, 0, "a1", Array.from({ length: 25 }, (_, i) => msg(String(i))));
-    expect((await store.readStream(REF, 20)).map((e) => e.version)).toEqual([21, 22, 23, 24, 25]);
-    expect((await store.readStream(REF, 3, 2)).map((e) => e.version)).toEqual([4, 5]);
-    expect(await store.readStream(REF, 25)).toEqual([]);
+    expect((await store.readStream(REF, { after: 20 })).map((e) => e.version)).toEqual([21, 22, 23, 24, 25]);
+    expect((await store.readStream(REF, { after: 3, limit: 2 })).map((e) => e.version)).toEqual([4, 5]);
+    expect(await store.readStream(REF, { after: 25 })).toEqual([]);
   });
 
   it("read_stream across many appends and pages returns every version once", async () => {
@@ -199,7 +199,7 @@ describe.each(KINDS)("the contract on %s", (kind) => {
     const events = await store.readStream(REF);
     expect(events.map((e) => e.version)).toEqual(Array.from({ length: 2100 }, (_, n) => n + 1));
     expect(new Set(events.map((e) => e.stream.name))).toEqual(new Set(["run-a"]));
-    const middle = await store.readStream(REF, 1003, 9);
+    const middle = await store.readStream(REF, { after: 1003, limit: 9 });
     expect(bodies(middle)).toEqual(["143.2", "143.3", "143.4", "143.5", "143.6", "144.0", "144.1", "144.2", "144.3"]);
   });
 
@@ -209,11 +209,11 @@ describe.each(KINDS)("the contract on %s", (kind) => {
       const session = i % 2 ? "s1" : "s2";
       await store.append(streamId(session, "main"), ANY, `a${i}`, [msg(`${session}-${i}`)]);
     }
-    const last = await store.tail("s1", 5);
+    const last = await store.tail("s1", { n: 5 });
     expect(bodies(last)).toEqual([31, 33, 35, 37, 39].map((i) => `s1-${i}`));
     expect(new Set(last.map((e) => e.stream.sessionId))).toEqual(new Set(["s1"]));
-    expect((await store.tail("s1", 100)).length).toBe(20);
-    expect(await store.tail("s1", 0)).toEqual([]);
+    expect((await store.tail("s1", { n: 100 })).length).toBe(20);
+    expect(await store.tail("s1", { n: 0 })).toEqual([]);
   });
 
   it("recorded events carry every field and the commit time", async () => {
@@ -276,10 +276,10 @@ describe.each(KINDS)("the contract on %s", (kind) => {
     const store = open(kind);
     await store.append(REF, 0, "a1", [msg("old")]);
     const later = new Promise((done) => setTimeout(() => { done(store.append(REF, 1, "a2", [msg("new")])); }, 200));
-    const found = await store.waitSession("s1", null, 5000);
+    const found = await store.waitSession("s1", { timeoutMs: 5000 });
     await later;
     expect(bodies(found)).toEqual(["new"]);
-    expect(await store.waitSession("s1", (found[found.length - 1] as RecordedEvent).cursor, 50)).toEqual([]);
+    expect(await store.waitSession("s1", { after: (found[found.length - 1] as RecordedEvent).cursor, timeoutMs: 50 })).toEqual([]);
   });
 
   it("the sessions index lists every session written, newest first", async () => {
@@ -287,7 +287,7 @@ describe.each(KINDS)("the contract on %s", (kind) => {
     await store.append(REF, 0, "a1", [msg("one"), msg("two")]);
     await store.append(streamId("s2", "main"), 0, "x", [msg("four")]);
     expect(new Set((await store.sessions()).map(([name]) => name))).toEqual(new Set(["s1", "s2"]));
-    expect((await store.sessions(1)).length).toBe(1);
+    expect((await store.sessions({ limit: 1 })).length).toBe(1);
   });
 
   it("calls open attempts and results close them; a flag names the call it flags", async () => {
@@ -295,7 +295,7 @@ describe.each(KINDS)("the contract on %s", (kind) => {
     const opened = await store.append(REF, 0, "a1", [call("c1", "run-1"), call("c2")]);
     await store.append(REF, 2, "a2", [result("c1")]);
     let pending = await store.openAttempts("s1");
-    expect(pending.map((a) => [a.attemptId, a.runId, a.tool, a.stream, a.flaggedCursor])).toEqual([["c2", null, "deploy", "run-a", null]]);
+    expect(pending.map((a) => [a.attemptId, a.runId, a.tool, a.stream, a.flaggedCursor])).toEqual([["c2", undefined, "deploy", "run-a", undefined]]);
     expect(pending[0]?.cursor).toBe(opened.cursor);
     const flag = { type: "mutation", agent: "r", kind: "reconcile.unresolved", attempt_id: "c2", call_cursor: opened.cursor };
     const flagged = await store.append(streamId("s1", "reconciler"), 0, "f1", [flag]);
@@ -320,7 +320,7 @@ describe.each(KINDS)("the contract on %s", (kind) => {
     const [message, requested] = await store.readStream(REF);
     expect(message?.fields["body"]).toBe(big);
     expect(requested?.fields["args"]).toEqual({ data });
-    const refs = await store.readStream(REF, 0, null, { resolveArtifacts: false });
+    const refs = await store.readStream(REF, { resolveArtifacts: false });
     const ref = refs[0]?.fields["body"] as { sha256: string; size: number };
     expect(ref.size).toBe(70_000);
     expect((await store.artifact("s1", ref.sha256)).toString()).toBe(big);
@@ -337,9 +337,9 @@ describe.each(["redis", "cluster"] as const)("a server without EVALSHA_RO, on %s
       await store.append(REF, ANY, `a${i}`, Array.from({ length: 3 }, (_, k) => msg(`${i}.${k}`)));
       await store.append(noise, ANY, `n${i}`, [msg("noise")]);
     }
-    const byScript = await store.readStream(REF, 7, 50);
+    const byScript = await store.readStream(REF, { after: 7, limit: 50 });
     (store as unknown as { readScript: boolean }).readScript = false; // as a Redis 6 would make it
-    const byTwo = await store.readStream(REF, 7, 50);
+    const byTwo = await store.readStream(REF, { after: 7, limit: 50 });
     expect(byTwo).toEqual(byScript);
     expect(byTwo.map((e) => e.version)).toEqual(Array.from({ length: 50 }, (_, n) => n + 8));
   });

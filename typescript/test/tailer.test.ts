@@ -100,7 +100,7 @@ describe.each(["memory", "redis", "cluster"] as const)("the tailer on %s", (kind
     const stop = new AbortController();
     const seen: unknown[] = [];
     const following = (async () => {
-      for await (const event of watch(store, "w", first.cursor, stop.signal, 100)) {
+      for await (const event of watch(store, "w", first.cursor, { signal: stop.signal, blockMs: 100 })) {
         seen.push(event.fields["body"]);
         if (seen.length === 2) stop.abort();
       }

@@ -49,7 +49,7 @@ import { UnresolvedAttempt } from "../calls.js";
 import { LedgerError, VersionConflict } from "../model/errors.js";
 import { checkName, streamId, type StreamId } from "../model/ids.js";
 import type { RecordedEvent } from "../model/records.js";
-import type { EventStore } from "../store/base.js";
+import { type Attempts, type Log, need } from "../store/capabilities.js";
 
 export const AGENT = "pi";
 export const HEADER = "pi.session";
@@ -118,16 +118,16 @@ export class PiLedger {
   private stream: StreamId;
   private version = 0;
   private queue: Promise<void> = Promise.resolve();
-  private failed: Error | null = null;
+  private failed: Error | undefined;
   private readonly recorded: Recorded = { requested: new Map(), resulted: new Set() };
   private readonly owner = randomUUID();
-  private renewer: NodeJS.Timeout | null = null;
+  private renewer: NodeJS.Timeout | undefined;
   private leaseName = "";
   private readonly safe: Set<string>;
   private readonly leaseTtlMs: number;
 
   private constructor(
-    readonly store: EventStore,
+    readonly store: Log & Attempts,
     readonly session: string,
     manager: SessionManager,
     options: PiLedgerOptions,
@@ -139,12 +139,16 @@ export class PiLedger {
     this.stream = streamId(session, `pi.${manager.getSessionId()}`);
   }
 
-  /** Open (or start) a Pi session in the ledger session `options.session`. */
-  static async open(store: EventStore, options: PiLedgerOptions): Promise<PiLedger> {
+  /**
+   * Open (or start) a Pi session in the ledger session `options.session`. The store must have
+   * leases and open attempts besides its log: Unsupported when it has not.
+   */
+  static async open(store: Log, options: PiLedgerOptions): Promise<PiLedger> {
+    const attempts = need(store, "attempts");
     checkName(options.session, "session id");
     const manager = SessionManager.inMemory(options.cwd ?? process.cwd());
     const inner = manager as unknown as Internals;
-    const ledger = new PiLedger(store, options.session, manager, options);
+    const ledger = new PiLedger(attempts, options.session, manager, options);
     let loaded = false;
     if (options.piSession !== undefined) {
       inner.newSession({ id: options.piSession });
@@ -177,7 +181,7 @@ export class PiLedger {
     if (!events.length) return false;
     const inner = this.sessionManager as unknown as Internals;
     const fold = foldSession(events);
-    if (fold.header === null) throw new LedgerError(`stream ${this.stream.name} holds no Pi session header`);
+    if (fold.header === undefined) throw new LedgerError(`stream ${this.stream.name} holds no Pi session header`);
     const entries: FileEntry[] = [fold.header, ...fold.entries];
     migrateSessionEntries(entries); // as Pi does when it opens an older file
     inner.sessionId = fold.header.id;
@@ -229,7 +233,7 @@ export class PiLedger {
     this.enqueue(() => {
       this.stream = stream;
       this.version = 0;
-      return null;
+      return undefined;
     });
     this.queueHeader(); // its failure, like any append's, is thrown by the next flush
     if (withEntries) {
@@ -272,14 +276,14 @@ export class PiLedger {
   }
 
   /**
-   * Queue an append (`make()` gives its events when its turn comes, null for none): the
+   * Queue an append (`make()` gives its events when its turn comes, undefined for none): the
    * appends of one Pi session go one after another, each at the version the last one left.
    */
-  private enqueue(make: () => Fields[] | null): void {
+  private enqueue(make: () => Fields[] | undefined): void {
     this.queue = this.queue.then(async () => {
-      if (this.failed !== null) return;
+      if (this.failed !== undefined) return;
       const events = make();
-      if (events === null) return;
+      if (events === undefined) return;
       try {
         await this.append(events);
       } catch (err) {
@@ -298,7 +302,7 @@ export class PiLedger {
       } catch (err) {
         // Another writer appended to the stream (an operator's resolution): take it in, go on.
         if (!(err instanceof VersionConflict) || tries > 3) throw err;
-        for (const event of await this.store.readStream(this.stream, this.version)) {
+        for (const event of await this.store.readStream(this.stream, { after: this.version })) {
           if (event.fields["type"] === "tool_result") this.recorded.resulted.add(String(event.fields["attempt_id"]));
           if (event.fields["type"] === "mutation" && [ENTRY, HEADER].includes(String(event.fields["kind"]))) throw err;
         }
@@ -310,7 +314,7 @@ export class PiLedger {
   /** Wait until everything the manager handed over is in the ledger; the first failure, thrown. */
   async flush(): Promise<void> {
     await this.queue;
-    if (this.failed !== null) throw this.failed;
+    if (this.failed !== undefined) throw this.failed;
   }
 
   // -- tools ----------------------------------------------------------------------------------
@@ -431,7 +435,7 @@ export class PiLedger {
   // -- session files --------------------------------------------------------------------------
 
   /** Import a Pi session file (JSONL) into the ledger session; the Pi session's id. */
-  static async importFile(store: EventStore, session: string, path: string, agent = AGENT): Promise<string> {
+  static async importFile(store: Log, session: string, path: string, agent = AGENT): Promise<string> {
     const entries = parseSessionEntries(await readFile(path, "utf8"));
     const header = entries.find((e): e is SessionHeader => e.type === "session");
     if (!header) throw new LedgerError(`${path} is not a Pi session file: it has no session header`);
@@ -441,9 +445,9 @@ export class PiLedger {
   }
 
   /** Write a Pi session of the ledger back as Pi's session file, line for line as imported. */
-  static async exportFile(store: EventStore, session: string, piSession: string, path: string): Promise<void> {
+  static async exportFile(store: Log, session: string, piSession: string, path: string): Promise<void> {
     const fold = foldSession(await store.readStream(streamId(session, `pi.${piSession}`)));
-    if (fold.header === null) throw new LedgerError(`no Pi session ${piSession} in session ${session}`);
+    if (fold.header === undefined) throw new LedgerError(`no Pi session ${piSession} in session ${session}`);
     const lines = [fold.header, ...fold.entries].map((entry) => JSON.stringify(entry));
     await writeFile(path, `${lines.join("\n")}\n`);
   }
@@ -554,12 +558,13 @@ export function normalized(entry: SessionEntry, agent: string, runId: string, re
 
 /** A Pi session's stream folded: its header, its entries in order, the active leaf. */
 export function foldSession(events: RecordedEvent[]): {
-  header: SessionHeader | null;
+  header: SessionHeader | undefined;
   entries: SessionEntry[];
+  /** The active leaf: null where Pi's own leaf is null (reset to before the first entry). */
   leaf: string | null;
   leafMoved: boolean;
 } {
-  let header: SessionHeader | null = null;
+  let header: SessionHeader | undefined;
   const entries: SessionEntry[] = [];
   let leaf: string | null = null;
   let leafMoved = false;
@@ -583,7 +588,7 @@ export function foldSession(events: RecordedEvent[]): {
 /** Appends a session file's entries, as the session manager would have, a batch at a time. */
 class ImportWriter {
   constructor(
-    private readonly store: EventStore,
+    private readonly store: Log,
     private readonly stream: StreamId,
     private readonly agent: string,
   ) {}

@@ -61,7 +61,7 @@ function canonicalEvent(fields: Fields, index: number): string {
     checkJson(fields);
   } catch (err) {
     if (err instanceof JsonValueError) {
-      throw new InvalidEvent(err.message, { index, field: err.where || null });
+      throw new InvalidEvent(err.message, { index, field: err.where || undefined });
     }
     throw err;
   }

@@ -16,14 +16,13 @@ export class InvalidInput extends LedgerError {
 export class InvalidEvent extends InvalidInput {
   override name = "InvalidEvent";
   readonly reason: string;
-  readonly index: number | null;
-  readonly field: string | null;
+  readonly index: number | undefined;
+  readonly field: string | undefined;
 
-  constructor(reason: string, where: { index?: number | null; field?: string | null } = {}) {
-    const index = where.index ?? null;
-    const field = where.field ?? null;
+  constructor(reason: string, where: { index?: number; field?: string } = {}) {
+    const { index, field } = where;
     const parts: string[] = [];
-    if (index !== null) parts.push(`event ${index}`);
+    if (index !== undefined) parts.push(`event ${index}`);
     if (field) parts.push(`field '${field}'`);
     super(parts.length ? `${parts.join(", ")}: ${reason}` : reason);
     this.reason = reason;
@@ -68,14 +67,14 @@ export class HistoryRewound extends VersionConflict {
   }
 }
 
-/** An append_id already used on a stream arrived with other content. */
+/** An appendId already used on a stream arrived with other content. */
 export class IdempotencyConflict extends LedgerError {
   override name = "IdempotencyConflict";
   constructor(
     readonly stream: string,
     readonly appendId: string,
   ) {
-    super(`stream ${stream}: append_id '${appendId}' was already used for different events`);
+    super(`stream ${stream}: appendId '${appendId}' was already used for different events`);
   }
 }
 
@@ -115,7 +114,7 @@ export class NotFound extends LedgerError {
 
 /**
  * The append was written on the primary but the durability asked for (replicas, AOF) was not
- * confirmed in time. Retrying with the same append_id is safe.
+ * confirmed in time. Retrying with the same appendId is safe.
  */
 export class DurabilityNotConfirmed extends LedgerError {
   override name = "DurabilityNotConfirmed";
@@ -125,4 +124,20 @@ export class DurabilityNotConfirmed extends LedgerError {
   ) {
     super(message);
   }
+}
+
+/**
+ * A store lacks a capability a caller needs (store/capabilities.ts): consumer groups, say, of
+ * a store that keeps only the log. Nothing was done, and asking again will not help.
+ */
+export class Unsupported extends BackendRefused {
+  override name = "Unsupported";
+}
+
+/**
+ * A Lua script replied in a shape its parser (store/replies.ts) does not know: the server runs
+ * other scripts than this SDK's. Nothing is made of the reply.
+ */
+export class UnexpectedReply extends LedgerError {
+  override name = "UnexpectedReply";
 }

@@ -82,14 +82,14 @@ export function checkStream(value: unknown): StreamId {
   return streamId(sessionId as string, name as string);
 }
 
-/** The expected version as a number, or null for ANY; InvalidInput otherwise. */
-export function checkExpectedVersion(value: unknown): number | null {
-  if (value === ANY) return null;
+/** The expected version as a number, or undefined for ANY; InvalidInput otherwise. */
+export function checkExpectedVersion(value: unknown): number | undefined {
+  if (value === ANY) return undefined;
   if (typeof value === "number" && Number.isSafeInteger(value) && value >= 0) return value;
-  throw new InvalidInput(`expected_version must be an int >= 0 or ANY, got ${quoted(value)}`);
+  throw new InvalidInput(`expectedVersion must be an int >= 0 or ANY, got ${quoted(value)}`);
 }
 
-/** A usable append_id, else InvalidInput. */
+/** A usable appendId, else InvalidInput. */
 export function checkAppendId(value: unknown): string {
   if (
     typeof value !== "string" ||
@@ -98,7 +98,7 @@ export function checkAppendId(value: unknown): string {
     !value.isWellFormed()
   ) {
     throw new InvalidInput(
-      "append_id must be a non-empty string of at most 512 characters of valid Unicode," +
+      "appendId must be a non-empty string of at most 512 characters of valid Unicode," +
         ` got ${quoted(value)}`,
     );
   }

@@ -21,19 +21,21 @@ export interface AppendResult {
   /** What was confirmed beyond the primary's memory, for a durability other than local. */
   readonly durability?: string;
   readonly replicas?: number;
-  readonly aof?: boolean | null;
+  /** Whether the primary's AOF was fsynced, when durability asked for it. */
+  readonly aof?: boolean;
 }
 
 /** A requested call with no terminal event yet (spec/ledger-v1.md, "Open attempts"). */
 export interface OpenAttempt {
   readonly sessionId: string;
   readonly attemptId: string;
-  readonly runId: string | null;
+  /** The run that asked for it, when the call named one. */
+  readonly runId?: string;
   readonly tool: string;
   readonly stream: string;
   readonly cursor: string;
-  /** The cursor of the reconcile.unresolved that flagged it, or null. */
-  readonly flaggedCursor: string | null;
+  /** The cursor of the reconcile.unresolved that flagged it, once one has. */
+  readonly flaggedCursor?: string;
 }
 
 /** A millisecond timestamp as ISO 8601 UTC, as the ledger's lines show it. */

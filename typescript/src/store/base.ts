@@ -1,7 +1,8 @@
 /**
- * The EventStore every backend implements: the public methods check their arguments and
- * prepare appends once, here; each backend supplies the few primitives below them. The same
- * contract as the Python package's (ledger_bus/store/base.py).
+ * The EventStore every backend implements: the log (capabilities.ts), its public methods
+ * checking their arguments and preparing appends once, here; each backend supplies the few
+ * primitives below them, and the capabilities it adds (Attempts, Groups). The same contract as
+ * the Python package's (ledger_bus/store/base.py).
  */
 
 import { ArtifactRef, checkSha, refsIn, resolved } from "../model/artifacts.js";
@@ -17,37 +18,47 @@ import {
   quoted,
   type StreamId,
 } from "../model/ids.js";
-import type { AppendResult, OpenAttempt, RecordedEvent } from "../model/records.js";
+import type { AppendResult, RecordedEvent } from "../model/records.js";
+import type {
+  Capability,
+  IterOptions,
+  Log,
+  ReadOptions,
+  ReadStreamOptions,
+  ScanOptions,
+  SessionsOptions,
+  TailOptions,
+  WaitOptions,
+} from "./capabilities.js";
 
 export const PAGE = 1000;
 
-export type LeaseStep = "acquire" | "renew" | "release";
-
-export interface ReadOptions {
-  /** Put fields kept as artifacts back into their events (the default), or leave references. */
-  resolveArtifacts?: boolean;
-}
-
-function checkLimit(limit: unknown, what = "limit"): number | null {
-  if (limit === undefined || limit === null) return null;
+function checkLimit(limit: unknown, what = "limit"): number | undefined {
+  if (limit === undefined) return undefined;
   if (typeof limit === "number" && Number.isSafeInteger(limit) && limit >= 0) return limit;
-  throw new InvalidInput(`${what} must be an int >= 0 or null, got ${quoted(limit)}`);
+  throw new InvalidInput(`${what} must be an int >= 0, got ${quoted(limit)}`);
 }
 
-export abstract class EventStore {
-  /** What kind of store, as logs and metrics name it. */
+function checkCursor(cursor: string | undefined): void {
+  if (cursor !== undefined) parseCursor(cursor);
+}
+
+/** The arguments of a lease, checked: what every store with Attempts does first. */
+export function checkLease(sessionId: string, name: string): void {
+  checkName(sessionId, "session id");
+  checkName(name, "lease name");
+}
+
+export abstract class EventStore implements Log {
   abstract readonly tier: string;
+  /** The log alone, unless a backend says more. */
+  readonly capabilities: ReadonlySet<Capability> = new Set<Capability>(["log"]);
   readonly limits: Limits;
 
   constructor(limits: Partial<Limits> = {}) {
     this.limits = { ...DEFAULT_LIMITS, ...limits };
   }
 
-  /**
-   * Append `events` to `stream` if its version is `expectedVersion` (or ANY): all of them or
-   * none, with consecutive versions. A retry with the same `appendId` and the same content
-   * returns the original result, `deduplicated`; other content is IdempotencyConflict.
-   */
   async append(
     stream: StreamId,
     expectedVersion: ExpectedVersion,
@@ -61,20 +72,13 @@ export abstract class EventStore {
     return this.appendPrepared(ref, expected, appendId, prepared);
   }
 
-  /** A stream's events with versions above `afterVersion`, ascending. */
-  async readStream(
-    stream: StreamId,
-    afterVersion = 0,
-    limit: number | null = null,
-    options: ReadOptions = {},
-  ): Promise<RecordedEvent[]> {
+  async readStream(stream: StreamId, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
     const ref = checkStream(stream);
-    let after = checkExpectedVersion(afterVersion);
-    if (after === null) throw new InvalidInput("after_version must be an int >= 0");
-    const wanted = checkLimit(limit);
+    let after = checkLimit(options.after, "after") ?? 0;
+    const wanted = checkLimit(options.limit);
     const out: RecordedEvent[] = [];
-    while (wanted === null || out.length < wanted) {
-      const count = wanted === null ? PAGE : Math.min(PAGE, wanted - out.length);
+    while (wanted === undefined || out.length < wanted) {
+      const count = wanted === undefined ? PAGE : Math.min(PAGE, wanted - out.length);
       const page = await this.readStreamPage(ref, after, count);
       out.push(...page);
       if (page.length < count) break;
@@ -83,37 +87,27 @@ export abstract class EventStore {
     return this.resolvedAll(ref.sessionId, out, options);
   }
 
-  /** A session's events after `afterCursor` (from the start when null), in commit order. */
-  async scanSession(
-    sessionId: string,
-    afterCursor: string | null = null,
-    limit: number | null = null,
-    options: ReadOptions = {},
-  ): Promise<RecordedEvent[]> {
+  async scanSession(sessionId: string, options: ScanOptions = {}): Promise<RecordedEvent[]> {
     checkName(sessionId, "session id");
-    if (afterCursor !== null) parseCursor(afterCursor);
-    const wanted = checkLimit(limit);
+    checkCursor(options.after);
+    const wanted = checkLimit(options.limit);
     const out: RecordedEvent[] = [];
-    let cursor = afterCursor;
-    while (wanted === null || out.length < wanted) {
+    let cursor = options.after;
+    while (wanted === undefined || out.length < wanted) {
       const page = await this.scanPage(sessionId, cursor, PAGE);
-      out.push(...(wanted === null ? page : page.slice(0, wanted - out.length)));
+      out.push(...(wanted === undefined ? page : page.slice(0, wanted - out.length)));
       if (page.length < PAGE) break;
       cursor = (page[page.length - 1] as RecordedEvent).cursor;
     }
     return this.resolvedAll(sessionId, out, options);
   }
 
-  /** The session's events after `afterCursor`, a page at a time, in commit order. */
-  async *iterSession(
-    sessionId: string,
-    afterCursor: string | null = null,
-    page = PAGE,
-    options: ReadOptions = {},
-  ): AsyncGenerator<RecordedEvent> {
+  async *iterSession(sessionId: string, options: IterOptions = {}): AsyncGenerator<RecordedEvent> {
     checkName(sessionId, "session id");
-    if (afterCursor !== null) parseCursor(afterCursor);
-    let cursor = afterCursor;
+    checkCursor(options.after);
+    const page = checkLimit(options.page, "page") ?? PAGE;
+    if (!page) throw new InvalidInput("page must be an int >= 1");
+    let cursor = options.after;
     for (;;) {
       const batch = await this.scanPage(sessionId, cursor, page);
       yield* await this.resolvedAll(sessionId, batch, options);
@@ -122,78 +116,46 @@ export abstract class EventStore {
     }
   }
 
-  /**
-   * The session's last `n` events (before the cursor `before`, when given), oldest first, at a
-   * cost of O(n) whatever the session's length.
-   */
-  async tail(
-    sessionId: string,
-    n = 20,
-    before: string | null = null,
-    options: ReadOptions = {},
-  ): Promise<RecordedEvent[]> {
+  /** The session's last `n` events, oldest first, at a cost of O(n) whatever the session's length. */
+  async tail(sessionId: string, options: TailOptions = {}): Promise<RecordedEvent[]> {
     checkName(sessionId, "session id");
-    if (checkLimit(n, "n") === null) throw new InvalidInput("n must be an int >= 0");
-    if (before !== null) parseCursor(before);
+    const n = checkLimit(options.n, "n") ?? 20;
+    checkCursor(options.before);
     if (!n) return [];
-    return this.resolvedAll(sessionId, await this.tailPage(sessionId, n, before), options);
+    return this.resolvedAll(sessionId, await this.tailPage(sessionId, n, options.before), options);
   }
 
   /**
-   * Events after `afterCursor`, waiting up to `timeoutMs` for the first one. With
-   * `afterCursor` null only events committed after the call are returned.
+   * Events after the cursor `after`, waiting up to `timeoutMs` for the first one. With no
+   * `after` only events committed after the call are returned.
    */
-  async waitSession(
-    sessionId: string,
-    afterCursor: string | null,
-    timeoutMs: number,
-    limit = PAGE,
-  ): Promise<RecordedEvent[]> {
+  async waitSession(sessionId: string, options: WaitOptions): Promise<RecordedEvent[]> {
     checkName(sessionId, "session id");
-    if (afterCursor !== null) parseCursor(afterCursor);
-    const found = await this.waitPage(sessionId, afterCursor, Math.max(0, timeoutMs), limit);
+    checkCursor(options.after);
+    const limit = checkLimit(options.limit) ?? PAGE;
+    const found = await this.waitPage(sessionId, options.after, Math.max(0, options.timeoutMs), limit);
     return this.resolvedAll(sessionId, found, {});
   }
 
-  /** The stream's version: the number of events appended to it (0 for none). */
   async streamVersion(stream: StreamId): Promise<number> {
     return this.versionOf(checkStream(stream));
   }
 
-  /** Sessions by last activity, newest first: [session id, last append in ms]. */
-  async sessions(limit: number | null = null): Promise<[string, number][]> {
-    return this.sessionList(checkLimit(limit));
+  async sessions(options: SessionsOptions = {}): Promise<[string, number][]> {
+    return this.sessionList(checkLimit(options.limit));
   }
 
-  /** The session's requested calls with no terminal event yet. */
-  async openAttempts(sessionId: string): Promise<OpenAttempt[]> {
-    checkName(sessionId, "session id");
-    return this.openOf(sessionId);
-  }
-
-  /** The bytes of one of the session's artifacts, by its sha256. NotFound: none such. */
   async artifact(sessionId: string, sha256: string): Promise<Buffer> {
     checkName(sessionId, "session id");
     const found = await this.artifactBytes(sessionId, checkSha(sha256));
-    if (found === null) {
+    if (found === undefined) {
       throw new NotFound(`session '${sessionId}' holds no artifact sha256:${sha256}`);
     }
     return found;
   }
 
-  /** An event with each of its artifact references replaced by its value. */
   async resolve(event: RecordedEvent): Promise<RecordedEvent> {
     return (await this.resolvedAll(event.stream.sessionId, [event], {}))[0] as RecordedEvent;
-  }
-
-  /**
-   * A run's lease (`name`), held by one owner token and expiring unless renewed: true when
-   * `owner` holds it afterwards ("acquire", "renew") or let it go ("release").
-   */
-  async lease(step: LeaseStep, sessionId: string, name: string, owner: string, ttlMs: number): Promise<boolean> {
-    checkName(sessionId, "session id");
-    checkName(name, "lease name");
-    return this.leaseStep(step, sessionId, name, owner, ttlMs);
   }
 
   abstract close(): Promise<void>;
@@ -220,7 +182,7 @@ export abstract class EventStore {
 
   protected abstract appendPrepared(
     stream: StreamId,
-    expected: number | null,
+    expected: number | undefined,
     appendId: string,
     prepared: PreparedAppend,
   ): Promise<AppendResult>;
@@ -231,29 +193,22 @@ export abstract class EventStore {
   ): Promise<RecordedEvent[]>;
   protected abstract scanPage(
     sessionId: string,
-    after: string | null,
+    after: string | undefined,
     count: number,
   ): Promise<RecordedEvent[]>;
   protected abstract tailPage(
     sessionId: string,
     n: number,
-    before: string | null,
+    before: string | undefined,
   ): Promise<RecordedEvent[]>;
   protected abstract waitPage(
     sessionId: string,
-    after: string | null,
+    after: string | undefined,
     timeoutMs: number,
     count: number,
   ): Promise<RecordedEvent[]>;
   protected abstract versionOf(stream: StreamId): Promise<number>;
-  protected abstract sessionList(limit: number | null): Promise<[string, number][]>;
-  protected abstract openOf(sessionId: string): Promise<OpenAttempt[]>;
-  protected abstract artifactBytes(sessionId: string, sha256: string): Promise<Buffer | null>;
-  protected abstract leaseStep(
-    step: LeaseStep,
-    sessionId: string,
-    name: string,
-    owner: string,
-    ttlMs: number,
-  ): Promise<boolean>;
+  protected abstract sessionList(limit: number | undefined): Promise<[string, number][]>;
+  /** The artifact's bytes; undefined when the session holds none such. */
+  protected abstract artifactBytes(sessionId: string, sha256: string): Promise<Buffer | undefined>;
 }

@@ -27,9 +27,10 @@ export function deadLetterOf(delivery: Delivery, reason: string): Record<string,
   };
 }
 
-/** What a tailer asks of a store's consumer groups: Redis's (`Groups`) or this process's (`MemoryGroups`). */
+/** What a tailer asks of a store's consumer groups: Redis's (`RedisGroups`) or this process's (`MemoryGroups`). */
 export interface GroupBackend {
-  create(session: string, group: string, afterCursor: string | null): Promise<boolean>;
+  /** Make the group, reading after the cursor `after` (none: after what is there now); false if it was there. */
+  create(session: string, group: string, after?: string): Promise<boolean>;
   exists(session: string, group: string): Promise<boolean>;
   read(session: string, group: string, consumer: string, count: number, blockMs: number): Promise<Delivery[]>;
   pending(session: string, group: string, consumer: string, count: number): Promise<Delivery[]>;

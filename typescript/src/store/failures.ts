@@ -35,11 +35,11 @@ export function refusal(err: Error): LedgerError {
   return new BackendRefused(`redis refused the command: ${text}`);
 }
 
-/** null for a failure worth trying again; the ledger error for one that is final. */
-export function final(err: unknown): LedgerError | null {
+/** undefined for a failure worth trying again; the ledger error for one that is final. */
+export function final(err: unknown): LedgerError | undefined {
   if (err instanceof LedgerError) return err;
-  if (!isReply(err)) return null; // a lost connection, a timeout, a node gone
-  if (TRANSIENT.some((word) => err.message.startsWith(word))) return null;
+  if (!isReply(err)) return undefined; // a lost connection, a timeout, a node gone
+  if (TRANSIENT.some((word) => err.message.startsWith(word))) return undefined;
   return refusal(err);
 }
 
@@ -65,16 +65,16 @@ export class ClusterTrouble {
   }
 
   /** A node's refusal (a wrong password, a user without the rights) while the cluster cannot start. */
-  refusal(): LedgerError | null {
+  refusal(): LedgerError | undefined {
     // Only what retrying will not change: a node still loading, or a cluster down for a
     // moment, is waited for as any unavailable node is.
-    if (!this.starting) return null;
-    return [...this.nodes.values()].map(final).find((found) => found !== null) ?? null;
+    if (!this.starting) return undefined;
+    return [...this.nodes.values()].map(final).find((found) => found !== undefined);
   }
 
-  /** What each node answered, for a cluster that could not start; null for one that could. */
-  describe(): string | null {
-    if (!this.starting) return null;
+  /** What each node answered, for a cluster that could not start; undefined for one that could. */
+  describe(): string | undefined {
+    if (!this.starting) return undefined;
     const nodes = [...this.nodes].map(([key, err]) => `${key}: ${err.message}`);
     return `no node of the cluster answered (${nodes.join("; ")})`;
   }
@@ -84,7 +84,7 @@ const sleep = (ms: number): Promise<void> => new Promise((done) => setTimeout(do
 
 /**
  * `make()` tried until it returns or `timeoutMs` have passed (then BackendUnavailable), pausing
- * with backoff between tries. Each try is a fresh call: an append retried is the same append_id
+ * with backoff between tries. Each try is a fresh call: an append retried is the same appendId
  * with the same content, which the script deduplicates. `trouble`, for a cluster client, says
  * why it could not start: a node's refusal is final, and the nodes' failures are the message.
  */
@@ -95,8 +95,8 @@ export async function retried<T>(make: () => Promise<T>, timeoutMs: number, trou
     try {
       return await make();
     } catch (err) {
-      const verdict = final(err) ?? trouble?.refusal() ?? null;
-      if (verdict !== null) throw verdict;
+      const verdict = final(err) ?? trouble?.refusal();
+      if (verdict !== undefined) throw verdict;
       if (Date.now() + delay > deadline) {
         const why = trouble?.describe() ?? (err instanceof Error ? err.message : String(err));
         throw new BackendUnavailable(`redis unreachable for ${timeoutMs} ms: ${why}`);

@@ -8,15 +8,17 @@
 import { NotFound, BackendRefused } from "../model/errors.js";
 import { checkName, ledgerCursor, redisCursor } from "../model/ids.js";
 import type { RecordedEvent } from "../model/records.js";
-import { type Entry, type RedisStore, text } from "./redis.js";
+import type { RedisStore } from "./redis.js";
 import { type Delivery, deadLetterOf, type GroupBackend } from "./consumers.js";
+import { type Entry, pruneConsumersReply, text } from "./replies.js";
 import { script } from "./scripts.js";
 
 export type { Delivery, GroupBackend } from "./consumers.js";
 
 const PRUNE_CONSUMERS = script("prune_consumers");
 
-export class Groups implements GroupBackend {
+/** The consumer groups of a RedisStore (its `groups`). */
+export class RedisGroups implements GroupBackend {
   constructor(private readonly store: RedisStore) {}
 
   private log(session: string): string {
@@ -41,10 +43,10 @@ export class Groups implements GroupBackend {
     }
   }
 
-  /** Make the group, reading after `afterCursor` (null: after what is there now); false if it was there. */
-  async create(session: string, group: string, afterCursor: string | null): Promise<boolean> {
+  /** Make the group, reading after the cursor `after` (none: after what is there now); false if it was there. */
+  async create(session: string, group: string, after?: string): Promise<boolean> {
     this.check(session, group);
-    const start = afterCursor === null ? "$" : redisCursor(afterCursor);
+    const start = after === undefined ? "$" : redisCursor(after);
     try {
       await this.store.run(() => this.store.client.xgroup("CREATE", this.log(session), group, start, "MKSTREAM"));
     } catch (err) {
@@ -181,7 +183,7 @@ export class Groups implements GroupBackend {
     const removed = await this.call(session, group, () =>
       this.store.evalsha(PRUNE_CONSUMERS, [this.log(session)], [group, idleMs]),
     );
-    return (removed as Buffer[]).map(text);
+    return pruneConsumersReply(removed);
   }
 
   /** The group's last delivered cursor and how many events it holds delivered but not acked. */

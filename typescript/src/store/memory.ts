@@ -7,9 +7,10 @@
 import { unpack } from "../model/artifacts.js";
 import type { Limits, PreparedAppend } from "../model/batch.js";
 import { IdempotencyConflict, VersionConflict } from "../model/errors.js";
-import { CURSOR_ZERO, cursorsAfter, formatCursor, parseCursor, type StreamId, streamText } from "../model/ids.js";
+import { checkName, CURSOR_ZERO, cursorsAfter, formatCursor, parseCursor, type StreamId, streamText } from "../model/ids.js";
 import type { AppendResult, OpenAttempt, RecordedEvent } from "../model/records.js";
-import { EventStore, type LeaseStep } from "./base.js";
+import { checkLease, EventStore } from "./base.js";
+import type { Attempts, Capability, Groups, LeaseStep } from "./capabilities.js";
 import { MemoryGroups } from "./memorygroups.js";
 
 interface Entry {
@@ -51,13 +52,14 @@ function firstAbove(log: readonly Entry[], cursor: string, orAt = false): number
   return low;
 }
 
-export class MemoryStore extends EventStore {
+export class MemoryStore extends EventStore implements Attempts, Groups {
   readonly tier: string = "memory";
+  override readonly capabilities: ReadonlySet<Capability> = new Set<Capability>(["log", "attempts", "groups"]);
   private readonly data = new Map<string, Session>();
   private waiters: (() => void)[] = [];
   private readonly leases = new Map<string, { owner: string; until: number }>();
   /** The consumer groups on this store's session logs, for a Tailer. */
-  readonly groups = new MemoryGroups({
+  readonly groups: MemoryGroups = new MemoryGroups({
     after: (session, after, count) => {
       const log = this.logOf(session);
       const start = firstAbove(log, after);
@@ -120,7 +122,7 @@ export class MemoryStore extends EventStore {
 
   protected async appendPrepared(
     stream: StreamId,
-    expected: number | null,
+    expected: number | undefined,
     appendId: string,
     prepared: PreparedAppend,
   ): Promise<AppendResult> {
@@ -132,7 +134,7 @@ export class MemoryStore extends EventStore {
       return { ...prior.result, deduplicated: true };
     }
     const version = session.versions.get(stream.name) ?? 0;
-    if (expected !== null && expected !== version) {
+    if (expected !== undefined && expected !== version) {
       throw new VersionConflict(streamText(stream), expected, version);
     }
     const last = session.log.length ? (session.log[session.log.length - 1] as Entry).cursor : CURSOR_ZERO;
@@ -167,18 +169,17 @@ export class MemoryStore extends EventStore {
       session.open.set(first, {
         sessionId: stream.sessionId,
         attemptId: first,
-        runId: second || null,
+        ...(second ? { runId: second } : {}),
         tool: third,
         stream: stream.name,
         cursor: cursor,
-        flaggedCursor: null,
       });
     } else if (kind === "c") {
       session.open.delete(first);
     } else if (kind === "f") {
       const open = session.open.get(first);
-      const named = second ? formatCursor(...parseCursor(second)) : null;
-      if (open && open.flaggedCursor === null && (named === null || named === open.cursor)) {
+      const named = second ? formatCursor(...parseCursor(second)) : undefined;
+      if (open && open.flaggedCursor === undefined && (named === undefined || named === open.cursor)) {
         session.open.set(first, { ...open, flaggedCursor: cursor });
       }
     } else if (kind === "s") {
@@ -209,27 +210,27 @@ export class MemoryStore extends EventStore {
 
   protected async scanPage(
     sessionId: string,
-    after: string | null,
+    after: string | undefined,
     count: number,
   ): Promise<RecordedEvent[]> {
     const log = this.data.get(sessionId)?.log ?? [];
-    const start = after === null ? 0 : firstAbove(log, after);
+    const start = after === undefined ? 0 : firstAbove(log, after);
     return log.slice(start, start + count).map((e) => this.recorded(e));
   }
 
   protected async tailPage(
     sessionId: string,
     n: number,
-    before: string | null,
+    before: string | undefined,
   ): Promise<RecordedEvent[]> {
     const log = this.data.get(sessionId)?.log ?? [];
-    const end = before === null ? log.length : firstAbove(log, before, true);
+    const end = before === undefined ? log.length : firstAbove(log, before, true);
     return log.slice(Math.max(0, end - n), end).map((e) => this.recorded(e));
   }
 
   protected async waitPage(
     sessionId: string,
-    after: string | null,
+    after: string | undefined,
     timeoutMs: number,
     count: number,
   ): Promise<RecordedEvent[]> {
@@ -248,22 +249,24 @@ export class MemoryStore extends EventStore {
     return this.data.get(stream.sessionId)?.versions.get(stream.name) ?? 0;
   }
 
-  protected async sessionList(limit: number | null): Promise<[string, number][]> {
+  protected async sessionList(limit: number | undefined): Promise<[string, number][]> {
     const found: [string, number][] = [...this.data.entries()].map(([id, s]) => [id, s.lastActive]);
     found.sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-    return limit === null ? found : found.slice(0, limit);
+    return limit === undefined ? found : found.slice(0, limit);
   }
 
-  protected async openOf(sessionId: string): Promise<OpenAttempt[]> {
+  async openAttempts(sessionId: string): Promise<OpenAttempt[]> {
+    checkName(sessionId, "session id");
     return [...(this.data.get(sessionId)?.open.values() ?? [])];
   }
 
-  protected async leaseStep(step: LeaseStep, sessionId: string, name: string, owner: string, ttlMs: number): Promise<boolean> {
+  async lease(step: LeaseStep, sessionId: string, name: string, owner: string, ttlMs: number): Promise<boolean> {
+    checkLease(sessionId, name);
     const key = `${sessionId}\x1f${name}`;
     const found = this.leases.get(key);
-    const holder = found && found.until > Date.now() ? found.owner : null;
+    const holder = found && found.until > Date.now() ? found.owner : undefined;
     if (step === "acquire") {
-      if (holder !== null && holder !== owner) return false;
+      if (holder !== undefined && holder !== owner) return false;
       this.leases.set(key, { owner, until: Date.now() + ttlMs });
       return true;
     }
@@ -273,7 +276,7 @@ export class MemoryStore extends EventStore {
     return true;
   }
 
-  protected async artifactBytes(sessionId: string, sha256: string): Promise<Buffer | null> {
-    return this.data.get(sessionId)?.artifacts.get(sha256) ?? null;
+  protected async artifactBytes(sessionId: string, sha256: string): Promise<Buffer | undefined> {
+    return this.data.get(sessionId)?.artifacts.get(sha256);
   }
 }

@@ -71,12 +71,12 @@ export class MemoryGroups implements GroupBackend {
     return out;
   }
 
-  async create(session: string, group: string, afterCursor: string | null): Promise<boolean> {
+  async create(session: string, group: string, after?: string): Promise<boolean> {
     this.check(session, group);
     const key = `${session}\x1f${group}`;
     if (this.groups.has(key)) return false;
     this.groups.set(key, {
-      lastDelivered: afterCursor ?? this.log.newest(session),
+      lastDelivered: after ?? this.log.newest(session),
       pending: new Map(),
       consumers: new Map(),
       dead: [],

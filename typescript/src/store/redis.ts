@@ -23,6 +23,7 @@ import {
 } from "../model/errors.js";
 import { type Durability, durabilityName, isLocal, LOCAL } from "../model/durability.js";
 import {
+  checkName,
   cursorMs,
   formatCursor,
   ledgerCursor,
@@ -32,16 +33,26 @@ import {
   streamText,
 } from "../model/ids.js";
 import type { AppendResult, OpenAttempt, RecordedEvent } from "../model/records.js";
-import { EventStore, type LeaseStep } from "./base.js";
+import { checkLease, EventStore } from "./base.js";
+import type { Attempts, Capability, Groups, LeaseStep } from "./capabilities.js";
 import { ClusterTrouble, retried } from "./failures.js";
+import { RedisGroups } from "./groups.js";
 import { Keys } from "./keys.js";
+import {
+  type AppendReply,
+  appendReply,
+  artifactPutReply,
+  type Entry,
+  leaseReply,
+  readStreamReply,
+  text,
+} from "./replies.js";
 import { type LuaScript, script } from "./scripts.js";
 
 export type RedisClient = Redis | Cluster;
 export type Arg = string | Buffer | number;
-export type Entry = [Buffer, Buffer[]];
 
-const isCluster = (client: RedisClient): client is Cluster => "nodes" in client && typeof client.nodes === "function";
+const isCluster = (client: RedisClient): client is Cluster => client.isCluster;
 
 // How often the cross-session index is refreshed for one session by one store, at most.
 const INDEX_REFRESH_MS = 1000;
@@ -87,12 +98,11 @@ class Written {
   }
 }
 
-/** A reply's bulk string as text. */
-export const text = (value: unknown): string =>
-  Buffer.isBuffer(value) ? value.toString("utf8") : String(value);
-
-export class RedisStore extends EventStore {
+export class RedisStore extends EventStore implements Attempts, Groups {
   readonly tier: string = "redis";
+  override readonly capabilities: ReadonlySet<Capability> = new Set<Capability>(["log", "attempts", "groups"]);
+  /** The consumer groups on this store's session logs, for a Tailer. */
+  readonly groups: RedisGroups = new RedisGroups(this);
   readonly keys: Keys;
   readonly timeoutMs: number;
   private readonly written = new Map<string, Written>();
@@ -101,7 +111,7 @@ export class RedisStore extends EventStore {
   private readonly idle: RedisClient[] = []; // connections for blocking reads, not in use
   private readonly blocking = new Set<RedisClient>();
   private readScript = true;
-  private hasWaitaof: boolean | null = null;
+  private hasWaitaof: boolean | undefined;
   private readonly trouble: ClusterTrouble | undefined;
   readonly durability: Durability;
 
@@ -125,7 +135,7 @@ export class RedisStore extends EventStore {
 
   protected async appendPrepared(
     stream: StreamId,
-    expected: number | null,
+    expected: number | undefined,
     appendId: string,
     prepared: PreparedAppend,
   ): Promise<AppendResult> {
@@ -151,29 +161,36 @@ export class RedisStore extends EventStore {
       ...prepared.uses.flat(),
     ];
     const opens = prepared.notes.some(opensAttempt);
-    const listed = opens ? await this.listOpenSession(session) : null;
+    const listed = opens ? await this.listOpenSession(session) : undefined;
     if (prepared.artifacts.length) {
       keys = [...keys, ...this.artifactKeys(session, prepared.artifacts)];
       await this.putArtifacts(session, prepared.artifacts, false);
     }
-    let reply: unknown[] = [];
-    let acks: unknown = null;
-    for (let tries = 0; tries < 3; tries++) {
-      if (waits) {
-        [reply, acks] = await retried(() => this.sendWaiting(keys, args), this.timeoutMs, this.trouble);
-      } else {
-        reply = (await retried(() => this.evalsha(APPEND, keys, args), this.timeoutMs, this.trouble)) as unknown[];
-      }
-      if (text(reply[0]) !== "noartifact") break;
+    let acks: unknown;
+    const send = async (): Promise<AppendReply> => {
+      let raw: unknown;
+      if (waits) [raw, acks] = await retried(() => this.sendWaiting(keys, args), this.timeoutMs, this.trouble);
+      else raw = await retried(() => this.evalsha(APPEND, keys, args), this.timeoutMs, this.trouble);
+      return appendReply(raw);
+    };
+    let done = await send();
+    for (let tries = 1; tries < 3 && done.kind === "noartifact"; tries++) {
       // An artifact written before went before the call ran (a deletion, its TTL): again.
       await this.putArtifacts(session, prepared.artifacts, true);
+      done = await send();
     }
-    const status = text(reply[0]);
-    if (listed !== null) await this.settleOpenListing(session, listed, status === "ok" || status === "dup");
-    const result = this.outcome(stream, expected, appendId, acknowledged, reply);
+    if (listed !== undefined) await this.settleOpenListing(session, listed, done.kind === "ok" || done.kind === "dup");
+    if (done.kind !== "ok" && done.kind !== "dup") throw this.refusal(stream, expected, appendId, acknowledged, done);
+    const result: AppendResult = {
+      stream,
+      firstVersion: done.first,
+      lastVersion: done.last,
+      cursor: ledgerCursor(done.cursor),
+      deduplicated: done.kind === "dup",
+    };
     if (!result.deduplicated) await this.touchIndex(session, cursorMs(result.cursor));
     const confirmed = waits ? this.confirm(result, acks) : result; // throws when not confirmed
-    written.acknowledge(result.lastVersion, Number(reply[result.deduplicated ? 4 : 5]));
+    written.acknowledge(result.lastVersion, done.generation);
     return confirmed;
   }
 
@@ -182,7 +199,7 @@ export class RedisStore extends EventStore {
    * that holds the session: the WAIT counts exactly what that connection wrote, and costs no
    * round trip of its own.
    */
-  private async sendWaiting(keys: string[], args: Arg[]): Promise<[unknown[], unknown]> {
+  private async sendWaiting(keys: string[], args: Arg[]): Promise<[unknown, unknown]> {
     const level = this.durability;
     if (level.aof && !(await this.waitaofAvailable())) {
       throw new BackendRefused(
@@ -204,7 +221,7 @@ export class RedisStore extends EventStore {
         continue;
       }
       if (failed) throw failed;
-      return [reply as unknown[], waitFailed ?? acks];
+      return [reply, waitFailed ?? acks];
     }
   }
 
@@ -219,7 +236,7 @@ export class RedisStore extends EventStore {
   }
 
   private async waitaofAvailable(): Promise<boolean> {
-    if (this.hasWaitaof === null) {
+    if (this.hasWaitaof === undefined) {
       try {
         // Asks for nothing, so it answers at once where the command exists.
         await this.client.call("WAITAOF", 0, 0, 1);
@@ -239,7 +256,7 @@ export class RedisStore extends EventStore {
     const where = `stream ${streamText(result.stream)}: written on the primary (cursor ${result.cursor})`;
     if (acks instanceof Error) {
       throw new DurabilityNotConfirmed(
-        `${where}, but durability ${name} could not be asked for: ${acks.message}; retry with the same append_id`,
+        `${where}, but durability ${name} could not be asked for: ${acks.message}; retry with the same appendId`,
         result,
       );
     }
@@ -248,7 +265,7 @@ export class RedisStore extends EventStore {
       ...result,
       durability: name,
       replicas: replicas ?? 0,
-      aof: wanted.aof ? Boolean(local) : null,
+      ...(wanted.aof ? { aof: Boolean(local) } : {}),
     };
     if ((replicas ?? 0) >= wanted.replicas && (local || !wanted.aof)) return confirmed;
     const missing: string[] = [];
@@ -256,7 +273,7 @@ export class RedisStore extends EventStore {
     if ((replicas ?? 0) < wanted.replicas) missing.push(`${replicas ?? 0} of ${wanted.replicas} replica(s) confirmed`);
     throw new DurabilityNotConfirmed(
       `${where}, not confirmed as ${name} within ${wanted.timeoutMs} ms: ${missing.join("; ")};` +
-        " retry with the same append_id",
+        " retry with the same appendId",
       confirmed,
     );
   }
@@ -275,46 +292,36 @@ export class RedisStore extends EventStore {
     ];
   }
 
-  private outcome(
+  /** The error an append refused by append.lua raises. */
+  private refusal(
     stream: StreamId,
-    expected: number | null,
+    expected: number | undefined,
     appendId: string,
     known: number,
-    reply: unknown[],
-  ): AppendResult {
-    const status = text(reply[0]);
+    reply: Exclude<AppendReply, { kind: "ok" | "dup" }>,
+  ): Error {
     const name = streamText(stream);
-    switch (status) {
+    switch (reply.kind) {
       case "rewound": {
         const key = `${stream.sessionId}\x1f${stream.name}`;
-        throw new HistoryRewound(name, known, Number(reply[1]), () => {
+        return new HistoryRewound(name, known, reply.version, () => {
           const written = this.written.get(key);
           if (written) written.acknowledged = 0;
         });
       }
       case "conflict":
-        throw new VersionConflict(name, expected ?? -1, Number(reply[1]));
+        return new VersionConflict(name, expected ?? -1, reply.version);
       case "idem":
-        throw new IdempotencyConflict(name, appendId);
+        return new IdempotencyConflict(name, appendId);
       case "archived":
-        throw new SessionArchived(stream.sessionId, text(reply[1]));
+        return new SessionArchived(stream.sessionId, reply.where);
       case "noartifact":
-        throw new BackendUnavailable(
-          `an artifact of the append kept going before the append: ${text(reply[1])}`,
-        );
+        return new BackendUnavailable(`an artifact of the append kept going before the append: ${reply.key}`);
       case "noperm":
-        throw new BackendRefused(
-          `redis refused the permission (ACL): this user may not ${text(reply[1])}` +
-            ` ${text(reply[2])}; nothing written`,
+        return new BackendRefused(
+          `redis refused the permission (ACL): this user may not ${reply.command} ${reply.key}; nothing written`,
         );
     }
-    return {
-      stream,
-      firstVersion: Number(reply[1]),
-      lastVersion: Number(reply[2]),
-      cursor: ledgerCursor(text(reply[3])),
-      deduplicated: status === "dup",
-    };
   }
 
   async evalsha(
@@ -343,11 +350,11 @@ export class RedisStore extends EventStore {
    * List the session in the open-attempts index before an append that opens attempts, as a
    * provisional member of this append's own (`<session>\x1f<token>`): a writer killed right
    * after its request committed must not leave an open attempt no reconciler can find. Once a
-   * minute per session; null when no listing was due.
+   * minute per session; undefined when no listing was due.
    */
-  private async listOpenSession(session: string): Promise<string | null> {
+  private async listOpenSession(session: string): Promise<string | undefined> {
     const last = this.openIndexed.get(session) ?? -OPEN_INDEX_REFRESH_MS;
-    if (Date.now() - last < OPEN_INDEX_REFRESH_MS) return null;
+    if (Date.now() - last < OPEN_INDEX_REFRESH_MS) return undefined;
     const member = `${session}${OPEN_MEMBER_SEP}${randomBytes(8).toString("hex")}`;
     const key = this.keys.openIndexOf(session);
     await this.run(() => this.client.zadd(key, Date.now(), member));
@@ -417,7 +424,7 @@ export class RedisStore extends EventStore {
           .exec();
         for (let n = 1; n < chunks.length; n++) await this.client.hset(upload, String(n), chunks[n] as Buffer);
         const names = [upload, this.keys.artifact(session, sha)];
-        return Number(await this.evalsha(ARTIFACT_PUT, names, [artifact.data.length, chunks.length])) === 1;
+        return artifactPutReply(await this.evalsha(ARTIFACT_PUT, names, [artifact.data.length, chunks.length]));
       };
       let done = false;
       for (let tries = 0; tries < 3 && !done; tries++) done = await this.run(send);
@@ -457,7 +464,7 @@ export class RedisStore extends EventStore {
     if (this.readScript) {
       try {
         const found = await this.run(() => this.evalsha(READ_STREAM, keys, [after + 1, count], true));
-        return this.records(stream.sessionId, found as Entry[]);
+        return this.records(stream.sessionId, readStreamReply(found));
       } catch (err) {
         if (!(err instanceof BackendRefused && /unknown command/i.test(err.message))) throw err;
         this.readScript = false; // a server without EVALSHA_RO: the two reads below
@@ -508,10 +515,10 @@ export class RedisStore extends EventStore {
 
   protected async scanPage(
     sessionId: string,
-    after: string | null,
+    after: string | undefined,
     count: number,
   ): Promise<RecordedEvent[]> {
-    const start = after === null ? "-" : `(${redisCursor(after)}`;
+    const start = after === undefined ? "-" : `(${redisCursor(after)}`;
     const log = this.keys.log(sessionId);
     const entries = await this.run(() => this.client.xrangeBuffer(log, start, "+", "COUNT", count));
     return this.records(sessionId, entries);
@@ -520,9 +527,9 @@ export class RedisStore extends EventStore {
   protected async tailPage(
     sessionId: string,
     n: number,
-    before: string | null,
+    before: string | undefined,
   ): Promise<RecordedEvent[]> {
-    const end = before === null ? "+" : `(${redisCursor(before)}`;
+    const end = before === undefined ? "+" : `(${redisCursor(before)}`;
     const log = this.keys.log(sessionId);
     const entries = await this.run(() => this.client.xrevrangeBuffer(log, end, "-", "COUNT", n));
     return this.records(sessionId, (entries as unknown as Entry[]).reverse());
@@ -530,13 +537,13 @@ export class RedisStore extends EventStore {
 
   protected async waitPage(
     sessionId: string,
-    after: string | null,
+    after: string | undefined,
     timeoutMs: number,
     count: number,
   ): Promise<RecordedEvent[]> {
     const log = this.keys.log(sessionId);
     let last: string;
-    if (after === null) {
+    if (after === undefined) {
       // "$" would be read again on every slice and miss what lands in between: pin it.
       const newest = await this.run(() => this.client.xrevrange(log, "+", "-", "COUNT", 1));
       last = newest.length ? (newest[0] as [string, string[]])[0] : "0-0";
@@ -588,8 +595,8 @@ export class RedisStore extends EventStore {
     return Number((await this.run(() => this.client.hget(meta, stream.name))) ?? 0);
   }
 
-  protected async sessionList(limit: number | null): Promise<[string, number][]> {
-    const stop = limit === null ? -1 : limit - 1;
+  protected async sessionList(limit: number | undefined): Promise<[string, number][]> {
+    const stop = limit === undefined ? -1 : limit - 1;
     const buckets = await this.run(() =>
       Promise.all(
         this.keys.allIndexes().map((key) => this.client.zrange(key, 0, stop, "REV", "WITHSCORES")),
@@ -600,31 +607,33 @@ export class RedisStore extends EventStore {
       for (let i = 0; i < flat.length; i += 2) found.push([flat[i] as string, Number(flat[i + 1])]);
     }
     found.sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-    return limit === null ? found : found.slice(0, limit);
+    return limit === undefined ? found : found.slice(0, limit);
   }
 
-  protected async openOf(sessionId: string): Promise<OpenAttempt[]> {
+  async openAttempts(sessionId: string): Promise<OpenAttempt[]> {
+    checkName(sessionId, "session id");
     const found = await this.run(() => this.client.hgetall(this.keys.openAttempts(sessionId)));
     return Object.entries(found).map(([attemptId, value]) => {
       const [runId, tool, stream, cursor, flagged] = value.split("\x1f") as [string, string, string, string, string];
       return {
         sessionId,
         attemptId,
-        runId: runId || null,
+        ...(runId ? { runId } : {}),
         tool,
         stream,
         cursor: formatCursor(...parseCursor(cursor)),
-        flaggedCursor: flagged ? formatCursor(...parseCursor(flagged)) : null,
+        ...(flagged ? { flaggedCursor: formatCursor(...parseCursor(flagged)) } : {}),
       };
     });
   }
 
-  protected async leaseStep(step: LeaseStep, sessionId: string, name: string, owner: string, ttlMs: number): Promise<boolean> {
+  async lease(step: LeaseStep, sessionId: string, name: string, owner: string, ttlMs: number): Promise<boolean> {
+    checkLease(sessionId, name);
     const keys = [this.keys.lease(sessionId, name)];
-    return Number(await this.run(() => this.evalsha(LEASE, keys, [step, owner, ttlMs]))) === 1;
+    return leaseReply(await this.run(() => this.evalsha(LEASE, keys, [step, owner, ttlMs])));
   }
 
-  protected async artifactBytes(sessionId: string, sha256: string): Promise<Buffer | null> {
+  protected async artifactBytes(sessionId: string, sha256: string): Promise<Buffer | undefined> {
     const key = this.keys.artifact(sessionId, sha256);
     const uses = this.keys.artifactUses(sessionId);
     const names = Array.from({ length: ARTIFACT_READ_CHUNKS }, (_, n) => String(n));
@@ -634,14 +643,14 @@ export class RedisStore extends EventStore {
         this.client.hlen(key),
         this.client.hmgetBuffer(key, ...names),
       ]);
-      if (!referenced || !count) return null; // one written for an append yet to commit is not yet one
+      if (!referenced || !count) return undefined; // one written for an append yet to commit is not yet one
       const parts = first.slice(0, count);
       // A few chunks a round trip: all at once would have the server copy it whole into a reply.
       for (let start = ARTIFACT_READ_CHUNKS; start < count; start += ARTIFACT_READ_CHUNKS) {
         const more = Array.from({ length: Math.min(count, start + ARTIFACT_READ_CHUNKS) - start }, (_, n) => String(start + n));
         parts.push(...(await this.client.hmgetBuffer(key, ...more)));
       }
-      if (parts.some((part) => part === null)) return null; // deleted while read
+      if (parts.some((part) => part === null)) return undefined; // deleted while read (a Redis nil)
       return Buffer.concat(parts as Buffer[]);
     });
   }

@@ -49,7 +49,7 @@ async function handle(request: Request): Promise<unknown> {
     case "scan":
       return (await store.scanSession(session)).map(line);
     case "tail":
-      return (await store.tail(session, request["n"] as number)).map(line);
+      return (await store.tail(session, { n: request["n"] as number })).map(line);
     case "hang_in_tool": {
       // A run that calls a tool which never returns: replied to once the request is
       // committed, so that the test can kill the process inside the tool.

@@ -4,17 +4,17 @@ import { randomBytes } from "node:crypto";
 
 import { afterAll, beforeAll } from "vitest";
 
-import { connect, type EventStore } from "../../src/index.js";
+import { connect, type ConnectedStore } from "../../src/index.js";
 import { LocalCluster, LocalServer } from "./servers.js";
 
 export type Kind = "memory" | "redis" | "cluster";
 export const KINDS: Kind[] = ["memory", "redis", "cluster"];
 
 /** Start what `kinds` need before the file's tests, stop it after; `open(kind)` gives a store. */
-export function stores(kinds: Kind[] = KINDS): { open: (kind: Kind) => EventStore; url: (kind: Kind) => string } {
+export function stores(kinds: Kind[] = KINDS): { open: (kind: Kind) => ConnectedStore; url: (kind: Kind) => string } {
   let server: LocalServer | null = null;
   let cluster: LocalCluster | null = null;
-  const opened: EventStore[] = [];
+  const opened: ConnectedStore[] = [];
   beforeAll(async () => {
     const starting: Promise<unknown>[] = [];
     if (kinds.includes("redis")) starting.push((server = new LocalServer()).start());
