@@ -82,11 +82,15 @@ test-latest:
 
 # The core suite (stores, command line, web view) on the oldest versions pyproject.toml allows
 # of redis-py, pydantic, click and SQLAlchemy (requirements/oldest.in), the rest as locked.
-OLDEST_TESTS = tests/test_canonical.py tests/test_conformance.py tests/contract/test_contract.py \
-  tests/test_cli.py tests/test_cli_use.py tests/test_cli_conventions.py tests/test_sql.py \
-  tests/test_aio.py tests/test_hardening.py tests/test_groups.py tests/test_filters.py \
-  tests/test_delete.py tests/test_artifacts.py tests/test_reconciler.py tests/test_board.py \
-  tests/test_ui.py tests/test_properties.py tests/packaging/test_dependencies.py
+OLDEST_TESTS = tests/contract/test_canonical_json.py tests/contract/test_conformance_vectors.py \
+  tests/contract/test_contract.py tests/contract/test_hostile_input.py \
+  tests/cli/test_commands.py tests/cli/test_first_use.py tests/cli/test_conventions.py \
+  tests/stores/test_sql_store.py tests/stores/test_asyncio.py \
+  tests/stores/test_fault_drill_findings.py tests/stores/test_consumer_groups.py \
+  tests/stores/test_deletes.py tests/stores/test_artifacts.py tests/features/test_filters.py \
+  tests/features/test_reconciler.py tests/features/test_doctor.py \
+  tests/features/test_dispatch_board.py tests/features/test_mirror.py \
+  tests/ui/test_routes_and_stream.py tests/packaging/test_dependencies.py
 # On Python 3.11, the oldest the package supports, as the oldest dependencies have wheels for.
 test-oldest:
 	$(MAKE) --no-print-directory VENV=.venv-oldest RESOLVE=oldest PYTHON=python3.11 install
@@ -108,7 +112,7 @@ lint: install $(TS_DEPS)
 	cd typescript && npm run --silent lua && npm run --silent lint
 
 # The Agents SDK's own session tests, from the sdist of the version locked (its hash checked
-# against the lock's), for tests/test_agents_sdk_own.py to run against LedgerSession (which
+# against the lock's), for tests/adapters/test_agents_sdk_own_suite.py to run against LedgerSession (which
 # skips, saying so, without them).
 SDK_TESTS = $(VENV)/agents-sdist
 $(SDK_TESTS)/.fetched: $(VENV)/.installed
@@ -125,7 +129,7 @@ $(SDK_TESTS)/.fetched: $(VENV)/.installed
 	tar xzf $(SDK_TESTS)/openai_agents-*.tar.gz -C $(SDK_TESTS) && touch $@ \
 	  $(if $(filter lock,$(RESOLVE)),,|| echo "the Agents SDK's sdist was not fetched")
 
-# Harbor's ATIF validator, for tests/test_atif.py, in a venv of its own, from its lock: Harbor
+# Harbor's ATIF validator, for tests/features/test_atif_export.py, in a venv of its own, from its lock: Harbor
 # needs Python 3.12 or newer (pyenv's, else one on the PATH); without one the ATIF tests skip,
 # saying so.
 HARBOR = $(VENV)/harbor

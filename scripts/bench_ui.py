@@ -50,7 +50,7 @@ import ledger_bus as lb
 from ledger_bus.demo.server import LocalServer, free_port
 from ledger_bus.store.redis import Entries
 from ledger_bus.store.redis.keys import Keys
-from tests.test_ui_browser import FLAGS
+from tests.support.ui import FLAGS
 
 PAGES_OPEN = int(os.environ.get("BENCH_UI_PAGES", "10"))
 # Between appends: longer than the pause before an open page fetches its panels again after a

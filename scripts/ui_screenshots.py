@@ -29,8 +29,7 @@ from ledger_bus.board.dispatches import Board
 from ledger_bus.demo.server import LocalServer
 from ledger_bus.operations.reconciler import Reconciler, ReconcilerConfig
 from ledger_bus.ui.app import create_app
-from tests.support.ui import served
-from tests.test_ui_browser import FLAGS
+from tests.support.ui import FLAGS, served
 
 OUT = Path(__file__).resolve().parent.parent / "docs" / "img"
 

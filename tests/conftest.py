@@ -15,6 +15,7 @@ from ledger_bus.store.memory import MemoryStore
 from ledger_bus.store.redis import RedisStore
 from tests.support.aio import driven_async
 from tests.support.cluster import LocalCluster
+from tests.support.helpers import url_for
 from tests.support.pgserver import LocalPostgres
 from tests.support.tls import make_pki
 
@@ -69,8 +70,11 @@ def fakeredis_store() -> Iterator[EventStore]:
 
 
 @pytest.fixture
-def redis_store(redis_server: LocalServer, prefix: str) -> Iterator[EventStore]:
+def redis_store(redis_server: LocalServer, prefix: str) -> Iterator[RedisStore]:
+    """The Redis store alone, for tests of Redis itself or of what other processes share through
+    it (`store` is every backend)."""
     store = ledger_bus.connect(redis_server.url, prefix=prefix)
+    assert isinstance(store, RedisStore)
     yield store
     store.close()
 
@@ -156,11 +160,7 @@ def cluster_store(redis_cluster: LocalCluster, prefix: str) -> Iterator[EventSto
 @pytest.fixture(params=["redis", "sqlite", "postgresql"])
 def cli_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A URL for the command line, on each kind of store it runs on."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'cli.db'}"
-    if request.param == "postgresql":
-        return str(request.getfixturevalue("postgres_server").url)
-    return str(request.getfixturevalue("redis_url"))
+    return url_for(request, tmp_path / "cli.db")
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""What several test modules do alike: run the command, start a recorded run to crash."""
+"""What several test modules do alike: run the command, start a recorded run to crash, name the
+backend a test asked for, wait for something to hold, record a run that delegates, reconcile."""
 
 from __future__ import annotations
 
@@ -8,14 +9,33 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 import ledger_bus as lb
+from ledger_bus.agent.recorder import Recorder
+from ledger_bus.operations.reconciler import FLAG_KIND, Reconciler, ReconcilerConfig
+from ledger_bus.store.base import EventStore
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 # The keys every JSONL event line starts with, in this order (spec/ledger-v1.md).
 LEDGER_KEYS = ["session", "stream", "version", "cursor", "type", "agent", "event_id", "recorded_at"]
+
+
+def url_for(request: pytest.FixtureRequest, db: Path) -> str:
+    """The URL of the backend `request.param` names ("redis", "valkey", "cluster", "sqlite",
+    "postgresql" or "memory"), its server started for the tests alone; a SQLite one at `db`."""
+    servers = {"redis": "redis_server", "valkey": "valkey_url", "cluster": "redis_cluster"}
+    kind: str = request.param
+    if kind == "sqlite":
+        return f"sqlite:///{db}"
+    if kind == "memory":
+        return "memory://"
+    server = request.getfixturevalue(servers.get(kind, "postgres_server"))
+    return server if isinstance(server, str) else str(server.url)
 
 
 def cli_env(url: str, prefix: str) -> dict[str, str]:
@@ -188,3 +208,41 @@ class Writers:
             bodies = [e["body"] for e in store.read_stream(lb.StreamId(self.session, name))]
             assert bodies[: len(done)] == done, name
             assert len(bodies) <= len(done) + 1, name
+
+
+def wait_for(condition: Callable[[], object], what: str, timeout: float = 60) -> None:
+    """Until `condition()` holds; fails naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def delegated(store: EventStore, session: str) -> dict[str, str]:
+    """A planner delegates to a writer, which makes a call, delegates to an editor still going,
+    and leaves a call open; the planner's model call with its tokens."""
+    with Recorder(store, session, "planner").run("plan") as run:
+        run.message("plan it")
+        writing = run.delegate("writer", "Draft it")
+        with Recorder(store, session, "writer", lease_ttl_ms=200).run(
+            writing.child_run_id, parents=[writing.call_event_id]
+        ) as writer:
+            writer.message("drafting")
+            writer.call("search", {"q": "jwt"}, lambda q: {"hits": 3})
+            editing = writer.delegate("editor", "Edit it")
+            editor = Recorder(store, session, "editor").run(editing.child_run_id)
+            editor.__enter__()
+            editor.message("editing")
+        run.finish_delegation(writing, "ok", "drafted")
+    return {"writer": writing.child_run_id, "editor": editing.child_run_id}
+
+
+def reconciler_flags(store: EventStore, session: str) -> Counter[str]:
+    """How many times the reconciler flagged each attempt of `session`."""
+    events = store.read_stream(lb.StreamId(session, "reconciler"))
+    return Counter(e["attempt_id"] for e in events if e.get("kind") == FLAG_KIND)
+
+
+def reconciler_now(store: EventStore, grace: float = 0) -> Reconciler:
+    """A reconciler that flags calls open longer than `grace` seconds, telling no one."""
+    return Reconciler(store, ReconcilerConfig(grace_s=grace), on_action=lambda record: None)

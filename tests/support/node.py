@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-TYPESCRIPT = Path(__file__).resolve().parent.parent.parent / "typescript"
+from tests.support.helpers import ROOT
+
+TYPESCRIPT = ROOT / "typescript"
 
 
 def node_ready() -> str | None:

@@ -1,5 +1,6 @@
 """A private certificate authority and redis-servers answering TLS, for the rediss:// tests
-(tests/test_tls.py, and the TypeScript SDK's in tests/test_typescript.py)."""
+(tests/stores/test_redis_tls.py, and the TypeScript SDK's in
+tests/contract/test_typescript_interop.py)."""
 
 from __future__ import annotations
 

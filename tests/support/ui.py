@@ -1,4 +1,5 @@
-"""The web view served for real: uvicorn on a free loopback port, on a thread of its own."""
+"""The web view served for real: uvicorn on a free loopback port, on a thread of its own; and the
+flags Chromium runs with for the browser tests (and scripts/ui_screenshots.py, bench_ui.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,17 @@ from typing import Any
 import uvicorn
 
 from ledger_bus.demo.server import free_port
+
+# As root, with no network beyond loopback: no sandbox, no background fetches.
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @contextmanager

@@ -1,6 +1,6 @@
 // The canonical bytes, digests and ids every SDK must produce: conformance/canonical.json and
-// the RFC 8785 authors' vectors (conformance/jcs/), as tests/test_canonical.py and
-// tests/test_conformance.py hold the Python package to them.
+// the RFC 8785 authors' vectors (conformance/jcs/), as tests/contract/test_canonical_json.py and
+// tests/contract/test_conformance_vectors.py hold the Python package to them.
 import { createHash } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";

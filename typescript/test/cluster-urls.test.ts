@@ -1,5 +1,5 @@
 // Redis Cluster URLs that name several seed nodes, `redis+cluster://H:P,H2:P2/0`, as the Python
-// package reads them (tests/test_cluster_seeds.py): a client starts as long as one seed answers,
+// package reads them (tests/stores/test_redis_cluster_seeds.py): a client starts as long as one seed answers,
 // the URL's credentials and TLS are every node's, and a malformed list is bad input at once.
 import { rmSync } from "node:fs";
 import { dirname } from "node:path";

@@ -1,5 +1,5 @@
 // conformance/appends.json: sequences of appends and reads with the outcome each must have,
-// replayed on every store, as tests/test_conformance.py replays them on the Python stores.
+// replayed on every store, as tests/contract/test_conformance_vectors.py replays them on the Python stores.
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 

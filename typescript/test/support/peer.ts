@@ -1,6 +1,6 @@
 /**
  * A Node process of the SDK driven by another, for the cross-language tests
- * (tests/test_typescript.py): one JSON request a line on stdin, one JSON reply a line on
+ * (tests/contract/test_typescript_interop.py): one JSON request a line on stdin, one JSON reply a line on
  * stdout, so that a Python test can have it append, read and be killed mid-run.
  *
  *   node --import tsx test/support/peer.ts URL PREFIX
