@@ -3,8 +3,9 @@
 Every primitive is an operation (store/steps.py): it yields its Redis calls as requests on a
 client, so the same code runs over `redis.Redis` and `RedisCluster` here, and over their asyncio
 counterparts under `ledger_bus.aio`. The store is composed of its concerns, as redis-py composes
-its command families: the core (client, keys, the boundary), appends, reads, deletes, archiving,
-administration and consumer groups, each a module of this package.
+its command families: appends, reads, deletes, archiving, administration and consumer groups,
+each a module of this package standing on the core alone (the client, keys, the boundary), never
+on another concern; what two of them share is the core's, or a plain function's (`sessions`).
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from ledger_bus.store.redis.admin import RedisAdmin
 from ledger_bus.store.redis.append import RedisAppend
 from ledger_bus.store.redis.archive import RedisArchive
 from ledger_bus.store.redis.core import DEFAULT_TIMEOUT, Entries
+from ledger_bus.store.redis.deletes import RedisDeletes
 from ledger_bus.store.redis.encoding import ARTIFACT_CHUNK, fullest
 from ledger_bus.store.redis.groups import RedisGroups
+from ledger_bus.store.redis.reads import RedisReads
 from ledger_bus.store.redis.scripts import APPEND, DELETE_STREAM, load_script
 
 __all__ = [
@@ -29,7 +32,7 @@ __all__ = [
 ]
 
 
-class RedisStore(RedisAppend, RedisAdmin, RedisArchive, RedisGroups):
+class RedisStore(RedisAppend, RedisReads, RedisDeletes, RedisArchive, RedisAdmin, RedisGroups):
     """An EventStore on one Redis (or Valkey) server, 7.0 or newer, or on a Redis Cluster.
 
     Every call is retried with backoff on a lost connection until `timeout` seconds have passed,

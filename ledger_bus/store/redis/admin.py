@@ -3,24 +3,24 @@ purged."""
 
 from __future__ import annotations
 
-from typing import Any
+from functools import partial
 
 from redis.cluster import RedisCluster
 
 from ledger_bus.model.errors import InvalidInput
 from ledger_bus.store.families import ServerAdmin
-from ledger_bus.store.redis.core import pipelined
-from ledger_bus.store.redis.deletes import RedisDeletes
+from ledger_bus.store.redis.client import ClientRequest, RedisClient, RedisPipeline
+from ledger_bus.store.redis.core import RedisCore, pipelined
 from ledger_bus.store.redis.encoding import (
     fullest,
     glob_escape,
     text_of,
 )
-from ledger_bus.store.redis.reads import RedisReads
+from ledger_bus.store.redis.sessions import newest_entry_id
 from ledger_bus.store.steps import Op
 
 
-class RedisAdmin(RedisReads, RedisDeletes, ServerAdmin):
+class RedisAdmin(RedisCore, ServerAdmin):
     """Memory, the indexes' upkeep."""
 
     def server_admin(self) -> ServerAdmin:
@@ -59,7 +59,7 @@ class RedisAdmin(RedisReads, RedisDeletes, ServerAdmin):
                 ],
             }
 
-        def look(client: Any) -> Any:
+        def look(client: RedisClient) -> object:
             pipe = client.pipeline(transaction=False)
             for session_id in session_ids:
                 pipe.hkeys(keys.meta(session_id))
@@ -84,7 +84,7 @@ class RedisAdmin(RedisReads, RedisDeletes, ServerAdmin):
                     [text_of(sha) for sha in shas],
                 )
 
-            def usage(pipe: Any) -> None:
+            def usage(pipe: RedisPipeline) -> None:
                 for kinds in layout.values():
                     for names in kinds.values():
                         for name in names:
@@ -103,7 +103,7 @@ class RedisAdmin(RedisReads, RedisDeletes, ServerAdmin):
     def session_count_op(self) -> Op[int]:
         """Sessions in the index: ZCARD of its buckets, in one round trip."""
 
-        def count(pipe: Any) -> None:
+        def count(pipe: RedisPipeline) -> None:
             for key in self.keys.all_indexes():
                 pipe.zcard(key)
 
@@ -128,16 +128,19 @@ class RedisAdmin(RedisReads, RedisDeletes, ServerAdmin):
         """Rebuild the cross-session index from the sessions themselves; return how many."""
         pattern = self.keys.session_pattern()
         found = self.run_op(self._run(lambda c: list(c.scan_iter(match=pattern, count=1000))))
+
+        def listed(session_id: str, ms: int) -> ClientRequest:
+            index = self.keys.index_of(session_id)
+            return lambda c: c.zadd(index, {session_id: ms}, gt=True)
+
         count = 0
         for key in found:
             name = text_of(key)
             session_id = name[name.index("{") + 1 : name.rindex("}")]
-            last = self.run_op(self._last_entry_id(self.keys.log(session_id)))
+            log = self.keys.log(session_id)
+            last = self.run_op(self._retried(partial(newest_entry_id, log)))
             if last != "0-0":
-                index, ms = self.keys.index_of(session_id), int(last.split("-")[0])
-                self.run_op(
-                    self._run(lambda c: c.zadd(index, {session_id: ms}, gt=True))  # noqa: B023
-                )
+                self.run_op(self._run(listed(session_id, int(last.split("-")[0]))))
                 self._indexed.pop(session_id, None)
                 count += 1
         return count
@@ -158,7 +161,11 @@ class RedisAdmin(RedisReads, RedisDeletes, ServerAdmin):
         for key in found:
             name = text_of(key)
             by_session.setdefault(name[name.index("{") + 1 : name.index("}")], []).append(name)
+
+        def unlinked(names: list[str]) -> ClientRequest:
+            return lambda c: c.unlink(*names)
+
         for session_id, names in by_session.items():
-            self.run_op(self._run(lambda c: c.unlink(*names)))  # noqa: B023  (called at once)
+            self.run_op(self._run(unlinked(names)))
             self.run_op(self._forget_session(session_id))
         return sorted(by_session)

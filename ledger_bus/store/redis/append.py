@@ -7,7 +7,8 @@ import contextlib
 import secrets
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from functools import partial
+from typing import Any, Final, TypeVar
 
 import redis.exceptions as rx
 
@@ -19,12 +20,14 @@ from ledger_bus.model.errors import (
     HistoryRewound,
     IdempotencyConflict,
     InvalidInput,
+    LedgerError,
     SessionArchived,
     VersionConflict,
 )
 from ledger_bus.model.ids import ExpectedVersion, StreamId, cursor_ms
 from ledger_bus.model.prepared import PreparedAppend
 from ledger_bus.model.records import AppendResult
+from ledger_bus.store.redis.client import RedisPipeline, ScriptArg
 from ledger_bus.store.redis.core import (
     AppendTarget,
     RedisCore,
@@ -37,7 +40,23 @@ from ledger_bus.store.redis.encoding import (
     ledger_cursor,
     lua_notes,
     redis_cursor,
-    text_of,
+)
+from ledger_bus.store.redis.replies import (
+    Appended,
+    AppendReply,
+    Archived,
+    Conflict,
+    Duplicate,
+    IdempotencyClash,
+    NoArtifact,
+    NoPermission,
+    OutOfOrder,
+    Restored,
+    RestoreReply,
+    Rewound,
+    append_reply,
+    artifact_put_reply,
+    restore_reply,
 )
 from ledger_bus.store.redis.scripts import (
     APPEND,
@@ -57,11 +76,13 @@ INDEX_REFRESH_MS: Final = 1000
 # an entry refreshed this recently is still there whenever the script opens an attempt.
 OPEN_INDEX_REFRESH_MS: Final = 60_000
 
+R = TypeVar("R", AppendReply, RestoreReply)
 
-def events_args(prepared: PreparedAppend) -> list[Any]:
+
+def events_args(prepared: PreparedAppend) -> list[ScriptArg]:
     """The ARGV that append.lua and restore.lua end with: the payloads, the notes as one
     argument (encoding.lua_notes), and each artifact's sha256 and uses."""
-    args: list[Any] = [*prepared.payloads, lua_notes(prepared.notes)]
+    args: list[ScriptArg] = [*prepared.payloads, lua_notes(prepared.notes)]
     for use in prepared.uses:
         args += use
     return args
@@ -115,23 +136,27 @@ class RedisAppend(RedisCore):
             )
         expected, prepared, _ = self._prepare(stream, expected_version, append_id, events, None)
 
-        def general(_: Any = None) -> Op[AppendResult]:
+        def general(_: object = None) -> Op[AppendResult]:
             return self._append(stream, expected, append_id, prepared, self.durability)
 
         session = stream.session_id
         if prepared.artifacts or (prepared.opens_attempts and self._open_index_due(session)):
             return AppendPlan(None, general)
-        written = self._written(stream)
-        keys, known = written.keys, written.acknowledged
+        target = self._append_target(stream)
+        keys, known = target.keys, target.acknowledged
         args = self.append_args(
-            stream, expected, append_id, prepared, known, False, written.generation
+            stream, expected, append_id, prepared, known, False, target.generation
         )
 
-        def finish(reply: Any) -> AppendResult | Op[AppendResult]:
-            if reply is None or reply[0] == b"archived":
+        def finish(raw: object) -> AppendResult | Op[AppendResult]:
+            if raw is None:
                 return general()
-            result = self._outcome(stream, expected, append_id, known, reply)
-            written.acknowledge(result.last_version, int(reply[4 if result.deduplicated else 5]))
+            reply = append_reply(raw)
+            if isinstance(reply, Archived):
+                return general()
+            landed = self._landed(stream, expected, append_id, known, reply)
+            result = self._result(stream, landed)
+            target.acknowledge(result.last_version, landed.generation)
             ms = cursor_ms(result.cursor)
             if not result.deduplicated and self._index_due(session, ms):
                 return self._after_index(result)
@@ -155,8 +180,8 @@ class RedisAppend(RedisCore):
         durability: Durability,
     ) -> Op[AppendResult]:
         session = stream.session_id
-        written = self._written(stream)
-        keys, known, generation = written.keys, written.acknowledged, written.generation
+        target = self._append_target(stream)
+        keys, known, generation = target.keys, target.acknowledged, target.generation
         if durability is self.durability:
             confirmer = self._default_confirmer
         else:
@@ -168,30 +193,32 @@ class RedisAppend(RedisCore):
         if prepared.opens_attempts:
             listed = yield from self._list_open_session(session)
 
-        def send(keys: list[str]) -> Op[tuple[Any, Any]]:
+        def send(keys: list[str]) -> Op[tuple[AppendReply, Any]]:
             if confirmer is None:
-                return (yield from self._evalsha(APPEND, keys, args, True)), None
-            sent: tuple[Any, Any] = yield from confirmer.send(APPEND, keys, args)
-            return sent
+                return append_reply((yield from self._evalsha(APPEND, keys, args, True))), None
+            raw, acks = yield from confirmer.send(APPEND, keys, args)
+            return append_reply(raw), acks
 
-        reply, acks = yield from self._sent(session, prepared, keys, send)
+        reply, acks = yield from self._send_writing_artifacts(session, prepared, keys, send)
         if listed is not None:
-            yield from self._settle_open_listing(session, listed, reply[0] in (b"ok", b"dup"))
-        result = self._outcome(stream, expected, append_id, known, reply)
+            committed = isinstance(reply, Appended | Duplicate)
+            yield from self._settle_open_listing(session, listed, committed)
+        landed = self._landed(stream, expected, append_id, known, reply)
+        result = self._result(stream, landed)
         if not result.deduplicated:
             yield from self._touch_index(session, cursor_ms(result.cursor))
         if confirmer is not None:
             result = yield from confirmer.confirm(result, acks)  # raises when not confirmed
         # Acknowledged: a later append that finds the stream shorter in the same generation was
         # rewound by a failover.
-        written.acknowledge(result.last_version, int(reply[4 if result.deduplicated else 5]))
+        target.acknowledge(result.last_version, landed.generation)
         return result
 
     def _restore_batch(self, batch: RestoreBatch) -> Op[int]:
         stream, prepared = batch.stream, batch.prepared
         session = stream.session_id
         keys = self._keys_of(stream)
-        args: list[Any] = [
+        args: list[ScriptArg] = [
             stream.name,
             batch.first_version,
             len(batch.events),
@@ -202,68 +229,85 @@ class RedisAppend(RedisCore):
         if prepared.opens_attempts:
             listed = yield from self._list_open_session(session, due=True)
 
-        def send(keys: list[str]) -> Op[tuple[Any, Any]]:
-            return (yield from self._evalsha(RESTORE, keys, args)), None
+        def send(keys: list[str]) -> Op[tuple[RestoreReply, None]]:
+            return restore_reply((yield from self._evalsha(RESTORE, keys, args))), None
 
-        reply, _ = yield from self._sent(session, prepared, keys, send)
+        reply, _ = yield from self._send_writing_artifacts(session, prepared, keys, send)
         if listed is not None:
-            yield from self._settle_open_listing(session, listed, reply[0] == b"ok")
-        status = text_of(reply[0])
-        if status == "conflict":
-            raise VersionConflict(str(stream), batch.first_version - 1, int(reply[1]))
-        if status == "order":
+            yield from self._settle_open_listing(session, listed, isinstance(reply, Restored))
+        if isinstance(reply, Conflict):
+            raise VersionConflict(str(stream), batch.first_version - 1, reply.version)
+        if isinstance(reply, OutOfOrder):
             raise InvalidInput(
                 f"{batch.events[0]!r}: events to restore must come in commit order, above the"
                 " session's newest cursor"
             )
-        if status != "ok":
-            self._outcome(stream, None, "restore", 0, reply)  # raises what the reply means
-        if int(reply[1]):
+        if not isinstance(reply, Restored):
+            raise self._refusal(stream, reply)
+        if reply.written:
             yield from self._touch_index(session, cursor_ms(batch.cursors[-1]))
-        return int(reply[1])
+        return reply.written
 
-    def _written(self, stream: StreamId) -> AppendTarget:
-        written = self._streams.get(stream)
-        if written is None:
-            written = self._remember(self._streams, stream, AppendTarget(self._keys_of(stream)))
-        return written
+    def _append_target(self, stream: StreamId) -> AppendTarget:
+        """What this store knows of `stream` (its KEYS, the version acknowledged to it),
+        remembered from its first append."""
+        target = self._streams.get(stream)
+        if target is None:
+            target = self._remember(self._streams, stream, AppendTarget(self._keys_of(stream)))
+        return target
 
-    def _outcome(
-        self, stream: StreamId, expected: int | None, append_id: str, known: int, reply: Any
-    ) -> AppendResult:
-        """The result append.lua's reply gives, or the error it means."""
-        status = text_of(reply[0])
-        if status == "rewound":
+    def _landed(
+        self,
+        stream: StreamId,
+        expected: int | None,
+        append_id: str,
+        known: int,
+        reply: AppendReply,
+    ) -> Appended | Duplicate:
+        """append.lua's reply when the events are in the log (written now, or before by the
+        same append); the error any other reply means, raised."""
+        if isinstance(reply, Appended | Duplicate):
+            return reply
+        if isinstance(reply, Rewound):
             raise HistoryRewound(
-                str(stream), known, int(reply[1]), lambda: self.accept_history(stream)
+                str(stream), known, reply.version, lambda: self.accept_history(stream)
             )
-        if status == "conflict":
-            raise VersionConflict(str(stream), -1 if expected is None else expected, int(reply[1]))
-        if status == "idem":
+        if isinstance(reply, Conflict):
+            raise VersionConflict(str(stream), -1 if expected is None else expected, reply.version)
+        if isinstance(reply, IdempotencyClash):
             raise IdempotencyConflict(str(stream), append_id)
-        if status == "archived":
-            raise SessionArchived(stream.session_id, text_of(reply[1]))
-        if status == "noartifact":
-            raise BackendUnavailable(
-                f"an artifact of the append kept going before the append: {text_of(reply[1])}"
+        raise self._refusal(stream, reply)
+
+    @staticmethod
+    def _result(stream: StreamId, landed: Appended | Duplicate) -> AppendResult:
+        cursor = ledger_cursor(landed.cursor)
+        return AppendResult(
+            stream, landed.first, landed.last, cursor, isinstance(landed, Duplicate)
+        )
+
+    @staticmethod
+    def _refusal(stream: StreamId, reply: Archived | NoArtifact | NoPermission) -> LedgerError:
+        """The error of a reply append.lua and restore.lua both give when they write nothing."""
+        if isinstance(reply, Archived):
+            return SessionArchived(stream.session_id, reply.where)
+        if isinstance(reply, NoArtifact):
+            return BackendUnavailable(
+                f"an artifact of the append kept going before the append: {reply.key}"
             )
-        if status == "noperm":
-            raise BackendRefused(
-                f"redis refused the permission (ACL): this user may not {text_of(reply[1])}"
-                f" {text_of(reply[2])}; nothing written"
-            )
-        cursor = ledger_cursor(reply[3])
-        return AppendResult(stream, int(reply[1]), int(reply[2]), cursor, status == "dup")
+        return BackendRefused(
+            f"redis refused the permission (ACL): this user may not {reply.command}"
+            f" {reply.key}; nothing written"
+        )
 
     def accept_history(self, stream: StreamId) -> None:
         """Forget the versions of `stream` acknowledged to this store, once a HistoryRewound has
         been dealt with (`HistoryRewound.accept`): later appends build on the stream as it now
         is."""
-        written = self._streams.get(stream)
-        if written is not None:
-            written.acknowledged = 0
+        target = self._streams.get(stream)
+        if target is not None:
+            target.acknowledged = 0
 
-    def append_args(
+    def append_args(  # noqa: PLR0913  (what append.lua's ARGV names, which the benchmarks build)
         self,
         stream: StreamId,
         expected: int | None,
@@ -272,7 +316,7 @@ class RedisAppend(RedisCore):
         known: int = 0,
         waits: bool = False,
         generation: int = 0,
-    ) -> list[Any]:
+    ) -> list[ScriptArg]:
         """The ARGV of an append, in the order append.lua names them; `waits`: a WAIT follows."""
         return [
             stream.name,
@@ -286,23 +330,22 @@ class RedisAppend(RedisCore):
             *events_args(prepared),
         ]
 
-    def _sent(
+    def _send_writing_artifacts(
         self,
         session: str,
         prepared: PreparedAppend,
         keys: list[str],
-        send: Callable[[list[str]], Op[tuple[Any, Any]]],
-    ) -> Op[tuple[Any, Any]]:
+        send: Callable[[list[str]], Op[tuple[R, Any]]],
+    ) -> Op[tuple[R, Any]]:
         """`send(keys)` retried, for a script call whose events may keep fields as artifacts
         (append.lua, restore.lua): those are written first and their keys added, and written
         again when one went before the call ran (a deletion of the session, its TTL)."""
         if prepared.artifacts:
             keys = [*keys, *self._artifact_keys(session, prepared.artifacts)]
             yield from self._put_artifacts(session, prepared.artifacts, again=False)
-        sent: tuple[Any, Any] = (None, None)
         for _ in range(3):
             sent = yield from self._retried(lambda: send(keys))
-            if sent[0][0] != b"noartifact":
+            if not isinstance(sent[0], NoArtifact):
                 break
             yield from self._put_artifacts(session, prepared.artifacts, again=True)
         return sent
@@ -318,47 +361,52 @@ class RedisAppend(RedisCore):
     def _put_artifacts(
         self, session: str, artifacts: tuple[Artifact, ...], again: bool
     ) -> Op[None]:
-        """Write the artifacts the session does not hold (all of them `again`), each under a
-        name of its own until artifact_put.lua names it: a hash of 1 MiB chunks, a chunk per
-        command, so that no command holds the server for long (one string grown to the size,
-        or grown a chunk at a time, held it for tens of milliseconds: docs/performance.md)."""
+        """Write the artifacts the session does not hold (all of them `again`)."""
         keys = self.keys
         todo = list(artifacts)
         if not again:
 
-            def present(pipe: Any) -> None:
+            def present(pipe: RedisPipeline) -> None:
                 for a in artifacts:
                     pipe.exists(keys.artifact(session, a.ref.sha256))
 
             there = yield from self._run(pipelined(present))
             todo = [a for a, found in zip(artifacts, there, strict=True) if not found]
         for artifact in todo:
-            sha, data = artifact.ref.sha256, memoryview(artifact.data)
-            upload = keys.artifact_upload(session, sha, secrets.token_hex(6))
-            names = [upload, keys.artifact(session, sha)]
-            chunks = [data[at : at + ARTIFACT_CHUNK] for at in range(0, len(data), ARTIFACT_CHUNK)]
-
-            def send(upload: str, names: list[str], chunks: list[memoryview]) -> Op[Any]:
-                def first(pipe: Any) -> None:
-                    pipe.hset(upload, "0", chunks[0])
-                    pipe.pexpire(upload, ARTIFACT_UPLOAD_TTL_MS)
-
-                def rest(pipe: Any) -> None:
-                    for n in range(1, len(chunks)):
-                        pipe.hset(upload, str(n), chunks[n])
-
-                # The first chunk and the TTL together: an upload cut short goes by itself.
-                yield pipelined(first, transaction=True)
-                if len(chunks) > 1:
-                    yield pipelined(rest)
-                args = [sum(len(c) for c in chunks), len(chunks)]
-                return (yield from self._evalsha(ARTIFACT_PUT, names, args))
-
+            upload = keys.artifact_upload(session, artifact.ref.sha256, secrets.token_hex(6))
             for _ in range(3):
-                if (yield from self._retried(lambda: send(upload, names, chunks))):  # noqa: B023
+                if (
+                    yield from self._retried(partial(self._put_artifact, session, artifact, upload))
+                ):
                     break
             else:
-                raise BackendUnavailable(f"artifact sha256:{sha} could not be written whole")
+                raise BackendUnavailable(
+                    f"artifact sha256:{artifact.ref.sha256} could not be written whole"
+                )
+
+    def _put_artifact(self, session: str, artifact: Artifact, upload: str) -> Op[bool]:
+        """Write one artifact under a name of its own, `upload`, until artifact_put.lua names
+        it: a hash of 1 MiB chunks, a chunk per command, so that no command holds the server
+        for long (one string grown to the size, or grown a chunk at a time, held it for tens of
+        milliseconds: docs/performance.md). False when the upload came out short."""
+        sha, data = artifact.ref.sha256, memoryview(artifact.data)
+        chunks = [data[at : at + ARTIFACT_CHUNK] for at in range(0, len(data), ARTIFACT_CHUNK)]
+
+        def first(pipe: RedisPipeline) -> None:
+            pipe.hset(upload, "0", chunks[0])
+            pipe.pexpire(upload, ARTIFACT_UPLOAD_TTL_MS)
+
+        def rest(pipe: RedisPipeline) -> None:
+            for n in range(1, len(chunks)):
+                pipe.hset(upload, str(n), chunks[n])
+
+        # The first chunk and the TTL together: an upload cut short goes by itself.
+        yield pipelined(first, transaction=True)
+        if len(chunks) > 1:
+            yield pipelined(rest)
+        names = [upload, self.keys.artifact(session, sha)]
+        args: list[ScriptArg] = [sum(len(c) for c in chunks), len(chunks)]
+        return artifact_put_reply((yield from self._evalsha(ARTIFACT_PUT, names, args)))
 
     def _keys_of(self, stream: StreamId) -> list[str]:
         """The KEYS of an append to `stream`, in the order append.lua names them."""
@@ -398,12 +446,12 @@ class RedisAppend(RedisCore):
         key = self.keys.open_index_of(session)
         now = self.now_local_ms()
 
-        def settle(pipe: Any) -> None:
+        def settle(pipe: RedisPipeline) -> None:
             if committed:
                 pipe.zadd(key, {session: now}, gt=True)
             pipe.zrem(key, member)
 
-        settled = yield from self._quietly("open-attempts index listing", pipelined(settle))
+        settled = yield from self._best_effort("open-attempts index listing", pipelined(settle))
         if settled and committed:
             self._remember(self._open_indexed, session, now)
 
@@ -426,7 +474,7 @@ class RedisAppend(RedisCore):
             return
         key = self.keys.index_of(session_id)
         if (
-            yield from self._quietly(
+            yield from self._best_effort(
                 "session index refresh", lambda c: c.zadd(key, {session_id: ms}, gt=True)
             )
         ):

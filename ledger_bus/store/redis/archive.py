@@ -3,25 +3,38 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from ledger_bus.model.errors import Refused
 from ledger_bus.model.records import AppendRecord
 from ledger_bus.store.families import ArchiveSource
-from ledger_bus.store.redis.core import pipelined
-from ledger_bus.store.redis.deletes import RedisDeletes
+from ledger_bus.store.redis.client import RedisPipeline, ScriptArg
+from ledger_bus.store.redis.core import RedisCore, pipelined
 from ledger_bus.store.redis.encoding import (
     idempotency_value,
     text_of,
+)
+from ledger_bus.store.redis.replies import (
+    ArchiveFinished,
+    ArchiveFinishReply,
+    Changed,
+    MovedElsewhere,
+    archive_abandon_reply,
+    archive_finish_reply,
 )
 from ledger_bus.store.redis.scripts import (
     ARCHIVE_ABANDON,
     ARCHIVE_FINISH,
 )
+from ledger_bus.store.redis.sessions import (
+    SETTLE_TRIES,
+    idempotency_streams,
+    kept_changing,
+    session_layout,
+)
 from ledger_bus.store.steps import Op
 
 
-class RedisArchive(RedisDeletes, ArchiveSource):
+class RedisArchive(RedisCore, ArchiveSource):
     """A session's way out to its archive."""
 
     def archive_source(self) -> ArchiveSource:
@@ -49,7 +62,7 @@ class RedisArchive(RedisDeletes, ArchiveSource):
         is under way (another one, if an archive to elsewhere began first)."""
         tomb = self.keys.tombstone(session_id)
 
-        def mark(pipe: Any) -> None:
+        def mark(pipe: RedisPipeline) -> None:
             pipe.hsetnx(tomb, "archive", where)
             pipe.hget(tomb, "archive")
 
@@ -58,7 +71,8 @@ class RedisArchive(RedisDeletes, ArchiveSource):
     def abandon_archive(self, session_id: str, where: str) -> bool:
         """Take appends again, unless the archive has finished."""
         keys, args = [self.keys.tombstone(session_id)], [where]
-        return bool(self.run_op(self._retried(lambda: self._evalsha(ARCHIVE_ABANDON, keys, args))))
+        raw = self.run_op(self._retried(lambda: self._evalsha(ARCHIVE_ABANDON, keys, args)))
+        return archive_abandon_reply(raw)
 
     def end_archive(self, session_id: str, records: Iterable[AppendRecord]) -> None:
         """After the archived session was deleted there: its append_id records come back here
@@ -68,7 +82,7 @@ class RedisArchive(RedisDeletes, ArchiveSource):
         generation = self.generation_of(session_id)
         batch: list[AppendRecord] = []
 
-        def write(pipe: Any) -> None:
+        def write(pipe: RedisPipeline) -> None:
             for r in batch:
                 value = idempotency_value(r, generation)
                 pipe.hset(self.keys.idempotency(session_id, r.stream), r.append_id, value)
@@ -83,7 +97,7 @@ class RedisArchive(RedisDeletes, ArchiveSource):
             self.run_op(self._run(pipelined(write)))
         now = self.now_ms()
 
-        def reopen(pipe: Any) -> None:
+        def reopen(pipe: RedisPipeline) -> None:
             pipe.hdel(tomb, "archive", "archived_ms")
             pipe.hincrby(tomb, "generation", 1)
             pipe.hset(tomb, "deleted_ms", now)
@@ -94,22 +108,28 @@ class RedisArchive(RedisDeletes, ArchiveSource):
         """Remove the session but its tombstone, once its `events` are verified in `where`;
         False when it was finished before."""
 
-        def attempt() -> Op[list[Any]]:
-            streams, groups, keys = yield from self._session_keys(session_id)
+        def attempt() -> Op[ArchiveFinishReply]:
+            layout = yield from session_layout(self.keys, session_id)
             idem = [
                 self.keys.idempotency(session_id, name)
-                for name in sorted((yield from self._idempotency_streams(session_id)))
+                for name in sorted((yield from idempotency_streams(self.keys, session_id)))
             ]
             now = yield from self.now_ms_op()
-            args = [now, len(streams), events, where, len(groups), *streams]
-            return list((yield from self._evalsha(ARCHIVE_FINISH, [*keys, *idem], args)))
+            streams = layout.streams
+            args: list[ScriptArg] = [now, len(streams), events, where, len(layout.groups), *streams]
+            raw = yield from self._evalsha(ARCHIVE_FINISH, [*layout.keys, *idem], args)
+            return archive_finish_reply(raw)
 
-        reply = self.run_op(self._until_settled(session_id, attempt))
-        status = text_of(reply[0])
-        if status == "moved":
-            raise Refused(
-                f"session {session_id!r} is being archived to {text_of(reply[1]) or 'nowhere'},"
-                f" not {where}"
-            )
+        for _ in range(SETTLE_TRIES):
+            reply = self.run_op(self._retried(attempt))
+            if isinstance(reply, MovedElsewhere):
+                raise Refused(
+                    f"session {session_id!r} is being archived to {reply.where or 'nowhere'},"
+                    f" not {where}"
+                )
+            if not isinstance(reply, Changed):
+                break
+        else:
+            raise kept_changing(session_id)
         self.run_op(self._forget_session(session_id))  # "done": a crash may have come first
-        return status == "ok"
+        return isinstance(reply, ArchiveFinished)

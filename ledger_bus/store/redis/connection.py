@@ -10,6 +10,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 import redis.exceptions as rx
 from redis.cluster import ClusterNode, RedisCluster
+from redis.sentinel import Sentinel
 
 from ledger_bus.model.environment import without_password
 from ledger_bus.model.errors import BackendRefused, BackendUnavailable, InvalidInput, LedgerError
@@ -155,8 +156,6 @@ def open_sentinel(url: str, options: dict[str, Any], sentinel_class: Any = None)
     nodes', `?sentinel_password=` the sentinels', and `?max_connections=` caps the primary's
     pool as on redis:// URLs). After a failover, the next connection it makes asks the sentinels
     again, so the store's retries find the new primary."""
-    from redis.sentinel import Sentinel
-
     kind = sentinel_class or Sentinel  # redis.asyncio.sentinel.Sentinel for an asyncio client
     parts = urlsplit(url)
     hosts = hosts_of(url, "a sentinel")

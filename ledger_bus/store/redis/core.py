@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -18,27 +18,28 @@ from ledger_bus.model.ids import StreamId
 from ledger_bus.model.prepared import Limits
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import EventStore
+from ledger_bus.store.redis.client import ClientRequest, RedisClient, RedisPipeline, ScriptArg
 from ledger_bus.store.redis.connection import REDIS_ERRORS, final, refusal, sentinels_of
 from ledger_bus.store.redis.held import HeldConnections
 from ledger_bus.store.redis.keys import Keys
 from ledger_bus.store.redis.replication import Confirmer
+from ledger_bus.store.redis.replies import Entry
 from ledger_bus.store.redis.scripts import LuaScript
-from ledger_bus.store.steps import Op, Request, call, retried, run
+from ledger_bus.store.steps import Op, call, retried, run
 
 log = logging.getLogger("ledger_bus.store")
 
 T = TypeVar("T")
 # XRANGE and XREAD entries as redis-py returns them with decode_responses=False.
-Entry = tuple[bytes, dict[bytes, bytes]]
 Entries = list[Entry]
 
 DEFAULT_TIMEOUT: Final = 10.0
 
 
-def pipelined(build: Callable[[Any], object], transaction: bool = False) -> Request:
+def pipelined(build: Callable[[RedisPipeline], object], transaction: bool = False) -> ClientRequest:
     """A request that queues `build(pipe)`'s commands and sends them in one round trip."""
 
-    def request(client: Any) -> Any:
+    def request(client: RedisClient) -> object:
         pipe = client.pipeline(transaction=transaction)
         build(pipe)
         return pipe.execute()
@@ -68,9 +69,9 @@ class RedisCore(EventStore):
 
     tier = "redis"
 
-    def __init__(
+    def __init__(  # noqa: PLR0913  (the store's options, keyword-only, as connect() passes them)
         self,
-        client: Any,
+        client: RedisClient,
         *,
         prefix: str = "lb",
         limits: Limits | None = None,
@@ -79,7 +80,7 @@ class RedisCore(EventStore):
         durability: Durability = LOCAL,
     ):
         super().__init__(limits, durability)
-        self.client: Any = client  # the commands used are common to all four kinds of client
+        self.client = client
         # A cluster client, blocking or asyncio (whose module costs the command line 0.1 s to
         # import, so it is not asked by name): both keep a map of the nodes.
         self.cluster = hasattr(client, "nodes_manager")
@@ -105,11 +106,24 @@ class RedisCore(EventStore):
     def _retried(self, make: Callable[[], Op[T]]) -> Op[T]:
         return retried(make, self.timeout, REDIS_ERRORS, final, "redis")
 
-    def _run(self, request: Request) -> Op[Any]:
+    def _run(self, request: ClientRequest) -> Op[Any]:
         """One request, retried."""
         return self._retried(lambda: call(request))
 
-    def _quietly(self, what: str, request: Request) -> Op[bool]:
+    def _forget_session(self, session_id: str) -> Op[None]:
+        """After a session's keys are gone: its entries in the indexes (in other slots, so they
+        follow, as they follow appends), and what this store remembers of it."""
+
+        def unlist(pipe: RedisPipeline) -> None:
+            pipe.zrem(self.keys.index_of(session_id), session_id)
+            pipe.zrem(self.keys.open_index_of(session_id), session_id)
+
+        yield from self._run(pipelined(unlist))
+        self._streams = {r: w for r, w in self._streams.items() if r.session_id != session_id}
+        self._indexed.pop(session_id, None)
+        self._open_indexed.pop(session_id, None)
+
+    def _best_effort(self, what: str, request: ClientRequest) -> Op[bool]:
         """Run bookkeeping that follows a committed write; a failure is logged, never raised,
         because the write it follows is in the ledger whatever happens here."""
         try:
@@ -145,10 +159,10 @@ class RedisCore(EventStore):
         self,
         script: LuaScript,
         keys: list[str],
-        args: list[Any],
+        args: Sequence[ScriptArg],
         held: bool = False,
         read_only: bool = False,
-    ) -> Op[Any]:
+    ) -> Op[object]:
         """Run a script by its sha, loading it first when the server lacks it (after a restart
         or failover). EVALSHA directly, not redis-py's Script wrapper: its per-call work is
         measurable on a single-event append (docs/performance.md). `held`: on this thread's
@@ -157,16 +171,19 @@ class RedisCore(EventStore):
         # EVALSHA_RO for a script that only reads: a role that may only read its keys may run it.
         command = "EVALSHA_RO" if read_only else "EVALSHA"
 
-        def request(client: Any) -> Any:
+        def request(client: RedisClient) -> object:
             if on is not None:
                 return on.execute(keys[0], command, script.sha, len(keys), *keys, *args)
             run = client.evalsha_ro if read_only else client.evalsha
             return run(script.sha, len(keys), *keys, *args)
 
+        def load(client: RedisClient) -> object:
+            return client.script_load(script.text)
+
         try:
             return (yield request)
         except rx.NoScriptError:
-            yield lambda c: c.script_load(script.text)
+            yield load
             return (yield request)
 
     def now_ms_op(self) -> Op[int]:

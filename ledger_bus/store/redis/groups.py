@@ -17,6 +17,7 @@ from ledger_bus.model.records import (
     PendingEntry,
 )
 from ledger_bus.store.groups import REPLAY_CONSUMER, REPLAY_IDLE_MS, dead_letter_fields
+from ledger_bus.store.redis.client import ClientRequest, RedisPipeline, ScriptArg
 from ledger_bus.store.redis.core import (
     Entries,
     RedisCore,
@@ -28,8 +29,9 @@ from ledger_bus.store.redis.encoding import (
     redis_cursor,
     text_of,
 )
+from ledger_bus.store.redis.replies import prune_consumers_reply
 from ledger_bus.store.redis.scripts import PRUNE_CONSUMERS
-from ledger_bus.store.steps import Op, Request, call
+from ledger_bus.store.steps import Op, call
 
 
 class RedisGroups(RedisCore):
@@ -46,7 +48,7 @@ class RedisGroups(RedisCore):
                 raise NotFound(f"no consumer group {group!r} on session {session_id!r}") from None
             raise
 
-    def _group_request(self, request: Request, session_id: str, group: str) -> Op[Any]:
+    def _group_request(self, request: ClientRequest, session_id: str, group: str) -> Op[Any]:
         return self._group_call(lambda: call(request), session_id, group)
 
     def _deliveries(
@@ -162,7 +164,7 @@ class RedisGroups(RedisCore):
             return {}
         log = self.keys.log(session_id)
 
-        def read(pipe: Any) -> None:
+        def read(pipe: RedisPipeline) -> None:
             for entry_id in entry_ids:
                 pipe.xpending_range(log, group, entry_id, entry_id, 1)
 
@@ -186,7 +188,7 @@ class RedisGroups(RedisCore):
         log, dead = self.keys.log(session_id), self.keys.group_dead_letters(session_id, group)
         fields: dict[Any, Any] = dead_letter_fields(delivery, reason)
 
-        def move(pipe: Any) -> None:
+        def move(pipe: RedisPipeline) -> None:
             pipe.xadd(dead, fields)
             pipe.xack(log, group, delivery.entry_id)
 
@@ -205,7 +207,7 @@ class RedisGroups(RedisCore):
         # Lag is computed here: XINFO's own is not kept after some operations.
         log = self.keys.log(session_id)
 
-        def read(pipe: Any) -> None:
+        def read(pipe: RedisPipeline) -> None:
             pipe.xinfo_groups(log)
             pipe.xlen(log)
             pipe.xinfo_consumers(log, group)
@@ -234,11 +236,12 @@ class RedisGroups(RedisCore):
         )
 
     def _group_prune(self, session_id: str, group: str, idle_ms: int) -> Op[list[str]]:
-        keys, args = [self.keys.log(session_id)], [group, idle_ms]
+        keys = [self.keys.log(session_id)]
+        args: list[ScriptArg] = [group, idle_ms]
         removed = yield from self._group_call(
             lambda: self._evalsha(PRUNE_CONSUMERS, keys, args), session_id, group
         )
-        return [text_of(name) for name in removed]
+        return prune_consumers_reply(removed)
 
     def _groups(self, session_id: str, idle_ms: int) -> Op[list[GroupStats]]:
         log = self.keys.log(session_id)
@@ -275,7 +278,7 @@ class RedisGroups(RedisCore):
     def _group_delete(self, session_id: str, group: str) -> Op[bool]:
         log, dead = self.keys.log(session_id), self.keys.group_dead_letters(session_id, group)
 
-        def delete(pipe: Any) -> None:
+        def delete(pipe: RedisPipeline) -> None:
             pipe.xgroup_destroy(log, group)
             pipe.delete(dead)
 
@@ -298,7 +301,7 @@ class RedisGroups(RedisCore):
         entries = [fields[b"entry"] for _, fields in letters]
         letter_ids = [letter_id for letter_id, _ in letters]
 
-        def replay(pipe: Any) -> None:
+        def replay(pipe: RedisPipeline) -> None:
             pipe.xclaim(
                 log,
                 group,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection
-from typing import Any, cast
+from functools import partial
+from typing import cast
 
 from ledger_bus.model.errors import BackendRefused
 from ledger_bus.model.ids import StreamId
@@ -17,6 +18,7 @@ from ledger_bus.model.records import (
     StreamInfo,
 )
 from ledger_bus.store.attempts import LeaseStep
+from ledger_bus.store.redis.client import ClientRequest, RedisPipeline, ScriptArg
 from ledger_bus.store.redis.core import (
     Entries,
     RedisCore,
@@ -31,11 +33,17 @@ from ledger_bus.store.redis.encoding import (
     redis_cursor,
     text_of,
 )
+from ledger_bus.store.redis.replies import (
+    forget_session_reply,
+    lease_reply,
+    read_stream_reply,
+)
 from ledger_bus.store.redis.scripts import (
     FORGET_SESSION,
     LEASE,
     READ_STREAM,
 )
+from ledger_bus.store.redis.sessions import newest_entry_id
 from ledger_bus.store.steps import Op
 
 
@@ -46,10 +54,14 @@ class RedisReads(RedisCore):
         key, uses = self.keys.artifact(session_id, sha256), self.keys.artifact_uses(session_id)
         fields = [str(n) for n in range(ARTIFACT_READ_CHUNKS)]
 
-        def first(pipe: Any) -> None:
+        def first(pipe: RedisPipeline) -> None:
             pipe.hexists(uses, sha256)  # one written for an append yet to commit is not yet one
             pipe.hlen(key)
             pipe.hmget(key, fields)
+
+        def chunks(start: int, end: int) -> ClientRequest:
+            names = [str(n) for n in range(start, end)]
+            return lambda c: c.hmget(key, names)
 
         def read() -> Op[bytes | None]:
             # A few chunks a round trip: a pipeline of all of them would have the server copy
@@ -59,8 +71,7 @@ class RedisReads(RedisCore):
                 return None
             parts = found[:count]
             for start in range(ARTIFACT_READ_CHUNKS, count, ARTIFACT_READ_CHUNKS):
-                names = [str(n) for n in range(start, min(count, start + ARTIFACT_READ_CHUNKS))]
-                parts.extend((yield lambda c: c.hmget(key, names)))  # noqa: B023
+                parts.extend((yield chunks(start, min(count, start + ARTIFACT_READ_CHUNKS))))
             if any(part is None for part in parts):
                 return None  # deleted while read
             return b"".join(parts)
@@ -107,15 +118,13 @@ class RedisReads(RedisCore):
                     raise
                 self._read_script = False
             else:
-                # A script's reply is the server's, unparsed: each entry's fields a flat list.
-                pairs = [(e, dict(zip(f[::2], f[1::2], strict=True))) for e, f in found]
-                return self._records(stream.session_id, pairs)
+                return self._records(stream.session_id, read_stream_reply(found))
         return (yield from self._read_stream_twice(stream, keys[0], keys[1], after + 1, count))
 
     def _read_stream_twice(
         self, stream: StreamId, index: str, log: str, first: int, count: int
     ) -> Op[list[RecordedEvent]]:
-        def read_index(pipe: Any) -> None:
+        def read_index(pipe: RedisPipeline) -> None:
             pipe.xrevrange(index, f"{first}-0", "-", count=1)  # the append holding `first`
             pipe.xrange(index, f"({first}-0", "+", count=count)  # and those after it
 
@@ -134,7 +143,7 @@ class RedisReads(RedisCore):
         if not plan:
             return []
 
-        def read_log(pipe: Any) -> None:
+        def read_log(pipe: RedisPipeline) -> None:
             for cursor, skip, take in plan:
                 pipe.xrange(log, cursor, "+", count=skip + take)
 
@@ -158,23 +167,24 @@ class RedisReads(RedisCore):
         entries = yield from self._run(lambda c: c.xrevrange(log, end, "-", count=n))
         return self._records(session_id, reversed(cast(Entries, entries)))
 
-    def _last_entry_id(self, log: str) -> Op[str]:
-        newest = yield from self._run(lambda c: c.xrevrange(log, "+", "-", count=1))
-        return text_of(newest[0][0]) if newest else "0-0"
-
     def _wait(
         self, session_id: str, after: str | None, timeout_ms: int, count: int
     ) -> Op[list[RecordedEvent]]:
         log = self.keys.log(session_id)
         # "$" would be re-read on every slice below and miss what lands in between; pin it.
-        last = (yield from self._last_entry_id(log)) if after is None else redis_cursor(after)
+        if after is None:
+            last = yield from self._retried(partial(newest_entry_id, log))
+        else:
+            last = redis_cursor(after)
         deadline = time.monotonic() + timeout_ms / 1000
         slice_ms = self.max_block_ms
+
+        def read(block: int) -> ClientRequest:
+            return lambda c: c.xread({log: last}, count=count, block=block)
+
         while True:
             block = max(1, min(slice_ms, int((deadline - time.monotonic()) * 1000)))
-            reply = yield from self._run(
-                lambda c: c.xread({log: last}, count=count, block=block)  # noqa: B023
-            )
+            reply = yield from self._run(read(block))
             if reply:
                 return self._records(session_id, cast(list[tuple[bytes, Entries]], reply)[0][1])
             if time.monotonic() >= deadline:
@@ -192,7 +202,7 @@ class RedisReads(RedisCore):
     def _session_info(self, session_id: str, append_ids: bool) -> Op[SessionInfo]:
         log = self.keys.log(session_id)
 
-        def read(pipe: Any) -> None:
+        def read(pipe: RedisPipeline) -> None:
             pipe.hgetall(self.keys.meta(session_id))
             pipe.xlen(log)
             pipe.xrange(log, "-", "+", count=1)
@@ -201,7 +211,7 @@ class RedisReads(RedisCore):
         versions, events, first, last = yield from self._run(pipelined(read))
         streams = sorted(StreamInfo(text_of(k), int(v)) for k, v in versions.items())
 
-        def count_ids(pipe: Any) -> None:
+        def count_ids(pipe: RedisPipeline) -> None:
             for info in streams:
                 pipe.hlen(self.keys.idempotency(session_id, info.name))
 
@@ -218,7 +228,7 @@ class RedisReads(RedisCore):
         )
 
     def _sessions(self, limit: int | None) -> Op[list[tuple[str, int]]]:
-        def read(pipe: Any) -> None:
+        def read(pipe: RedisPipeline) -> None:
             for key in self.keys.all_indexes():
                 pipe.zrange(key, 0, -1 if limit is None else limit - 1, desc=True, withscores=True)
 
@@ -231,8 +241,8 @@ class RedisReads(RedisCore):
         self, op: LeaseStep, session_id: str, name: str, owner: str, ttl_ms: int
     ) -> Op[bool]:
         keys = [self.keys.lease(session_id, name)]
-        args: list[Any] = [op, owner, ttl_ms]
-        return bool((yield from self._retried(lambda: self._evalsha(LEASE, keys, args))))
+        args: list[ScriptArg] = [op, owner, ttl_ms]
+        return lease_reply((yield from self._retried(lambda: self._evalsha(LEASE, keys, args))))
 
     def _lease_holder(self, session_id: str, name: str) -> Op[str | None]:
         key = self.keys.lease(session_id, name)
@@ -240,7 +250,7 @@ class RedisReads(RedisCore):
         return None if holder is None else text_of(holder)
 
     def _open_attempts(self, session_ids: list[str]) -> Op[dict[str, list[OpenAttempt]]]:
-        def read(pipe: Any) -> None:
+        def read(pipe: RedisPipeline) -> None:
             for session_id in session_ids:
                 pipe.hgetall(self.keys.open_attempts(session_id))
 
@@ -257,7 +267,7 @@ class RedisReads(RedisCore):
         return bool((yield from self._run(lambda c: c.hexists(key, f"{run_id}\x1f{tool}"))))
 
     def _open_sessions(self, buckets: Collection[int]) -> Op[list[tuple[str, int]]]:
-        def read(pipe: Any) -> None:
+        def read(pipe: RedisPipeline) -> None:
             for number in buckets:
                 pipe.zrange(self.keys.open_index(number), 0, -1, withscores=True)
 
@@ -273,5 +283,6 @@ class RedisReads(RedisCore):
     def _forget_open_session(self, session_id: str, opened_before_ms: int) -> Op[bool]:
         keys = [self.keys.open_index_of(session_id)]
         pattern = f"{glob_escape(session_id)}{OPEN_MEMBER_SEP}*"
-        args: list[Any] = [session_id, opened_before_ms, pattern]
-        return bool((yield from self._retried(lambda: self._evalsha(FORGET_SESSION, keys, args))))
+        args: list[ScriptArg] = [session_id, opened_before_ms, pattern]
+        raw = yield from self._retried(lambda: self._evalsha(FORGET_SESSION, keys, args))
+        return forget_session_reply(raw)

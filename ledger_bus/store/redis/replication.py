@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Sequence
 from typing import Any, Final
 
 import redis.exceptions as rx
@@ -18,8 +19,9 @@ from redis.cluster import RedisCluster
 from ledger_bus.model.durability import Durability
 from ledger_bus.model.errors import BackendRefused, DurabilityNotConfirmed
 from ledger_bus.model.records import AppendResult
+from ledger_bus.store.redis.client import RedisClient, ScriptArg
 from ledger_bus.store.redis.scripts import LuaScript
-from ledger_bus.store.steps import Op
+from ledger_bus.store.steps import Op, Request
 
 RECHECK_S: Final = 1.0  # how often the attached replicas are counted again while too few
 
@@ -33,9 +35,9 @@ class Confirmer:
         self._short_until = 0.0  # while > now: too few replicas attached, do not wait
         self._has_waitaof: bool | None = None
         self._stale = False  # a cluster's slot map to read again before the next send
-        self._node_of_last: Any = None
+        self._node_of_last: RedisClient | None = None
 
-    def _node(self, client: Any, key: str) -> Any:
+    def _node(self, client: RedisClient, key: str) -> RedisClient:
         """Where the WAIT must go: the connection that wrote, so the node holding `key`'s slot.
         On a cluster, the pipeline goes to that node directly; a client of one server (or of
         Sentinel's primary) is that node already."""
@@ -50,9 +52,13 @@ class Confirmer:
         if self._stale:
             client.nodes_manager.initialize()
             self._stale = False
-        return client.get_node_from_key(key).redis_connection  # type: ignore[no-untyped-call]
+        found = client.get_node_from_key(key)  # type: ignore[no-untyped-call]
+        connection: RedisClient = found.redis_connection
+        return connection
 
-    def send(self, script: LuaScript, keys: list[str], args: list[Any]) -> Op[tuple[Any, Any]]:
+    def send(
+        self, script: LuaScript, keys: list[str], args: Sequence[ScriptArg]
+    ) -> Op[tuple[Any, Any]]:
         """The append script's reply and the WAIT's, from one round trip."""
         node = yield lambda c: self._node(c, keys[0])
         try:
@@ -62,7 +68,7 @@ class Confirmer:
             raise
 
     def _send(
-        self, node: Any, script: LuaScript, keys: list[str], args: list[Any]
+        self, node: RedisClient, script: LuaScript, keys: list[str], args: Sequence[ScriptArg]
     ) -> Op[tuple[Any, Any]]:
         if self.durability.aof and not (yield from self._waitaof(node)):
             raise BackendRefused(
@@ -71,17 +77,7 @@ class Confirmer:
             )
         for _ in range(2):
             wait_ms = yield from self._wait_ms(node)
-
-            def both(_: Any) -> Any:
-                pipe = node.pipeline(transaction=False)
-                pipe.evalsha(script.sha, len(keys), *keys, *args)
-                if self.durability.aof:
-                    pipe.execute_command("WAITAOF", 1, self.durability.replicas, wait_ms)  # noqa: B023
-                else:
-                    pipe.execute_command("WAIT", self.durability.replicas, wait_ms)  # noqa: B023
-                return pipe.execute(raise_on_error=False)
-
-            reply, acks = yield both
+            reply, acks = yield self._with_wait(node, script, keys, args, wait_ms)
             if not isinstance(reply, rx.NoScriptError):
                 break
             # The server lost the script (a restart, a failover); nothing of the append ran.
@@ -94,6 +90,27 @@ class Confirmer:
             raise reply
         self._node_of_last = node
         return reply, acks
+
+    def _with_wait(
+        self,
+        node: RedisClient,
+        script: LuaScript,
+        keys: list[str],
+        args: Sequence[ScriptArg],
+        wait_ms: int,
+    ) -> Request:
+        """The request of the script and its WAIT (WAITAOF), pipelined on `node`."""
+
+        def both(_: object) -> object:
+            pipe = node.pipeline(transaction=False)
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+            if self.durability.aof:
+                pipe.execute_command("WAITAOF", 1, self.durability.replicas, wait_ms)
+            else:
+                pipe.execute_command("WAIT", self.durability.replicas, wait_ms)
+            return pipe.execute(raise_on_error=False)
+
+        return both
 
     def confirm(self, result: AppendResult, acks: Any) -> Op[AppendResult]:
         """The result with what was confirmed; DurabilityNotConfirmed when it falls short."""
@@ -122,7 +139,8 @@ class Confirmer:
         if wanted.aof and not local:
             missing.append("the primary's AOF was not fsynced")
         if replicas < wanted.replicas:
-            attached = yield from self._count_attached(self._node_of_last)
+            last = self._node_of_last  # the node `result` was written on (`send`)
+            attached = 0 if last is None else (yield from self._count_attached(last))
             missing.append(
                 f"{replicas} of {wanted.replicas} replica(s) confirmed ({attached} attached)"
             )
@@ -133,7 +151,7 @@ class Confirmer:
             confirmed,
         )
 
-    def _wait_ms(self, node: Any) -> Op[int]:
+    def _wait_ms(self, node: RedisClient) -> Op[int]:
         """The full timeout, or 1 ms while too few replicas are attached to ever confirm."""
         if not self._short_until:
             return self.durability.timeout_ms
@@ -141,7 +159,7 @@ class Confirmer:
             yield from self._count_attached(node)
         return 1 if self._short_until else self.durability.timeout_ms
 
-    def _count_attached(self, node: Any) -> Op[int]:
+    def _count_attached(self, node: RedisClient) -> Op[int]:
         """Count the replicas attached now; fewer than wanted means: stop waiting for a while."""
         try:
             info = yield lambda _: node.info("replication")
@@ -156,7 +174,7 @@ class Confirmer:
             self._short_until = 0.0
         return attached
 
-    def _waitaof(self, node: Any) -> Op[bool]:
+    def _waitaof(self, node: RedisClient) -> Op[bool]:
         if self._has_waitaof is None:
             try:  # asks for nothing, so it answers at once where the command exists
                 yield lambda _: node.execute_command("WAITAOF", 0, 0, 1)

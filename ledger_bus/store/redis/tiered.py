@@ -28,6 +28,7 @@ from ledger_bus.model.records import (
     SessionInfo,
 )
 from ledger_bus.store.redis import RedisStore
+from ledger_bus.store.redis.client import RedisClient
 from ledger_bus.store.steps import Op, Sleep
 
 if TYPE_CHECKING:  # SQLAlchemy is the `sql` extra's: a Redis user without it lists sessions
@@ -42,7 +43,7 @@ class TieredStore(RedisStore):
 
     archive: SqlStore
 
-    def __init__(self, client: Any, *, archive: SqlStore, **options: Any):
+    def __init__(self, client: RedisClient, *, archive: SqlStore, **options: Any):
         super().__init__(client, **options)
         self.archive = archive
         self._archived: dict[str, float] = {}  # session -> until when it is taken as archived
