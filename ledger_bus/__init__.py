@@ -52,6 +52,7 @@ if TYPE_CHECKING:
         NotFound,
         Refused,
         SessionArchived,
+        UnexpectedReply,
         Unsupported,
         VersionConflict,
     )
@@ -111,6 +112,7 @@ _WHERE = {
             "NotFound",
             "Refused",
             "SessionArchived",
+            "UnexpectedReply",
             "Unsupported",
             "VersionConflict",
         ],
@@ -205,6 +207,7 @@ __all__ = [
     "ToolCall",
     "ToolFailed",
     "ToolResult",
+    "UnexpectedReply",
     "UnresolvedAttempt",
     "Unsupported",
     "VersionConflict",

@@ -43,6 +43,20 @@ T = TypeVar("T")
 Outcome = Callable[[Any], tuple[str, Any]]  # a tool's value -> (status, result to record)
 
 
+@dataclass(frozen=True)
+class ToolStep:
+    """A step that calls a tool: its id, the tool and its arguments, whether the tool may run
+    again after a crash, and how its attempts are matched and named (`match_args`, `named`:
+    see CallLedger.begin_op)."""
+
+    step_id: str
+    tool: str
+    args: dict[str, Any]
+    safe_to_replay: bool
+    match_args: bool = False
+    named: bool = False
+
+
 @dataclass
 class _Calls:
     """A calls stream folded: each step's tool_calls in order, each attempt's tool_result."""
@@ -132,16 +146,7 @@ class CallLedger:
 
     # -- the two halves of a call, as operations --------------------------------------------------
 
-    def begin_op(
-        self,
-        stream: StreamId,
-        step_id: str,
-        tool: str,
-        args: dict[str, Any],
-        safe_to_replay: bool,
-        match_args: bool = False,
-        named: bool = False,
-    ) -> Op[tuple[bool, Any]]:
+    def begin_op(self, stream: StreamId, step: ToolStep) -> Op[tuple[bool, Any]]:
         """(True, the recorded tool_result) for a step recorded with its outcome; else (False,
         a Begun call), its request committed under its lease. `named`: the step's first
         attempt is the step itself (its id), as the framework's record of the model's reply
@@ -153,6 +158,8 @@ class CallLedger:
         tool called with the same arguments as an attempt requested and never finished is
         taken for that attempt asked again; and so is a new step like an attempt whose outcome
         an operator decided, which gets that outcome (once) instead of running the tool."""
+        step_id, tool, args = step.step_id, step.tool, step.args
+        safe_to_replay, match_args, named = step.safe_to_replay, step.match_args, step.named
         view = self._views.of(stream)
         state = yield from view.refresh_op(self.store)
         earlier = state.calls.get(step_id, [])
@@ -312,18 +319,8 @@ class CallGuard:
     stream: StreamId
     drive: Callable[[Op[Any]], Any]
 
-    def begin_op(
-        self,
-        step_id: str,
-        tool: str,
-        args: dict[str, Any],
-        safe_to_replay: bool,
-        match_args: bool = False,
-        named: bool = False,
-    ) -> Op[tuple[bool, Any]]:
-        return self.ledger.begin_op(
-            self.stream, step_id, tool, args, safe_to_replay, match_args, named
-        )
+    def begin_op(self, step: ToolStep) -> Op[tuple[bool, Any]]:
+        return self.ledger.begin_op(self.stream, step)
 
     def finish_sync(self, begun: Begun, run: Callable[[], T], outcome: Outcome) -> T:
         """Run the tool of a begun call (its lease renewed by a thread meanwhile) and record

@@ -63,7 +63,7 @@ from ledger_bus.adapters.agents_items import (
     model_events,
     whole_item,
 )
-from ledger_bus.adapters.calls import CallLedger, decided_text
+from ledger_bus.adapters.calls import CallLedger, ToolStep, decided_text
 from ledger_bus.adapters.packed import msgpack_array
 from ledger_bus.adapters.view import Views, size_of
 from ledger_bus.agent.recorder import DEFAULT_LEASE_MS, Capabilities
@@ -185,7 +185,7 @@ class LedgerSession:
     # recorded already, and are looked up before the items' events are written.
     tools_recorded: bool = False
 
-    def __init__(
+    def __init__(  # noqa: PLR0913  (public: keyword-only options, each with its default)
         self,
         session_id: str,
         store: EventStore | AsyncStore,
@@ -381,7 +381,9 @@ class LedgerSession:
             guard = self.calls.guard(stream, sync)
             done, found = await self._drive(
                 guard.begin_op(
-                    context.tool_call_id, tool.name, args, safe, match_args=True, named=True
+                    ToolStep(
+                        context.tool_call_id, tool.name, args, safe, match_args=True, named=True
+                    )
                 )
             )
             if done:

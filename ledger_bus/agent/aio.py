@@ -124,7 +124,7 @@ class AsyncRun:
         try:
             await self.store.drive(self.core.start_op())
         except BaseException:
-            await self._let_go()
+            await self._stop_renewing_and_release()
             raise
         return self
 
@@ -134,7 +134,7 @@ class AsyncRun:
         try:
             await self.store.drive(self.core.finish_op(err))
         finally:
-            await self._let_go()
+            await self._stop_renewing_and_release()
 
     async def _renew(self) -> None:
         while True:
@@ -142,7 +142,7 @@ class AsyncRun:
             if not await self.store.drive(self.core.renew_op()):
                 return
 
-    async def _let_go(self) -> None:
+    async def _stop_renewing_and_release(self) -> None:
         if self._renewer is not None:
             self._renewer.cancel()
             await asyncio.gather(self._renewer, return_exceptions=True)
@@ -150,12 +150,14 @@ class AsyncRun:
 
     async def message(self, body: str, **ids: Any) -> str:
         """Run.message."""
-        return await self.store.drive(self.core.said_op({"type": "message", "body": body, **ids}))
+        return await self.store.drive(
+            self.core.say_or_replay_op({"type": "message", "body": body, **ids})
+        )
 
     async def mutate(self, kind: str, **fields: Any) -> str:
         """Run.mutate."""
         event = {"type": "mutation", "kind": kind, **fields}
-        return await self.store.drive(self.core.said_op(event))
+        return await self.store.drive(self.core.say_or_replay_op(event))
 
     async def snapshot(self, state: dict[str, Any]) -> None:
         """Run.snapshot."""

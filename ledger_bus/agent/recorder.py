@@ -210,7 +210,7 @@ class Run:
         try:
             self._drive(self.start_op())
         except BaseException:
-            self._let_go()  # no block will run, and __exit__ is not called
+            self._stop_renewing_and_release()  # no block will run, and __exit__ is not called
             raise
         return self
 
@@ -220,7 +220,7 @@ class Run:
         try:
             self._drive(self.finish_op(err))
         finally:
-            self._let_go()
+            self._stop_renewing_and_release()
 
     def acquire_op(self) -> Op[None]:
         """Take the run's lease, waiting up to lease_wait_ms for a crashed holder's to expire."""
@@ -278,7 +278,7 @@ class Run:
             log.warning("run %s could not renew its lease; retrying", self.run_id)
         return True
 
-    def _let_go(self) -> None:
+    def _stop_renewing_and_release(self) -> None:
         """Stop renewing the lease and release it."""
         self._stop.set()
         if self._renewer:
@@ -328,13 +328,13 @@ class Run:
 
     def message(self, body: str, **ids: Any) -> str:
         """Record that this agent said something; returns the event id."""
-        return str(self._drive(self.said_op({"type": "message", "body": body, **ids})))
+        return str(self._drive(self.say_or_replay_op({"type": "message", "body": body, **ids})))
 
     def mutate(self, kind: str, **fields: Any) -> str:
         """Record a change of session state; the log, not a side field, is its source of truth."""
-        return str(self._drive(self.said_op({"type": "mutation", "kind": kind, **fields})))
+        return str(self._drive(self.say_or_replay_op({"type": "mutation", "kind": kind, **fields})))
 
-    def said_op(self, event: dict[str, Any]) -> Op[str]:
+    def say_or_replay_op(self, event: dict[str, Any]) -> Op[str]:
         """Write the run's next message or mutation, unless it is a resumed run's replay of
         one: the n-th that the run says is the n-th it said before the crash, and when that
         one is recorded with the same content, its event id is returned and nothing is

@@ -17,16 +17,17 @@ __all__ = ["cli", "main"]
 # Each command and the module that registers it, loaded when the command is used.
 cli.lazy = {
     **dict.fromkeys(
-        ["append", "export", "import", "inspect", "mirror", "otel", "read", "scan", "sessions",
-         "tail"],
-        "ledger_bus.cli.ledger",
+        ["append", "artifact", "inspect", "read", "scan", "sessions", "tail"], "ledger_bus.cli.log"
     ),
-    **dict.fromkeys(["archive", "artifact", "bound", "delete", "du"], "ledger_bus.cli.lifecycle"),
-    **dict.fromkeys(["acl", "doctor", "reconcile", "resolve", "unresolved"], "ledger_bus.cli.ops"),
+    **dict.fromkeys(["export", "import", "mirror", "otel"], "ledger_bus.cli.exports"),
+    **dict.fromkeys(
+        ["acl", "archive", "bound", "delete", "doctor", "du", "reconcile", "resolve", "unresolved"],
+        "ledger_bus.cli.operations",
+    ),
     **dict.fromkeys(["follow", "groups"], "ledger_bus.cli.groups"),
     "db": "ledger_bus.cli.db",
     "demo": "ledger_bus.cli.demo",
-    "dispatch": "ledger_bus.cli.dispatch",
+    "dispatch": "ledger_bus.cli.board",
     "ui": "ledger_bus.cli.ui",
 }  # fmt: skip
 

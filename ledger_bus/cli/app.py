@@ -188,7 +188,7 @@ def import_redis_without_its_meters() -> None:
         return
     sys.modules[METERS_SDK] = None  # type: ignore[assignment]  # the import system's "absent"
     try:
-        import redis  # noqa: F401
+        importlib.import_module("redis")
     finally:
         del sys.modules[METERS_SDK]
 
@@ -211,8 +211,10 @@ class Settings:
         retrying with backoff instead."""
         if self._store is None:
             import_redis_without_its_meters()
-            from ledger_bus.store import connect
-            from ledger_bus.store.redis.contact import check_first_contact
+            # The store, loaded by the first command that needs one: --help, --version and
+            # usage errors never pay for it.
+            from ledger_bus.store import connect  # noqa: PLC0415
+            from ledger_bus.store.redis.contact import check_first_contact  # noqa: PLC0415
 
             if (self.url or "").startswith("memory:"):
                 # Each command is a process of its own: a memory store would start empty, and

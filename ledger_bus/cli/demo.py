@@ -15,7 +15,10 @@ from typing import Final
 
 import click
 import redis
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
 
 from ledger_bus.cli.app import EXIT_UNAVAILABLE, EXIT_USAGE, Failure, Settings, cli
 from ledger_bus.cli.output import show_record
@@ -25,6 +28,7 @@ from ledger_bus.model.ids import CURSOR_ZERO, cursor_ms
 from ledger_bus.model.jsontext import format_time
 from ledger_bus.operations.reconciler import FLAG_KIND
 from ledger_bus.store import DEFAULT_URL, URL_ENV, RecordedEvent, connect
+from ledger_bus.store.base import EventStore
 
 DEMO_PREFIX: Final = "lb-demo"  # the demo's sessions stay apart from the ledger's own
 SESSION_START: Final = "demo"
@@ -90,10 +94,6 @@ class DemoView:
         """The view for a terminal of `height` x `width`: the footer (the kill and the flag, the
         point of the demo) is never cut off; the tasks get up to half of what it leaves, and
         the log of events the rest."""
-        from rich.console import Group
-        from rich.panel import Panel
-        from rich.table import Table
-
         footer = self._footer()
         footer_lines = sum(max(1, -(-len(line) // max(width, 1))) for line in footer.split("\n"))
         # Each panel takes 3 lines of frame and header.
@@ -192,68 +192,11 @@ def demo(
         time.sleep(0.5)  # let the workers join the group before the first task
         orchestrator = _spawn("orchestrator", session, str(tasks), env)
         heartbeat = os.path.join(stack.enter_context(tempfile.TemporaryDirectory()), "hb")
-        reconciler = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "ledger_bus",
-                "reconcile",
-                "--session",
-                session,
-                "--grace",
-                "1",
-                "--interval",
-                "0.5",
-                "--heartbeat",
-                heartbeat,
-            ],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        reconciler = _spawn_reconciler(session, heartbeat, env)
         stack.callback(_stop_all, {"orchestrator": orchestrator, "reconciler": reconciler})
-        board = DemoView()
-        kill_at: tuple[float, str] | None = None
-        cursor = CURSOR_ZERO
-        deadline = time.monotonic() + 180
-
-        def finished() -> bool:
-            # Done when the tasks are, and the killed worker's call has been flagged.
-            flagged = board.killed is None or any(
-                f["run_id"].startswith(board.killed) for f in board.flags.values()
-            )
-            return (board.complete and flagged) or time.monotonic() > deadline
-
-        def step() -> None:
-            nonlocal cursor, kill_at
-            for event in store.wait_session(session, cursor, timeout_ms=200):
-                cursor = event.cursor
-                board.add(event)
-                if not live:
-                    click.echo(f"{event.agent:>13} {event.type:<11} {event.summary(100)}")
-                slow = event.type == "tool_call" and event.get("tool") == SLOW_TOOL
-                if slow and not no_kill and board.killed is None and kill_at is None:
-                    kill_at = (time.monotonic() + 0.8, event.agent)
-            if kill_at and time.monotonic() >= kill_at[0]:
-                procs[kill_at[1]].send_signal(signal.SIGKILL)
-                board.killed = kill_at[1]
-                kill_at = None
-                if not live:
-                    click.echo(
-                        f"{'demo':>13} {'SIGKILL':<11} {board.killed}, in the middle of a call"
-                    )
-
-        if live:
-            from rich.live import Live
-
-            with Live(refresh_per_second=8) as view:
-                while not finished():
-                    step()
-                    size = view.console.size
-                    view.update(board.render(session, size.height, size.width))
-        else:
-            while not finished():
-                step()
+        watched = Watched(store, session, procs, live=live, kill=not no_kill)
+        watched.run()
+        board = watched.board
         orchestrator.wait(timeout=30)
         # Counted in the ledger, not in the view: the view stops reading once the demo is
         # done, and the runs' ends (and the reconciler's flag) may land after that.
@@ -261,6 +204,89 @@ def demo(
     _report(session, settings, board, url, private, recorded)
     if not board.complete:
         raise Failure("the demo did not complete in time", 1)
+
+
+def _spawn_reconciler(session: str, heartbeat: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ledger_bus",
+            "reconcile",
+            "--session",
+            session,
+            "--grace",
+            "1",
+            "--interval",
+            "0.5",
+            "--heartbeat",
+            heartbeat,
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+class Watched:
+    """The demo's session as it runs: its events read into the board, shown live or a line
+    each, and one worker killed with SIGKILL in the middle of a slow call (unless not `kill`)."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        session: str,
+        procs: dict[str, subprocess.Popen[bytes]],
+        *,
+        live: bool,
+        kill: bool,
+    ):
+        self.store = store
+        self.session = session
+        self.procs = procs
+        self.live = live
+        self.kill = kill
+        self.board = DemoView()
+        self.kill_at: tuple[float, str] | None = None
+        self.cursor = CURSOR_ZERO
+        self.deadline = time.monotonic() + 180
+
+    def run(self) -> None:
+        """Until the tasks are done and the killed call flagged, or three minutes have gone."""
+        if not self.live:
+            while not self.finished():
+                self.step()
+            return
+        with Live(refresh_per_second=8) as view:
+            while not self.finished():
+                self.step()
+                size = view.console.size
+                view.update(self.board.render(self.session, size.height, size.width))
+
+    def finished(self) -> bool:
+        # Done when the tasks are, and the killed worker's call has been flagged.
+        board = self.board
+        flagged = board.killed is None or any(
+            f["run_id"].startswith(board.killed) for f in board.flags.values()
+        )
+        return (board.complete and flagged) or time.monotonic() > self.deadline
+
+    def step(self) -> None:
+        board = self.board
+        for event in self.store.wait_session(self.session, self.cursor, timeout_ms=200):
+            self.cursor = event.cursor
+            board.add(event)
+            if not self.live:
+                click.echo(f"{event.agent:>13} {event.type:<11} {event.summary(100)}")
+            slow = event.type == "tool_call" and event.get("tool") == SLOW_TOOL
+            if slow and self.kill and board.killed is None and self.kill_at is None:
+                self.kill_at = (time.monotonic() + 0.8, event.agent)
+        if self.kill_at and time.monotonic() >= self.kill_at[0]:
+            self.procs[self.kill_at[1]].send_signal(signal.SIGKILL)
+            board.killed = self.kill_at[1]
+            self.kill_at = None
+            if not self.live:
+                click.echo(f"{'demo':>13} {'SIGKILL':<11} {board.killed}, in the middle of a call")
 
 
 def _clean(settings: Settings) -> None:

@@ -7,6 +7,7 @@ import socket
 
 import click
 
+from ledger_bus.agent import aio
 from ledger_bus.cli.app import BadInput, Settings, cli, pass_settings, say
 from ledger_bus.model.environment import without_password
 from ledger_bus.store import DEFAULT_URL
@@ -24,14 +25,13 @@ def ui(settings: Settings, host: str, port: int) -> None:
     Listens on loopback unless --host says otherwise; needs the `ui` extra
     (pip install 'ledger-bus[ui]').
     """
+    # The [ui] extra: loaded here, so that its absence is said as one line and exit 2.
     try:
-        import uvicorn
+        import uvicorn  # noqa: PLC0415
 
-        from ledger_bus.ui.app import create_app
+        from ledger_bus.ui.app import create_app  # noqa: PLC0415
     except ImportError as err:
         raise BadInput(f"ledger-bus ui needs {err.name}: pip install 'ledger-bus[ui]'") from None
-    from ledger_bus.agent import aio
-
     if settings.url is not None and settings.url.startswith("memory:"):
         raise BadInput("memory:// lives inside one process: give the view a Redis or SQL URL")
 

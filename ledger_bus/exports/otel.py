@@ -39,6 +39,7 @@ from ledger_bus.exports.trajectory import (
     model_cost,
     model_name,
 )
+from ledger_bus.model.errors import BackendUnavailable
 from ledger_bus.model.extras import needs
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import EventStore
@@ -137,7 +138,7 @@ class _Spans:
             return None
         return self._context(span_id("run", run.run_id))
 
-    def _span(
+    def _span(  # noqa: PLR0913  (a span's own fields, one parameter each)
         self,
         name: str,
         span: int,
@@ -259,23 +260,49 @@ class _Spans:
             call = Call(opened.pop(found, event), result=event)
             call.flagged_at = self.flags.get(attempt)
             done.add(hash(found))
-            if call.tool == MODEL:
-                self.model(call)
-                said = event.get("result")
-                for child in said.get("tool_calls", []) if isinstance(said, dict) else ():
-                    asked[str(child)] = call.event.run_id
-                    if str(child) in waiting:
-                        self._settle(waiting.pop(str(child)), asked)
-            elif self._run_span(call.event.run_id) is None and attempt not in asked:
-                waiting[attempt] = call  # its model call may come after it (a recorded tool)
-                if len(waiting) > WAITING:
-                    self._settle(waiting.popitem(last=False)[1], asked)
-            else:
-                self._settle(call, asked)
+            self._answered(call, attempt, asked, waiting)
             yield from self._flush()
+        self._unsettled(opened, waiting, asked)
+        for run in self.session.runs.values():
+            if run.run_id and run.started is not None:
+                run.last = last.get(run.run_id)
+                self.run(run)
+        yield from self._flush()
+
+    def _answered(
+        self,
+        call: Call,
+        attempt: str,
+        asked: dict[str, str | None],
+        waiting: OrderedDict[str, Call],
+    ) -> None:
+        """A call with its result: a model call, then the calls it asked for that wait for it;
+        a tool's, under its run or the model call that asked for it (held until that comes)."""
+        if call.tool == MODEL:
+            self.model(call)
+            reply = call.result.get("result") if call.result is not None else None
+            for child in reply.get("tool_calls", []) if isinstance(reply, dict) else ():
+                asked[str(child)] = call.event.run_id
+                if str(child) in waiting:
+                    self._settle(waiting.pop(str(child)), asked)
+        elif self._run_span(call.event.run_id) is None and attempt not in asked:
+            waiting[attempt] = call  # its model call may come after it (a recorded tool)
+            if len(waiting) > WAITING:
+                self._settle(waiting.popitem(last=False)[1], asked)
+        else:
+            self._settle(call, asked)
+
+    def _unsettled(
+        self,
+        opened: dict[str, RecordedEvent],
+        waiting: OrderedDict[str, Call],
+        asked: dict[str, str | None],
+    ) -> None:
+        """What the session ends with: the calls still waiting for their model call, and
+        those never settled (unresolved, or flagged)."""
         for call in waiting.values():
             self._settle(call, asked)
-        for event in opened.values():  # never settled: unresolved, or flagged
+        for event in opened.values():
             call = Call(event)
             call.flagged_at = self.flags.get(str(event.attempt_id))
             call.flagged = call.flagged_at is not None
@@ -283,11 +310,6 @@ class _Spans:
                 self.model(call)
             else:
                 self._settle(call, asked)
-        for run in self.session.runs.values():
-            if run.run_id and run.started is not None:
-                run.last = last.get(run.run_id)
-                self.run(run)
-        yield from self._flush()
 
     def _settle(self, call: Call, asked: dict[str, str | None]) -> None:
         parent = self._run_span(call.event.run_id) or self._run_span(asked.pop(call.attempt, None))
@@ -301,10 +323,12 @@ class _Spans:
 def send_spans(spans_: Iterable[ReadableSpan], endpoint: str, timeout: float = 10.0) -> int:
     """Send spans to an OTLP/HTTP endpoint (its /v1/traces), protobuf, BATCH at a time as they
     come; how many were sent. BackendUnavailable when it does not take them."""
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.trace.export import SpanExportResult
-
-    from ledger_bus.model.errors import BackendUnavailable
+    # The exporter (protobuf, an HTTP client) is loaded when spans are sent, not when they
+    # are only built.
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
+        OTLPSpanExporter,
+    )
+    from opentelemetry.sdk.trace.export import SpanExportResult  # noqa: PLC0415
 
     exporter = OTLPSpanExporter(endpoint=_traces_url(endpoint), timeout=timeout)
     sent = 0

@@ -163,7 +163,8 @@ def prepare_append(
     if not moved:
         try:
             # ormsgpack packs a small event faster than msgpack does, to the same bytes
-            # (tests/test_canonical.py holds them equal); a subclass of float it refuses.
+            # (tests/contract/test_canonical_json.py holds them equal); a subclass of float it
+            # refuses.
             packed = [ormsgpack.packb(data) for data in fields]
         except TypeError:
             packed = [pack(data) for data in fields]

@@ -6,7 +6,8 @@ for the same events. `rfc8785` is the reference, and the slowest step of prepari
 within the exact range of a double) orjson's compact output with sorted keys is the same bytes,
 far faster: key order by code point equals order by UTF-16 unit for ASCII keys, strings are
 raw UTF-8, and both escape exactly `"`, `\\` and the C0 controls, with lowercase hex. Property
-tests in tests/test_canonical.py hold the two paths equal; everything else goes through `rfc8785`.
+tests in tests/contract/test_canonical_json.py hold the two paths equal; everything else goes
+through `rfc8785`.
 """
 
 from __future__ import annotations
@@ -82,32 +83,38 @@ def check_json(value: Any, depth: int = 1) -> bool:
             return False  # number formatting differs from repr(); the reference handles it
         raise JsonValueError(f"{value} is not a JSON number")
     if isinstance(value, dict):
-        fast = kind is dict
-        for key, item in value.items():
-            if type(key) is not str:
-                raise JsonValueError(f"object key {key!r} is not a string")
-            fast = _check_text(key) and fast
-            try:
-                fast = check_json(item, depth + 1) and fast
-            except JsonValueError as err:
-                err.path.append(f".{key}")
-                raise
-        return fast
+        return _check_object(value, kind is dict, depth)
     if isinstance(value, list | tuple):
-        fast = kind is list or kind is tuple
-        for index, item in enumerate(value):
-            try:
-                fast = check_json(item, depth + 1) and fast
-            except JsonValueError as err:
-                err.path.append(f"[{index}]")
-                raise
-        return fast
+        return _check_array(value, kind is list or kind is tuple, depth)
     # Subclasses (enums and the like) are checked as their base value and left to the reference.
     for base in (str, int, float):
         if isinstance(value, base):
             check_json(base(value) if base is not str else str.__str__(value))
             return False
     raise JsonValueError(f"{kind.__name__} is not a JSON value")
+
+
+def _check_object(value: dict[Any, Any], fast: bool, depth: int) -> bool:
+    for key, item in value.items():
+        if type(key) is not str:
+            raise JsonValueError(f"object key {key!r} is not a string")
+        fast = _check_text(key) and fast
+        try:
+            fast = check_json(item, depth + 1) and fast
+        except JsonValueError as err:
+            err.path.append(f".{key}")
+            raise
+    return fast
+
+
+def _check_array(value: list[Any] | tuple[Any, ...], fast: bool, depth: int) -> bool:
+    for index, item in enumerate(value):
+        try:
+            fast = check_json(item, depth + 1) and fast
+        except JsonValueError as err:
+            err.path.append(f"[{index}]")
+            raise
+    return fast
 
 
 def _plain(value: dict[str, Any] | list[Any], depth: int = 1) -> bool:

@@ -125,3 +125,8 @@ class DurabilityNotConfirmed(LedgerError):
 class Unsupported(BackendRefused):
     """Raised when a caller asks a store for a capability it does not have (consumer groups of a
     store that keeps only the log): asking again will not help."""
+
+
+class UnexpectedReply(LedgerError):
+    """Raised when a Lua script replies in a shape its parser does not know: the server runs
+    other scripts than this package's. Nothing is made of the reply."""

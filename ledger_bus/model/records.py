@@ -144,7 +144,7 @@ class RecordedEvent:
     def event(self) -> Any:
         """The event as a validated model (Message, ToolCall, ToolResult or Mutation)."""
         # Imported here: a program that only reads events needs no validator (pydantic).
-        from ledger_bus.model.events import event_adapter
+        from ledger_bus.model.events import event_adapter  # noqa: PLC0415
 
         return event_adapter.validate_python(self.fields)
 

@@ -146,26 +146,59 @@ def examine(
     """Inspect a live server; each finding says what it means for ledger data."""
     findings: list[Finding] = []
     info = _Info(client, findings)
-    server = info("server")
-    version = str(server.get("valkey_version") or server.get("redis_version") or "0")
-    name = "valkey" if "valkey_version" in server else "redis"
-    if not server:
-        pass  # not known: said by the permissions finding
-    elif _version(version) < (7, 0) or not _has_xautoclaim(client, prefix):
-        findings.append(
-            Finding(
-                "fail",
-                "version",
-                f"{name} {version}: ledger-bus needs 7.0 or newer"
-                " (XAUTOCLAIM with deleted ids, exclusive ranges)",
-            )
-        )
-    else:
-        findings.append(Finding("ok", "version", f"{name} {version}"))
+    server = _Server.of(info("server"))
+    version = _version_finding(client, server, prefix)
+    if version is not None:
+        findings.append(version)
     memory = _memory(info.memory())
     if memory is not None:
         findings.append(memory)
+    appendonly = _persistence(client, info, durability, findings)
+    findings.append(_cluster(client, info("cluster")))
+    replication = info("replication")
+    if replication.get("role") == "slave":
+        findings.append(
+            Finding("fail", "role", "this is a replica: appends must go to the primary")
+        )
+    elif replication:
+        findings.extend(_replication(client, replication, wanted, appendonly, server))
+    return findings
 
+
+@dataclass(frozen=True)
+class _Server:
+    """The server's name and version, as INFO server says them (empty: INFO was refused)."""
+
+    known: bool
+    name: str
+    version: str
+
+    @classmethod
+    def of(cls, server: dict[str, Any]) -> _Server:
+        version = str(server.get("valkey_version") or server.get("redis_version") or "0")
+        name = "valkey" if "valkey_version" in server else "redis"
+        return cls(bool(server), name, version)
+
+
+def _version_finding(client: redis.Redis, server: _Server, prefix: str) -> Finding | None:
+    if not server.known:
+        return None  # not known: said by the permissions finding
+    if _version(server.version) < (7, 0) or not _has_xautoclaim(client, prefix):
+        return Finding(
+            "fail",
+            "version",
+            f"{server.name} {server.version}: ledger-bus needs 7.0 or newer"
+            " (XAUTOCLAIM with deleted ids, exclusive ranges)",
+        )
+    return Finding("ok", "version", f"{server.name} {server.version}")
+
+
+def _persistence(
+    client: redis.Redis, info: _Info, durability: Fsync, findings: list[Finding]
+) -> str | None:
+    """Whether appends reach disk, and stay there: AOF, fsync, eviction, the directory. Its
+    findings go on `findings` (after any INFO's refusal, in the order they are found); returns
+    `appendonly` (None: CONFIG refused)."""
     appendonly = _config(client, "appendonly")
     fsync = _config(client, "appendfsync")
     policy = _config(client, "maxmemory-policy")
@@ -190,48 +223,9 @@ def examine(
     elif appendonly == "yes":
         findings.append(Finding("ok", "persistence", "appendonly yes"))
     if appendonly == "yes" and fsync is not None:
-        if fsync == "always":
-            findings.append(
-                Finding("ok", "fsync", "appendfsync always: an acknowledged append is on disk")
-            )
-        elif fsync == "everysec":
-            level: Level = "fail" if durability == "strict" else "warn"
-            findings.append(
-                Finding(
-                    level,
-                    "fsync",
-                    "appendfsync everysec: a machine crash can lose"
-                    " about a second of acknowledged appends",
-                )
-            )
-        else:
-            findings.append(
-                Finding(
-                    "fail",
-                    "fsync",
-                    f"appendfsync {fsync}: the kernel decides when"
-                    " appends reach disk; a crash can lose many seconds",
-                )
-            )
+        findings.append(_fsync(fsync, durability))
     if policy is not None:
-        if policy == "noeviction":
-            findings.append(
-                Finding(
-                    "ok",
-                    "eviction",
-                    "maxmemory-policy noeviction: a full server"
-                    " refuses writes instead of deleting keys",
-                )
-            )
-        else:
-            findings.append(
-                Finding(
-                    "fail",
-                    "eviction",
-                    f"maxmemory-policy {policy}: Redis may"
-                    " delete ledger keys (or run leases) to free memory",
-                )
-            )
+        findings.append(_eviction(policy))
     persistence = info("persistence")
     if persistence.get("aof_last_write_status", "ok") != "ok":
         findings.append(
@@ -249,34 +243,56 @@ def examine(
                 + (": a temporary directory does not survive a reboot" if temporary else ""),
             )
         )
+    return appendonly
 
-    cluster = info("cluster")
-    if cluster.get("cluster_enabled"):
-        fields = {str(k): str(v) for k, v in client.cluster("INFO").items()}
-        assigned, failed = (
-            int(fields.get("cluster_slots_assigned", 0)),
-            int(fields.get("cluster_slots_fail", 0)),
-        )
-        state = fields.get("cluster_state", "?")
-        level = "ok" if state == "ok" and assigned == 16384 and failed == 0 else "fail"
-        findings.append(
-            Finding(
-                level,
-                "cluster",
-                f"cluster_state {state}, {assigned}/16384 slots assigned, {failed} failing",
-            )
-        )
-    else:
-        findings.append(Finding("ok", "cluster", "standalone server"))
 
-    replication = info("replication")
-    if replication.get("role") == "slave":
-        findings.append(
-            Finding("fail", "role", "this is a replica: appends must go to the primary")
+def _fsync(fsync: str, durability: Fsync) -> Finding:
+    if fsync == "always":
+        return Finding("ok", "fsync", "appendfsync always: an acknowledged append is on disk")
+    if fsync == "everysec":
+        level: Level = "fail" if durability == "strict" else "warn"
+        return Finding(
+            level,
+            "fsync",
+            "appendfsync everysec: a machine crash can lose about a second of acknowledged appends",
         )
-    elif replication:
-        findings.extend(_replication(client, replication, wanted, appendonly, version, name))
-    return findings
+    return Finding(
+        "fail",
+        "fsync",
+        f"appendfsync {fsync}: the kernel decides when"
+        " appends reach disk; a crash can lose many seconds",
+    )
+
+
+def _eviction(policy: str) -> Finding:
+    if policy == "noeviction":
+        return Finding(
+            "ok",
+            "eviction",
+            "maxmemory-policy noeviction: a full server refuses writes instead of deleting keys",
+        )
+    return Finding(
+        "fail",
+        "eviction",
+        f"maxmemory-policy {policy}: Redis may delete ledger keys (or run leases) to free memory",
+    )
+
+
+def _cluster(client: redis.Redis, cluster: dict[str, Any]) -> Finding:
+    if not cluster.get("cluster_enabled"):
+        return Finding("ok", "cluster", "standalone server")
+    fields = {str(k): str(v) for k, v in client.cluster("INFO").items()}
+    assigned, failed = (
+        int(fields.get("cluster_slots_assigned", 0)),
+        int(fields.get("cluster_slots_fail", 0)),
+    )
+    state = fields.get("cluster_state", "?")
+    level: Level = "ok" if state == "ok" and assigned == 16384 and failed == 0 else "fail"
+    return Finding(
+        level,
+        "cluster",
+        f"cluster_state {state}, {assigned}/16384 slots assigned, {failed} failing",
+    )
 
 
 def _replication(
@@ -284,8 +300,7 @@ def _replication(
     replication: dict[str, Any],
     level: Durability,
     appendonly: str | None,
-    version: str,
-    name: str,
+    server: _Server,
 ) -> list[Finding]:
     """What the replicas attached, their lag and the chosen durability mean for an append."""
     findings = []
@@ -320,10 +335,12 @@ def _replication(
         findings.append(
             Finding("fail", "durability", f"durability {level} needs appendonly yes on the primary")
         )
-    if level.aof and name == "redis" and _version(version) < (7, 2):
+    if level.aof and server.name == "redis" and _version(server.version) < (7, 2):
         findings.append(
             Finding(
-                "fail", "durability", f"durability {level} needs WAITAOF: redis {version} has none"
+                "fail",
+                "durability",
+                f"durability {level} needs WAITAOF: redis {server.version} has none",
             )
         )
     floor = _config(client, "min-replicas-to-write")

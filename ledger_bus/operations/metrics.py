@@ -22,7 +22,7 @@ class StoreGauges:
         self.store = store
 
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import GaugeMetricFamily
+        from prometheus_client.core import GaugeMetricFamily  # noqa: PLC0415  (see ReconcilerMetrics)
 
         store = self.store
         try:
@@ -55,7 +55,14 @@ class ReconcilerMetrics:
     gauges too (StoreGauges)."""
 
     def __init__(self, port: int, address: str = "127.0.0.1", store: EventStore | None = None):
-        from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+        # prometheus_client, loaded only by a reconciler that serves metrics: every other
+        # command that imports the reconciler's module starts without it.
+        from prometheus_client import (  # noqa: PLC0415
+            CollectorRegistry,
+            Counter,
+            Gauge,
+            start_http_server,
+        )
 
         self.registry = CollectorRegistry()
         if store is not None:

@@ -95,6 +95,17 @@ def log_action(record: dict[str, Any]) -> None:
     log.info(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
 
 
+@dataclass(frozen=True)
+class _Pass:
+    """One pass as its sessions see it: the time it is judged by, the sessions it prunes, its
+    report, and what stops it."""
+
+    now_ms: int
+    prune_before: int
+    report: PassReport
+    stop: threading.Event | None
+
+
 @dataclass
 class Reconciler:
     """Flags unresolved attempts across every session a store holds."""
@@ -170,6 +181,7 @@ class Reconciler:
         report = PassReport()
         now_ms = self.store.now_ms()
         prune_before = now_ms - int(self.config.prune_after_s * 1000)
+        this = _Pass(now_ms, prune_before, report, stop)
         if self.config.sessions:
             sessions = [(s, now_ms) for s in self.config.sessions]  # never pruned: named
         else:
@@ -188,15 +200,7 @@ class Reconciler:
                     break
                 report.sessions += 1
                 try:
-                    self._session(
-                        session_id,
-                        attempts[session_id],
-                        last_opened,
-                        now_ms,
-                        prune_before,
-                        report,
-                        stop,
-                    )
+                    self._session(session_id, attempts[session_id], last_opened, this)
                 except LedgerError as err:
                     report.failed(err)
                     self.on_action({"action": "error", "session": session_id, "error": str(err)})
@@ -208,15 +212,9 @@ class Reconciler:
         return report
 
     def _session(
-        self,
-        session_id: str,
-        attempts: list[OpenAttempt],
-        last_opened: int,
-        now_ms: int,
-        prune_before: int,
-        report: PassReport,
-        stop: threading.Event | None,
+        self, session_id: str, attempts: list[OpenAttempt], last_opened: int, this: _Pass
     ) -> None:
+        now_ms, prune_before, report, stop = this.now_ms, this.prune_before, this.report, this.stop
         report.open_attempts += len(attempts)
         if not attempts:
             if last_opened < prune_before and self.store.forget_idle_session(
@@ -272,9 +270,9 @@ class Reconciler:
         if now - self._archived_at < self.config.archive_every_s:
             return
         self._archived_at = now
-        # Here, not above: the archive brings SQLAlchemy, which a reconciler without one
-        # never needs to import.
-        from ledger_bus.operations.archiving import archive_idle
+        # Here, not above: the archive brings SQLAlchemy (the [sql] extra), which a reconciler
+        # without one never needs to import.
+        from ledger_bus.operations.archiving import archive_idle  # noqa: PLC0415
 
         try:
             for record in archive_idle(self.store, self.archive, idle_s, stop=stop):

@@ -16,7 +16,7 @@ from ledger_bus.store.base import EventStore
 Outcome = Literal["unknown", "retried", "ok", "error"]
 
 
-def resolve_attempt(
+def resolve_attempt(  # noqa: PLR0913  (public: keyword-only, one per way to close it)
     store: EventStore,
     session_id: str,
     attempt_id: str,

@@ -116,70 +116,90 @@ def create_app(
 ) -> Starlette:
     """The app; `open_store` gives the asyncio store at first use, `location` names it on pages,
     `clock` is the time the dispatch board's windows are judged by (now, unless given)."""
-    env = environment()
-    folds = Folds()
-    hub = Hub()
-    now = clock or (lambda: datetime.now(UTC))
-    row_macro = env.get_template("_row.html").module.row  # type: ignore[attr-defined]
-    held: dict[str, AsyncStore] = {}
+    view = View(open_store, location, clock or (lambda: datetime.now(UTC)), refresh_ms)
+    routes = [
+        Route("/", view.sessions),
+        Route("/s/{session}", view.session),
+        Route("/s/{session}/e/{cursor}", view.event),
+        Route("/s/{session}/panels", view.panels),
+        Route("/s/{session}/live", view.live),
+        Route("/s/{session}/trajectory", view.trajectory),
+        Route("/s/{session}/runs", view.runs),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    return Starlette(
+        routes=routes,
+        lifespan=view.lifespan,
+        exception_handlers={LedgerError: view.failed, Exception: view.failed},
+    )
+
+
+class View:
+    """The routes of one app, and what they share: the store (opened at first use), the
+    templates, the folds of runs and boards, and the hub of live streams."""
+
+    def __init__(
+        self, open_store: Opener, location: str, now: Callable[[], datetime], refresh_ms: int
+    ):
+        self.open_store = open_store
+        self.location = location
+        self.now = now
+        self.refresh_ms = refresh_ms
+        self.env = environment()
+        self.folds = Folds()
+        self.hub = Hub()
+        self.row_macro = self.env.get_template("_row.html").module.row  # type: ignore[attr-defined]
+        self.held: AsyncStore | None = None
+        self.opening = asyncio.Lock()
 
     @asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+    async def lifespan(self, _: Starlette) -> AsyncIterator[None]:
         try:
             yield
         finally:
-            if "store" in held:
-                await held.pop("store").aclose()
+            if self.held is not None:
+                held, self.held = self.held, None
+                await held.aclose()
 
-    opening = asyncio.Lock()
-
-    async def store() -> AsyncStore:
+    async def store(self) -> AsyncStore:
         # Opened at first use: a store that is down gives a page, not a crash at start-up. Once:
         # requests arriving together wait for the one that opens it.
-        async with opening:
-            found = held.get("store")
-            if found is None:
-                found = held["store"] = await open_store()
-        return found
+        async with self.opening:
+            if self.held is None:
+                self.held = await self.open_store()
+            return self.held
 
-    async def existing(s: AsyncStore, session_id: str) -> SessionInfo:
-        """What the session holds, read once for the page; NotFound when it holds nothing."""
-        info = await s.session_info(session_id, append_ids=False)
-        if not info.events:
-            raise NotFound(f"no session {session_id!r} in this ledger")
-        return info
-
-    def render(name: str, status: int = 200, **values: Any) -> HTMLResponse:
-        html = env.get_template(name).render(location=location, **values)
+    def render(self, name: str, status: int = 200, **values: Any) -> HTMLResponse:
+        html = self.env.get_template(name).render(location=self.location, **values)
         return HTMLResponse(html, status_code=status)
 
-    async def sessions(request: Request) -> Response:
+    async def sessions(self, request: Request) -> Response:
         match = request.query_params.get("q", "")
         offset = _int(request, "offset", 0)
-        s = await store()
+        s = await self.store()
         page = await pages.sessions_page(s, offset, pages.SESSIONS_PAGE, match)
-        moment = now()
-        boards = await asyncio.gather(*(folds.board(s, r.session_id, moment) for r in page.rows))
+        moment = self.now()
+        boards = await asyncio.gather(
+            *(self.folds.board(s, r.session_id, moment) for r in page.rows)
+        )
         for n, (r, board) in enumerate(zip(page.rows, boards, strict=True)):
             flying = sum(1 for d in board if d.where != "other")
             page.rows[n] = dataclasses.replace(r, dispatches=flying)
         if request.query_params.get("format") == "json":
             return JSONResponse({"total": page.total, "sessions": [vars(r) for r in page.rows]})
-        return render("sessions.html", page=page, match=match)
+        return self.render("sessions.html", page=page, match=match)
 
-    async def session(request: Request) -> Response:
+    async def session(self, request: Request) -> Response:
         session_id = _session(request)
-        keep, search, unresolved = _filters(request)
+        shown = _filters(request)
         before = _cursor(request.query_params.get("before"))
         depth = _int(request, "depth", -1)
-        s = await store()
+        s = await self.store()
         info = await existing(s, session_id)
-        runs = await folds.runs(s, info)
+        runs = await self.folds.runs(s, info)
         hidden = frozenset(n.run_id for n in runs if depth >= 0 and n.depth > depth)
-        page = await pages.timeline(
-            s, session_id, before, keep, search, pages.PAGE, unresolved, hidden
-        )
-        query = _query(request, before=None)
+        shown = dataclasses.replace(shown, hidden_runs=hidden)
+        page = await pages.timeline(s, session_id, before, shown, pages.PAGE)
         if request.query_params.get("format") == "json":
             return JSONResponse(
                 {
@@ -189,10 +209,9 @@ def create_app(
                 }
             )
         board, groups = await asyncio.gather(
-            folds.board(s, session_id, now()), s.groups(session_id)
+            self.folds.board(s, session_id, self.now()), s.groups(session_id)
         )
-        base = session_path(session_id)
-        return render(
+        return self.render(
             "session.html",
             session=session_id,
             info=info,
@@ -200,38 +219,30 @@ def create_app(
             runs=pages.newest_runs(runs),
             all_runs=len(runs),
             depth=depth if depth >= 0 else None,
-            query=query,
             open_attempts=pages.attention(page.open_attempts),
             board=board,
             groups=groups,
-            refresh_ms=refresh_ms,
-            panels_url=f"{base}/panels",
-            filters=keep,
-            search=search,
-            unresolved=unresolved,
+            refresh_ms=self.refresh_ms,
+            filters=shown.keep,
+            search=shown.search,
+            unresolved=shown.unresolved,
             before=before,
             live=before is None,
-            live_url=f"{base}/live?{_join(query)}",
-            live_after=page.newest or "",
-            older_url=f"{base}?{_join(query, before=page.older)}",
-            newest_url=f"{base}?{_join(query)}",
-            export_url=f"{base}?{_join(_query(request), format='json')}",
-            trajectory_url=f"{base}/trajectory",
-            runs_url=f"{base}/runs",
             window=WINDOW,
+            **_session_links(request, session_id, page),
         )
 
-    async def panels(request: Request) -> Response:
+    async def panels(self, request: Request) -> Response:
         session_id = _session(request)
-        s = await store()
+        s = await self.store()
         info = await existing(s, session_id)
         runs, attempts, board, groups = await asyncio.gather(
-            folds.runs(s, info),
+            self.folds.runs(s, info),
             s.open_attempts(session_id),
-            folds.board(s, session_id, now()),
+            self.folds.board(s, session_id, self.now()),
             s.groups(session_id),
         )
-        return render(
+        return self.render(
             "_panels.html",
             session=session_id,
             runs=pages.newest_runs(runs),
@@ -241,18 +252,18 @@ def create_app(
             groups=groups,
         )
 
-    async def event(request: Request) -> Response:
+    async def event(self, request: Request) -> Response:
         session_id = _session(request)
         cursor = _cursor(request.path_params["cursor"])
         assert cursor is not None
-        found = await pages.one_event(await store(), session_id, cursor)
+        found = await pages.one_event(await self.store(), session_id, cursor)
         if found is None:
             raise NotFound(f"no event at {cursor} in session {session_id!r}")
         data = found.to_dict()
         if request.query_params.get("format") == "json":
             return JSONResponse(data)
         ms, seq = parse_cursor(cursor)
-        return render(
+        return self.render(
             "event.html",
             session=session_id,
             event=found,
@@ -260,7 +271,7 @@ def create_app(
             after_cursor=format_cursor(ms, seq + 1),
         )
 
-    async def trajectory(request: Request) -> Response:
+    async def trajectory(self, request: Request) -> Response:
         """The session as an ATIF trajectory (what `ledger-bus export --format atif` writes),
         for anyone who reads the view's JSON; with `window=N`, of the newest N events before
         `before` alone: the trace view's pages, O(N) whatever the session's length."""
@@ -269,105 +280,114 @@ def create_app(
         before = _cursor(request.query_params.get("before"))
         if size > MAX_WINDOW:
             raise InvalidInput(f"window must be at most {MAX_WINDOW:,} events: {size}")
-        s = await store()
+        s = await self.store()
         await existing(s, session_id)
         if size:
-            events, older = await trace_window(s, session_id, size, before)
-            window = {
-                "first": events[0].cursor if events else None,
-                "last": events[-1].cursor if events else None,
-                "older": older,
-            }
-            out = io.StringIO()
-            write_events(session_id, lambda: events, out, window)
-            return Response(out.getvalue(), media_type="application/json")
-        # The whole session, as the export writes it: read twice a page at a time from a thread
-        # (the writer keeps its older steps in a file of its own), written to a file that is
-        # then sent; never the session in memory.
-        loop = asyncio.get_running_loop()
+            return await window_trajectory(s, session_id, size, before)
+        return await whole_trajectory(s, session_id)
 
-        def pages_of_session() -> Iterator[RecordedEvent]:
-            after: str | None = None
-            while True:
-                asked = s.scan_session(session_id, after, READ_PAGE)
-                found = asyncio.run_coroutine_threadsafe(asked, loop).result()
-                yield from found
-                if len(found) < READ_PAGE:
-                    return
-                after = found[-1].cursor
-
-        # Closed by chunks() once sent (a file the response outlives this function with).
-        spool = tempfile.SpooledTemporaryFile(max_size=SPOOLED, mode="w+", encoding="utf-8")  # noqa: SIM115
-        try:
-            await asyncio.to_thread(write_events, session_id, pages_of_session, spool)
-        except BaseException:
-            spool.close()
-            raise
-        spool.seek(0)
-
-        def chunks() -> Iterator[str]:
-            with spool:
-                while chunk := spool.read(1 << 16):
-                    yield chunk
-
-        return StreamingResponse(chunks(), media_type="application/json")
-
-    async def runs(request: Request) -> Response:
+    async def runs(self, request: Request) -> Response:
         """The session's runs in tree order, with when each started and ended (ms); with
         `from` and `to` (ms), those that ran in that while and the runs above them."""
         session_id = _session(request)
-        s = await store()
-        nodes = await folds.runs(s, await existing(s, session_id))
+        s = await self.store()
+        nodes = await self.folds.runs(s, await existing(s, session_id))
         low, high = _int(request, "from", 0), _int(request, "to", 0)
         return JSONResponse([vars(n) for n in pages.runs_between(nodes, low, high)])
 
-    async def live(request: Request) -> Response:
+    async def live(self, request: Request) -> Response:
         session_id = _session(request)
-        keep, search, unresolved = _filters(request)
+        shown = _filters(request)
         after = _cursor(request.headers.get("last-event-id") or request.query_params.get("after"))
-        s = await store()
+        s = await self.store()
         await existing(s, session_id)  # a page of it would be a 404: so is its stream
 
         def rendered(e: RecordedEvent) -> str:
-            return str(row_macro(pages.Row(e), session_id))
+            return str(self.row_macro(pages.Row(e), session_id))
 
-        async def events() -> AsyncIterator[dict[str, str]]:
-            opened: set[tuple[Any, str]] = set()
-            async for e, watcher in hub.events(s, session_id, after):
-                if unresolved and e.type == "tool_call":
-                    attempts = await s.open_attempts(session_id)
-                    opened = {(a.attempt_id, a.cursor) for a in attempts}
-                shown = pages.matches(e, keep, search) and (
-                    not unresolved or (e.fields.get("attempt_id"), e.cursor) in opened
-                )
-                # A hidden event still moves the id on: a reconnect resumes after it.
-                html = watcher.render(e, rendered) if shown else "-"
-                yield {"id": e.cursor, "event": "row" if shown else "skip", "data": html}
+        rows = self.hub.rows(s, session_id, after, shown, rendered)
+        return EventSourceResponse(rows, ping=PING_S)
 
-        return EventSourceResponse(events(), ping=PING_S)
-
-    async def failed(request: Request, exc: Exception) -> Response:
+    async def failed(self, request: Request, exc: Exception) -> Response:
         status, title = _status_of(exc)
         message = str(exc) if isinstance(exc, LedgerError) else f"{type(exc).__name__}: {exc}"
         if request.url.path.endswith("/live") or request.query_params.get("format") == "json":
             return JSONResponse({"error": message}, status_code=status)
-        return render("error.html", status, title=title, message=message)
+        return self.render("error.html", status, title=title, message=message)
 
-    routes = [
-        Route("/", sessions),
-        Route("/s/{session}", session),
-        Route("/s/{session}/e/{cursor}", event),
-        Route("/s/{session}/panels", panels),
-        Route("/s/{session}/live", live),
-        Route("/s/{session}/trajectory", trajectory),
-        Route("/s/{session}/runs", runs),
-        Mount("/static", StaticFiles(directory=STATIC), name="static"),
-    ]
-    return Starlette(
-        routes=routes,
-        lifespan=lifespan,
-        exception_handlers={LedgerError: failed, Exception: failed},
-    )
+
+async def existing(s: AsyncStore, session_id: str) -> SessionInfo:
+    """What the session holds, read once for the page; NotFound when it holds nothing."""
+    info = await s.session_info(session_id, append_ids=False)
+    if not info.events:
+        raise NotFound(f"no session {session_id!r} in this ledger")
+    return info
+
+
+def _session_links(request: Request, session_id: str, page: pages.Timeline) -> dict[str, Any]:
+    """The links of a session's page, each keeping the page's filters."""
+    query = _query(request, before=None)
+    base = session_path(session_id)
+    return {
+        "query": query,
+        "panels_url": f"{base}/panels",
+        "live_url": f"{base}/live?{_join(query)}",
+        "live_after": page.newest or "",
+        "older_url": f"{base}?{_join(query, before=page.older)}",
+        "newest_url": f"{base}?{_join(query)}",
+        "export_url": f"{base}?{_join(_query(request), format='json')}",
+        "trajectory_url": f"{base}/trajectory",
+        "runs_url": f"{base}/runs",
+    }
+
+
+async def window_trajectory(
+    s: AsyncStore, session_id: str, size: int, before: str | None
+) -> Response:
+    """The trajectory of the newest `size` events before `before`, saying which, and where
+    the window before it ends."""
+    events, older = await trace_window(s, session_id, size, before)
+    window = {
+        "first": events[0].cursor if events else None,
+        "last": events[-1].cursor if events else None,
+        "older": older,
+    }
+    out = io.StringIO()
+    write_events(session_id, lambda: events, out, window)
+    return Response(out.getvalue(), media_type="application/json")
+
+
+async def whole_trajectory(s: AsyncStore, session_id: str) -> Response:
+    """The whole session, as the export writes it: read twice a page at a time from a thread
+    (the writer keeps its older steps in a file of its own), written to a file that is then
+    sent; never the session in memory."""
+    loop = asyncio.get_running_loop()
+
+    def pages_of_session() -> Iterator[RecordedEvent]:
+        after: str | None = None
+        while True:
+            asked = s.scan_session(session_id, after, READ_PAGE)
+            found = asyncio.run_coroutine_threadsafe(asked, loop).result()
+            yield from found
+            if len(found) < READ_PAGE:
+                return
+            after = found[-1].cursor
+
+    # Closed by chunks() once sent (a file the response outlives this function with).
+    spool = tempfile.SpooledTemporaryFile(max_size=SPOOLED, mode="w+", encoding="utf-8")  # noqa: SIM115
+    try:
+        await asyncio.to_thread(write_events, session_id, pages_of_session, spool)
+    except BaseException:
+        spool.close()
+        raise
+    spool.seek(0)
+
+    def chunks() -> Iterator[str]:
+        with spool:
+            while chunk := spool.read(1 << 16):
+                yield chunk
+
+    return StreamingResponse(chunks(), media_type="application/json")
 
 
 def clock_time(cursor: str) -> str:
@@ -431,7 +451,7 @@ def _int(request: Request, name: str, default: int) -> int:
     return int(raw)
 
 
-def _filters(request: Request) -> tuple[EventFilter, str, bool]:
+def _filters(request: Request) -> pages.Shown:
     q = request.query_params
 
     def one(name: str) -> tuple[str, ...]:
@@ -445,7 +465,7 @@ def _filters(request: Request) -> tuple[EventFilter, str, bool]:
         streams=one("stream"),
         native=q.get("native") == "1",  # a framework's native records: hidden unless asked
     )
-    return keep, q.get("q", ""), q.get("unresolved") == "1"
+    return pages.Shown(keep, q.get("q", ""), q.get("unresolved") == "1")
 
 
 def _query(request: Request, **drop: Any) -> dict[str, str]:

@@ -1,5 +1,5 @@
 """New events for the pages that watch a session: one wait on the store per session, however
-many pages are open on it.
+many pages are open on it, and the live stream a page reads them from.
 
 A watcher waits on the store for the session's new events and hands each batch to every
 subscriber's queue. A subscriber that joins registers first and then catches up from its own
@@ -14,11 +14,12 @@ import asyncio
 import contextlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
-from typing import Final
+from typing import Any, Final
 
 from ledger_bus.model.ids import CURSOR_ZERO
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.async_store import AsyncStore
+from ledger_bus.ui import pages
 
 WAIT_MS: Final = 10_000  # one wait of the watcher on the store
 BACKLOG: Final = 1_000  # batches a subscriber may fall behind before it is let go
@@ -89,14 +90,7 @@ class Hub:
         """The session's events after `after` (None: from its start), then each new one as it
         commits, for as long as the caller reads."""
         queue: asyncio.Queue[list[RecordedEvent] | BaseException] = asyncio.Queue()
-        # No await until registered: subscribers arriving together find one watcher.
-        watcher = self.watchers.get(session_id)
-        if watcher is None or watcher.task is None or watcher.task.done():
-            watcher = self.watchers[session_id] = Watcher(store, session_id)
-            watcher.queues.add(queue)
-            watcher.task = asyncio.ensure_future(watcher.run())
-        else:
-            watcher.queues.add(queue)
+        watcher = self._join(store, session_id, queue)
         given = after or CURSOR_ZERO
         try:
             await watcher.ready.wait()
@@ -116,12 +110,61 @@ class Hub:
                         given = event.cursor
                         yield event, watcher
         finally:
-            watcher.queues.discard(queue)
-            if not watcher.queues:
-                # Out of the map first: one who joins from here on starts a watcher of its own.
-                if self.watchers.get(session_id) is watcher:
-                    del self.watchers[session_id]
-                if watcher.task is not None:
-                    watcher.task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await watcher.task
+            await self._leave(session_id, watcher, queue)
+
+    async def rows(
+        self,
+        store: AsyncStore,
+        session_id: str,
+        after: str | None,
+        shown: pages.Shown,
+        rendered: Callable[[RecordedEvent], str],
+    ) -> AsyncIterator[dict[str, str]]:
+        """A page's Server-Sent Events: each event after `after` as a rendered row, or as a
+        skip when the page hides it; the id, its cursor, is where a reconnect resumes (the
+        runs its tree collapses are not hidden here)."""
+        opened: set[tuple[Any, str]] = set()
+        async for e, watcher in self.events(store, session_id, after):
+            if shown.unresolved and e.type == "tool_call":
+                attempts = await store.open_attempts(session_id)
+                opened = {(a.attempt_id, a.cursor) for a in attempts}
+            visible = pages.matches(e, shown.keep, shown.search) and (
+                not shown.unresolved or (e.fields.get("attempt_id"), e.cursor) in opened
+            )
+            # A hidden event still moves the id on: a reconnect resumes after it.
+            html = watcher.render(e, rendered) if visible else "-"
+            yield {"id": e.cursor, "event": "row" if visible else "skip", "data": html}
+
+    def _join(
+        self,
+        store: AsyncStore,
+        session_id: str,
+        queue: asyncio.Queue[list[RecordedEvent] | BaseException],
+    ) -> Watcher:
+        """The session's watcher, with `queue` among its subscribers; started if none runs."""
+        # No await until registered: subscribers arriving together find one watcher.
+        watcher = self.watchers.get(session_id)
+        if watcher is None or watcher.task is None or watcher.task.done():
+            watcher = self.watchers[session_id] = Watcher(store, session_id)
+            watcher.queues.add(queue)
+            watcher.task = asyncio.ensure_future(watcher.run())
+        else:
+            watcher.queues.add(queue)
+        return watcher
+
+    async def _leave(
+        self,
+        session_id: str,
+        watcher: Watcher,
+        queue: asyncio.Queue[list[RecordedEvent] | BaseException],
+    ) -> None:
+        """`queue` unsubscribed; the watcher stopped when it was the last."""
+        watcher.queues.discard(queue)
+        if not watcher.queues:
+            # Out of the map first: one who joins from here on starts a watcher of its own.
+            if self.watchers.get(session_id) is watcher:
+                del self.watchers[session_id]
+            if watcher.task is not None:
+                watcher.task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await watcher.task

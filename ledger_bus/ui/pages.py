@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from ledger_bus.agent.filters import EventFilter
 from ledger_bus.model.durations import duration_text
-from ledger_bus.model.ids import cursor_ms
+from ledger_bus.model.ids import cursor_ms, previous_cursor
 from ledger_bus.model.jsontext import dumps
 from ledger_bus.model.records import OpenAttempt, RecordedEvent, gist
 from ledger_bus.store.async_store import AsyncStore
@@ -165,6 +165,21 @@ class Timeline:
     open_attempts: list[OpenAttempt] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Shown:
+    """What a page shows of a session: the events its filters keep and its search finds, only
+    the calls still open with `unresolved`, none of `hidden_runs` (the runs below the depth its
+    tree is collapsed to)."""
+
+    keep: EventFilter = field(default_factory=EventFilter)
+    search: str = ""
+    unresolved: bool = False
+    hidden_runs: frozenset[str] = frozenset()
+
+
+EVERYTHING: Final = Shown()
+
+
 def matches(event: RecordedEvent, keep: EventFilter, search: str) -> bool:
     """Whether the event passes the page's filters and its search (any text of the event, as
     JSON, containing the search, case-insensitively)."""
@@ -177,15 +192,12 @@ async def timeline(
     store: AsyncStore,
     session_id: str,
     before: str | None = None,
-    keep: EventFilter | None = None,
-    search: str = "",
+    shown: Shown = Shown(),
     size: int = PAGE,
-    unresolved_only: bool = False,
-    hidden_runs: frozenset[str] = frozenset(),
 ) -> Timeline:
-    """The `size` newest events before `before` that pass `keep` and `search`, and are not of
-    `hidden_runs` (those below the depth the tree is collapsed to)."""
-    keep = keep or EventFilter()
+    """The `size` newest events before `before` that the page shows."""
+    keep, search, hidden_runs = shown.keep, shown.search, shown.hidden_runs
+    unresolved_only = shown.unresolved
     attempts = await store.open_attempts(session_id)
     open_by_key = {(a.attempt_id, a.cursor): a for a in attempts}
 
@@ -256,8 +268,6 @@ def _pair(
 
 async def one_event(store: AsyncStore, session_id: str, cursor: str) -> RecordedEvent | None:
     """The event at `cursor`, or None."""
-    from ledger_bus.model.ids import previous_cursor
-
     found = await store.scan_session(session_id, previous_cursor(cursor), 1)
     return found[0] if found and found[0].cursor == cursor else None
 

@@ -29,7 +29,7 @@ def test_a_recorder_s_runs_are_a_trajectory_with_subagents_and_open_calls_said(
     dead = Recorder(store, "tree", "worker", lease_ttl_ms=50).run("w1")
     dead.__enter__()
     dead._drive(dead.begin_call_op("charge", {"amount": 5}, False, None))
-    dead._let_go()
+    dead._stop_renewing_and_release()
     time.sleep(0.1)
     Reconciler(store, ReconcilerConfig(grace_s=0)).run_pass()
     store.append(

@@ -141,7 +141,7 @@ def test_a_resumed_run_that_says_something_else_writes_it(store: EventStore) -> 
     run.__enter__()
     run.message("plan A")
     run.message("step 1")
-    run._let_go()  # as a crash leaves it: no run.finished
+    run._stop_renewing_and_release()  # as a crash leaves it: no run.finished
     # When its resume says the first the same and the second otherwise
     with recorder.run("r1", resume=True) as again:
         same = again.message("plan A")

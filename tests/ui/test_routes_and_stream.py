@@ -387,7 +387,7 @@ def test_a_run_whose_lease_is_gone_without_run_finished_shows_as_died(
     run = recorder.run("w1")
     run.__enter__()
     run.message("working")
-    run._let_go()  # the process died: its lease is no longer renewed
+    run._stop_renewing_and_release()  # the process died: its lease is no longer renewed
     time.sleep(0.4)
     assert 'data-run="w1" data-status="died"' in client.get("/s/gone/panels").text
 

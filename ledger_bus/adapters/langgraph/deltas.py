@@ -38,7 +38,7 @@ class MessageDeltas(abc.ABC):
     @abc.abstractmethod
     def _load(self, typed: Typed) -> Any: ...
 
-    def _messages(
+    def _messages(  # noqa: PLR0913  (the list, where it is written, and what it is a delta on)
         self,
         state: Namespace,
         writer: Writer,

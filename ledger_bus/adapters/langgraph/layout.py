@@ -152,22 +152,7 @@ def fold(state: Namespace, event: RecordedEvent) -> None:
     fields = event.fields
     kind = fields.get("kind")
     if kind == CHECKPOINT:
-        state.thread_id, state.ns = fields["thread_id"], fields["checkpoint_ns"]
-        for channel, version, name in fields.get("blobs", ()):
-            value = fields[name]
-            if value[0] == MESSAGES:
-                refs = []
-                for item in value[2]:
-                    if isinstance(item, list):
-                        state.natives[item[0]] = [item[1], item[2]]
-                        refs.append(item[0])
-                    else:
-                        refs.append(item)
-                state.blobs[(channel, version_key(version))] = (value[1], tuple(refs))
-            else:
-                state.blobs[(channel, version_key(version))] = value
-        state.checkpoints[fields["checkpoint_id"]] = Saved(fields, event.version)
-        state.newest = max(state.newest, event.version)
+        _fold_checkpoint(state, event)
     elif kind == WRITES:
         found = state.writes.setdefault(fields["checkpoint_id"], {})
         for idx, channel, value in fields["writes"]:
@@ -175,6 +160,26 @@ def fold(state: Namespace, event: RecordedEvent) -> None:
             if idx >= 0 and key in found:
                 continue  # the first write of a task at an index stands, as in LangGraph's own
             found[key] = [fields["task_id"], channel, value, fields.get("task_path", ""), idx]
+
+
+def _fold_checkpoint(state: Namespace, event: RecordedEvent) -> None:
+    fields = event.fields
+    state.thread_id, state.ns = fields["thread_id"], fields["checkpoint_ns"]
+    for channel, version, name in fields.get("blobs", ()):
+        value = fields[name]
+        if value[0] == MESSAGES:
+            refs = []
+            for item in value[2]:
+                if isinstance(item, list):
+                    state.natives[item[0]] = [item[1], item[2]]
+                    refs.append(item[0])
+                else:
+                    refs.append(item)
+            state.blobs[(channel, version_key(version))] = (value[1], tuple(refs))
+        else:
+            state.blobs[(channel, version_key(version))] = value
+    state.checkpoints[fields["checkpoint_id"]] = Saved(fields, event.version)
+    state.newest = max(state.newest, event.version)
 
 
 def weigh(event: RecordedEvent) -> int:

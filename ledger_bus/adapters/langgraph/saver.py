@@ -108,12 +108,12 @@ class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[st
         return self._views.held()
 
     @classmethod
-    def from_conn_string(cls, url: str, **options: Any) -> Opened:
+    def from_conn_string(cls, url: str, **options: Any) -> SaverContext:
         """A saver on the store at `url` (any URL `ledger_bus.connect` takes), closed with the
         block, as LangGraph's savers give theirs: `with LedgerSaver.from_conn_string(url) as
         saver` on a blocking store, `async with` on an asyncio one. `options`: the saver's
         (serde, lease_ttl_ms) and connect's (prefix, timeout, durability, ...)."""
-        return Opened(cls, url, options)
+        return SaverContext(cls, url, options)
 
     # -- drivers ------------------------------------------------------------------------------
 
@@ -232,7 +232,7 @@ class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[st
             }
         }
 
-    def _values_op(
+    def _values_op(  # noqa: PLR0913  (put's checkpoint, where it goes, and what it knows)
         self,
         config: RunnableConfig,
         checkpoint: Checkpoint,
@@ -583,7 +583,7 @@ class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[st
         target_session = thread_session(str(target))
         for stream in (yield from self._namespaces_op(thread_session(str(source)))):
             state = yield from self._views.of(stream).refresh_op(self.store)
-            events = self._whole(state, list(state.checkpoints), str(target))
+            events = self._self_contained(state, list(state.checkpoints), str(target))
             copy = StreamId(target_session, stream.name)
             for start in range(0, len(events), self._chunk()):
                 chunk = events[start : start + self._chunk()]
@@ -619,7 +619,7 @@ class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[st
             self._views.of(stream).forget()
             return
         assert state.thread_id is not None
-        events = self._whole(state, sorted(kept), state.thread_id)
+        events = self._self_contained(state, sorted(kept), state.thread_id)
         # The bound is for the last append alone: one before it would trim kept checkpoints
         # that are not yet appended again, and a kill there would lose them.
         rewrite = f"r:{uuid.uuid4().hex}"
@@ -634,7 +634,7 @@ class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[st
         finally:
             yield from self.store.bound_stream_op(stream, None)
 
-    def _whole(
+    def _self_contained(
         self, state: Namespace, ids: builtins.list[str], thread_id: str
     ) -> builtins.list[dict[str, Any]]:
         """The checkpoints `ids` as events that hold every channel value they need, each
@@ -703,7 +703,7 @@ def record_tools(saver: LedgerSaver, *, safe_to_replay: Sequence[str] = ()) -> d
 _SAVER_OPTIONS: Final = ("serde", "lease_ttl_ms", "max_bytes", "retention")
 
 
-class Opened:
+class SaverContext:
     """LedgerSaver.from_conn_string: a context manager, blocking or asyncio."""
 
     def __init__(self, kind: type[LedgerSaver], url: str, options: dict[str, Any]):

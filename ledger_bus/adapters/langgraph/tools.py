@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from langchain_core.messages import ToolMessage
 
-from ledger_bus.adapters.calls import CallLedger, decided_text
+from ledger_bus.adapters.calls import CallLedger, ToolStep, decided_text
 from ledger_bus.adapters.langgraph.layout import AGENT, TOOLS, Typed, thread_session
 from ledger_bus.model.errors import InvalidInput
 from ledger_bus.model.ids import StreamId
@@ -53,9 +53,10 @@ class ToolRecording(abc.ABC):
 
         def begin(request: Any) -> Op[tuple[bool, Any]]:
             call = request.tool_call
-            begun: tuple[bool, Any] = yield from self._guard(request).begin_op(
+            step = ToolStep(
                 call["id"], call["name"], call["args"], call["name"] in safe, named=True
             )
+            begun: tuple[bool, Any] = yield from self._guard(request).begin_op(step)
             return begun
 
         def wrap(request: Any, execute: Callable[[Any], Any]) -> Any:

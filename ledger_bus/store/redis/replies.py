@@ -14,15 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Final, NoReturn
 
-from ledger_bus.model.errors import LedgerError
+from ledger_bus.model.errors import UnexpectedReply
 
 # A session log entry as XRANGE gives it (decode_responses=False): its id, and its fields.
 Entry = tuple[bytes, dict[bytes, bytes]]
-
-
-class UnexpectedReply(LedgerError):
-    """Raised when a Lua script replies in a shape its parser does not know: the server runs
-    other scripts than this package's. Nothing is made of the reply."""
 
 
 def _refuse(script: str, reply: object) -> NoReturn:

@@ -7,8 +7,8 @@ with "cursor > last seen" can never skip an event that commits late, as it could
 shared by concurrent transactions.
 
 Consumer groups, leases and open attempts are tables of their own, kept in the same transactions,
-with the semantics of the Redis store (tests/contract/ and tests/test_groups.py run on
-both).
+with the semantics of the Redis store (tests/contract/ and tests/stores/test_consumer_groups.py run
+on both).
 
 The store is composed of its concerns: the core (engine, schema, transactions), appends, reads,
 deletes, restores and consumer groups, each a module of this package; `statements` holds the

@@ -20,7 +20,8 @@ T = TypeVar("T")
 
 
 MIGRATIONS: Final = Path(__file__).with_name("migrations")
-SCHEMA_HEAD: Final = "0005"  # the newest migration; tests/test_sql.py holds the two together
+# The newest migration; tests/stores/test_sql_store.py holds the two together.
+SCHEMA_HEAD: Final = "0005"
 BOUND_TTL: Final = 5.0  # seconds a stream's bound, as read, is taken for its bound
 POLL_S: Final = 0.02  # how often a waiting read looks again
 

@@ -1,7 +1,7 @@
 """The SQL store's tables, under one prefix, as SQLAlchemy Core metadata.
 
-The migrations in store/sql/migrations create them; tests/test_sql.py checks that what the
-migrations make is what this module says.
+The migrations in store/sql/migrations create them; tests/stores/test_sql_store.py checks that
+what the migrations make is what this module says.
 
 Cursors are kept as the 20-character strings of ledger_bus.model.ids (`<ms:013d>-<seq:06d>`): their
 text order is their numeric order, so one column orders a session's log on every database, and a

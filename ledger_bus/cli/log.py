@@ -1,18 +1,17 @@
-"""Commands over the ledger itself: append, read, scan, tail, sessions, inspect, export, import,
-and mirror (the conversation log as a file, kept current)."""
+"""What an agent calls, from the command line: append, read, scan, tail, sessions, inspect,
+artifact."""
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
 import sys
-import threading
-from collections.abc import Callable, Iterable
-from typing import Any, Final
+from collections.abc import Iterable
+from typing import Any
 
 import click
 
-from ledger_bus.agent.filters import EventFilter, parse_bound, select, select_tail
+from ledger_bus.agent.filters import select, select_tail
 from ledger_bus.agent.tailer import watch
 from ledger_bus.cli.app import (
     BadInput,
@@ -25,7 +24,7 @@ from ledger_bus.cli.app import (
     stop_on_sigterm,
 )
 from ledger_bus.cli.output import EventLines, emit, show_events, show_record, show_rows
-from ledger_bus.cli.params import Duration
+from ledger_bus.cli.params import Duration, event_filter, filter_options, native_option
 from ledger_bus.model.errors import DurabilityNotConfirmed, NotFound
 from ledger_bus.model.files import replace_whole
 from ledger_bus.model.ids import (
@@ -38,7 +37,6 @@ from ledger_bus.model.ids import (
 )
 from ledger_bus.model.jsontext import format_time, parse_json_values
 from ledger_bus.model.records import AppendResult
-from ledger_bus.model.vocabulary import EVENT_TYPES
 from ledger_bus.store import ARCHIVE_ENV
 from ledger_bus.store.base import EventStore
 
@@ -95,61 +93,6 @@ def read(settings: Settings, session: str, stream: str, after: int, limit: int |
     store = streams_of(settings.session(session), session, (stream,))
     events = store.read_stream(ref, after, limit)
     show_events(settings, events, f"{session}/{stream}")
-
-
-def native_option(command: Callable[..., None]) -> Callable[..., None]:
-    """--native, for the commands that show events to a reader."""
-    return click.option(
-        "--native",
-        is_flag=True,
-        help="Show the frameworks' native records too (LangGraph checkpoints, Agents SDK"
-        " items, snapshots); hidden otherwise: the other events say what they hold.",
-    )(command)
-
-
-def filter_options(command: Callable[..., None]) -> Callable[..., None]:
-    """--type, --agent, --stream, --run (each repeatable) and --since / --until."""
-    for name, what in reversed(FILTERS):
-        command = click.option(
-            f"--{name}", f"{name}s", multiple=True, metavar=name.upper(), help=what
-        )(command)
-    command = click.option(
-        "--until",
-        default=None,
-        help="Up to this time: ISO 8601, a date, a cursor, or a duration ago (1h, 30m).",
-    )(refs_option(command))
-    return click.option(
-        "--since",
-        default=None,
-        help="From this time: ISO 8601, a date, a cursor, or a duration ago (1h, 30m, 7d).",
-    )(command)
-
-
-FILTERS: Final = (
-    ("type", "Only events of this type (repeatable)."),
-    ("agent", "Only events of this agent (repeatable)."),
-    ("stream", "Only events of this stream (repeatable)."),
-    ("run", "Only events of this run (repeatable)."),
-)
-
-
-def event_filter(options: dict[str, Any]) -> EventFilter:
-    """The filter the options name; bad input is said before the session is looked at: an
-    event type the vocabulary has not (exit 2, naming the closest)."""
-    since, until = options.pop("since"), options.pop("until")
-    for kind in options["types"]:
-        if kind not in EVENT_TYPES:
-            hint = did_you_mean(kind, EVENT_TYPES, f"; the types are {', '.join(EVENT_TYPES)}")
-            raise BadInput(f"--type {kind!r} is no event type{hint}")
-    return EventFilter(
-        types=options.pop("types"),
-        agents=options.pop("agents"),
-        streams=options.pop("streams"),
-        runs=options.pop("runs"),
-        since=None if since is None else parse_bound(since),
-        until=None if until is None else parse_bound(until, end=True),
-        native=options.pop("native", True),  # an export keeps everything
-    )
 
 
 def streams_of(store: EventStore, session: str, streams: Iterable[str]) -> EventStore:
@@ -305,196 +248,20 @@ def inspect(settings: Settings, session: str) -> None:
 
 @cli.command()
 @click.argument("session")
+@click.argument("sha256")
 @click.argument("file", required=False, type=click.Path(dir_okay=False, allow_dash=True))
-@click.option(
-    "--format",
-    "form",
-    type=click.Choice(["jsonl", "atif", "otlp"]),
-    default="jsonl",
-    show_default=True,
-    help="jsonl: conversation.jsonl, every event; atif: an ATIF v1.7 trajectory (Harbor's);"
-    " otlp: OpenTelemetry GenAI spans, sent to --endpoint.",
-)
-@click.option("--endpoint", default=None, help="otlp: the OTLP/HTTP endpoint (its /v1/traces).")
-@click.option(
-    "--content",
-    is_flag=True,
-    help="otlp: the tools' arguments and results as attributes (the conventions' opt-in).",
-)
-@filter_options
 @pass_settings
-def export(
-    settings: Settings,
-    /,
-    session: str,
-    file: str | None,
-    form: str,
-    endpoint: str | None,
-    content: bool,
-    **filters: Any,
-) -> None:
-    """The whole session as conversation.jsonl, in commit order, or as a trajectory (stdout
-    when no FILE), or as spans to an OTLP endpoint."""
-    keep = event_filter(filters)
-    if form != "jsonl" and keep != EventFilter():
-        raise BadInput(f"a trajectory is of the whole session: --format {form} takes no filter")
-    if form != "otlp" and (endpoint is not None or content):
-        raise BadInput("--endpoint and --content are for --format otlp")
-    if form == "atif":
-        export_trajectory(settings.session(session), session, file)
-        return
-    if form == "otlp":
-        if endpoint is None or file is not None:
-            raise BadInput("--format otlp sends spans to --endpoint URL, and writes no FILE")
-        export_spans(settings.session(session), session, endpoint, content)
-        return
-    from ledger_bus.exports.conversation import export_session  # what only this command needs
+def artifact(settings: Settings, session: str, sha256: str, file: str | None) -> None:
+    """The bytes of one of a session's artifacts (spec 3.11), by its sha256, to FILE or stdout.
 
-    store = settings.session(session)
+    `read`, `scan`, `tail` and `export` with --refs show which fields are artifacts.
+    """
+    data = settings.session(session).artifact(session, sha256)
     if file in (None, "-"):
-        export_session(store, session, sys.stdout, keep)
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
         return
     assert file is not None
-    with replace_whole(file) as out:
-        count = export_session(store, session, out, keep)
-    click.echo(f"exported {count} events to {file}", err=True)
-
-
-def export_trajectory(store: EventStore, session: str, file: str | None) -> None:
-    from ledger_bus.exports.atif import write_atif
-
-    if file in (None, "-"):
-        write_atif(store, session, sys.stdout)
-        sys.stdout.write("\n")
-        return
-    assert file is not None
-    with replace_whole(file) as out:  # NotFound leaves no file
-        write_atif(store, session, out)
-        out.write("\n")
-    click.echo(f"exported the trajectory of {session} to {file}", err=True)
-
-
-def export_spans(store: EventStore, session: str, endpoint: str, content: bool) -> None:
-    from ledger_bus.exports.otel import Options, send_spans, streamed
-
-    sent = send_spans(streamed(store, session, Options(content=content)), endpoint)
-    click.echo(f"exported {sent} spans of {session} to {endpoint}", err=True)
-
-
-@cli.command()
-@click.option("--endpoint", required=True, help="The OTLP/HTTP endpoint (its /v1/traces).")
-@click.option("--follow", is_flag=True, help="Pass after pass, until stopped (SIGTERM, Ctrl-C).")
-@click.option(
-    "--name",
-    default="default",
-    show_default=True,
-    help="The follower's name: its cursors, kept in the ledger, are its own.",
-)
-@click.option(
-    "--state-session",
-    default="otel",
-    show_default=True,
-    help="The session the follower keeps its cursors in (it sends nothing of its own).",
-)
-@click.option(
-    "--every",
-    type=Duration(minimum=0.001),
-    default="1s",
-    show_default=True,
-    help="The pause between passes (1s, 5m, or seconds).",
-)
-@click.option(
-    "--content",
-    is_flag=True,
-    help="The tools' arguments and results as attributes (the conventions' opt-in).",
-)
-@pass_settings
-def otel(
-    settings: Settings,
-    endpoint: str,
-    follow: bool,
-    name: str,
-    state_session: str,
-    every: float,
-    content: bool,
-) -> None:
-    """Send what sessions settled since the last pass to an OTLP endpoint, as GenAI spans,
-    once or (--follow) as they grow; one line per session a pass sent on stdout."""
-    from ledger_bus.exports.otel import Options
-    from ledger_bus.exports.otel_follow import Follower
-
-    follower = Follower(
-        settings.store(patient=follow),
-        endpoint,
-        name,
-        state_session=state_session,
-        options=Options(content=content),
-    )
-    follower.on_pass = emit
-    if not follow:
-        follower.run_pass()
-        return
-    stop_on_sigterm()
-    try:
-        follower.run(threading.Event(), every)
-    except KeyboardInterrupt:
-        return
-
-
-@cli.command(name="import")
-@click.argument("session")
-@click.argument("file", type=click.File("rb"))
-@click.option(
-    "--stream",
-    "default_stream",
-    default="main",
-    show_default=True,
-    help="Stream for lines that name none.",
-)
-@pass_settings
-def import_(settings: Settings, session: str, file: Any, default_stream: str) -> None:
-    """A conversation.jsonl into a session; importing the same file again changes nothing."""
-    from ledger_bus.exports.conversation import (  # what only this command needs
-        plan_import,
-        run_import,
-    )
-
-    store = settings.store()
-    plan = plan_import(store, session, file, default_stream)
-    total = sum(len(b.events) for b in plan.batches)
-    if sys.stderr.isatty():
-        from rich.progress import Progress
-
-        with Progress(transient=True) as bar:
-            task = bar.add_task(f"importing into {session}", total=total)
-            report = run_import(store, plan, lambda n: bar.advance(task, n))
-    else:
-        report = run_import(store, plan)
-    show_record(settings, {"session": session, **report.to_dict()})
-
-
-@cli.command()
-@click.argument("session")
-@click.option(
-    "--dir",
-    "directory",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="Writes DIR/SESSION/conversation.jsonl.",
-)
-@click.option("--once", is_flag=True, help="Catch up, then exit.")
-@pass_settings
-def mirror(settings: Settings, session: str, directory: str, once: bool) -> None:
-    """Keep DIR/SESSION/conversation.jsonl up to date: lines appended as events commit."""
-    from ledger_bus.exports.mirror import Mirror  # what only this command needs
-
-    follower = Mirror(settings.store(patient=not once), session, directory)
-    if once:
-        follower.catch_up()
-        return
-    stop = threading.Event()
-    stop_on_sigterm()
-    try:
-        follower.run(stop)
-    except KeyboardInterrupt:
-        return
+    with replace_whole(file, binary=True) as out:
+        out.write(data)
+    click.echo(f"wrote {len(data)} bytes to {file}", err=True)
