@@ -112,8 +112,8 @@ lint: install $(TS_DEPS)
 	cd typescript && npm run --silent lua && npm run --silent lint
 
 # The Agents SDK's own session tests, from the sdist of the version locked (its hash checked
-# against the lock's), for tests/adapters/test_agents_sdk_own_suite.py to run against LedgerSession (which
-# skips, saying so, without them).
+# against the lock's), for tests/adapters/test_agents_sdk_own_suite.py to run against
+# LedgerSession (which skips, saying so, without them).
 SDK_TESTS = $(VENV)/agents-sdist
 $(SDK_TESTS)/.fetched: $(VENV)/.installed
 	rm -rf $(SDK_TESTS) && mkdir -p $(SDK_TESTS)
@@ -168,6 +168,7 @@ demo: install
 # here are the public ones (tests/packaging/test_public_surface.py holds the pages to the code).
 API_MODULES = ledger_bus ledger_bus.aio ledger_bus.otel ledger_bus.adapters.langgraph \
   ledger_bus.adapters.openai_agents ledger_bus.testing ledger_bus.testing.contract \
+  $(addprefix ledger_bus.testing.contract.,log attempts groups bounds deletes restores) \
   ledger_bus.testing.events
 docs: install
 	rm -rf docs/api

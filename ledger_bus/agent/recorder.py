@@ -157,7 +157,7 @@ class Recorder:
 class Run:
     """One semantic execution by an agent; its events go to the stream `run-<run_id>`."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913  (a run's identity and its recovery, each said once)
         self,
         recorder: Recorder,
         run_id: str,
@@ -465,7 +465,7 @@ class Run:
         """Commit a call's tool_call; returns its event id."""
         return (yield from self.write_op(request_event(tool, args, attempt_id, step_id)))
 
-    def _result_op(
+    def _result_op(  # noqa: PLR0913  (a tool_result's fields, each said once)
         self, tool: str, attempt_id: str, step_id: str, call_id: str, status: str, value: Any
     ) -> Op[None]:
         try:

@@ -28,7 +28,7 @@ from ledger_bus.model.errors import (
 from ledger_bus.model.ids import ANY, StreamId
 from ledger_bus.model.records import AppendResult, OpenAttempt
 from ledger_bus.operations.heartbeat import write_heartbeat
-from ledger_bus.store.base import EventStore
+from ledger_bus.store.base import Attempts, EventStore, need
 from ledger_bus.store.buckets import INDEX_BUCKETS
 
 log = logging.getLogger("ledger_bus.reconciler")
@@ -117,6 +117,7 @@ class Reconciler:
     archive: EventStore | None = None  # the SQL store idle sessions move to (archive_idle_s)
 
     def __post_init__(self) -> None:
+        need(self.store, Attempts)  # it works from open attempts and leases: refused without
         self._flags: dict[str, str] = {}  # attempt key -> cursor of the flag this one wrote
         self._archived_at = -float("inf")  # when idle sessions were last looked for (monotonic)
 

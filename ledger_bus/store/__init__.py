@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 
-def connect(
+def connect(  # noqa: PLR0913  (connect's settings, each a keyword, as redis-py's clients take theirs)
     url: str | None = None,
     *,
     timeout: float = 10.0,

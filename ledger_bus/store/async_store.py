@@ -451,7 +451,7 @@ class AsyncStore:
         await self.aclose()
 
 
-async def open_async(
+async def open_async(  # noqa: PLR0913  (connect's settings, each a keyword)
     url: str | None = None,
     *,
     timeout: float = 10.0,

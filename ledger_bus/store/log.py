@@ -158,7 +158,7 @@ class Log(abc.ABC):
             )
         # Imported here: the validators it brings (pydantic) cost a program that only reads
         # (`ledger-bus tail`) a fifth of its start.
-        from ledger_bus.model.batch import prepare_append
+        from ledger_bus.model.batch import prepare_append  # noqa: PLC0415  (pydantic, loaded by the first append: a reader's start pays nothing for it)
 
         prepared = prepare_append(stream.session_id, stream.name, append_id, events, self.limits)
         return expected, prepared, wanted

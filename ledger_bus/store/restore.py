@@ -49,7 +49,7 @@ def restore_batches(events: Iterable[RecordedEvent], limits: Limits) -> Iterator
     """Group recorded events (commit order) into batches, each validated and encoded; raise
     InvalidInput naming the first event out of commit order, VersionConflict for a gap in a
     stream's versions."""
-    from ledger_bus.model.batch import prepare_append  # see EventStore._prepare
+    from ledger_bus.model.batch import prepare_append  # noqa: PLC0415  (pydantic, as Log._prepare loads it)
 
     chunk = min(RESTORE_CHUNK, limits.max_events_per_append)
     batch: list[RecordedEvent] = []

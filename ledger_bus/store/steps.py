@@ -67,7 +67,7 @@ def step(value: Op[T] | T) -> Op[T]:
     return cast(T, value)
 
 
-def retried(
+def retried(  # noqa: PLR0913  (the retry loop's settings, each a keyword)
     make: Callable[[], Op[T]],
     timeout: float,
     backend_errors: tuple[type[Exception], ...],
@@ -128,7 +128,7 @@ def run(op: Op[T], client: Any, sleep: Callable[[float], None] = time.sleep) -> 
 
 async def run_async(op: Op[T], client: Any) -> T:
     """Run `op` to its end on an asyncio `client`, awaiting each request."""
-    import asyncio  # here: the command line never runs this, and asyncio costs it 50 ms a start
+    import asyncio  # noqa: PLC0415  (here: the command line never runs this, and asyncio costs it 50 ms a start)
 
     reply: Any = None
     failure: BaseException | None = None

@@ -37,7 +37,7 @@ class Opening:
     resolve_artifacts: bool
 
 
-def opening(
+def opening(  # noqa: PLR0913  (connect's settings, passed on)
     url: str | None,
     timeout: float,
     prefix: str,
@@ -174,7 +174,7 @@ async def _redis_async(o: Opening) -> Any:
 # -- SQL ---------------------------------------------------------------------------------------
 
 
-def open_sql(
+def open_sql(  # noqa: PLR0913  (connect's settings, passed on)
     url: str,
     level: Durability,
     prefix: str,

@@ -29,7 +29,7 @@ def call(
     return event
 
 
-def result(
+def result(  # noqa: PLR0913  (an event's fields, one keyword each)
     attempt: str,
     tool: str = "deploy",
     *,

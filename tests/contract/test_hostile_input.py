@@ -32,6 +32,7 @@ from ledger_bus.model.vocabulary import EVENT_TYPES, RESERVED_FIELDS
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.memory import MemoryStore
 from ledger_bus.store.redis import RedisStore
+from tests.support.helpers import redis_client
 from tests.support.snapshot import whole_state
 
 SETTINGS = settings(
@@ -289,7 +290,9 @@ def test_the_command_line_answers_anything_with_one_line_and_a_documented_code(
     workdir = tmp_path / "cwd"
     workdir.mkdir(exist_ok=True)
     assert isinstance(redis_store, RedisStore)
-    url = f"redis://127.0.0.1:{redis_store.client.connection_pool.connection_kwargs['port']}/0"
+    url = (
+        f"redis://127.0.0.1:{redis_client(redis_store).connection_pool.connection_kwargs['port']}/0"
+    )
     if command == "append":
         args = [*[*args[:2], "x", "x"][:2], "--append-id", args[-1]]
     before = fingerprint(redis_store)

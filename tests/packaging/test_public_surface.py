@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ledger_bus.testing.contract import PARTS
 from tests.support.helpers import ROOT
 
 API = ROOT / "docs" / "api"
@@ -39,6 +40,7 @@ def test_the_public_modules_are_the_ones_the_docs_promise() -> None:
         "ledger_bus.adapters.openai_agents",
         "ledger_bus.testing",
         "ledger_bus.testing.contract",
+        *(part.__name__ for part in PARTS.values()),
         "ledger_bus.testing.events",
     }
 

@@ -18,7 +18,7 @@ from ledger_bus.store.base import EventStore
 from ledger_bus.store.redis import ARTIFACT_CHUNK, RedisStore
 from ledger_bus.store.steps import Op
 from tests.support.events import call, msg, result
-from tests.support.helpers import ledger_here
+from tests.support.helpers import ledger_here, redis_client
 
 S = "art-1"
 MAIN, SIDE = lb.StreamId(S, "main"), lb.StreamId(S, "side")
@@ -122,7 +122,7 @@ def test_artifacts_move_in_chunks_and_an_unreferenced_upload_expires(
     store = redis_store
     store.append(MAIN, 0, "m1", [msg(BIG)])
     key = store.keys.artifact(S, sha(BIG))
-    assert store.client.ttl(key) == -1  # referenced: kept
+    assert redis_client(store).ttl(key) == -1  # referenced: kept
     assert store.client.hlen(key) == len(BIG) // ARTIFACT_CHUNK == 10
 
     # An append refused takes its artifact away; one whose writer dies before the script runs
@@ -133,7 +133,7 @@ def test_artifacts_move_in_chunks_and_an_unreferenced_upload_expires(
     assert not store.client.exists(store.keys.artifact(S, sha(lost)))
     prepared = prepare_append(S, "main", "m3", [msg(lost)], store.limits)
     store.run_op(store._put_artifacts(S, prepared.artifacts, again=False))
-    assert store.client.pttl(store.keys.artifact(S, sha(lost))) > 0
+    assert redis_client(store).pttl(store.keys.artifact(S, sha(lost))) > 0
     with pytest.raises(lb.NotFound):
         store.artifact(S, sha(lost))
     assert sha(lost) not in store.artifact_uses(S)
@@ -202,7 +202,7 @@ def test_a_64_mib_artifact_goes_a_mib_per_command_each_way(redis_store: RedisSto
     largest = "z" * (64 * 1024 * 1024)  # the largest text an artifact takes
 
     def calls(command: str) -> int:
-        found = store.client.info("commandstats").get(f"cmdstat_{command}", {})
+        found = redis_client(store).info("commandstats").get(f"cmdstat_{command}", {})
         return int(found.get("calls", 0))
 
     before = {name: calls(name) for name in ("hset", "hmget")}

@@ -12,6 +12,7 @@ import pytest
 import ledger_bus as lb
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.redis import DELETE_STREAM, RedisStore
+from ledger_bus.store.redis.replies import MoreToDelete, delete_stream_reply
 from tests.support.events import call, msg, result
 from tests.support.helpers import ledger_here
 
@@ -164,7 +165,7 @@ def test_a_stream_deletion_cut_short_is_finished_by_deleting_again(
         ]
         # One step of the deletion, as a process killed after it would leave the stream.
         step = store.run_op(store._evalsha(DELETE_STREAM, keys, ["main", 4, 0]))
-        assert (step[0], step[1]) == (b"more", 12)
+        assert delete_stream_reply(step) == MoreToDelete(12)
         assert [e.version for e in store.read_stream(MAIN)][:1] == [13]
         assert store.stream_version(MAIN) == 90, "the stream keeps its version meanwhile"
 

@@ -14,7 +14,7 @@ from ledger_bus.demo.server import LocalServer
 from ledger_bus.store.redis import RedisStore
 from tests.support.cluster import LocalCluster
 from tests.support.events import msg
-from tests.support.helpers import Writers
+from tests.support.helpers import Writers, cluster_client
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ def replicated() -> Iterator[LocalCluster]:
 
 def shard_of(cluster: LocalCluster, store: RedisStore, session: str) -> tuple[int, LocalServer]:
     """The index of the primary that holds `session`'s slot, and that primary's replica."""
-    node = store.client.get_node_from_key(store.keys.log(session))
+    node = cluster_client(store).get_node_from_key(store.keys.log(session))
     index = next(i for i, n in enumerate(cluster.nodes) if n.port == node.port)
     return index, cluster.replicas[index][0]
 
@@ -67,7 +67,7 @@ def test_writers_go_on_through_a_cluster_failover_and_lose_nothing_acknowledged(
         writers.wait_for(50, than=before)
     writers.assert_kept_in(store)
     # The promoted replica now holds the session, and its old primary follows it
-    assert store.client.get_node_from_key(store.keys.log("moving")).port == replica.port
+    assert cluster_client(store).get_node_from_key(store.keys.log("moving")).port == replica.port
     store.close()
 
 

@@ -16,7 +16,7 @@ from ledger_bus.model.durability import Durability
 from ledger_bus.store.redis import RedisStore
 from tests.support.cluster import LocalCluster, free_cluster_port
 from tests.support.events import msg
-from tests.support.helpers import ledger_here
+from tests.support.helpers import cluster_client, ledger_here
 
 LINE = '{"type":"message","agent":"a","body":"through a seed that answers"}\n'
 
@@ -197,7 +197,7 @@ def test_the_urls_options_are_kept_with_several_seeds(
     # When a store connects through it
     with lb.connect(url, prefix=prefix) as store:
         assert isinstance(store, RedisStore)
-        nodes = store.client.get_nodes()
+        nodes = cluster_client(store).get_nodes()
         # Then every node's pool has the URL's cap, and appends ask the URL's durability
         assert {n.redis_connection.connection_pool.max_connections for n in nodes} == {7}
         assert store.durability == Durability(replicas=1, timeout_ms=300)

@@ -20,6 +20,7 @@ from ledger_bus.demo.server import LocalServer
 from ledger_bus.store.redis import RedisStore
 from tests.support.cluster import LocalCluster
 from tests.support.events import call, msg
+from tests.support.helpers import cluster_client, redis_client
 
 
 def _do(client: Any, *args: object) -> Any:
@@ -88,7 +89,7 @@ def test_threads_share_the_stores_connections_and_the_pool_has_them_back_when_it
         assert bodies == [f"{n}:{v}" for v in range(appends)]
     # The threads are gone; the store keeps what they used (never more than one a thread at
     # once), and a thread that lives for one append takes one of those, not a new one.
-    pool = store.client.connection_pool
+    pool = redis_client(store).connection_pool
     kept = len(pool._in_use_connections)
     assert 1 <= kept <= threads
     for n in range(20):
@@ -177,7 +178,7 @@ def test_the_urls_max_connections_sizes_the_pool_of_either_driver(
     url = f"{redis_server.url}?max_connections=500"
     with lb.connect(url, prefix=prefix) as store:
         assert isinstance(store, RedisStore)
-        assert store.client.connection_pool.max_connections == 500
+        assert redis_client(store).connection_pool.max_connections == 500
 
     async def main() -> int:
         async with await aio.connect(url, prefix=prefix) as opened:
@@ -266,7 +267,7 @@ def test_a_held_connection_takes_a_new_token_the_pool_hands_out(
         # connections authenticate at once, those in use once their command is done.
         now = time.time() * 1000
         token = SimpleToken("second", now + 60_000, now, {"oid": user})
-        store.client.connection_pool.re_auth_callback(token)
+        redis_client(store).connection_pool.re_auth_callback(token)
         before = _calls(admin, "auth")
         store.append(ref, 1, "a1", [msg("two")])
         assert _calls(admin, "auth") == before + 1
@@ -327,10 +328,10 @@ def test_held_connections_on_a_cluster_follow_ask_and_moved() -> None:
         session = "moving"
         ref = lb.StreamId(session, "main")
         store.append(ref, 0, "a0", [call("att-1")])
-        slot = store.client.keyslot(store.keys.log(session))
+        slot = cluster_client(store).keyslot(store.keys.log(session))
         clients = {node.port: redis.Redis(port=node.port) for node in cluster.nodes}
         ids = {port: _do(c, "CLUSTER", "MYID").decode() for port, c in clients.items()}
-        owner = store.client.nodes_manager.get_node_from_slot(slot).port
+        owner = cluster_client(store).nodes_manager.get_node_from_slot(slot).port
         target_port = next(port for port in clients if port != owner)
         source, target = clients[owner], clients[target_port]
         # While a slot migrates, a command of several keys runs only where all of them are

@@ -11,6 +11,7 @@ import redis
 
 import ledger_bus as lb
 from ledger_bus.demo.server import LocalServer
+from ledger_bus.model.errors import UnexpectedReply
 from ledger_bus.store.redis import APPEND, RedisStore
 from ledger_bus.store.redis.encoding import ledger_cursor
 from ledger_bus.store.redis.replies import (
@@ -32,7 +33,6 @@ from ledger_bus.store.redis.replies import (
     Rewound,
     SessionDeleted,
     StreamDeleted,
-    UnexpectedReply,
     append_reply,
     archive_abandon_reply,
     archive_finish_reply,

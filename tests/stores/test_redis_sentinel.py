@@ -16,7 +16,7 @@ from ledger_bus import aio
 from ledger_bus.demo.server import LocalServer
 from ledger_bus.store.redis import RedisStore
 from tests.support.events import msg
-from tests.support.helpers import Writers
+from tests.support.helpers import Writers, redis_client
 
 
 class Watched:
@@ -82,7 +82,7 @@ def test_a_sentinel_url_reaches_the_primary_it_names(watched: Watched) -> None:
         result = store.append(lb.StreamId("s", "main"), 0, "a1", [msg("via sentinel")])
         assert isinstance(store, RedisStore)
         # docs/deploy.md, "Connections": the URL's cap reaches the primary's pool here too.
-        assert store.client.connection_pool.max_connections == 7
+        assert redis_client(store).connection_pool.max_connections == 7
     assert result.replicas == 1
 
     async def main() -> int:

@@ -12,13 +12,17 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+import redis
+from redis.cluster import RedisCluster
 
 import ledger_bus as lb
 from ledger_bus.agent.recorder import Recorder
 from ledger_bus.operations.reconciler import FLAG_KIND, Reconciler, ReconcilerConfig
 from ledger_bus.store.base import EventStore
+from ledger_bus.store.redis import RedisStore
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 # The keys every JSONL event line starts with, in this order (spec/ledger-v1.md).
@@ -246,3 +250,19 @@ def reconciler_flags(store: EventStore, session: str) -> Counter[str]:
 def reconciler_now(store: EventStore, grace: float = 0) -> Reconciler:
     """A reconciler that flags calls open longer than `grace` seconds, telling no one."""
     return Reconciler(store, ReconcilerConfig(grace_s=grace), on_action=lambda record: None)
+
+
+def redis_client(store: RedisStore) -> redis.Redis:
+    """The store's client as redis-py types it (the store types it by what it calls of it), for
+    a test that looks at redis-py's own parts: the pool, a TTL, the server's stats."""
+    client = store.client
+    assert isinstance(client, redis.Redis), f"a single-node store, not {type(client).__name__}"
+    return client
+
+
+def cluster_client(store: RedisStore) -> Any:
+    """The store's client as redis-py's cluster client, for a test that asks it for nodes and
+    slots (methods redis-py leaves untyped: so is what this gives)."""
+    client = store.client
+    assert isinstance(client, RedisCluster), f"a cluster store, not {type(client).__name__}"
+    return client

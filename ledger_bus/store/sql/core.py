@@ -73,7 +73,7 @@ class SqlCore(EventStore):
 
     tier = "sql"
 
-    def __init__(
+    def __init__(  # noqa: PLR0913  (the store's settings, each a keyword)
         self,
         engine: Engine,
         prefix: str = "lb",
@@ -111,7 +111,7 @@ class SqlCore(EventStore):
             self._check_schema()
 
     @classmethod
-    def from_url(
+    def from_url(  # noqa: PLR0913  (the store's settings, each a keyword)
         cls,
         url: str,
         prefix: str = "lb",
@@ -138,7 +138,7 @@ class SqlCore(EventStore):
         return str(plain.render_as_string(hide_password=True))
 
     def _migrations(self, conn: Connection | None) -> Any:
-        from alembic.config import Config
+        from alembic.config import Config  # noqa: PLC0415  (alembic: for the schema's migrations only)
 
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS))
@@ -148,8 +148,8 @@ class SqlCore(EventStore):
 
     def _revisions(self, conn: Connection) -> tuple[str | None, str | None]:
         """The schema revision the tables are at (None: no ledger here), and the newest."""
-        from alembic.runtime.migration import MigrationContext
-        from alembic.script import ScriptDirectory
+        from alembic.runtime.migration import MigrationContext  # noqa: PLC0415  (alembic: for the schema's migrations only)
+        from alembic.script import ScriptDirectory  # noqa: PLC0415  (alembic: for the schema's migrations only)
 
         context = MigrationContext.configure(
             conn, opts={"version_table": f"{self.prefix}_alembic_version"}
@@ -267,7 +267,7 @@ class SqlCore(EventStore):
     def upgrade(self) -> str:
         """Bring the tables to the newest schema revision; return it. A SQLite file is put in
         WAL mode (the file's own setting, kept), so readers never wait for the writer."""
-        from alembic import command
+        from alembic import command  # noqa: PLC0415  (alembic: for the schema's migrations only)
 
         if not self.postgres:
             self._retried(self._wal)
@@ -291,7 +291,7 @@ class SqlCore(EventStore):
     def schema_revision(self) -> tuple[str | None, str | None]:
         """(the revision the tables are at, the newest this ledger-bus knows)."""
         if not self._file_exists():  # none, and looking must not make the file (connecting would)
-            from alembic.script import ScriptDirectory
+            from alembic.script import ScriptDirectory  # noqa: PLC0415  (alembic: for the schema's migrations only)
 
             return None, ScriptDirectory.from_config(self._migrations(None)).get_current_head()
         return self._run(self._revisions, write=False)
@@ -512,10 +512,12 @@ class SqlCore(EventStore):
     def _upsert(self, table: Table) -> Any:
         """The dialect's INSERT, which says what to do with a row whose key is taken."""
         if self.postgres:
-            from sqlalchemy.dialects.postgresql import insert as dialect_insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert as dialect_insert  # type: ignore[assignment]
-        return dialect_insert(table)
+            from sqlalchemy.dialects import postgresql  # noqa: PLC0415  (the dialect in use, only)
+
+            return postgresql.insert(table)
+        from sqlalchemy.dialects import sqlite  # noqa: PLC0415  (the dialect in use, only)
+
+        return sqlite.insert(table)
 
     def _insert_new(self, table: Table) -> Any:
         """INSERT that leaves a row whose key is taken as it is."""

@@ -61,7 +61,7 @@ def open_engine(url: str, timeout: float, asynchronous: bool = False) -> Engine:
     if backend not in ("sqlite", "postgresql"):
         raise InvalidInput(f"not a SQL URL: {url!r} (sqlite:///PATH or postgresql://USER@HOST/DB)")
     if asynchronous:
-        from sqlalchemy.ext.asyncio import create_async_engine
+        from sqlalchemy.ext.asyncio import create_async_engine  # noqa: PLC0415  (SQLAlchemy's asyncio engine: under asyncio only)
 
         driver = "sqlite+aiosqlite" if backend == "sqlite" else "postgresql+psycopg_async"
         options = {"connect_args": {"timeout": timeout}} if backend == "sqlite" else {}

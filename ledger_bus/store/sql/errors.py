@@ -46,7 +46,7 @@ def driver_errors() -> tuple[type[Exception], ...]:
 
     found: list[type[Exception]] = [sa_exc.DBAPIError, sqlite3.Error]
     try:
-        import psycopg
+        import psycopg  # noqa: PLC0415  (psycopg: the [postgres] extra)
     except ImportError:  # SQLite only: the [postgres] extra is not installed
         pass
     else:

@@ -47,7 +47,7 @@ class SqlGroups(SqlCore):
                 insert(c).values(session_id=session_id, grp=group, consumer=consumer, seen_ms=now)
             )
 
-    def _deliver(
+    def _deliver(  # noqa: PLR0913  (one delivery's parts, as the read and the claim both give them)
         self,
         conn: Connection,
         session_id: str,

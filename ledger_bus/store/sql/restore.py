@@ -323,6 +323,6 @@ class SqlRestore(SqlCore, ArchiveTarget):
 def _blocking_psycopg(cursor: object) -> bool:
     """Whether `cursor` is psycopg's own blocking cursor (not SQLAlchemy's adapter of its
     asyncio one)."""
-    import psycopg
+    import psycopg  # noqa: PLC0415  (psycopg: the [postgres] extra)
 
     return isinstance(cursor, psycopg.Cursor)

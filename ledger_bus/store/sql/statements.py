@@ -282,7 +282,7 @@ def read(engine: Any, statement: str, params: dict[str, Any], postgres: bool) ->
 
 
 def _read_postgres(engine: Any, statement: str, params: dict[str, Any]) -> list[Any]:
-    import psycopg
+    import psycopg  # noqa: PLC0415  (psycopg: the [postgres] extra)
 
     raw = engine.raw_connection()
     try:
@@ -309,7 +309,7 @@ def _prepared(cursor: Any, statement: str, params: dict[str, Any]) -> None:
     """Execute `statement` prepared at once on psycopg's own cursor; SQLAlchemy's adapter of
     its async cursor passes no options, and psycopg prepares a statement there from its fifth
     use on a connection (its prepare_threshold)."""
-    import psycopg
+    import psycopg  # noqa: PLC0415  (psycopg: the [postgres] extra)
 
     if isinstance(cursor, psycopg.Cursor):
         cursor.execute(statement, params, prepare=True)
@@ -317,7 +317,7 @@ def _prepared(cursor: Any, statement: str, params: dict[str, Any]) -> None:
         cursor.execute(statement, params)
 
 
-def append(
+def append(  # noqa: PLR0913  (one append's parts, as the store hands them to its one statement)
     sql: AppendSql,
     driver: Any,
     channel: str,
@@ -333,7 +333,7 @@ def append(
     return _statements(sql, driver, stream, expected, append_id, prepared)
 
 
-def _call(
+def _call(  # noqa: PLR0913  (one append's parts, as the store hands them to its one statement)
     sql: AppendSql,
     driver: Any,
     channel: str,
@@ -344,7 +344,7 @@ def _call(
 ) -> AppendResult:
     """One append as one call of the server-side function (PostgreSQL): one round trip, in a
     transaction of its own."""
-    import psycopg
+    import psycopg  # noqa: PLC0415  (psycopg: the [postgres] extra)
 
     notes, only_opens = function_notes(prepared.notes)
     params = {
@@ -390,7 +390,7 @@ def _call(
     return AppendResult(stream, first, last, newest, deduplicated=outcome == "dedup")
 
 
-def _statements(
+def _statements(  # noqa: PLR0913  (one append's parts, as the store hands them to its one statement)
     sql: AppendSql,
     driver: Any,
     stream: StreamId,
@@ -435,7 +435,7 @@ def _statements(
         cursor.close()
 
 
-def _write(
+def _write(  # noqa: PLR0913  (one append's parts, as the store hands them to its one statement)
     sql: AppendSql,
     cursor: Any,
     key: dict[str, str],

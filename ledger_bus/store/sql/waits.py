@@ -41,10 +41,10 @@ class Bridged(Waits):
     awaitable handed to the loop (`await_`), so the loop's other coroutines run meanwhile."""
 
     def __init__(self) -> None:
-        import asyncio
+        import asyncio  # noqa: PLC0415  (under asyncio only: the command line never waits this way)
 
-        from greenlet import getcurrent
-        from sqlalchemy.util import await_only
+        from greenlet import getcurrent  # noqa: PLC0415  (under asyncio only: the command line never waits this way)
+        from sqlalchemy.util import await_only  # noqa: PLC0415  (under asyncio only: the command line never waits this way)
 
         self._await = await_only
         self._current = getcurrent
