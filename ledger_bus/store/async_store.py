@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -141,10 +142,11 @@ class AsyncStore:
         plan = self.core.plan_append(
             stream, expected_version, append_id, events, durability=durability
         )
-        reply = None
+        reply: object = None
         if plan.request is not None and self.client is not None:
             with contextlib.suppress(rx.RedisError, OSError):  # the general path knows
-                reply = await plan.request(self.requests)
+                sent = plan.request(self.requests)
+                reply = await sent if inspect.isawaitable(sent) else sent
         done = plan.finish(reply)
         return done if isinstance(done, AppendResult) else await self.drive(done)
 

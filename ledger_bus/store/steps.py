@@ -36,8 +36,10 @@ class Sleep:
 # What a backend primitive returns: an operation, or (a backend without a client of its own to
 # drive, or with a blocking one only) its value.
 Step = Union[T, "Op[T]"]
-# Applied to the driver's client: the reply, or (async client) an awaitable of it.
-Request = Callable[[Any], Any]
+# Applied to the driver's client (a backend's own, typed there: store/redis/client.py): the
+# reply, or (async client) an awaitable of it. What an operation is sent back at its `yield` is
+# that reply, which the operation's own parser reads (store/redis/replies.py).
+Request = Callable[[Any], object]
 Op = Generator[Request | Sleep, Any, T]
 
 
@@ -107,9 +109,9 @@ def contended(losses: int) -> float:
     return random.uniform(0, min(0.001 * 2 ** min(losses, 16), 0.05))
 
 
-def run(op: Op[T], client: Any, sleep: Callable[[float], None] = time.sleep) -> T:
+def run(op: Op[T], client: object, sleep: Callable[[float], None] = time.sleep) -> T:
     """Run `op` to its end with blocking calls on `client`, pausing with `sleep`."""
-    reply: Any = None
+    reply: object = None
     failure: BaseException | None = None
     while True:
         try:
@@ -126,11 +128,11 @@ def run(op: Op[T], client: Any, sleep: Callable[[float], None] = time.sleep) -> 
             failure = err
 
 
-async def run_async(op: Op[T], client: Any) -> T:
+async def run_async(op: Op[T], client: object) -> T:
     """Run `op` to its end on an asyncio `client`, awaiting each request."""
     import asyncio  # noqa: PLC0415  (here: the command line never runs this, and asyncio costs it 50 ms a start)
 
-    reply: Any = None
+    reply: object = None
     failure: BaseException | None = None
     while True:
         try:

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import re
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -24,6 +21,7 @@ from ledger_bus.store.base import CAPABILITIES, capabilities_of, need
 from ledger_bus.store.log import Log
 from ledger_bus.store.memory import MemoryStore
 from ledger_bus.testing.contract import PARTS, log
+from tests.support.helpers import passed_in, pytest_elsewhere
 
 
 class LogOnlyStore(Log):
@@ -108,19 +106,10 @@ def test_a_store_that_is_only_a_log_passes_the_logs_part_of_the_shipped_suite(
     (tmp_path / "my_store.py").write_text(store_module)
     (tmp_path / "test_my_store.py").write_text(THEIRS)
     # When pytest runs the log's part there
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_my_store.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
+    code, said = pytest_elsewhere(tmp_path, "test_my_store.py")
     # Then every test of that part ran and passed
-    assert done.returncode == 0, done.stdout[-3000:]
-    passed = re.search(r"(\d+) passed", done.stdout.splitlines()[-1])
-    assert passed, done.stdout[-500:]
-    assert int(passed.group(1)) >= len(log.__all__) > 15
+    assert code == 0, said
+    assert passed_in(said) >= len(log.__all__) > 15
 
 
 def test_a_store_declares_its_capabilities_and_ours_have_them_all() -> None:

@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from ledger_bus.testing import contract
+from tests.support.helpers import passed_in, pytest_elsewhere
 
 THEIRS = """
 import pytest
@@ -27,15 +26,8 @@ def test_a_store_written_elsewhere_runs_the_contract_suite_with_its_own_fixture(
     # Given a project of its own: a test module, a `store` fixture, no conftest of ours
     (tmp_path / "test_my_store.py").write_text(THEIRS)
     # When pytest runs it there
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_my_store.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
+    code, said = pytest_elsewhere(tmp_path, "test_my_store.py")
     # Then every test of the suite ran there and passed
-    assert done.returncode == 0, done.stdout[-3000:]
-    collected = int(done.stdout.strip().splitlines()[-1].split()[0])
+    assert code == 0, said
+    collected = passed_in(said)
     assert collected >= len(contract.__all__) > 20

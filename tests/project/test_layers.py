@@ -12,9 +12,20 @@ from typing import Final
 from tests.support.helpers import ROOT
 
 PACKAGE: Final = ROOT / "ledger_bus"
-# The layers are folders: model/ the ground floor, store/ on it, the faces (cli/, ui/) on top, and
-# every other module of the package (recorder, tailer, adapters/, ...) a feature between.
-FOLDERS: Final = {"model": "model", "store": "store", "cli": "faces", "ui": "faces"}
+# The layers are folders: model/ the ground floor, store/ on it, the features' rooms between, the
+# faces (cli/, ui/) on top. At the package's top only its public paths: the facade, the command's
+# entry, and ledger_bus.aio and ledger_bus.otel, which re-export their rooms' code (features).
+FOLDERS: Final = {
+    "model": "model",
+    "store": "store",
+    **dict.fromkeys(
+        ["agent", "exports", "operations", "board", "demo", "adapters", "testing"], "features"
+    ),
+    "aio": "features",
+    "otel": "features",
+    "cli": "faces",
+    "ui": "faces",
+}
 RANK: Final = {"model": 0, "store": 1, "features": 2, "faces": 3}
 
 
@@ -22,7 +33,16 @@ def layer(module: str) -> str | None:
     """The layer of `ledger_bus.<module>`, by its folder; None for the package's facade."""
     if module in ("__init__", "__main__"):
         return None
-    return FOLDERS.get(module.split(".", maxsplit=1)[0], "features")
+    return FOLDERS[module.split(".", maxsplit=1)[0]]
+
+
+def test_every_module_is_in_a_room_and_the_top_holds_the_public_paths_alone() -> None:
+    homeless = []
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        if parts[0] not in FOLDERS and parts[0] not in ("__init__", "__main__"):
+            homeless.append("/".join(parts))
+    assert homeless == [], "a module belongs in a room (agent/, exports/, operations/, ...)"
 
 
 def at_load(tree: ast.Module) -> list[ast.stmt]:

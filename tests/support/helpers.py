@@ -4,6 +4,7 @@ backend a test asked for, wait for something to hold, record a run that delegate
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -266,3 +267,24 @@ def cluster_client(store: RedisStore) -> Any:
     client = store.client
     assert isinstance(client, RedisCluster), f"a cluster store, not {type(client).__name__}"
     return client
+
+
+def pytest_elsewhere(folder: Path, module: str) -> tuple[int, str]:
+    """Run pytest on `module` in `folder`, as a project of its own runs it (no conftest of this
+    repository's): its exit code, and its output's last lines."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", module],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    return done.returncode, done.stdout[-3000:]
+
+
+def passed_in(output: str) -> int:
+    """How many tests pytest's last line says passed."""
+    found = re.search(r"(\d+) passed", output.strip().splitlines()[-1])
+    assert found, output
+    return int(found.group(1))
