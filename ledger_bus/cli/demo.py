@@ -14,13 +14,19 @@ from dataclasses import dataclass, field
 from typing import Final
 
 import click
-import redis
 from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 
-from ledger_bus.cli.app import EXIT_UNAVAILABLE, EXIT_USAGE, Failure, Settings, cli
+from ledger_bus.cli.app import (
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+    Failure,
+    Settings,
+    cli,
+    import_redis_without_its_meters,
+)
 from ledger_bus.cli.output import show_record
 from ledger_bus.demo.agents import SLOW_TOOL
 from ledger_bus.demo.server import LocalServer, NoServerBinary
@@ -35,6 +41,11 @@ SESSION_START: Final = "demo"
 
 
 def _answers(url: str) -> bool:
+    """Whether a Redis answers at `url` (redis-py loaded here, as app.py loads it: without the
+    metrics SDK it would bring to every command's start)."""
+    import_redis_without_its_meters()
+    import redis  # noqa: PLC0415  (see above)
+
     try:
         client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
         try:

@@ -8,10 +8,9 @@ import os
 import signal
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import redis
 
 from ledger_bus.cli.app import (
     EXIT_AT_RISK,
@@ -24,6 +23,7 @@ from ledger_bus.cli.app import (
     cli,
     did_you_mean,
     exit_code_for,
+    import_redis_without_its_meters,
     pass_settings,
     say,
 )
@@ -32,7 +32,6 @@ from ledger_bus.cli.params import Duration
 from ledger_bus.model.errors import LedgerError, NotFound
 from ledger_bus.model.ids import StreamId, check_name
 from ledger_bus.model.jsontext import parse_json
-from ledger_bus.operations.doctor import examine
 from ledger_bus.operations.heartbeat import heartbeat_age, read_heartbeat
 from ledger_bus.operations.metrics import ReconcilerMetrics
 from ledger_bus.operations.reconciler import (
@@ -45,8 +44,9 @@ from ledger_bus.operations.resolve import open_for, resolve_attempt
 from ledger_bus.store import ARCHIVE_ENV, DEFAULT_URL, connect, split_durability
 from ledger_bus.store.base import DEFAULT_DEDUP_WINDOW_MS, EventStore
 from ledger_bus.store.buckets import INDEX_BUCKETS
-from ledger_bus.store.redis.acl import ROLES, acl_file
-from ledger_bus.store.redis.connection import cluster_seeds, open_sentinel, refusal
+
+if TYPE_CHECKING:
+    import redis
 
 
 @cli.command()
@@ -316,6 +316,14 @@ def doctor(settings: Settings, durability: str) -> None:
             "doctor inspects a Redis; a SQL store's schema is `ledger-bus db current`, its"
             " durability the database's own"
         )
+    # Here, not at the top: the other commands of this module never load redis-py, which
+    # loads OpenTelemetry's metrics SDK unless app.py's way hides it.
+    import_redis_without_its_meters()
+    import redis  # noqa: PLC0415  (see above)
+
+    from ledger_bus.operations.doctor import examine  # noqa: PLC0415  (it imports redis-py)
+    from ledger_bus.store.redis.connection import refusal  # noqa: PLC0415  (so does this)
+
     client = redis_to_examine(url, settings.timeout)
     try:
         findings = examine(client, durability, settings.prefix, level)  # type: ignore[arg-type]
@@ -340,6 +348,10 @@ def doctor(settings: Settings, durability: str) -> None:
 def redis_to_examine(url: str, timeout: float) -> redis.Redis:
     """The server doctor inspects: for a cluster, the first seed the URL names (and through it
     the cluster's slot coverage); behind Sentinel, the primary it names."""
+    import redis  # noqa: PLC0415  (loaded by the doctor command, as it says)
+
+    from ledger_bus.store.redis.connection import cluster_seeds, open_sentinel  # noqa: PLC0415
+
     timeouts = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
     if "+sentinel" in url:
         client: redis.Redis = open_sentinel(url, timeouts)
@@ -364,6 +376,9 @@ def acl(settings: Settings, names: str) -> None:
     OPERATOR) is on, with the password's SHA-256; the others are off. Load it with
     `redis-server --aclfile users.acl` (see docs/deploy.md).
     """
+    import_redis_without_its_meters()
+    from ledger_bus.store.redis.acl import ROLES, acl_file  # noqa: PLC0415  (as doctor's imports)
+
     passwords = {
         role: os.environ[f"LEDGER_BUS_PASSWORD_{role.upper()}"]
         for role in ROLES

@@ -7,8 +7,14 @@ import socket
 
 import click
 
-from ledger_bus.agent import aio
-from ledger_bus.cli.app import BadInput, Settings, cli, pass_settings, say
+from ledger_bus.cli.app import (
+    BadInput,
+    Settings,
+    cli,
+    import_redis_without_its_meters,
+    pass_settings,
+    say,
+)
 from ledger_bus.model.environment import without_password
 from ledger_bus.store import DEFAULT_URL
 
@@ -34,6 +40,10 @@ def ui(settings: Settings, host: str, port: int) -> None:
         raise BadInput(f"ledger-bus ui needs {err.name}: pip install 'ledger-bus[ui]'") from None
     if settings.url is not None and settings.url.startswith("memory:"):
         raise BadInput("memory:// lives inside one process: give the view a Redis or SQL URL")
+    # Here, not at the top: the asyncio store imports redis-py, which loads OpenTelemetry's
+    # metrics SDK unless app.py's way hides it.
+    import_redis_without_its_meters()
+    from ledger_bus.agent import aio  # noqa: PLC0415  (see above)
 
     async def open_store() -> aio.AsyncStore:
         return await aio.connect(

@@ -28,7 +28,7 @@ from ledger_bus.model.jsonl import event_line
 from ledger_bus.model.jsontext import parse_json, text_lines
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.model.vocabulary import RESERVED_FIELDS
-from ledger_bus.store.base import EventStore
+from ledger_bus.store.base import EventStore, Restores, need
 
 IMPORT_BATCH: Final = 100
 DEFAULT_STREAM: Final = "main"
@@ -207,7 +207,7 @@ def run_import(
     """Restore the planned events as recorded, or append the planned batches in file order (an
     already imported batch deduplicates)."""
     if plan.recorded is not None:
-        written = store.restore(plan.recorded)
+        written = need(store, Restores).restore(plan.recorded)  # events as they were recorded
         # None of them is in the session (the plan skipped those that are), so a restore that
         # wrote none found the session's cursors past theirs: a session deleted since its export
         # remembers them. Its events are appended instead, with new cursors.

@@ -127,6 +127,7 @@ class Unsupported(BackendRefused):
     store that keeps only the log): asking again will not help."""
 
 
-class UnexpectedReply(LedgerError):
+class UnexpectedReply(BackendRefused):
     """Raised when a Lua script replies in a shape its parser does not know: the server runs
-    other scripts than this package's. Nothing is made of the reply."""
+    other scripts than this package's. Nothing is made of the reply; asking again will not
+    help."""

@@ -30,7 +30,7 @@ from typing import Any, Final
 from ledger_bus.model.errors import InvalidInput, NotFound, Refused
 from ledger_bus.model.ids import StreamId
 from ledger_bus.model.records import RecordedEvent
-from ledger_bus.store.base import PAGE, EventStore
+from ledger_bus.store.base import PAGE, Attempts, Bounds, EventStore, need
 from ledger_bus.store.families import ArchiveSource, ArchiveTarget
 from ledger_bus.store.sql import DIGEST_PAGE, PageDigests
 
@@ -98,6 +98,8 @@ def archive_session(
 ) -> Archived:
     """Move one session from `hot` to `cold` (the steps above); safe to run again after a crash
     at any point, and to run on a session already moved."""
+    need(hot, Attempts)  # a session with open attempts stays, unless forced
+    need(hot, Bounds)  # a stream's bound moves with it
     source, target = archive_sides(hot, cold)
     where = target.location
     step = on_step or (lambda name: None)

@@ -91,7 +91,7 @@ class PassReport:
 
 
 def log_action(record: dict[str, Any]) -> None:
-    """One structured line per action, on the `ledger_bus.operations.reconciler` logger."""
+    """One structured line per action, on the `ledger_bus.reconciler` logger."""
     log.info(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
 
 

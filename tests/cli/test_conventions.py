@@ -155,6 +155,32 @@ def test_the_command_line_imports_only_what_a_command_needs() -> None:
     # How long it takes is measured by scripts/bench_startup.py, not here.
 
 
+# The demo starts a Redis and asks it whether it answers: redis-py is its first act.
+LOADS_REDIS_AT_ONCE = {"ledger_bus.cli.demo"}
+
+
+def test_a_command_module_loads_redis_only_when_its_command_runs() -> None:
+    """A command's module is loaded to run it, or to show its --help: it must not import
+    redis-py itself, which brings OpenTelemetry's metrics SDK with it unless the store imports it
+    the way app.py does (50-60 ms of every start)."""
+    from ledger_bus.cli import cli
+
+    modules = sorted(set(cli.lazy.values()) - LOADS_REDIS_AT_ONCE)
+    code = (
+        "import importlib, sys\n"
+        "import ledger_bus.cli\n"
+        "importlib.import_module(sys.argv[1])\n"
+        "print('redis' in sys.modules, 'opentelemetry.sdk.metrics' in sys.modules)\n"
+    )
+    loaded = {
+        module: subprocess.run(
+            [sys.executable, "-c", code, module], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        for module in modules
+    }
+    assert loaded == dict.fromkeys(modules, "False False")
+
+
 def test_a_command_imports_redis_without_the_metrics_sdk_and_leaves_the_sdk_importable(
     tmp_path: Path,
 ) -> None:

@@ -140,6 +140,11 @@ def test_a_tailer_and_a_recorder_ask_for_what_they_need_and_are_refused_without_
     assert [e["body"] for e in store.tail("s", 5)] == ["hi"]
 
 
+def test_archiving_from_a_store_that_is_only_a_log_is_refused_in_one_line() -> None:
+    with pytest.raises(lb.Unsupported, match=r"has no leases and open attempts: it has log$"):
+        lb.archive_session(LogOnlyStore(), lb.connect("memory://"), "s")  # type: ignore[arg-type]
+
+
 def test_an_asyncio_store_on_a_log_refuses_a_group_read_in_one_line() -> None:
     async def read() -> None:
         store = AsyncStore(LogOnlyStore())  # type: ignore[arg-type]

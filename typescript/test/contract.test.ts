@@ -1,5 +1,5 @@
-// The store contract (ledger_bus/testing/contract.py, ported): every rule of CONTRACT.md and
-// spec/ledger-v1.md a store must keep, over the public API, on memory, a real redis-server
+// The store contract (ledger_bus/testing/contract/, ported): every rule of spec/ledger-v1.md and
+// the README's command line that a store must keep, over the public API, on memory, a real redis-server
 // and a three-node cluster.
 import { describe, expect, it } from "vitest";
 

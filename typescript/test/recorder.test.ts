@@ -76,7 +76,7 @@ describe.each(["memory", "redis"] as const)("the recorder on %s", (kind) => {
     const crashed = await recorder.start({ runId: "r1" });
     await crashed.beginCall("deploy", { env: "prod" });
     crashed.drop();
-    // What `ledger-bus resolve s r1/c1#1 --ok '{"deployed": true}'` writes (ledger_bus/reconciler.py).
+    // What `ledger-bus resolve s r1/c1#1 --ok '{"deployed": true}'` writes (ledger_bus/operations/resolve.py).
     const [open_] = await store.openAttempts("s");
     await store.append(streamId("s", open_?.stream ?? ""), "any", `resolve:${open_?.attemptId ?? ""}`, [
       { type: "tool_result", agent: "operator", tool: "deploy", attempt_id: "r1/c1#1", status: "ok", result: { deployed: true }, run_id: "r1" },

@@ -1,4 +1,4 @@
-"""The store contract as tests: every rule of CONTRACT.md and spec/ledger-v1.md that a store must
+"""The store contract as tests: every rule of spec/ledger-v1.md and the README that a store must
 keep, over the public API alone, a module per capability (ledger_bus.store.base), so that a store
 written outside this repository runs the parts it implements.
 

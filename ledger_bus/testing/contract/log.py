@@ -1,5 +1,5 @@
 """The log's part of the contract: append, read, scan, tail, wait, versions, the sessions index,
-artifacts; every rule of CONTRACT.md and spec/ledger-v1.md that a store's log must keep, over the
+artifacts; every rule of spec/ledger-v1.md and the README that a store's log must keep, over the
 public API alone. A store that is a log and nothing else passes this part alone::
 
     from ledger_bus.testing.contract.log import *  # noqa: F403
@@ -17,7 +17,7 @@ from ledger_bus.model.ids import derive_event_id
 from ledger_bus.store.log import Log
 from ledger_bus.testing.events import call, msg
 
-# The ledger's keys of a JSONL line, first and in this order (CONTRACT.md, the command line).
+# The ledger's keys of a JSONL line, first and in this order (the README's command line).
 LEDGER_KEYS = ["session", "stream", "version", "cursor", "type", "agent", "event_id", "recorded_at"]
 
 

@@ -138,6 +138,6 @@ export class Unsupported extends BackendRefused {
  * A Lua script replied in a shape its parser (store/replies.ts) does not know: the server runs
  * other scripts than this SDK's. Nothing is made of the reply.
  */
-export class UnexpectedReply extends LedgerError {
+export class UnexpectedReply extends BackendRefused {
   override name = "UnexpectedReply";
 }

@@ -1,5 +1,5 @@
 /**
- * Servers the tests start for themselves, as the Python fixtures do (ledger_bus/server.py,
+ * Servers the tests start for themselves, as the Python fixtures do (ledger_bus/demo/server.py,
  * tests/support/cluster.py): a redis-server of its own on a free loopback port, in a temporary
  * directory, and a three-node cluster; none depends on a Redis already running.
  */
@@ -26,7 +26,7 @@ export function serverBinary(): string {
   const python = join(REPO, ".venv", "bin", "python");
   return execFileSync(
     python,
-    ["-c", "from ledger_bus.server import find_server_binary; print(find_server_binary())"],
+    ["-c", "from ledger_bus.demo.server import find_server_binary; print(find_server_binary())"],
     { encoding: "utf8" },
   ).trim();
 }
