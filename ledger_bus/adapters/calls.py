@@ -36,7 +36,7 @@ from ledger_bus.agent.recorder import (
 from ledger_bus.model.errors import InvalidInput, LedgerError, VersionConflict
 from ledger_bus.model.ids import ANY, StreamId, check_name, derive_event_id
 from ledger_bus.model.records import RecordedEvent
-from ledger_bus.store.base import EventStore
+from ledger_bus.store.base import Attempts, EventStore, need
 from ledger_bus.store.steps import Op
 
 T = TypeVar("T")
@@ -135,6 +135,7 @@ class CallLedger:
     """Records the calls of one framework's tools in a store."""
 
     def __init__(self, store: EventStore, *, agent: str, lease_ttl_ms: int = DEFAULT_LEASE_MS):
+        need(store, Attempts)  # a recorded call is an attempt under a lease
         self.store = store
         self.agent = agent
         self.lease_ttl_ms = lease_ttl_ms

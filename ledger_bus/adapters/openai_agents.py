@@ -73,7 +73,7 @@ from ledger_bus.model.records import RecordedEvent
 from ledger_bus.operations.retention import Retention, Sweeper
 from ledger_bus.store import connect
 from ledger_bus.store.async_store import AsyncStore
-from ledger_bus.store.base import Attempts, Bounds, Deletes, EventStore, need
+from ledger_bus.store.base import Bounds, Deletes, EventStore, need
 from ledger_bus.store.steps import Op, Sleep, contended
 
 T = TypeVar("T")
@@ -203,9 +203,8 @@ class LedgerSession:
         )
         self.astore = store if isinstance(store, AsyncStore) else None
         self.store: EventStore = store.core if isinstance(store, AsyncStore) else store
-        # Its items are rewritten through a bound, its tool calls are attempts under leases, and
-        # a session is deleted whole: a store without one of those is refused here, in one line.
-        need(self.store, Attempts)
+        # Its items are rewritten through a bound and a session is deleted whole: a store
+        # without those is refused here, in one line (its calls ask for attempts: CallLedger).
         need(self.store, Bounds)
         need(self.store, Deletes)
         self.items = StreamId(ledger_session(session_id), ITEMS)

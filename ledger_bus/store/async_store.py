@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
-from typing import Any, Protocol, TypeVar
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
+from typing import Any, Protocol, TypeVar, cast
 
 import redis.exceptions as rx
 from redis.utils import HIREDIS_AVAILABLE
@@ -95,26 +95,26 @@ class AsyncStore:
     def durability(self) -> Durability:
         return self.core.durability
 
-    # The core's capabilities beside the log, each asked for where it is used: a core that lacks
-    # one is refused there, in one line (Unsupported).
+    # The core's capabilities beside the log, each asked for where it is first used (and kept
+    # once found): a core that lacks one is refused there, in one line (Unsupported).
 
-    @property
+    @functools.cached_property
     def _attempts(self) -> Attempts:
         return need(self.core, Attempts)
 
-    @property
+    @functools.cached_property
     def _groups(self) -> Groups:
         return need(self.core, Groups)
 
-    @property
+    @functools.cached_property
     def _bounds(self) -> Bounds:
         return need(self.core, Bounds)
 
-    @property
+    @functools.cached_property
     def _deletes(self) -> Deletes:
         return need(self.core, Deletes)
 
-    @property
+    @functools.cached_property
     def _restores(self) -> Restores:
         return need(self.core, Restores)
 
@@ -145,8 +145,8 @@ class AsyncStore:
         reply: object = None
         if plan.request is not None and self.client is not None:
             with contextlib.suppress(rx.RedisError, OSError):  # the general path knows
-                sent = plan.request(self.requests)
-                reply = await sent if inspect.isawaitable(sent) else sent
+                # on the asyncio client, a request's reply is an awaitable of it
+                reply = await cast(Awaitable[object], plan.request(self.requests))
         done = plan.finish(reply)
         return done if isinstance(done, AppendResult) else await self.drive(done)
 

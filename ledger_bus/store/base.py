@@ -29,7 +29,14 @@ from ledger_bus.store.restore import Restores
 
 C = TypeVar("C", Log, Attempts, Groups, Bounds, Deletes, Restores)
 
-CAPABILITIES: Final = (Log, Attempts, Groups, Bounds, Deletes, Restores)
+CAPABILITIES: Final[tuple[type[Log | Attempts | Groups | Bounds | Deletes | Restores], ...]] = (
+    Log,
+    Attempts,
+    Groups,
+    Bounds,
+    Deletes,
+    Restores,
+)
 
 
 class EventStore(Log, Attempts, Groups, Bounds, Deletes, Restores):

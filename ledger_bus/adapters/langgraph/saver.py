@@ -58,7 +58,7 @@ from ledger_bus.model.records import AppendResult
 from ledger_bus.operations.retention import Retention, Sweeper
 from ledger_bus.store import connect
 from ledger_bus.store.async_store import AsyncStore, open_async
-from ledger_bus.store.base import Attempts, Bounds, Deletes, EventStore, need
+from ledger_bus.store.base import Bounds, Deletes, EventStore, need
 from ledger_bus.store.steps import Op, Sleep
 
 T = TypeVar("T")
@@ -93,9 +93,8 @@ class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[st
         super().__init__(serde=serde)
         self.astore = store if isinstance(store, AsyncStore) else None
         self.store: EventStore = store.core if isinstance(store, AsyncStore) else store
-        # A thread's checkpoints are a bounded stream, its tool calls attempts under leases, and
-        # a thread is deleted whole: a store without one of those is refused here, in one line.
-        need(self.store, Attempts)
+        # A thread's checkpoints are a bounded stream and a thread is deleted whole: a store
+        # without those is refused here, in one line (its calls ask for attempts: CallLedger).
         need(self.store, Bounds)
         need(self.store, Deletes)
         # retention: threads idle past it deleted (or archived) whole (retention.py)

@@ -20,6 +20,7 @@ A store that implements some capabilities imports those parts alone: the log's f
 (`pip install 'ledger-bus[testing]'`).
 """
 
+from ledger_bus.store.base import CAPABILITIES
 from ledger_bus.testing.contract import attempts, bounds, deletes, groups, log, restores
 from ledger_bus.testing.contract.attempts import *  # noqa: F403
 from ledger_bus.testing.contract.bounds import *  # noqa: F403
@@ -28,14 +29,13 @@ from ledger_bus.testing.contract.groups import *  # noqa: F403
 from ledger_bus.testing.contract.log import *  # noqa: F403
 from ledger_bus.testing.contract.restores import *  # noqa: F403
 
-# The parts, each a capability's tests (every one a test_ function, collected by pytest).
+# The parts, each a capability's tests (every one a test_ function, collected by pytest), by the
+# capability's name, in the order of CAPABILITIES.
 PARTS = {
-    "log": log,
-    "leases and open attempts": attempts,
-    "consumer groups": groups,
-    "bounded streams": bounds,
-    "deletion": deletes,
-    "restore": restores,
+    capability.what: part
+    for capability, part in zip(
+        CAPABILITIES, (log, attempts, groups, bounds, deletes, restores), strict=True
+    )
 }
 
 __all__ = [name for part in PARTS.values() for name in part.__all__]
