@@ -15,7 +15,7 @@ COMPILE = $(UV) pip compile -q --universal --generate-hashes --custom-compile-co
 # allows, no lock: make test-latest) or `oldest` (the oldest: make test-oldest).
 RESOLVE ?= lock
 
-.PHONY: install fix lint test test-fast test-latest test-oldest lock lock-check upgrade docs bench demo build clean
+.PHONY: install fix lint test test-go test-fast test-latest test-oldest lock lock-check upgrade docs bench demo build clean
 
 # ledger-bus needs Python 3.11 or newer; a .venv made by an older one is made again.
 NEW_ENOUGH = -c 'import sys; sys.exit(sys.version_info < (3, 11))'
@@ -105,11 +105,25 @@ TS_DEPS = typescript/node_modules/.installed
 $(TS_DEPS): typescript/package-lock.json
 	cd typescript && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.installed
 
-lint: install $(TS_DEPS)
+# The Go SDK's modules (go/ and each adapter's, which the SDK builds without) and their tools
+# (go/tools/go.mod), from the committed go.sum files through the module proxy (Go 1.26 or newer).
+GO         ?= go
+GO_MODULES  = go $(wildcard go/adapters/*)
+GO_DEPS     = $(VENV)/.go-downloaded
+$(GO_DEPS): $(foreach m,$(GO_MODULES),$(m)/go.sum) go/tools/go.sum | $(BIN)/activate
+	@$(GO) version >/dev/null 2>&1 || { echo "the Go SDK needs Go 1.26 or newer on the PATH"; exit 1; }
+	for m in $(GO_MODULES); do (cd $$m && $(GO) mod download) || exit 1; done
+	cd go && $(GO) mod download -modfile=tools/go.mod
+	touch $@
+
+lint: install $(TS_DEPS) $(GO_DEPS)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy ledger_bus tests scripts examples
 	cd typescript && npm run --silent lua && npm run --silent lint
+	@unformatted=$$(cd go && gofmt -l .); [ -z "$$unformatted" ] || { echo "gofmt: $$unformatted"; exit 1; }
+	for m in $(GO_MODULES); do (cd $$m && $(GO) vet ./... && \
+	  $(GO) tool -modfile=$(CURDIR)/go/tools/go.mod staticcheck ./...) || exit 1; done
 
 # The Agents SDK's own session tests, from the sdist of the version locked (its hash checked
 # against the lock's), for tests/adapters/test_agents_sdk_own_suite.py to run against
@@ -142,9 +156,17 @@ $(HARBOR)/.installed: $(LOCKS)/harbor.txt $(UVENV)/.installed
 	  $(HARBOR)/bin/python -c 'import harbor.utils.trajectory_validator' && touch $@; \
 	else echo 'no Python 3.12 or newer: the ATIF tests will skip'; fi
 
-test: install $(SDK_TESTS)/.fetched $(HARBOR)/.installed $(TS_DEPS)
+test: install $(SDK_TESTS)/.fetched $(HARBOR)/.installed $(TS_DEPS) test-go
 	cd typescript && npm test --silent
 	$(BIN)/pytest -q
+
+# The Go SDK's tests under the race detector (they start their own redis-server), then each
+# fuzz target for a bounded time (a target at a time: go test fuzzes one per run).
+FUZZ_TIME ?= 15s
+test-go: $(GO_DEPS)
+	for m in $(GO_MODULES); do (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
+	cd go && for target in FuzzPrepareAppend FuzzCanonical FuzzUnpack; do \
+	  $(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZ_TIME) ./model/ || exit 1; done
 
 test-fast: install
 	$(BIN)/pytest -q -m 'not slow'

@@ -1,0 +1,170 @@
+package memory
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ledger-bus/ledger-bus/go/model"
+	"github.com/ledger-bus/ledger-bus/go/store"
+)
+
+// leaseKey names a lease: a session's lease name.
+type leaseKey struct {
+	session string
+	name    string
+}
+
+// lease is a lease held: its owner token, until when.
+type lease struct {
+	owner string
+	until time.Time
+}
+
+// Lease acquires, renews or releases the lease name of session for owner, as the Redis store's
+// lease script does: true when owner holds it afterwards (Acquire, Renew) or let it go
+// (Release); false when another owner holds it or, to renew or release, when it is gone. To
+// acquire or renew, ttl must be a millisecond or more, the least Redis keeps a key for.
+func (s *Store) Lease(ctx context.Context, step store.LeaseStep, session, name, owner string, ttl time.Duration) (bool, error) {
+	if err := model.CheckName(session, "session id"); err != nil {
+		return false, err
+	}
+	if err := model.CheckName(name, "lease name"); err != nil {
+		return false, err
+	}
+	switch step {
+	case store.Acquire, store.Renew:
+		// Redis refuses a key that expires at once (SET PX 0); so does this store.
+		if ttl < time.Millisecond {
+			return false, model.Errorf(model.ErrInvalidInput, "a lease's ttl must be at least 1ms, got %s", ttl)
+		}
+	case store.Release:
+	default:
+		return false, model.Errorf(model.ErrInvalidInput, "a lease step is acquire, renew or release, got '%s'", step)
+	}
+	if err := s.lock(ctx); err != nil {
+		return false, err
+	}
+	defer s.mu.Unlock()
+	key := leaseKey{session, name}
+	now := s.now()
+	held, ok := s.leases[key]
+	if ok && !now.Before(held.until) {
+		delete(s.leases, key) // expired, as Redis would have let it go
+		ok = false
+	}
+	switch {
+	case step == store.Acquire && ok && held.owner != owner:
+		return false, nil
+	case step != store.Acquire && (!ok || held.owner != owner):
+		return false, nil
+	case step == store.Release:
+		delete(s.leases, key)
+	default:
+		s.leases[key] = lease{owner: owner, until: now.Add(ttl)}
+		s.sweepLocked(now)
+	}
+	return true, nil
+}
+
+// minSweep is the fewest leases a sweep waits for.
+const minSweep = 64
+
+// sweepLocked lets go of expired leases once there are sweepAt of them, as Redis expires keys
+// nobody reads again. The caller holds mu.
+func (s *Store) sweepLocked(now time.Time) {
+	if len(s.leases) < s.sweepAt {
+		return
+	}
+	for key, held := range s.leases {
+		if !now.Before(held.until) {
+			delete(s.leases, key)
+		}
+	}
+	s.sweepAt = max(minSweep, 2*len(s.leases))
+}
+
+// OpenAttempts lists the session's requested calls with no terminal event yet, oldest first.
+func (s *Store) OpenAttempts(ctx context.Context, session string) ([]model.OpenAttempt, error) {
+	if err := model.CheckName(session, "session id"); err != nil {
+		return nil, err
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	found := []model.OpenAttempt{}
+	if state := s.sessions[session]; state != nil {
+		for _, open := range state.open {
+			found = append(found, open)
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(found, func(i, j int) bool {
+		if found[i].Cursor != found[j].Cursor {
+			return found[i].Cursor < found[j].Cursor
+		}
+		return found[i].AttemptID < found[j].AttemptID
+	})
+	return found, nil
+}
+
+// The notes of spec/ledger-v1.md section 6, one an event, as model.PrepareAppend makes them and
+// the append script reads them: kind, then its fields, joined by U+001F.
+const (
+	noteOpens    = "o" // attempt_id, run_id ("" for none), tool
+	noteCloses   = "c" // attempt_id
+	noteFlags    = "f" // attempt_id, the flagged call's cursor as "<ms>-<seq>" ("" for any)
+	noteSeparate = "\x1f"
+)
+
+// note keeps the session's open attempts by what one event committed at cursor does to them:
+// a call opens its attempt, a result closes it, a flag marks only the attempt whose call it
+// names, once. A tool declared safe to replay (note "s") is kept by the Redis store for the
+// reconciler's queries, which this SDK does not make, so it is not kept here.
+func (s *session) note(stream model.StreamID, note, cursor string) {
+	if note == "" {
+		return
+	}
+	parts := strings.Split(note, noteSeparate)
+	field := func(i int) string {
+		if i < len(parts) {
+			return parts[i]
+		}
+		return ""
+	}
+	attempt := field(1)
+	switch parts[0] {
+	case noteOpens:
+		s.open[attempt] = model.OpenAttempt{
+			Session:   stream.Session,
+			AttemptID: attempt,
+			RunID:     field(2),
+			Tool:      field(3),
+			Stream:    stream.Name,
+			Cursor:    cursor,
+		}
+	case noteCloses:
+		delete(s.open, attempt)
+	case noteFlags:
+		open, ok := s.open[attempt]
+		if !ok || open.FlaggedCursor != "" {
+			return
+		}
+		if call := field(2); call != "" && !sameCursor(call, open.Cursor) {
+			return // a late flag of an earlier attempt of this id
+		}
+		open.FlaggedCursor = cursor
+		s.open[attempt] = open
+	}
+}
+
+// sameCursor says whether a and b are one cursor, whatever their width.
+func sameCursor(a, b string) bool {
+	ams, aseq, err := model.ParseCursor(a)
+	if err != nil {
+		return false
+	}
+	bms, bseq, err := model.ParseCursor(b)
+	return err == nil && ams == bms && aseq == bseq
+}

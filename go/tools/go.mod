@@ -1,0 +1,16 @@
+// The Go SDK's development tools, pinned apart from the SDK so that its users never fetch them:
+// `make lint` runs `go tool -modfile=tools/go.mod staticcheck` from go/.
+module github.com/ledger-bus/ledger-bus/go/tools
+
+go 1.26
+
+tool honnef.co/go/tools/cmd/staticcheck
+
+require (
+	github.com/BurntSushi/toml v1.4.1-0.20240526193622-a339e1f7089c // indirect
+	golang.org/x/exp/typeparams v0.0.0-20231108232855-2478ac86f678 // indirect
+	golang.org/x/mod v0.31.0 // indirect
+	golang.org/x/sync v0.19.0 // indirect
+	golang.org/x/tools v0.40.1-0.20260108161641-ca281cf95054 // indirect
+	honnef.co/go/tools v0.7.0 // indirect
+)
