@@ -163,7 +163,7 @@ test: install $(SDK_TESTS)/.fetched $(HARBOR)/.installed $(TS_DEPS) test-go
 # The Go SDK's tests under the race detector (they start their own redis-server), then each
 # fuzz target for a bounded time (a target at a time: go test fuzzes one per run).
 FUZZ_TIME ?= 15s
-test-go: $(GO_DEPS)
+test-go: install $(GO_DEPS)
 	for m in $(GO_MODULES); do (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
 	cd go && for target in FuzzPrepareAppend FuzzCanonical FuzzUnpack; do \
 	  $(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZ_TIME) ./model/ || exit 1; done

@@ -1,8 +1,8 @@
 /**
  * The TypeScript SDK's appends against raw ioredis, on one server, in one run: a single-event
  * append beside one XADD round trip, a 100-event append beside 100 pipelined XADDs. Prints one
- * JSON object of rates (per second) for scripts/bench_typescript.py, which runs the Python side
- * in the same run and prints the ratios.
+ * JSON object of rates (per second) for scripts/bench_languages.py, which runs the Python and Go
+ * sides in the same run and prints the ratios.
  *
  *   node --import tsx bench/append.ts redis://127.0.0.1:PORT/0 [seconds per measure]
  */

@@ -105,7 +105,19 @@ func (s *Server) Kill() {
 	s.cmd = nil
 }
 
-// Restart starts the server again on the same port and directory after Kill.
+// Stop shuts the server down as an operator would (SIGTERM: it saves first if it was told to
+// persist) and waits until it has; a no-op when it is not running.
+func (s *Server) Stop() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}
+
+// Restart starts the server again on the same port and directory, after Kill or Stop (or
+// killing it first when it runs).
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Kill()

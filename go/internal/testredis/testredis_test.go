@@ -24,6 +24,20 @@ func TestServerAnswersAndRestarts(t *testing.T) {
 	}
 }
 
+func TestStoppedServerKeepsWhatItPersisted(t *testing.T) {
+	ctx := context.Background()
+	s := Start(t, "--appendonly", "yes", "--appendfsync", "always")
+	client := s.Client()
+	if err := client.Set(ctx, "kept", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.Stop()
+	s.Restart()
+	if got := client.Get(ctx, "kept").Val(); got != "v" {
+		t.Fatalf("after a restart the key holds %q", got)
+	}
+}
+
 func TestClusterSpreadsKeysOverItsNodes(t *testing.T) {
 	ctx := context.Background()
 	c := StartCluster(t, 3)

@@ -1,0 +1,106 @@
+package ledgerbus_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	ledgerbus "github.com/ledger-bus/ledger-bus/go"
+	"github.com/ledger-bus/ledger-bus/go/model"
+	"github.com/ledger-bus/ledger-bus/go/store"
+)
+
+// An append, its retry, and a read back: the same on every store; memory:// needs no server.
+func Example() {
+	ctx := context.Background()
+	s, err := ledgerbus.Connect(ctx, "memory://")
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+
+	stream, err := ledgerbus.NewStreamID("task-42", "planner")
+	if err != nil {
+		panic(err)
+	}
+	events := []ledgerbus.Event{
+		ledgerbus.Message("planner", "splitting the task in three"),
+		ledgerbus.ToolCall("planner", "search", "plan#1", map[string]any{"q": "prior art"}),
+	}
+	result, err := s.Append(ctx, stream, 0, "plan-1", events)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("versions", result.FirstVersion, "to", result.LastVersion)
+
+	// A retry after a lost reply: the same append_id and events give the original result.
+	again, err := s.Append(ctx, stream, 0, "plan-1", events)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("deduplicated:", again.Deduplicated, "same cursor:", again.Cursor == result.Cursor)
+
+	read, err := s.ReadStream(ctx, stream, store.ReadStreamOptions{})
+	if err != nil {
+		panic(err)
+	}
+	for _, e := range read {
+		fmt.Println(e.Version, e.Type(), e.Agent())
+	}
+	// Output:
+	// versions 1 to 2
+	// deduplicated: true same cursor: true
+	// 1 message planner
+	// 2 tool_call planner
+}
+
+// Optimistic concurrency: an append names the version it expects the stream to have.
+func ExampleConnect_versionConflict() {
+	ctx := context.Background()
+	s, err := ledgerbus.Connect(ctx, "memory://")
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	stream, _ := ledgerbus.NewStreamID("task-42", "board")
+	if _, err := s.Append(ctx, stream, 0, "a", []ledgerbus.Event{ledgerbus.Message("w1", "mine")}); err != nil {
+		panic(err)
+	}
+	// A second writer that read the stream empty.
+	_, err = s.Append(ctx, stream, 0, "b", []ledgerbus.Event{ledgerbus.Message("w2", "no, mine")})
+	var conflict *model.VersionConflictError
+	if errors.As(err, &conflict) {
+		fmt.Println(errors.Is(err, ledgerbus.ErrVersionConflict), "the stream is at", conflict.Actual)
+	}
+	fmt.Println(err)
+	// Output:
+	// true the stream is at 1
+	// stream task-42/board: expected version 0, actual 1
+}
+
+// The session in commit order, a page at a time, across every stream.
+func ExampleConnect_session() {
+	ctx := context.Background()
+	s, err := ledgerbus.Connect(ctx, "memory://")
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	for i, name := range []string{"planner", "coder", "planner"} {
+		stream, _ := ledgerbus.NewStreamID("task-7", name)
+		event := ledgerbus.Message(name, fmt.Sprintf("step %d", i))
+		if _, err := s.Append(ctx, stream, ledgerbus.AnyVersion, fmt.Sprint("m", i), []ledgerbus.Event{event}); err != nil {
+			panic(err)
+		}
+	}
+	for e, err := range s.Session(ctx, "task-7", store.IterOptions{Page: 2}) {
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(e.Stream.Name, e.Version, e.Fields["body"])
+	}
+	// Output:
+	// planner 1 step 0
+	// coder 1 step 1
+	// planner 2 step 2
+}

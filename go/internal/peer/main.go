@@ -1,0 +1,250 @@
+// Command peer is a Go process of the SDK driven by another, for the cross-language tests
+// (tests/contract/test_go_interop.py): one JSON request a line on stdin, one JSON reply a line
+// on stdout, so that a Python test can have it append, read and be killed mid-run.
+//
+//	peer URL PREFIX
+//
+// Requests: {"op": "append", "session", "stream", "expected", "append_id", "events"},
+// {"op": "burst", "session", "stream", "count"} (appends one at a time, as fast as it can),
+// {"op": "ping"} (answered once connected), {"op": "scan", "session"}, {"op": "tail", "session",
+// "n"}, {"op": "digest", "events"}, {"op": "hang_in_tool", "session", "run_id", "tool", "args",
+// "lease_ms"} (replied to once the call's request is committed; the tool never returns),
+// {"op": "resume_call", ...the same} (the run resumed: the call's recorded outcome, or the error
+// that stops it). Replies: {"ok": ...} or {"error": <the error's kind>, "message": ...}, the
+// same as the Node peer's.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	ledgerbus "github.com/ledger-bus/ledger-bus/go"
+	"github.com/ledger-bus/ledger-bus/go/agent"
+	"github.com/ledger-bus/ledger-bus/go/model"
+	"github.com/ledger-bus/ledger-bus/go/store"
+)
+
+type request map[string]any
+
+func main() {
+	if len(os.Args) != 3 {
+		fmt.Fprintln(os.Stderr, "usage: peer URL PREFIX")
+		os.Exit(2)
+	}
+	ctx := context.Background()
+	s, err := ledgerbus.Connect(ctx, os.Args[1], ledgerbus.WithPrefix(os.Args[2]))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(model.ExitCode(err))
+	}
+	defer s.Close()
+	p := &peer{store: s}
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 64<<20)
+	out := json.NewEncoder(os.Stdout)
+	for in.Scan() {
+		var reply map[string]any
+		value, err := p.handle(ctx, in.Bytes())
+		if err != nil {
+			name := agent.Name(err)
+			if name == "" {
+				name = fmt.Sprintf("%T", errors.Unwrap(err))
+			}
+			reply = map[string]any{"error": name, "message": err.Error()}
+		} else {
+			reply = map[string]any{"ok": value}
+		}
+		if err := out.Encode(reply); err != nil {
+			os.Exit(1)
+		}
+	}
+}
+
+type peer struct {
+	store store.Store
+}
+
+func (p *peer) handle(ctx context.Context, line []byte) (any, error) {
+	var decoded map[string]any
+	decoder := json.NewDecoder(bytes.NewReader(line))
+	decoder.UseNumber()
+	if err := decoder.Decode(&decoded); err != nil {
+		return nil, err
+	}
+	r := request(numbers(decoded).(map[string]any))
+	session, _ := r["session"].(string)
+	switch r["op"] {
+	case "ping":
+		_, err := p.store.StreamVersion(ctx, model.StreamID{Session: "ping", Name: "ping"})
+		return "pong", err
+	case "append":
+		stream, err := model.NewStreamID(session, r["stream"].(string))
+		if err != nil {
+			return nil, err
+		}
+		expected := model.AnyVersion
+		if v, ok := r["expected"].(int64); ok {
+			expected = v
+		}
+		result, err := p.store.Append(ctx, stream, expected, r["append_id"].(string), events(r["events"]))
+		if err != nil {
+			return nil, err
+		}
+		return appendLine(result), nil
+	case "burst":
+		stream, err := model.NewStreamID(session, r["stream"].(string))
+		if err != nil {
+			return nil, err
+		}
+		count := r["count"].(int64)
+		results := make([]any, 0, count)
+		for i := range count {
+			event := model.Message("go", fmt.Sprintf("go %d", i))
+			result, err := p.store.Append(ctx, stream, i, fmt.Sprintf("go-%d", i), []model.Event{event})
+			if err != nil {
+				return nil, err
+			}
+			results = append(results, appendLine(result))
+		}
+		return results, nil
+	case "scan":
+		var found []model.RecordedEvent
+		for event, err := range p.store.Session(ctx, session, store.IterOptions{}) {
+			if err != nil {
+				return nil, err
+			}
+			found = append(found, event)
+		}
+		return orEmpty(found), nil
+	case "tail":
+		found, err := p.store.Tail(ctx, session, store.TailOptions{N: int(r["n"].(int64))})
+		return orEmpty(found), err
+	case "digest":
+		prepared, err := model.PrepareAppend(model.StreamID{Session: "s", Name: "x"}, "a", events(r["events"]), model.DefaultLimits())
+		return prepared.Digest, err
+	case "hang_in_tool":
+		return p.hangInTool(ctx, session, r)
+	case "resume_call":
+		return p.resumeCall(ctx, session, r)
+	}
+	return nil, fmt.Errorf("unknown op %v", r["op"])
+}
+
+// numbers gives JSON numbers the Go types a writer would: an integer literal as int64, any
+// other as float64, so that an event read from a request is encoded as Python encodes it.
+func numbers(value any) any {
+	switch v := value.(type) {
+	case json.Number:
+		text := v.String()
+		if !strings.ContainsAny(text, ".eE") {
+			if n, err := strconv.ParseInt(text, 10, 64); err == nil {
+				return n
+			}
+		}
+		f, _ := v.Float64()
+		return f
+	case map[string]any:
+		for name, item := range v {
+			v[name] = numbers(item)
+		}
+		return v
+	case []any:
+		for i, item := range v {
+			v[i] = numbers(item)
+		}
+		return v
+	}
+	return value
+}
+
+func events(value any) []model.Event {
+	items, _ := value.([]any)
+	found := make([]model.Event, 0, len(items))
+	for _, item := range items {
+		fields, _ := item.(map[string]any)
+		found = append(found, model.Event(fields))
+	}
+	return found
+}
+
+func orEmpty(events []model.RecordedEvent) []model.RecordedEvent {
+	if events == nil {
+		return []model.RecordedEvent{}
+	}
+	return events
+}
+
+// appendLine is an append's result as `ledger-bus append -o jsonl` writes it.
+func appendLine(result model.AppendResult) map[string]any {
+	return map[string]any{
+		"session":       result.Stream.Session,
+		"stream":        result.Stream.Name,
+		"first_version": result.FirstVersion,
+		"last_version":  result.LastVersion,
+		"cursor":        result.Cursor,
+		"deduplicated":  result.Deduplicated,
+	}
+}
+
+// recorder is a recorder of the agent "go-agent" in session, with the request's lease.
+func (p *peer) recorder(session string, r request) (*agent.Recorder, error) {
+	lease, _ := r["lease_ms"].(int64)
+	return agent.NewRecorder(p.store, session, "go-agent", agent.RecorderOptions{
+		LeaseTTL: time.Duration(lease) * time.Millisecond,
+	})
+}
+
+// hangInTool starts a run that calls a tool which never returns: it replies once the call's
+// request is committed, so that the test can kill the process inside the tool.
+func (p *peer) hangInTool(ctx context.Context, session string, r request) (any, error) {
+	recorder, err := p.recorder(session, r)
+	if err != nil {
+		return nil, err
+	}
+	run, err := recorder.Start(ctx, agent.RunOptions{RunID: r["run_id"].(string)})
+	if err != nil {
+		return nil, err
+	}
+	args, _ := r["args"].(map[string]any)
+	begun, err := run.BeginCall(ctx, r["tool"].(string), args)
+	if err != nil {
+		return nil, err
+	}
+	return begun.Attempt.AttemptID, nil
+}
+
+// resumeCall resumes the run and calls the tool again: the call's recorded or resolved
+// outcome, and whether the tool ran; or the error that stops the run.
+func (p *peer) resumeCall(ctx context.Context, session string, r request) (any, error) {
+	recorder, err := p.recorder(session, r)
+	if err != nil {
+		return nil, err
+	}
+	run, err := recorder.Start(ctx, agent.RunOptions{
+		RunID: r["run_id"].(string), Resume: true, LeaseWait: 10 * time.Second,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ran := false
+	args, _ := r["args"].(map[string]any)
+	value, err := run.Call(ctx, r["tool"].(string), args, func(context.Context) (any, error) {
+		ran = true
+		return "ran again", nil
+	})
+	if finished := run.Finish(ctx, err); err == nil {
+		err = finished
+	}
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"value": value, "ran": ran}, nil
+}

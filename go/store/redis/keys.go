@@ -1,0 +1,55 @@
+package redis
+
+import (
+	"fmt"
+	"hash/crc32"
+)
+
+// Every key of a session carries the hash tag {<session>}, so one Lua call touches one slot and
+// the layout runs unchanged on Redis Cluster; the two cross-session indexes are split into
+// buckets with hash tags of their own, so that on a cluster they spread over the shards. The
+// names are spec/ledger-v1.md section 6's, as the Python package builds them
+// (ledger_bus/store/redis/keys.py).
+
+// indexBuckets is how many sorted sets each cross-session index is split into: a session is
+// listed in bucket crc32(session id) mod 64 by every store in every language.
+const indexBuckets = 64
+
+// key is the key of one of a session's records: "<prefix>:{<session>}:<suffix>", suffix "log",
+// "meta", "s:<stream>", "dead:<group>" and so on.
+func (s *Store) key(session, suffix string) string {
+	return s.prefix + ":{" + session + "}:" + suffix
+}
+
+// appendKeys are the KEYS of append.lua for an append to stream, in its order.
+func (s *Store) appendKeys(session, stream string) []string {
+	return []string{
+		s.key(session, "log"),
+		s.key(session, "meta"),
+		s.key(session, "s:"+stream),
+		s.key(session, "idem:"+stream),
+		s.key(session, "open"),
+		s.key(session, "safe"),
+		s.key(session, "tomb"),
+	}
+}
+
+// artifactKey is the key of an artifact of a session, by its sha256.
+func (s *Store) artifactKey(session, sha256 string) string {
+	return s.key(session, "art:"+sha256)
+}
+
+// bucketOf is the bucket of the cross-session indexes a session is listed in.
+func bucketOf(session string) int {
+	return int(crc32.ChecksumIEEE([]byte(session)) % indexBuckets)
+}
+
+// indexKey is one bucket of the sessions index, by last activity.
+func (s *Store) indexKey(bucket int) string {
+	return fmt.Sprintf("%s:sessions:{%s-%02d}", s.prefix, s.prefix, bucket)
+}
+
+// openIndexKey is one bucket of the index of sessions that may have open attempts.
+func (s *Store) openIndexKey(bucket int) string {
+	return fmt.Sprintf("%s:open-sessions:{%s-%02d}", s.prefix, s.prefix, bucket)
+}
