@@ -87,7 +87,7 @@ func TestConnectRedis(t *testing.T) {
 		t.Fatalf("the URL's durability: %+v", got)
 	}
 	// An option overrides the URL's.
-	overridden := connect(t, server.URL+"?durability=replicas:2", ledgerbus.WithDefaultDurability(model.Local))
+	overridden := connect(t, server.URL+"?durability=replicas:2", ledgerbus.WithDefaultDurability(model.Local()))
 	if got := overridden.(*lbredis.Store).Durability(); !got.Local() {
 		t.Fatalf("overridden durability: %+v", got)
 	}

@@ -147,7 +147,7 @@ func Connect(ctx context.Context, url string, opts ...Option) (Store, error) {
 	if set.durability != nil {
 		o.Durability = *set.durability
 		if o.Durability == (model.Durability{}) {
-			o.Durability = model.Local
+			o.Durability = model.Local()
 		}
 	}
 	return lbredis.Open(ctx, url, o)

@@ -419,7 +419,8 @@ func (run *Run) Finish(ctx context.Context, err error) error {
 			event["status"] = StatusError
 			event["error"] = errorName(err) + ": " + err.Error()
 		}
-		_, werr = run.write(ctx, event, nil)
+		// How the run ended is recorded even when ctx ended it, as the lease's release is.
+		_, werr = run.write(context.WithoutCancel(ctx), event, nil)
 	}
 	return errors.Join(werr, run.letGo(ctx))
 }

@@ -532,3 +532,29 @@ func TestAPanicInARunIsRecordedAndRaisedAgain(t *testing.T) {
 	// Its lease was let go.
 	start(t, rec, agent.RunOptions{RunID: "r1", Resume: true}).Finish(ctx, nil)
 }
+
+func TestARunEndedByItsContextStillRecordsTheCallsOutcomeAndItsEnd(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx, cancel := context.WithCancel(testContext(t))
+		rec := newRecorder(t, s, "s", "coder", agent.RecorderOptions{})
+		err := rec.Run(ctx, agent.RunOptions{RunID: "r1"}, func(ctx context.Context, run *agent.Run) error {
+			_, err := run.Call(ctx, "slow", nil, func(ctx context.Context) (any, error) {
+				cancel() // the caller gives up while the tool runs, and the tool returns on it
+				<-ctx.Done()
+				return nil, ctx.Err()
+			})
+			return err
+		})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the run returned %v, want context.Canceled", err)
+		}
+		got := kinds(t, s, "s", "run-r1")
+		want := []string{"run.started", "tool_call", "tool_result", "run.finished"}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("the run's stream holds %v, want %v", got, want)
+		}
+		if open := openAttemptIDs(t, s, "s"); len(open) != 0 {
+			t.Fatalf("the call's attempt is still open: %v", open)
+		}
+	})
+}

@@ -131,7 +131,10 @@ func (run *Run) EndCall(ctx context.Context, attempt Attempt, status string, val
 
 func (run *Run) endCall(ctx context.Context, attempt Attempt, status string, value any, toolErr error) error {
 	event := ResultEvent(attempt.Tool, attempt.AttemptID, attempt.StepID, status, value)
-	if _, err := run.write(ctx, event, []string{attempt.CallID}); err != nil {
+	// The call ran: its outcome is recorded even when ctx ended (a tool that returns on
+	// cancellation, the usual case in Go), or its attempt would stay open for the reconciler.
+	// The store's own timeout still bounds the write.
+	if _, err := run.write(context.WithoutCancel(ctx), event, []string{attempt.CallID}); err != nil {
 		return &OutcomeNotRecordedError{Tool: attempt.Tool, AttemptID: attempt.AttemptID, Cause: err, ToolErr: toolErr}
 	}
 	return nil

@@ -7,8 +7,9 @@ import (
 	"unicode/utf8"
 )
 
-// Limits bound what one append may carry, as spec/ledger-v1.md section 2.1 sets them; start
-// from DefaultLimits. The byte limits count the events' canonical JSON outside their artifacts.
+// Limits bound what one append may carry, as spec/ledger-v1.md section 2.1 sets them. A field
+// left zero takes its default (DefaultLimits), each on its own, as Python's Limits does; the
+// byte limits count the events' canonical JSON outside their artifacts.
 type Limits struct {
 	// MaxEventBytes is the most one event may hold.
 	MaxEventBytes int
@@ -18,7 +19,7 @@ type Limits struct {
 	// MaxAppendBytes is the most one append may hold, all its events together.
 	MaxAppendBytes int
 	// ArtifactThreshold is the canonical size above which an event keeps its largest fields
-	// apart as artifacts; 0 or less: never.
+	// apart as artifacts; negative: never.
 	ArtifactThreshold int
 	// MaxArtifactBytes is the most one artifact may hold.
 	MaxArtifactBytes int
@@ -34,6 +35,23 @@ func DefaultLimits() Limits {
 		ArtifactThreshold:  DefaultArtifactThreshold,
 		MaxArtifactBytes:   DefaultMaxArtifactBytes,
 	}
+}
+
+// WithDefaults is l with each field left zero set to its default.
+func (l Limits) WithDefaults() Limits {
+	defaults := DefaultLimits()
+	for _, f := range []struct{ field, fallback *int }{
+		{&l.MaxEventBytes, &defaults.MaxEventBytes},
+		{&l.MaxEventsPerAppend, &defaults.MaxEventsPerAppend},
+		{&l.MaxAppendBytes, &defaults.MaxAppendBytes},
+		{&l.ArtifactThreshold, &defaults.ArtifactThreshold},
+		{&l.MaxArtifactBytes, &defaults.MaxArtifactBytes},
+	} {
+		if *f.field == 0 {
+			*f.field = *f.fallback
+		}
+	}
+	return l
 }
 
 // PreparedAppend is one append's events checked, canonicalised, digested and encoded: what any
@@ -69,6 +87,7 @@ func (p PreparedAppend) OpensAttempts() bool {
 // one are filled in afterwards. The events are not changed. stream and appendID are used as
 // given, to derive event ids: the caller checks them first (NewStreamID, CheckAppendID).
 func PrepareAppend(stream StreamID, appendID string, events []Event, limits Limits) (PreparedAppend, error) {
+	limits = limits.WithDefaults()
 	if len(events) == 0 {
 		return PreparedAppend{}, &InvalidEventError{Reason: "an append needs at least one event", Index: -1}
 	}

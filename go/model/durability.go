@@ -21,8 +21,9 @@ type Durability struct {
 	Timeout  time.Duration
 }
 
-// Local is the durability that waits for nothing.
-var Local = Durability{Timeout: DefaultDurabilityTimeout}
+// Local is the durability that waits for nothing (a function, so that no caller can change it
+// for the whole process).
+func Local() Durability { return Durability{Timeout: DefaultDurabilityTimeout} }
 
 var durabilityLevel = regexp.MustCompile(`^(local|aof|replicas:([1-9][0-9]?)|aof\+replicas:([1-9][0-9]?))$`)
 

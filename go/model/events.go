@@ -18,12 +18,12 @@ const (
 	TypeMutation   = "mutation"
 )
 
-// EventTypes is the vocabulary, in the order error messages list it.
-var EventTypes = []string{TypeMessage, TypeToolCall, TypeToolResult, TypeMutation}
+// eventTypes is the vocabulary, in the order error messages list it.
+var eventTypes = []string{TypeMessage, TypeToolCall, TypeToolResult, TypeMutation}
 
-// ReservedFields are the names the ledger sets on every recorded event: a mutation's own
+// reservedFields are the names the ledger sets on every recorded event: a mutation's own
 // fields may not take them.
-var ReservedFields = []string{"cursor", "recorded_at", "session", "stream", "version"}
+var reservedFields = []string{"cursor", "recorded_at", "session", "stream", "version"}
 
 // Message is an event saying an agent said body.
 func Message(agent, body string) Event {
@@ -278,7 +278,7 @@ func givenFields(raw Event, index int) (Event, error) {
 	if !known {
 		return nil, &InvalidEventError{
 			Reason: fmt.Sprintf("unknown event type %s; the vocabulary is %s",
-				pyRepr(raw["type"]), strings.Join(EventTypes, ", ")),
+				pyRepr(raw["type"]), strings.Join(eventTypes, ", ")),
 			Index: index, Field: "type",
 		}
 	}
@@ -286,7 +286,7 @@ func givenFields(raw Event, index int) (Event, error) {
 		return &InvalidEventError{Reason: reason, Index: index, Field: field}
 	}
 	if kind == TypeMutation {
-		for _, name := range ReservedFields {
+		for _, name := range reservedFields {
 			if _, ok := raw[name]; ok {
 				return nil, invalid(name, "set by the ledger itself; a mutation may not carry it")
 			}

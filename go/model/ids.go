@@ -16,7 +16,9 @@ const CursorZero = "0000000000000-000000"
 
 // EventIDNamespace is the uuid5 namespace of the event ids the ledger generates
 // (spec/ledger-v1.md section 2.3).
-var EventIDNamespace = uuid.MustParse("5c1b6a0e-4f3a-5d8e-9b2c-7a6e0d1f2b3c")
+const EventIDNamespace = "5c1b6a0e-4f3a-5d8e-9b2c-7a6e0d1f2b3c"
+
+var eventIDNamespace = uuid.MustParse(EventIDNamespace)
 
 // NewStreamID returns the stream of a session, both names checked with CheckName.
 func NewStreamID(session, name string) (StreamID, error) {
@@ -193,6 +195,6 @@ func newIDDeriver(stream StreamID, appendID string) func(index int) string {
 	prefix := []byte(stream.Session + "\x1f" + stream.Name + "\x1f" + appendID + "\x1f")
 	return func(index int) string {
 		name := strconv.AppendInt(prefix[:len(prefix):len(prefix)], int64(index), 10)
-		return uuid.NewSHA1(EventIDNamespace, name).String()
+		return uuid.NewSHA1(eventIDNamespace, name).String()
 	}
 }

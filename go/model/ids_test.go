@@ -186,8 +186,8 @@ func TestDurability(t *testing.T) {
 	if _, err := ParseDurability("aof", time.Microsecond); !errors.Is(err, ErrInvalidInput) {
 		t.Errorf("a timeout under a millisecond: %v", err)
 	}
-	if !Local.Local() || Local.String() != "local" || Local.Timeout != DefaultDurabilityTimeout {
-		t.Errorf("Local is %+v", Local)
+	if local := Local(); !local.Local() || local.String() != "local" || local.Timeout != DefaultDurabilityTimeout {
+		t.Errorf("Local is %+v", local)
 	}
 }
 

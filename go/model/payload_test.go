@@ -106,7 +106,7 @@ func limitsOf(t *testing.T, given map[string]any) Limits {
 			t.Fatalf("unknown limit %s", name)
 		}
 		if value == nil {
-			*field = 0
+			*field = -1
 			continue
 		}
 		n, err := value.(json.Number).Int64()

@@ -169,7 +169,7 @@ func TestLimits(t *testing.T) {
 	}
 	// Just at the event limit passes, a byte more does not; the size is the canonical one.
 	limits := DefaultLimits()
-	limits.ArtifactThreshold = 0
+	limits.ArtifactThreshold = -1
 	event := Message("a", "")
 	canonical, _ := Canonical(event)
 	limits.MaxEventBytes = len(canonical) + 10
@@ -248,7 +248,7 @@ func TestArtifacts(t *testing.T) {
 		t.Error("a mutation's kind was moved out")
 	}
 	// The digest is of the events whole: the same as with artifacts off.
-	limits.ArtifactThreshold = 0
+	limits.ArtifactThreshold = -1
 	whole, err := PrepareAppend(stream, "a", events, limits)
 	if err != nil {
 		t.Fatal(err)
@@ -304,5 +304,28 @@ func TestInvalidKeys(t *testing.T) {
 	var invalid *InvalidEventError
 	if !errors.As(err, &invalid) || invalid.Index != 0 || !strings.Contains(invalid.Reason, "not valid UTF-8") {
 		t.Errorf("a field name that is not UTF-8: %v", err)
+	}
+}
+
+func TestLimitsLeftZeroTakeTheirDefaultsEachOnItsOwn(t *testing.T) {
+	stream := StreamID{Session: "s", Name: "x"}
+	// Only the event limit given: the others are the defaults, not zero.
+	limits := Limits{MaxEventBytes: 2 << 20}
+	big := Message("a", strings.Repeat("x", 100_000))
+	prepared, err := PrepareAppend(stream, "a", []Event{Message("a", "one"), big, Message("a", "two")}, limits)
+	if err != nil {
+		t.Fatalf("an append under partly given limits: %v", err)
+	}
+	if len(prepared.Artifacts) != 1 {
+		t.Errorf("the 100 KB body was kept as %d artifacts, want 1 (the default threshold)", len(prepared.Artifacts))
+	}
+	if got := limits.WithDefaults(); got.MaxEventBytes != 2<<20 || got.MaxEventsPerAppend != 1000 ||
+		got.MaxAppendBytes != 8<<20 || got.ArtifactThreshold != DefaultArtifactThreshold {
+		t.Errorf("WithDefaults gave %+v", got)
+	}
+	// A negative threshold turns artifacts off.
+	limits.ArtifactThreshold = -1
+	if prepared, err := PrepareAppend(stream, "a", []Event{big}, limits); err != nil || len(prepared.Artifacts) != 0 {
+		t.Errorf("with artifacts off: %d artifacts, %v", len(prepared.Artifacts), err)
 	}
 }

@@ -936,7 +936,7 @@ func rivalWriters(t *testing.T, s store.Log) {
 
 func localDurability(t *testing.T, s store.Log) {
 	ref := streamOf(t, newSession(t, "s1"), "run-a")
-	r, err := s.Append(ctx(t), ref, 0, "a1", []model.Event{msg("one")}, store.WithDurability(model.Local))
+	r, err := s.Append(ctx(t), ref, 0, "a1", []model.Event{msg("one")}, store.WithDurability(model.Local()))
 	must(t, err, "Append with local durability")
 	equal(t, []any{r.Durability, r.FirstVersion}, []any{"local", int64(1)}, "the result's durability and version")
 }

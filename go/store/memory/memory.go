@@ -18,7 +18,7 @@ import (
 
 // Options configures a memory Store.
 type Options struct {
-	// Limits bound what an append may hold; the zero value means model.DefaultLimits().
+	// Limits bound what an append may hold; each field left zero takes its default.
 	Limits model.Limits
 	// Refs has every read leave fields kept as artifacts as model.ArtifactRef values, as if
 	// each read asked for Refs.
@@ -56,12 +56,8 @@ var _ store.Store = (*Store)(nil)
 
 // New returns an empty Store.
 func New(opts Options) *Store {
-	limits := opts.Limits
-	if limits == (model.Limits{}) {
-		limits = model.DefaultLimits()
-	}
 	return &Store{
-		limits:   limits,
+		limits:   opts.Limits.WithDefaults(),
 		refs:     opts.Refs,
 		now:      time.Now,
 		sessions: make(map[string]*session),
@@ -275,7 +271,7 @@ func result(stream model.StreamID, r appendRecord, deduplicated bool) model.Appe
 		LastVersion:  r.last,
 		Cursor:       r.cursor,
 		Deduplicated: deduplicated,
-		Durability:   model.Local.String(),
+		Durability:   model.Local().String(),
 	}
 }
 

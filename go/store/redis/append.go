@@ -140,7 +140,7 @@ func (s *Store) Append(ctx context.Context, stream model.StreamID, expected int6
 		LastVersion:  reply.last,
 		Cursor:       model.LedgerCursor(reply.cursor),
 		Deduplicated: reply.kind == appendDup,
-		Durability:   model.Local.String(),
+		Durability:   model.Local().String(),
 	}
 	if !result.Deduplicated {
 		ms, _, _ := model.ParseCursor(result.Cursor)

@@ -292,7 +292,7 @@ func TestDurabilityNotConfirmedWithoutAReplica(t *testing.T) {
 		t.Fatalf("retry: %v", err)
 	}
 	// One append may ask for less than the store.
-	local, err := s.Append(ctx, stream, 1, "a2", []model.Event{model.Message("a", "y")}, store.WithDurability(model.Local))
+	local, err := s.Append(ctx, stream, 1, "a2", []model.Event{model.Message("a", "y")}, store.WithDurability(model.Local()))
 	if err != nil || local.Durability != "local" {
 		t.Fatalf("a local append: %+v %v", local, err)
 	}

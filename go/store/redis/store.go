@@ -36,7 +36,7 @@ const DefaultPrefix = "lb"
 type Options struct {
 	// Prefix begins every key ("lb"), so that ledgers can share a database.
 	Prefix string
-	// Limits bound what an append may hold; the zero value means model.DefaultLimits().
+	// Limits bound what an append may hold; each field left zero takes its default.
 	Limits model.Limits
 	// Durability is what an append waits for before it is acknowledged. The zero value
 	// means the URL's (?durability=replicas:1&durability_timeout_ms=1000), else local.
@@ -158,13 +158,10 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if err := model.CheckName(prefix, "key prefix"); err != nil {
 		return nil, err
 	}
-	limits := opts.Limits
-	if limits == (model.Limits{}) {
-		limits = model.DefaultLimits()
-	}
+	limits := opts.Limits.WithDefaults()
 	durability := opts.Durability
 	if durability == (model.Durability{}) {
-		durability = model.Local
+		durability = model.Local()
 	}
 	if err := checkDurability(durability); err != nil {
 		return nil, err
