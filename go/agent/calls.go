@@ -182,11 +182,3 @@ func as[T any](value any) (T, error) {
 	}
 	return out, nil
 }
-
-// jsonText is a value as one line of JSON, for a message.
-func jsonText(v any) string {
-	if text, err := model.Canonical(v); err == nil {
-		return string(text)
-	}
-	return fmt.Sprint(v)
-}

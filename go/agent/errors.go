@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ledger-bus/ledger-bus/go/internal/pyrepr"
 	"github.com/ledger-bus/ledger-bus/go/model"
 )
 
@@ -123,7 +124,7 @@ type ToolFailedError struct {
 }
 
 func (e *ToolFailedError) Error() string {
-	return fmt.Sprintf("%s failed when first run: %s", e.Tool, pyRepr(e.Result))
+	return fmt.Sprintf("%s failed when first run: %s", e.Tool, pyrepr.Repr(e.Result))
 }
 
 // Is reports whether target is ErrToolFailed or model.ErrLedger.

@@ -78,12 +78,14 @@ func (r ArtifactRef) Value(data []byte) (any, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("artifact sha256:%s is not JSON: %w", r.SHA256, err)
 	}
-	return readNumbers(v), nil
+	return ReadNumbers(v), nil
 }
 
-// readNumbers turns the json.Number values of a decoded JSON value into int64 (integer
-// literals that fit) or float64, as Python reads them.
-func readNumbers(v any) any {
+// ReadNumbers turns the json.Number values of a value decoded with UseNumber (an event read
+// from JSON text, say) into int64 (integer literals that fit) or float64, in place, as
+// Python's json module reads them: what an event holds so that it is stored as Python would
+// store it.
+func ReadNumbers(v any) any {
 	switch x := v.(type) {
 	case json.Number:
 		if n, f := jsonNumber(string(x)); f == nil {
@@ -93,12 +95,14 @@ func readNumbers(v any) any {
 		return f
 	case []any:
 		for i, item := range x {
-			x[i] = readNumbers(item)
+			x[i] = ReadNumbers(item)
 		}
 	case map[string]any:
 		for key, item := range x {
-			x[key] = readNumbers(item)
+			x[key] = ReadNumbers(item)
 		}
+	case Event:
+		ReadNumbers(map[string]any(x))
 	}
 	return v
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ledger-bus/ledger-bus/go/internal/pyrepr"
 )
 
 // The four event types of the vocabulary (spec/ledger-v1.md section 2).
@@ -266,7 +268,7 @@ func pyRepr(value any) string {
 	if s, ok := stringOf(value); ok {
 		return quoted(s, 80)
 	}
-	return fmt.Sprint(value)
+	return pyrepr.Repr(value)
 }
 
 // givenFields returns the event's normal form: its fields as plain JSON values, those given

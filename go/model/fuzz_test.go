@@ -171,8 +171,8 @@ func FuzzCanonical(f *testing.F) {
 			t.Fatalf("canonical bytes that are not JSON: %q: %v", out, err)
 		}
 		// An integral float beyond 2^53 is written as an integer literal, which reads back as
-		// a float, as Artifact values are read: readNumbers.
-		again, err := Canonical(readNumbers(back))
+		// a float, as Artifact values are read: ReadNumbers.
+		again, err := Canonical(ReadNumbers(back))
 		if err != nil || !bytes.Equal(again, out) {
 			t.Fatalf("not a fixed point:\n%q\n%q (%v)", out, again, err)
 		}

@@ -329,3 +329,15 @@ func TestLimitsLeftZeroTakeTheirDefaultsEachOnItsOwn(t *testing.T) {
 		t.Errorf("with artifacts off: %d artifacts, %v", len(prepared.Artifacts), err)
 	}
 }
+
+// TestAValueInAMessageIsWrittenAsPythonWritesIt: a value a message quotes reads as Python's
+// repr of it, not as Go prints a map.
+func TestAValueInAMessageIsWrittenAsPythonWritesIt(t *testing.T) {
+	event := Event{"type": map[string]any{"a": []any{int64(1), 2.5}}, "agent": "a"}
+	_, err := PrepareAppend(StreamID{Session: "s", Name: "x"}, "a", []Event{event}, Limits{})
+	want := "event 0, field 'type': unknown event type {'a': [1, 2.5]}; the vocabulary is " +
+		"message, tool_call, tool_result, mutation" // Python's message, word for word
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+}

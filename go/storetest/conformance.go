@@ -94,40 +94,15 @@ func loadVectors(t testing.TB) vectors {
 		for i := range sc.Steps {
 			st := &sc.Steps[i]
 			if st.Append != nil {
-				for k, event := range st.Append.Events {
-					st.Append.Events[k] = numbers(event).(map[string]any)
+				for _, event := range st.Append.Events {
+					model.ReadNumbers(event) // in place
 				}
-				st.Append.Expected = numbers(st.Append.Expected)
+				st.Append.Expected = model.ReadNumbers(st.Append.Expected)
 			}
-			st.Expect = numbers(st.Expect).(map[string]any)
+			st.Expect = model.ReadNumbers(st.Expect).(map[string]any)
 		}
 	}
 	return found
-}
-
-// numbers turns the json.Numbers in v into int64 (integers) or float64.
-func numbers(v any) any {
-	switch v := v.(type) {
-	case json.Number:
-		if n, err := v.Int64(); err == nil {
-			return n
-		}
-		f, _ := v.Float64()
-		return f
-	case map[string]any:
-		for k, item := range v {
-			v[k] = numbers(item)
-		}
-		return v
-	case model.Event:
-		return numbers(map[string]any(v))
-	case []any:
-		for i, item := range v {
-			v[i] = numbers(item)
-		}
-		return v
-	}
-	return v
 }
 
 // origin is where an event came from: what its generated id is derived from, or its own.

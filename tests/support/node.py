@@ -3,14 +3,12 @@ line, for the cross-language tests."""
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
-from typing import Any
 
 import pytest
 
 from tests.support.helpers import ROOT
+from tests.support.peer import LinePeer
 
 TYPESCRIPT = ROOT / "typescript"
 
@@ -32,62 +30,11 @@ def need_node() -> None:
         pytest.skip(f"THE TYPESCRIPT SDK IS NOT TESTED: {why}")
 
 
-class NodePeer:
-    """`node peer.ts URL PREFIX`: requests as JSON lines in, replies as JSON lines out."""
+class NodePeer(LinePeer):
+    """`node peer.ts URL PREFIX`: the TypeScript SDK, a request a line (tsx compiles the SDK as
+    it loads)."""
 
     def __init__(self, url: str, prefix: str):
-        self.process = subprocess.Popen(
-            ["node", "--import", "tsx", "test/support/peer.ts", url, prefix],
-            cwd=TYPESCRIPT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
+        super().__init__(
+            ["node", "--import", "tsx", "test/support/peer.ts", url, prefix], cwd=TYPESCRIPT
         )
-        # Started (tsx compiles the SDK as it loads) and connected before the test goes on.
-        self.ask("ping")
-
-    def send(self, op: str, **request: Any) -> None:
-        """Send a request without waiting for its reply (`reply()` reads it)."""
-        assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps({"op": op, **request}) + "\n")
-        self.process.stdin.flush()
-
-    def reply(self) -> Any:
-        """The next reply's value; AssertionError carrying an error reply."""
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        assert line, f"the node peer ended (exit {self.process.poll()})"
-        found = json.loads(line)
-        if "error" in found:
-            raise NodeError(found["error"], found["message"])
-        return found["ok"]
-
-    def ask(self, op: str, **request: Any) -> Any:
-        self.send(op, **request)
-        return self.reply()
-
-    def close(self) -> None:
-        if self.process.stdin is not None:
-            self.process.stdin.close()
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-
-    def __enter__(self) -> NodePeer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class NodeError(Exception):
-    """An error reply: the TypeScript error's class name and message."""
-
-    def __init__(self, name: str, message: str):
-        super().__init__(f"{name}: {message}")
-        self.name = name
-        self.message = message

@@ -1,5 +1,5 @@
 // Command peer is a Go process of the SDK driven by another, for the cross-language tests
-// (tests/contract/test_go_interop.py): one JSON request a line on stdin, one JSON reply a line
+// (tests/contract/test_sdk_interop.py): one JSON request a line on stdin, one JSON reply a line
 // on stdout, so that a Python test can have it append, read and be killed mid-run.
 //
 //	peer URL PREFIX
@@ -22,8 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	ledgerbus "github.com/ledger-bus/ledger-bus/go"
@@ -79,7 +77,9 @@ func (p *peer) handle(ctx context.Context, line []byte) (any, error) {
 	if err := decoder.Decode(&decoded); err != nil {
 		return nil, err
 	}
-	r := request(numbers(decoded).(map[string]any))
+	// Numbers as a writer's Go values: an integer literal as int64, any other as float64, so
+	// that an event read from a request is stored as Python stores it.
+	r := request(model.ReadNumbers(decoded).(map[string]any))
 	session, _ := r["session"].(string)
 	switch r["op"] {
 	case "ping":
@@ -136,33 +136,6 @@ func (p *peer) handle(ctx context.Context, line []byte) (any, error) {
 		return p.resumeCall(ctx, session, r)
 	}
 	return nil, fmt.Errorf("unknown op %v", r["op"])
-}
-
-// numbers gives JSON numbers the Go types a writer would: an integer literal as int64, any
-// other as float64, so that an event read from a request is encoded as Python encodes it.
-func numbers(value any) any {
-	switch v := value.(type) {
-	case json.Number:
-		text := v.String()
-		if !strings.ContainsAny(text, ".eE") {
-			if n, err := strconv.ParseInt(text, 10, 64); err == nil {
-				return n
-			}
-		}
-		f, _ := v.Float64()
-		return f
-	case map[string]any:
-		for name, item := range v {
-			v[name] = numbers(item)
-		}
-		return v
-	case []any:
-		for i, item := range v {
-			v[i] = numbers(item)
-		}
-		return v
-	}
-	return value
 }
 
 func events(value any) []model.Event {

@@ -27,21 +27,8 @@ type lease struct {
 // (Release); false when another owner holds it or, to renew or release, when it is gone. To
 // acquire or renew, ttl must be a millisecond or more, the least Redis keeps a key for.
 func (s *Store) Lease(ctx context.Context, step store.LeaseStep, session, name, owner string, ttl time.Duration) (bool, error) {
-	if err := model.CheckName(session, "session id"); err != nil {
+	if err := store.CheckLease(step, session, name, ttl); err != nil {
 		return false, err
-	}
-	if err := model.CheckName(name, "lease name"); err != nil {
-		return false, err
-	}
-	switch step {
-	case store.Acquire, store.Renew:
-		// Redis refuses a key that expires at once (SET PX 0); so does this store.
-		if ttl < time.Millisecond {
-			return false, model.Errorf(model.ErrInvalidInput, "a lease's ttl must be at least 1ms, got %s", ttl)
-		}
-	case store.Release:
-	default:
-		return false, model.Errorf(model.ErrInvalidInput, "a lease step is acquire, renew or release, got '%s'", step)
 	}
 	if err := s.lock(ctx); err != nil {
 		return false, err

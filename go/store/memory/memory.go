@@ -25,13 +25,6 @@ type Options struct {
 	Refs bool
 }
 
-// The defaults of the read options, as the other stores have them.
-const (
-	defaultPage = 500
-	defaultTail = 20
-	defaultWait = 500
-)
-
 // Store is a store held in this process, with the capabilities store.Log, store.Attempts and
 // store.Groups. It is safe for concurrent use. The zero value is not usable: make one with New.
 type Store struct {
@@ -311,7 +304,7 @@ func (s *Store) ReadStream(ctx context.Context, stream model.StreamID, opts stor
 	if opts.After < 0 {
 		return nil, model.Errorf(model.ErrInvalidInput, "after must be a version >= 0, got %d", opts.After)
 	}
-	if err := checkCount(opts.Limit, "limit"); err != nil {
+	if err := store.CheckCount(opts.Limit, "limit"); err != nil {
 		return nil, err
 	}
 	if err := s.lock(ctx); err != nil {
@@ -345,7 +338,7 @@ func (s *Store) ScanSession(ctx context.Context, session string, opts store.Scan
 	if err != nil {
 		return nil, err
 	}
-	if err := checkCount(opts.Limit, "limit"); err != nil {
+	if err := store.CheckCount(opts.Limit, "limit"); err != nil {
 		return nil, err
 	}
 	found, err := s.scan(ctx, session, after, opts.Limit)
@@ -376,50 +369,11 @@ func (s *Store) scanLocked(session, after string, limit int) []entry {
 	return append([]entry(nil), found...)
 }
 
-// Session yields the session's events after the cursor opts.After, in commit order, reading
-// opts.Page of them at a time; it stops at the first error, which it yields.
+// Session yields the session's events after the cursor opts.After, in commit order, a page of
+// opts.Page a round trip (store.Paged over ScanSession); it stops at the first error, which it
+// yields.
 func (s *Store) Session(ctx context.Context, session string, opts store.IterOptions) iter.Seq2[model.RecordedEvent, error] {
-	return func(yield func(model.RecordedEvent, error) bool) {
-		fail := func(err error) { yield(model.RecordedEvent{}, err) }
-		if err := model.CheckName(session, "session id"); err != nil {
-			fail(err)
-			return
-		}
-		after, err := cursorOrZero(opts.After)
-		if err != nil {
-			fail(err)
-			return
-		}
-		if err := checkCount(opts.Page, "page"); err != nil {
-			fail(err)
-			return
-		}
-		page := opts.Page
-		if page == 0 {
-			page = defaultPage
-		}
-		for {
-			found, err := s.scan(ctx, session, after, page)
-			if err != nil {
-				fail(err)
-				return
-			}
-			events, err := s.records(ctx, session, found, opts.Refs)
-			if err != nil {
-				fail(err)
-				return
-			}
-			for _, event := range events {
-				if !yield(event, nil) {
-					return
-				}
-			}
-			if len(found) < page {
-				return
-			}
-			after = found[len(found)-1].cursor
-		}
-	}
+	return store.Paged(ctx, session, opts, s.ScanSession)
 }
 
 // Tail returns the session's last opts.N events (before the cursor opts.Before, when given),
@@ -428,12 +382,9 @@ func (s *Store) Tail(ctx context.Context, session string, opts store.TailOptions
 	if err := model.CheckName(session, "session id"); err != nil {
 		return nil, err
 	}
-	if err := checkCount(opts.N, "n"); err != nil {
+	n, err := opts.Count()
+	if err != nil {
 		return nil, err
-	}
-	n := opts.N
-	if n == 0 {
-		n = defaultTail
 	}
 	var before string
 	if opts.Before != "" {
@@ -471,12 +422,9 @@ func (s *Store) WaitSession(ctx context.Context, session string, opts store.Wait
 			return nil, err
 		}
 	}
-	if err := checkCount(opts.Limit, "limit"); err != nil {
+	limit, err := opts.MaxEvents()
+	if err != nil {
 		return nil, err
-	}
-	limit := opts.Limit
-	if limit == 0 {
-		limit = defaultWait
 	}
 	deadline := s.now().Add(max(0, opts.Timeout))
 	for {
@@ -533,7 +481,7 @@ func (s *Store) SessionExists(ctx context.Context, session string) (bool, error)
 // Sessions lists the sessions with events by last activity, newest first (by id among
 // sessions last active in the same millisecond).
 func (s *Store) Sessions(ctx context.Context, opts store.SessionsOptions) ([]store.Activity, error) {
-	if err := checkCount(opts.Limit, "limit"); err != nil {
+	if err := store.CheckCount(opts.Limit, "limit"); err != nil {
 		return nil, err
 	}
 	if err := s.lock(ctx); err != nil {
@@ -627,14 +575,6 @@ func (s *Store) record(ctx context.Context, session string, e entry, refs bool) 
 		Cursor:  e.cursor,
 		Fields:  fields,
 	}, nil
-}
-
-// checkCount refuses a negative count (0 means the call's default).
-func checkCount(n int, what string) error {
-	if n < 0 {
-		return model.Errorf(model.ErrInvalidInput, "%s must be an int >= 0, got %d", what, n)
-	}
-	return nil
 }
 
 // cursor is text checked as a cursor, in the fixed width that sorts as text.

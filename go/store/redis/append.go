@@ -471,8 +471,9 @@ func (s *Store) putArtifacts(ctx context.Context, session string, artifacts []mo
 	return nil
 }
 
-// putArtifact writes one artifact under a name of its own, upload, a chunk per command, until
-// artifact_put.lua names it; false when the upload came out short.
+// putArtifact writes one artifact under a name of its own, upload, a chunk per command, the
+// chunks after the first in one round trip, until artifact_put.lua names it; false when the
+// upload came out short.
 func (s *Store) putArtifact(ctx context.Context, session string, artifact model.Artifact, upload string) (bool, error) {
 	var chunks [][]byte
 	for at := 0; at < len(artifact.Data); at += artifactChunk {
@@ -490,8 +491,15 @@ func (s *Store) putArtifact(ctx context.Context, session string, artifact model.
 	if err != nil {
 		return false, err
 	}
-	for n := 1; n < len(chunks); n++ {
-		if err := s.rdb.HSet(ctx, upload, fmt.Sprint(n), chunks[n]).Err(); err != nil {
+	// The other chunks in one round trip, a command each (no command holds the server long).
+	if len(chunks) > 1 {
+		_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+			for n := 1; n < len(chunks); n++ {
+				pipe.HSet(ctx, upload, fmt.Sprint(n), chunks[n])
+			}
+			return nil
+		})
+		if err != nil {
 			return false, err
 		}
 	}

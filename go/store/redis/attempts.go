@@ -17,20 +17,8 @@ import (
 // renew, ttl must be a millisecond or more, the least Redis keeps a key for. A run's lease is
 // named "run-<run_id>" (spec section 7).
 func (s *Store) Lease(ctx context.Context, step store.LeaseStep, session, name, owner string, ttl time.Duration) (bool, error) {
-	if err := s.checkSession(session); err != nil {
+	if err := store.CheckLease(step, session, name, ttl); err != nil {
 		return false, err
-	}
-	if err := model.CheckName(name, "lease name"); err != nil {
-		return false, err
-	}
-	switch step {
-	case store.Acquire, store.Renew:
-		if ttl < time.Millisecond {
-			return false, model.Errorf(model.ErrInvalidInput, "a lease's ttl must be at least 1ms, got %s", ttl)
-		}
-	case store.Release:
-	default:
-		return false, model.Errorf(model.ErrInvalidInput, "a lease step is acquire, renew or release, got '%s'", step)
 	}
 	keys := []string{s.key(session, "lease:"+name)}
 	var raw any

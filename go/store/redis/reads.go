@@ -16,13 +16,10 @@ import (
 	"github.com/ledger-bus/ledger-bus/go/store"
 )
 
-// The defaults of the read options, as every store has them.
+// How the reads go (the read options' defaults are package store's).
 const (
 	// readPage is how many entries one round trip of ReadStream or ScanSession reads.
-	readPage    = 1000
-	defaultPage = 500
-	defaultTail = 20
-	defaultWait = 500
+	readPage = 1000
 	// maxBlock is the longest one XREAD of WaitSession blocks: a wait is made of slices, so
 	// that a lost connection, or a ctx canceled, is noticed within one.
 	maxBlock = time.Second
@@ -31,17 +28,9 @@ const (
 	artifactReadChunks = 4
 )
 
-// recorded is a session log entry as a RecordedEvent: its fields decoded from the payload, each
-// field kept as an artifact put back unless refs (or the store's Refs) leaves it a reference.
-func (s *Store) recorded(ctx context.Context, session string, entry redis.XMessage, refs bool) (model.RecordedEvent, error) {
-	found, err := s.records(ctx, session, []redis.XMessage{entry}, refs)
-	if err != nil {
-		return model.RecordedEvent{}, err
-	}
-	return found[0], nil
-}
-
-// records is recorded for the entries of one read: each artifact they reference read once.
+// records is the session log entries of one read as RecordedEvents: their fields decoded from
+// the payloads, each field kept as an artifact put back unless refs (or the store's Refs) leaves
+// it a reference, each artifact they reference read once.
 func (s *Store) records(ctx context.Context, session string, entries []redis.XMessage, refs bool) ([]model.RecordedEvent, error) {
 	out := make([]model.RecordedEvent, len(entries))
 	var fetched map[string][]byte
@@ -74,20 +63,30 @@ func (s *Store) records(ctx context.Context, session string, entries []redis.XMe
 	return out, nil
 }
 
-// decodeEntry is a session log entry as written by append.lua: fields s (stream), v (version)
-// and p (payload), its id the cursor.
-func decodeEntry(session string, entry redis.XMessage) (model.RecordedEvent, error) {
-	text := func(name string) (string, bool) {
-		value, ok := entry.Values[name].(string)
+// entryFields is a session log entry's stream name, version and payload (spec section 6:
+// fields s, v and p), without decoding the payload.
+func entryFields(session string, entry redis.XMessage) (name string, version int64, payload string, err error) {
+	text := func(field string) (string, bool) {
+		value, ok := entry.Values[field].(string)
 		return value, ok
 	}
 	name, hasName := text("s")
-	version, hasVersion := text("v")
+	number, hasVersion := text("v")
 	payload, hasPayload := text("p")
-	number, err := strconv.ParseInt(version, 10, 64)
-	if !hasName || !hasVersion || !hasPayload || err != nil {
-		return model.RecordedEvent{}, model.Errorf(model.ErrUnexpectedReply,
+	version, perr := strconv.ParseInt(number, 10, 64)
+	if !hasName || !hasVersion || !hasPayload || perr != nil {
+		return "", 0, "", model.Errorf(model.ErrUnexpectedReply,
 			"entry %s of session '%s' is not a ledger event (fields s, v, p)", entry.ID, session)
+	}
+	return name, version, payload, nil
+}
+
+// decodeEntry is a session log entry as written by append.lua: fields s (stream), v (version)
+// and p (payload), its id the cursor.
+func decodeEntry(session string, entry redis.XMessage) (model.RecordedEvent, error) {
+	name, number, payload, err := entryFields(session, entry)
+	if err != nil {
+		return model.RecordedEvent{}, err
 	}
 	fields, err := model.Unpack([]byte(payload))
 	if err != nil {
@@ -103,14 +102,6 @@ func decodeEntry(session string, entry redis.XMessage) (model.RecordedEvent, err
 		Cursor:  model.LedgerCursor(entry.ID),
 		Fields:  fields,
 	}, nil
-}
-
-// checkCount refuses a negative count (0 means the call's default).
-func checkCount(n int, what string) error {
-	if n < 0 {
-		return model.Errorf(model.ErrInvalidInput, "%s must be an int >= 0, got %d", what, n)
-	}
-	return nil
 }
 
 // after is the XRANGE start after a cursor ("": the start of the log).
@@ -133,7 +124,7 @@ func (s *Store) ReadStream(ctx context.Context, stream model.StreamID, opts stor
 	if opts.After < 0 {
 		return nil, model.Errorf(model.ErrInvalidInput, "after must be a version >= 0, got %d", opts.After)
 	}
-	if err := checkCount(opts.Limit, "limit"); err != nil {
+	if err := store.CheckCount(opts.Limit, "limit"); err != nil {
 		return nil, err
 	}
 	var entries []redis.XMessage
@@ -151,11 +142,11 @@ func (s *Store) ReadStream(ctx context.Context, stream model.StreamID, opts stor
 		if len(page) < count {
 			break
 		}
-		last, err := s.recorded(ctx, stream.Session, page[len(page)-1], true) // its version only
-		if err != nil {
+		// The next page starts after the last entry's version, read off its fields: its
+		// payload is decoded once, with the others, below.
+		if _, version, _, err = entryFields(stream.Session, page[len(page)-1]); err != nil {
 			return nil, err
 		}
-		version = last.Version
 	}
 	return s.records(ctx, stream.Session, entries, opts.Refs)
 }
@@ -263,7 +254,7 @@ func (s *Store) ScanSession(ctx context.Context, session string, opts store.Scan
 	if err != nil {
 		return nil, err
 	}
-	if err := checkCount(opts.Limit, "limit"); err != nil {
+	if err := store.CheckCount(opts.Limit, "limit"); err != nil {
 		return nil, err
 	}
 	var entries []redis.XMessage
@@ -297,50 +288,11 @@ func (s *Store) scan(ctx context.Context, session, start string, count int) ([]r
 	return found, err
 }
 
-// Session yields the session's events after the cursor opts.After, in commit order, reading
-// opts.Page of them a round trip; it stops at the first error, which it yields.
+// Session yields the session's events after the cursor opts.After, in commit order, a page of
+// opts.Page a round trip (store.Paged over ScanSession); it stops at the first error, which it
+// yields.
 func (s *Store) Session(ctx context.Context, session string, opts store.IterOptions) iter.Seq2[model.RecordedEvent, error] {
-	return func(yield func(model.RecordedEvent, error) bool) {
-		fail := func(err error) { yield(model.RecordedEvent{}, err) }
-		if err := s.checkSession(session); err != nil {
-			fail(err)
-			return
-		}
-		start, err := after(opts.After)
-		if err != nil {
-			fail(err)
-			return
-		}
-		if err := checkCount(opts.Page, "page"); err != nil {
-			fail(err)
-			return
-		}
-		page := opts.Page
-		if page == 0 {
-			page = defaultPage
-		}
-		for {
-			found, err := s.scan(ctx, session, start, page)
-			if err != nil {
-				fail(err)
-				return
-			}
-			events, err := s.records(ctx, session, found, opts.Refs)
-			if err != nil {
-				fail(err)
-				return
-			}
-			for _, event := range events {
-				if !yield(event, nil) {
-					return
-				}
-			}
-			if len(found) < page {
-				return
-			}
-			start = "(" + found[len(found)-1].ID
-		}
-	}
+	return store.Paged(ctx, session, opts, s.ScanSession)
 }
 
 // Tail returns the session's last opts.N events (before the cursor opts.Before, when given),
@@ -349,12 +301,9 @@ func (s *Store) Tail(ctx context.Context, session string, opts store.TailOptions
 	if err := s.checkSession(session); err != nil {
 		return nil, err
 	}
-	if err := checkCount(opts.N, "n"); err != nil {
+	n, err := opts.Count()
+	if err != nil {
 		return nil, err
-	}
-	n := opts.N
-	if n == 0 {
-		n = defaultTail
 	}
 	end := "+"
 	if opts.Before != "" {
@@ -366,7 +315,7 @@ func (s *Store) Tail(ctx context.Context, session string, opts store.TailOptions
 	}
 	log := s.key(session, "log")
 	var found []redis.XMessage
-	err := s.do(ctx, "XREVRANGE "+log, func(ctx context.Context) error {
+	err = s.do(ctx, "XREVRANGE "+log, func(ctx context.Context) error {
 		var err error
 		found, err = s.rdb.XRevRangeN(ctx, log, end, "-", int64(n)).Result()
 		return err
@@ -385,12 +334,9 @@ func (s *Store) WaitSession(ctx context.Context, session string, opts store.Wait
 	if err := s.checkSession(session); err != nil {
 		return nil, err
 	}
-	if err := checkCount(opts.Limit, "limit"); err != nil {
+	limit, err := opts.MaxEvents()
+	if err != nil {
 		return nil, err
-	}
-	limit := opts.Limit
-	if limit == 0 {
-		limit = defaultWait
 	}
 	log := s.key(session, "log")
 	var last string
@@ -488,7 +434,7 @@ func (s *Store) SessionExists(ctx context.Context, session string) (bool, error)
 // Sessions lists sessions by last activity, newest first (by id among sessions last active in
 // the same millisecond), from the sessions index: its 64 buckets read in one round trip.
 func (s *Store) Sessions(ctx context.Context, opts store.SessionsOptions) ([]store.Activity, error) {
-	if err := checkCount(opts.Limit, "limit"); err != nil {
+	if err := store.CheckCount(opts.Limit, "limit"); err != nil {
 		return nil, err
 	}
 	stop := int64(opts.Limit) - 1 // -1: all of them

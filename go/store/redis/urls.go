@@ -286,48 +286,36 @@ func (t *target) client(timeout time.Duration, durability model.Durability) (red
 	o.ContextTimeoutEnabled = true
 	o.DialerRetries = 1
 	o.DisableIdentity = true
+	// A cluster and a Sentinel set take the same settings, through go-redis's own mapping.
+	shared := &redis.UniversalOptions{
+		Addrs:                 t.nodes,
+		MasterName:            t.master,
+		SentinelPassword:      t.sentinelPassword,
+		Username:              o.Username,
+		Password:              o.Password,
+		DB:                    o.DB,
+		TLSConfig:             o.TLSConfig,
+		Protocol:              o.Protocol,
+		MaxRetries:            -1,
+		DialTimeout:           o.DialTimeout,
+		ReadTimeout:           o.ReadTimeout,
+		WriteTimeout:          o.WriteTimeout,
+		ContextTimeoutEnabled: true,
+		DialerRetries:         1,
+		DisableIdentity:       true,
+		PoolSize:              o.PoolSize,
+	}
 	switch t.scheme {
 	case "redis+cluster", "rediss+cluster":
-		var dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+		cluster := shared.Cluster()
 		if o.TLSConfig != nil {
 			// Each node is verified under its own name, where go-redis would give every node
 			// the first seed's.
-			dialer = tlsDialer(o.TLSConfig, dial)
+			cluster.TLSConfig, cluster.Dialer = nil, tlsDialer(o.TLSConfig, dial)
 		}
-		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:                 t.nodes,
-			Username:              o.Username,
-			Password:              o.Password,
-			Dialer:                dialer,
-			Protocol:              o.Protocol,
-			MaxRetries:            -1,
-			DialTimeout:           o.DialTimeout,
-			ReadTimeout:           o.ReadTimeout,
-			WriteTimeout:          o.WriteTimeout,
-			ContextTimeoutEnabled: true,
-			DialerRetries:         1,
-			DisableIdentity:       true,
-			PoolSize:              o.PoolSize,
-		}), nil
+		return redis.NewClusterClient(cluster), nil
 	case "redis+sentinel", "rediss+sentinel":
-		return redis.NewFailoverClient(&redis.FailoverOptions{
-			MasterName:            t.master,
-			SentinelAddrs:         t.nodes,
-			SentinelPassword:      t.sentinelPassword,
-			Username:              o.Username,
-			Password:              o.Password,
-			DB:                    o.DB,
-			TLSConfig:             o.TLSConfig,
-			Protocol:              o.Protocol,
-			MaxRetries:            -1,
-			DialTimeout:           o.DialTimeout,
-			ReadTimeout:           o.ReadTimeout,
-			WriteTimeout:          o.WriteTimeout,
-			ContextTimeoutEnabled: true,
-			DialerRetries:         1,
-			DisableIdentity:       true,
-			PoolSize:              o.PoolSize,
-		}), nil
+		return redis.NewFailoverClient(shared.Failover()), nil
 	}
 	return redis.NewClient(o), nil
 }

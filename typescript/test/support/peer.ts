@@ -1,7 +1,8 @@
 /**
  * A Node process of the SDK driven by another, for the cross-language tests
- * (tests/contract/test_typescript_interop.py): one JSON request a line on stdin, one JSON reply a line on
- * stdout, so that a Python test can have it append, read and be killed mid-run.
+ * (tests/contract/test_sdk_interop.py and test_typescript_interop.py): one JSON request a line
+ * on stdin, one JSON reply a line on stdout, so that a Python test can have it append, read
+ * and be killed mid-run.
  *
  *   node --import tsx test/support/peer.ts URL PREFIX
  *

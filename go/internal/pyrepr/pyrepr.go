@@ -1,20 +1,22 @@
-package agent
+// Package pyrepr writes values as Python's repr does, for the messages the Python package
+// formats with one, so that a message reads the same whichever language wrote it.
+package pyrepr
 
 import (
+	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode"
-
-	"github.com/ledger-bus/ledger-bus/go/model"
 )
 
-// pyRepr writes a recorded value as Python's repr does, for the messages the Python recorder
-// formats with one ("t failed when first run: {'error': 'ValueError', 'message': 'no'}"), so
-// that a run.finished's error reads the same whichever language wrote it. Object keys come
-// sorted, as the payloads keep them.
-func pyRepr(v any) string {
+// Repr is a JSON value as Python's repr writes it, for the messages the Python package formats
+// with one ("t failed when first run: {'error': 'ValueError', 'message': 'no'}"). Object keys
+// come sorted, as the payloads keep them; a map type of string keys (an event) is an object;
+// anything else is written as fmt does.
+func Repr(v any) string {
 	var b strings.Builder
 	writeRepr(&b, v)
 	return b.String()
@@ -63,10 +65,15 @@ func writeRepr(b *strings.Builder, v any) {
 			writeRepr(b, x[k])
 		}
 		b.WriteByte('}')
-	case model.Event:
-		writeRepr(b, map[string]any(x))
 	default:
-		b.WriteString(jsonText(x))
+		// A named map of string keys (model.Event, say) is an object; this package sits
+		// below model, so it knows such types only by their shape.
+		value := reflect.ValueOf(v)
+		if object := reflect.TypeFor[map[string]any](); value.IsValid() && value.Type().ConvertibleTo(object) {
+			writeRepr(b, value.Convert(object).Interface())
+			return
+		}
+		fmt.Fprint(b, v)
 	}
 }
 

@@ -1,4 +1,4 @@
-package agent
+package pyrepr_test
 
 import (
 	"bytes"
@@ -8,11 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ledger-bus/ledger-bus/go/internal/pyrepr"
+	"github.com/ledger-bus/ledger-bus/go/model"
 )
 
-// TestReprIsPythons compares pyRepr with Python's repr of the same JSON values.
+// TestReprIsPythons compares Repr with Python's repr of the same JSON values.
 func TestReprIsPythons(t *testing.T) {
-	py, err := filepath.Abs(filepath.Join("..", "..", ".venv", "bin", "python"))
+	py, err := filepath.Abs(filepath.Join("..", "..", "..", ".venv", "bin", "python"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,30 +44,16 @@ func TestReprIsPythons(t *testing.T) {
 		if err := decoder.Decode(&v); err != nil {
 			t.Fatal(err)
 		}
-		if got := pyRepr(numbers(v)); got != want[i] {
+		if got := pyrepr.Repr(model.ReadNumbers(v)); got != want[i] {
 			t.Errorf("repr of %s:\n go:     %s\n python: %s", text, got, want[i])
 		}
 	}
 }
 
-// numbers turns json.Numbers into what a payload decodes to: int64 for an integer literal,
-// else float64.
-func numbers(v any) any {
-	switch x := v.(type) {
-	case json.Number:
-		if n, err := x.Int64(); err == nil && !strings.ContainsAny(x.String(), ".eE") {
-			return n
-		}
-		f, _ := x.Float64()
-		return f
-	case []any:
-		for i := range x {
-			x[i] = numbers(x[i])
-		}
-	case map[string]any:
-		for k := range x {
-			x[k] = numbers(x[k])
-		}
+// TestAnEventIsAnObject: a named map of string keys reads as the object it is.
+func TestAnEventIsAnObject(t *testing.T) {
+	event := model.Event{"type": "message", "n": int64(1)}
+	if got := pyrepr.Repr(event); got != "{'n': 1, 'type': 'message'}" {
+		t.Errorf("repr of an event: %s", got)
 	}
-	return v
 }

@@ -1,8 +1,10 @@
-"""Python, Node and the Go SDK on one Redis: each reads the others' events as its own (event
-ids, digests, versions, cursors), an append retried from another language deduplicates, the
-command line and the web view show Go's events, and a Go run killed inside a tool is flagged by
-the Python reconciler and resumes with what `ledger-bus resolve` decided. The Go SDK's own tests
-are `go test`'s, in go/ (make test runs them)."""
+"""Python and each other SDK (TypeScript, Go) on one Redis, every test once per SDK: each reads
+the other's events as its own (event ids, digests, versions, cursors), an append retried from
+the other language deduplicates, the command line and the web view show its events, a run
+killed inside a tool is flagged by the Python reconciler and resumes with what `ledger-bus
+resolve` decided; and the three languages appending to one session at once. The SDKs' own tests
+are vitest's (typescript/) and `go test`'s (go/); make test runs them. What only the TypeScript
+SDK has (Pi, TLS settings) is in test_typescript_interop.py."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -23,13 +25,12 @@ from ledger_bus.model.batch import Limits, prepare_append
 from ledger_bus.model.ids import derive_event_id
 from ledger_bus.operations.reconciler import Reconciler, ReconcilerConfig
 from ledger_bus.store.base import EventStore
-from tests.support.gopeer import GoError, GoPeer, need_go
+from tests.support.gopeer import GoPeer, need_go
 from tests.support.helpers import ledger_cli
 from tests.support.node import NodePeer, need_node
+from tests.support.peer import LinePeer, PeerError
 from tests.support.proxy import DropProxy
 from tests.support.ui import view_app
-
-pytestmark = pytest.mark.usefixtures("go_available")
 
 EVENTS: list[dict[str, Any]] = [
     {"type": "message", "agent": "planner", "body": "héllo 😀", "parents": []},
@@ -47,15 +48,24 @@ EVENTS: list[dict[str, Any]] = [
 BIG = "0123456789abcdef" * 8_192  # 128 KiB: above the artifact threshold
 
 
-@pytest.fixture(scope="module")
-def go_available() -> None:
-    need_go()
+PEERS: dict[str, tuple[Callable[[], None], Callable[[str, str], LinePeer]]] = {
+    "node": (need_node, NodePeer),
+    "go": (need_go, GoPeer),
+}
+
+
+@pytest.fixture(params=sorted(PEERS))
+def sdk(request: pytest.FixtureRequest) -> Callable[[str, str], LinePeer]:
+    """How to start a peer of the SDK under test (skipped, saying why, where it cannot run)."""
+    need, start = PEERS[request.param]
+    need()
+    return start
 
 
 @pytest.fixture
-def go(redis_url: str, prefix: str) -> Iterator[GoPeer]:
-    with GoPeer(redis_url, prefix) as peer:
-        yield peer
+def peer(sdk: Callable[[str, str], LinePeer], redis_url: str, prefix: str) -> Iterator[LinePeer]:
+    with sdk(redis_url, prefix) as started:
+        yield started
 
 
 def _lines(events: list[lb.RecordedEvent]) -> list[dict[str, Any]]:
@@ -66,33 +76,36 @@ def _same(python: list[lb.RecordedEvent], other: list[dict[str, Any]]) -> None:
     assert _lines(python) == [json.loads(json.dumps(line)) for line in other]
 
 
-def test_each_reads_the_others_events_identically(redis_store: EventStore, go: GoPeer) -> None:
-    from_go = go.ask("append", session="x", stream="go", expected=0, append_id="g1", events=EVENTS)
+def test_each_reads_the_others_events_identically(redis_store: EventStore, peer: LinePeer) -> None:
+    from_sdk = peer.ask(
+        "append", session="x", stream="sdk", expected=0, append_id="o1", events=EVENTS
+    )
     from_python = redis_store.append(lb.StreamId("x", "py"), 0, "p1", EVENTS)
 
     python_view = redis_store.scan_session("x")
-    _same(python_view, go.ask("scan", session="x"))
-    _same(python_view[-3:], go.ask("tail", session="x", n=3))
+    _same(python_view, peer.ask("scan", session="x"))
+    _same(python_view[-3:], peer.ask("tail", session="x", n=3))
     assert [e.version for e in python_view] == [1, 2, 3, 4] * 2
-    assert from_go["cursor"] == python_view[3].cursor
+    assert from_sdk["cursor"] == python_view[3].cursor
     assert from_python.cursor == python_view[-1].cursor
     # The event ids Go generated are the ones Python derives, and the reverse.
     for event in python_view:
-        append_id = "g1" if event.stream.name == "go" else "p1"
+        append_id = "o1" if event.stream.name == "sdk" else "p1"
         assert event.event_id == derive_event_id(
             "x", event.stream.name, append_id, event.version - 1
         )
     # Go's digest of the events is Python's, and the one the store recorded for its append.
-    digest = prepare_append("x", "go", "g1", EVENTS, Limits()).digest
-    assert go.ask("digest", events=EVENTS) == digest
+    digest = prepare_append("x", "sdk", "o1", EVENTS, Limits()).digest
+    assert peer.ask("digest", events=EVENTS) == digest
     recorded = {r.append_id: r.digest for r in redis_store.iter_append_ids("x")}
-    assert recorded == {"g1": digest, "p1": digest}
+    assert recorded == {"o1": digest, "p1": digest}
 
 
 def test_python_node_and_go_append_to_one_session_at_once(
-    redis_url: str, prefix: str, redis_store: EventStore, go: GoPeer
+    redis_url: str, prefix: str, redis_store: EventStore
 ) -> None:
     need_node()
+    need_go()
     count = 600
     ref = lb.StreamId("all", "py")
     started = threading.Event()
@@ -104,7 +117,7 @@ def test_python_node_and_go_append_to_one_session_at_once(
             if i == 20:
                 started.set()
 
-    with NodePeer(redis_url, prefix) as node:
+    with NodePeer(redis_url, prefix) as node, GoPeer(redis_url, prefix) as go:
         appended = threading.Thread(target=python_writes)
         appended.start()
         # Node and Go start once Python is well under way, and write a third of Python's count
@@ -135,8 +148,8 @@ def test_python_node_and_go_append_to_one_session_at_once(
         _same(events, node.ask("scan", session="all"))
 
 
-def test_a_retry_from_go_of_a_python_append_deduplicates(
-    redis_store: EventStore, go: GoPeer
+def test_a_retry_from_the_sdk_of_a_python_append_deduplicates(
+    redis_store: EventStore, peer: LinePeer
 ) -> None:
     original = redis_store.append(lb.StreamId("r", "main"), 0, "a1", EVENTS)
     redis_store.append(
@@ -144,22 +157,26 @@ def test_a_retry_from_go_of_a_python_append_deduplicates(
     )
     # Spelled otherwise (keys in another order, defaults given): the same content.
     respelled = [dict(reversed(list(e.items()))) for e in EVENTS]
-    retried = go.ask(
+    retried = peer.ask(
         "append", session="r", stream="main", expected=0, append_id="a1", events=respelled
     )
     assert retried == {**original.to_dict(), "deduplicated": True}
 
-    with pytest.raises(GoError) as raised:
-        go.ask(
+    with pytest.raises(PeerError) as raised:
+        peer.ask(
             "append", session="r", stream="main", expected="any", append_id="a1", events=EVENTS[:1]
         )
     assert raised.value.name == "IdempotencyConflict"
-    with pytest.raises(GoError) as raised:
-        go.ask("append", session="r", stream="main", expected=3, append_id="a3", events=EVENTS[:1])
+    with pytest.raises(PeerError) as raised:
+        peer.ask(
+            "append", session="r", stream="main", expected=3, append_id="a3", events=EVENTS[:1]
+        )
     assert raised.value.name == "VersionConflict"
     assert "expected version 3, actual 5" in raised.value.message
     # And the other way round: Go first, Python's retry.
-    first = go.ask("append", session="r", stream="side", expected=0, append_id="b1", events=EVENTS)
+    first = peer.ask(
+        "append", session="r", stream="side", expected=0, append_id="b1", events=EVENTS
+    )
     again = redis_store.append(lb.StreamId("r", "side"), 0, "b1", EVENTS)
     assert again.deduplicated
     assert again.cursor == first["cursor"]
@@ -168,12 +185,12 @@ def test_a_retry_from_go_of_a_python_append_deduplicates(
     assert redis_store.stream_version(lb.StreamId("r", "main")) == 5
 
 
-def test_an_event_go_refuses_python_refuses_and_nothing_is_written(
-    redis_store: EventStore, go: GoPeer
+def test_an_event_the_sdk_refuses_python_refuses_and_nothing_is_written(
+    redis_store: EventStore, peer: LinePeer
 ) -> None:
     bad = [{"type": "message", "agent": "a", "body": "ok"}, {"type": "message", "agent": "a"}]
-    with pytest.raises(GoError) as raised:
-        go.ask("append", session="bad", stream="s", expected=0, append_id="a1", events=bad)
+    with pytest.raises(PeerError) as raised:
+        peer.ask("append", session="bad", stream="s", expected=0, append_id="a1", events=bad)
     assert raised.value.name == "InvalidEvent"
     assert raised.value.message.startswith("event 1, field 'body'")
     with pytest.raises(lb.InvalidEvent):
@@ -181,15 +198,15 @@ def test_an_event_go_refuses_python_refuses_and_nothing_is_written(
     assert not redis_store.session_exists("bad")
 
 
-def test_the_command_line_and_the_web_view_show_gos_events(
-    redis_url: str, prefix: str, go: GoPeer
+def test_the_command_line_and_the_web_view_show_the_sdks_events(
+    redis_url: str, prefix: str, peer: LinePeer
 ) -> None:
-    go.ask("append", session="seen", stream="go", expected=0, append_id="g1", events=EVENTS)
+    peer.ask("append", session="seen", stream="sdk", expected=0, append_id="o1", events=EVENTS)
 
     shown = ledger_cli(redis_url, prefix, "--output", "jsonl", "tail", "seen")
     assert shown.returncode == 0, shown.stderr
     lines = [json.loads(line) for line in shown.stdout.splitlines()]
-    assert lines == [json.loads(json.dumps(line)) for line in go.ask("scan", session="seen")]
+    assert lines == [json.loads(json.dumps(line)) for line in peer.ask("scan", session="seen")]
     assert "seen" in ledger_cli(redis_url, prefix, "--output", "jsonl", "sessions").stdout
 
     with TestClient(view_app(redis_url, prefix)) as client:
@@ -203,11 +220,11 @@ def test_the_command_line_and_the_web_view_show_gos_events(
         assert set(shown_ids) <= {line["event_id"] for line in lines}
 
 
-def test_a_go_run_killed_inside_a_tool_is_flagged_and_resumes_with_the_resolved_outcome(
-    redis_url: str, prefix: str, redis_store: EventStore
+def test_a_run_killed_inside_a_tool_is_flagged_and_resumes_with_the_resolved_outcome(
+    sdk: Callable[[str, str], LinePeer], redis_url: str, prefix: str, redis_store: EventStore
 ) -> None:
     args = {"env": "prod"}
-    crashed = GoPeer(redis_url, prefix)
+    crashed = sdk(redis_url, prefix)
     try:
         attempt = crashed.ask(
             "hang_in_tool", session="k", run_id="r1", tool="deploy", args=args, lease_ms=300
@@ -231,14 +248,14 @@ def test_a_go_run_killed_inside_a_tool_is_flagged_and_resumes_with_the_resolved_
     assert flagged.flagged_cursor is not None
 
     # Unresolved, the resumed run stops at the call rather than deploying twice.
-    with GoPeer(redis_url, prefix) as go, pytest.raises(GoError) as raised:
-        go.ask("resume_call", session="k", run_id="r1", tool="deploy", args=args, lease_ms=300)
+    with sdk(redis_url, prefix) as peer, pytest.raises(PeerError) as raised:
+        peer.ask("resume_call", session="k", run_id="r1", tool="deploy", args=args, lease_ms=300)
     assert raised.value.name == "UnresolvedAttempt"
 
     resolved = ledger_cli(redis_url, prefix, "resolve", "k", attempt, "--ok", '{"deployed": true}')
     assert resolved.returncode == 0, resolved.stderr
-    with GoPeer(redis_url, prefix) as go:
-        outcome = go.ask(
+    with sdk(redis_url, prefix) as peer:
+        outcome = peer.ask(
             "resume_call", session="k", run_id="r1", tool="deploy", args=args, lease_ms=300
         )
     assert outcome == {"value": {"deployed": True}, "ran": False}
@@ -246,18 +263,18 @@ def test_a_go_run_killed_inside_a_tool_is_flagged_and_resumes_with_the_resolved_
 
 
 def test_fields_kept_as_artifacts_cross_the_language_boundary_both_ways(
-    redis_store: EventStore, go: GoPeer
+    redis_store: EventStore, peer: LinePeer
 ) -> None:
     rows = {"rows": [{"n": n, "label": f"row {n}"} for n in range(3_000)]}
-    go.ask(
+    peer.ask(
         "append",
         session="big",
-        stream="go",
+        stream="sdk",
         expected=0,
-        append_id="g1",
+        append_id="o1",
         events=[
-            {"type": "message", "agent": "go", "body": BIG},
-            {"type": "mutation", "agent": "go", "kind": "table", "data": rows},
+            {"type": "message", "agent": "sdk", "body": BIG},
+            {"type": "mutation", "agent": "sdk", "kind": "table", "data": rows},
         ],
     )
     redis_store.append(
@@ -271,23 +288,26 @@ def test_fields_kept_as_artifacts_cross_the_language_boundary_both_ways(
     refs = redis_store.scan_session("big", resolve_artifacts=False)
     assert all(isinstance(e.get("body") or e.get("data"), ArtifactRef) for e in refs)
     assert len(redis_store.artifact_uses("big")) == 3
-    _same(python_view, go.ask("scan", session="big"))
+    _same(python_view, peer.ask("scan", session="big"))
 
 
-def test_a_go_append_whose_reply_is_lost_is_retried_and_lands_once(
-    redis_server: LocalServer, prefix: str, redis_store: EventStore
+def test_an_append_whose_reply_is_lost_is_retried_and_lands_once(
+    sdk: Callable[[str, str], LinePeer],
+    redis_server: LocalServer,
+    prefix: str,
+    redis_store: EventStore,
 ) -> None:
     proxy = DropProxy(redis_server.port)
     try:
-        with GoPeer(f"redis://127.0.0.1:{proxy.port}/0", prefix) as go:
+        with sdk(f"redis://127.0.0.1:{proxy.port}/0", prefix) as peer:
             proxy.drop_next_reply_to(b"lost-1")
-            done = go.ask(
+            done = peer.ask(
                 "append",
                 session="lost",
                 stream="main",
                 expected=0,
                 append_id="lost-1",
-                events=[{"type": "message", "agent": "go", "body": "once"}],
+                events=[{"type": "message", "agent": "sdk", "body": "once"}],
             )
     finally:
         proxy.close()
