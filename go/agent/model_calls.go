@@ -50,16 +50,17 @@ func (run *Run) CallModel(ctx context.Context, model string, args map[string]any
 		if reply.Model == "" {
 			reply.Model = model
 		}
-		return reply.fields(), nil
+		return reply.Result(), nil
 	}, opts...)
 	if err != nil {
 		return ModelReply{}, err
 	}
-	return replyOf(recorded), nil
+	return ModelReplyOf(recorded), nil
 }
 
-// fields is the reply as its tool_result's result.
-func (r ModelReply) fields() map[string]any {
+// Result is the reply as its tool_result's result: for a loop that records a model call with
+// BeginCall and EndCall itself.
+func (r ModelReply) Result() map[string]any {
 	usage := map[string]any{
 		"input_tokens":  r.Usage.InputTokens,
 		"output_tokens": r.Usage.OutputTokens,
@@ -81,8 +82,8 @@ func (r ModelReply) fields() map[string]any {
 	return out
 }
 
-// replyOf reads a model call's recorded result back.
-func replyOf(result map[string]any) ModelReply {
+// ModelReplyOf reads a model call's recorded result back (a Begun's Value, as a map).
+func ModelReplyOf(result map[string]any) ModelReply {
 	reply := ModelReply{Output: result["output"]}
 	reply.Model, _ = result["model"].(string)
 	reply.FinishReason, _ = result["finish_reason"].(string)

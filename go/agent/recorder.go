@@ -297,6 +297,14 @@ func (run *Run) Stream() model.StreamID { return run.stream }
 // own state to pass back as RunOptions.Acknowledged.
 func (run *Run) Version() int64 { return run.version }
 
+// Incarnation is the version of the run.started this execution of the run id began with (1
+// for a run id used once): what tells a later execution's records from an earlier one's.
+func (run *Run) Incarnation() int64 { return run.incarnation }
+
+// LeaseLost says whether the run lost its lease (it expired, or passed to another process):
+// it may write nothing more, and neither may a loop on its behalf.
+func (run *Run) LeaseLost() bool { return run.lost.Load() }
+
 // LeaseName is the name of the run's lease, run-<run id>, as the reconciler looks for it.
 func (run *Run) LeaseName() string { return "run-" + run.id }
 

@@ -117,6 +117,51 @@ func TestAFailingToolRecordsItsErrorAndTheRuns(t *testing.T) {
 	})
 }
 
+func TestARunIDUsedAgainIsAnotherIncarnation(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := testContext(t)
+		rec := newRecorder(t, s, "s", "coder", agent.RecorderOptions{LeaseTTL: ttl})
+		first := start(t, rec, agent.RunOptions{RunID: "r1"})
+		if _, err := first.Message(ctx, "hello"); err != nil {
+			t.Fatal(err)
+		}
+		if err := first.Finish(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		if first.Incarnation() != 1 || first.LeaseLost() {
+			t.Fatalf("the first run: incarnation %d, lease lost %v", first.Incarnation(), first.LeaseLost())
+		}
+		second := start(t, rec, agent.RunOptions{RunID: "r1"})
+		second.Drop()
+		// Its run.started is the stream's fourth event: started, message, finished, started.
+		if second.Incarnation() != 4 || !second.LeaseLost() {
+			t.Fatalf("the second run: incarnation %d, lease lost %v", second.Incarnation(), second.LeaseLost())
+		}
+	})
+}
+
+func TestAReplayedCallNamesTheAttemptItsValueIsFrom(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := testContext(t)
+		rec := newRecorder(t, s, "s", "coder", agent.RecorderOptions{LeaseTTL: ttl})
+		crashed := start(t, rec, agent.RunOptions{RunID: "r1"})
+		if _, err := crashed.Call(ctx, "read", nil, func(context.Context) (any, error) { return "contents", nil }); err != nil {
+			t.Fatal(err)
+		}
+		crashed.Drop()
+		resumed := start(t, rec, agent.RunOptions{RunID: "r1", Resume: true, LeaseWait: 10 * time.Second})
+		begun, err := resumed.BeginCall(ctx, "read", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		call := readStream(t, s, "s", "run-r1")[1]
+		want := agent.Attempt{Tool: "read", AttemptID: "r1/c1#1", StepID: "r1/c1", CallID: call.EventID()}
+		if !begun.Replayed || begun.Value != "contents" || begun.Attempt != want {
+			t.Errorf("begun %+v, want the recorded value of %+v", begun, want)
+		}
+	})
+}
+
 func TestAResumedRunReturnsRecordedResultsAndStopsAtAnUnresolvedCall(t *testing.T) {
 	eachStore(t, func(t *testing.T, s store.Store) {
 		ctx := testContext(t)

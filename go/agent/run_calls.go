@@ -33,7 +33,7 @@ type Begun struct {
 	Replayed bool
 	Value    any
 	// Attempt is the attempt whose request was committed, when the tool is to run: pass it to
-	// EndCall with the outcome.
+	// EndCall with the outcome. When Replayed, it is the attempt whose result Value is.
 	Attempt Attempt
 }
 
@@ -98,12 +98,13 @@ func (run *Run) BeginCall(ctx context.Context, tool string, args map[string]any,
 	}
 	earlier := run.history.attempts[stepID]
 	if len(earlier) > 0 {
-		value, again, err := run.replay(ctx, stepID, earlier, settings.safe)
+		value, done, again, err := run.replay(ctx, stepID, earlier, settings.safe)
 		if err != nil {
 			return Begun{}, err
 		}
 		if !again {
-			return Begun{Replayed: true, Value: value}, nil
+			return Begun{Replayed: true, Value: value, Attempt: Attempt{Tool: fieldText(done.Fields, "tool"), AttemptID: fieldText(done.Fields, "attempt_id"),
+				StepID: stepID, CallID: done.EventID()}}, nil
 		}
 	}
 	attemptID := run.attemptID(stepID, len(earlier)+1)
@@ -171,33 +172,34 @@ func (run *Run) attemptID(stepID string, n int) string {
 	return fmt.Sprintf("%s#%d@%d", stepID, n, run.incarnation)
 }
 
-// replay is what a resumed run does at a step it requested before: the recorded value
-// (again false), an error, or again true when the tool is to run afresh.
-func (run *Run) replay(ctx context.Context, stepID string, earlier []model.RecordedEvent, safe bool) (value any, again bool, err error) {
+// replay is what a resumed run does at a step it requested before: the recorded value and
+// the tool_call it answers (again false), an error, or again true when the tool is to run
+// afresh.
+func (run *Run) replay(ctx context.Context, stepID string, earlier []model.RecordedEvent, safe bool) (value any, done model.RecordedEvent, again bool, err error) {
 	for _, call := range earlier {
 		result, ok := run.history.results[fieldText(call.Fields, "attempt_id")]
 		if !ok || IsAbandoned(result) {
 			continue
 		}
 		if result.Fields["status"] == StatusOK {
-			return result.Fields["result"], false, nil
+			return result.Fields["result"], call, false, nil
 		}
-		return nil, false, &ToolFailedError{Tool: fieldText(call.Fields, "tool"),
+		return nil, call, false, &ToolFailedError{Tool: fieldText(call.Fields, "tool"),
 			AttemptID: fieldText(call.Fields, "attempt_id"), Result: result.Fields["result"]}
 	}
 	latest := earlier[len(earlier)-1]
 	if !safe {
-		return nil, false, &UnresolvedAttemptError{AttemptID: fieldText(latest.Fields, "attempt_id"),
+		return nil, latest, false, &UnresolvedAttemptError{AttemptID: fieldText(latest.Fields, "attempt_id"),
 			Tool: fieldText(latest.Fields, "tool")}
 	}
 	// Safe to replay: close the abandoned attempt explicitly (unless a crash right after its
 	// close left it closed), then run a new one.
 	if _, closed := run.history.results[fieldText(latest.Fields, "attempt_id")]; !closed {
 		if _, err := run.write(ctx, AbandonedEvent(latest, stepID), []string{latest.EventID()}); err != nil {
-			return nil, false, err
+			return nil, latest, false, err
 		}
 	}
-	return nil, true, nil
+	return nil, latest, true, nil
 }
 
 // -- delegation ---------------------------------------------------------------------------

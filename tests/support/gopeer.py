@@ -31,18 +31,24 @@ def need_go() -> None:
 
 
 @functools.cache
-def peer_binary() -> Path:
-    """The peer, built once a run (go's build cache makes a rebuild of the same source quick)."""
-    target = Path(tempfile.mkdtemp(prefix="lb-gopeer-")) / "peer"
+def go_program(module: Path, package: str) -> Path:
+    """The program `package` of the Go module in `module`, built once a run (go's build cache
+    makes a rebuild of the same source quick)."""
+    target = Path(tempfile.mkdtemp(prefix="lb-go-")) / Path(package).name
     built = subprocess.run(
-        ["go", "build", "-o", str(target), "./internal/peer"],
-        cwd=GO_MODULE,
+        ["go", "build", "-o", str(target), package],
+        cwd=module,
         capture_output=True,
         text=True,
         check=False,
     )
     assert built.returncode == 0, built.stderr
     return target
+
+
+def peer_binary() -> Path:
+    """The peer."""
+    return go_program(GO_MODULE, "./internal/peer")
 
 
 class GoPeer(LinePeer):
