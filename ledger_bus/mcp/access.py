@@ -1,0 +1,55 @@
+"""Who an MCP client is, and what it may do: an agent's name, the sessions it may touch (a
+pattern) and a role. Over stdio the server acts as the identity its command line names; the
+checks here are the same for every transport. A call its identity may not make is `Refused`
+and writes nothing."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from ledger_bus.model.errors import InvalidInput, Refused
+from ledger_bus.model.ids import check_name
+
+Role = Literal["reader", "writer", "operator"]
+ROLES: Final[tuple[Role, ...]] = ("reader", "writer", "operator")
+
+
+@dataclass(frozen=True)
+class Identity:
+    """An MCP client's identity: it posts as `agent`, touches sessions matching `sessions` (an
+    fnmatch pattern, `*` for all) and acts as a `role`: a reader reads, a writer also posts and
+    keeps the dispatch board, an operator also resolves open calls."""
+
+    agent: str
+    role: Role = "writer"
+    sessions: str = "*"
+
+    def __post_init__(self) -> None:
+        check_name(self.agent, "agent")
+        if self.role not in ROLES:
+            raise InvalidInput(f"a role is one of {', '.join(ROLES)}, got {self.role!r}")
+        if not self.sessions:
+            raise InvalidInput("a sessions pattern is a non-empty string ('*' for all)")
+
+    def reads(self, session: str) -> bool:
+        """Whether the session is one of the identity's."""
+        return fnmatch.fnmatchcase(session, self.sessions)
+
+    def may_read(self, session: str) -> None:
+        check_name(session, "session id")
+        if not self.reads(session):
+            raise Refused(
+                f"session {session!r} is outside {self.agent}'s sessions ({self.sessions})"
+            )
+
+    def may_write(self, session: str) -> None:
+        self.may_read(session)
+        if self.role == "reader":
+            raise Refused(f"{self.agent} is a reader: it may not write")
+
+    def may_operate(self, session: str) -> None:
+        self.may_read(session)
+        if self.role != "operator":
+            raise Refused(f"{self.agent} is a {self.role}: only an operator resolves calls")

@@ -1,0 +1,177 @@
+"""The ledger as an MCP server (the official `mcp` SDK, version 2): tools to list sessions,
+tail one, wait for what is new, post a message or a mutation, keep the dispatch board, list and
+resolve open calls; resources for the same reads; prompts that carry the discipline.
+
+Every tool acts as one identity (access.py). A ledger error is the tool's error, one line that
+begins with the error's name (`InvalidInput: ...`, `Refused: ...`), and writes nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from ledger_bus import __version__
+from ledger_bus.mcp import tools
+from ledger_bus.mcp.access import Identity
+from ledger_bus.model.errors import LedgerError
+from ledger_bus.store.base import EventStore
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+INSTRUCTIONS = """\
+A shared, append-only record of a task that several agents work on. Before you act in a
+session, read its tail (the last events, as context) and keep the cursor it gives you; wait
+after that cursor for what others do next. Say what you did with post: a message, or, when the
+session's state changes (a task taken, a file written, a decision), a mutation whose kind names
+the change. Give each post an append_id of your own making, and give the same one when you
+retry it: the ledger keeps it once. Dispatch work on the board and close it when it is done.
+"""
+
+
+def _one_line(err: LedgerError) -> str:
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text}"
+
+
+def ledger_errors(fn: Callable[P, T]) -> Callable[P, T]:
+    """A ledger error raised by fn as the tool's error: one line, the error's name first."""
+
+    @functools.wraps(fn)
+    def call(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except LedgerError as err:
+            raise ToolError(_one_line(err)) from err
+
+    return call
+
+
+def build_server(store: EventStore, who: Identity) -> MCPServer:
+    """An MCP server on `store`, acting as `who`."""
+    # No subscriptions yet: nothing publishes a session's growth to them. A failed call is
+    # the client's to read; the server itself logs only warnings (to stderr).
+    server = MCPServer(
+        "ledger-bus",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        subscriptions=False,
+        log_level="WARNING",
+    )
+
+    @server.tool()
+    @ledger_errors
+    def sessions(limit: int = 20) -> list[dict[str, Any]]:
+        """The sessions you may read, most recently active first."""
+        return tools.sessions(store, who, limit)
+
+    @server.tool()
+    @ledger_errors
+    def tail(
+        session: str, n: int = 20, types: list[str] | None = None, agents: list[str] | None = None
+    ) -> dict[str, Any]:
+        """The session's last n events, oldest first, as context lines and as events, with
+        the cursor to wait after. types and agents keep only those (message, mutation,
+        tool_call, tool_result; agents by name)."""
+        return tools.tail(store, who, session, n, types or [], agents or [])
+
+    @server.tool()
+    @ledger_errors
+    def wait(session: str, after: str | None = None, timeout_s: float = 10.0) -> dict[str, Any]:
+        """The events committed after the cursor `after` (none: from now), waiting up to
+        timeout_s seconds (at most 30) for the first; with the cursor to wait after next."""
+        return tools.wait(store, who, session, after, timeout_s)
+
+    @server.tool()
+    @ledger_errors
+    def post(
+        session: str,
+        body: str | None = None,
+        kind: str | None = None,
+        fields: dict[str, Any] | None = None,
+        append_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Post a message (body) or a mutation (kind, and its fields) to the session as you.
+        A retry with the same append_id is kept once; other content under it is refused."""
+        return tools.post(store, who, session, body, kind, fields, append_id)
+
+    @server.tool()
+    @ledger_errors
+    def open_calls(session: str) -> list[dict[str, Any]]:
+        """The calls requested in the session and never finished (a crashed agent's, say)."""
+        return tools.open_calls(store, who, session)
+
+    @server.tool()
+    @ledger_errors
+    def resolve(session: str, attempt_id: str, outcome: str, result: Any = None) -> dict[str, Any]:
+        """Close an open call (operators only): outcome ok or error with its result, or
+        unknown when nobody knows whether it took effect."""
+        return tools.resolve(store, who, session, attempt_id, outcome, result)
+
+    @server.tool()
+    @ledger_errors
+    def dispatch_open(
+        session: str, role: str, objective: str, fields: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Dispatch work to a role: a record on the session's board, its id minted."""
+        return tools.board_open(store, who, session, role, objective, fields)
+
+    @server.tool()
+    @ledger_errors
+    def dispatch_close(session: str, dispatch_id: str, outcome: str) -> dict[str, Any]:
+        """Close a dispatch; the outcome begins with a closed word (done, failed, ...)."""
+        return tools.board_close(store, who, session, dispatch_id, outcome)
+
+    @server.tool()
+    @ledger_errors
+    def dispatch_list(session: str) -> list[dict[str, Any]]:
+        """The dispatches in flight, each marked live (< 24 h) or stale (24-48 h)."""
+        return tools.board_list(store, who, session)
+
+    @server.resource("ledger://sessions/{session}/tail", mime_type="application/json")
+    @ledger_errors
+    def tail_resource(session: str) -> str:
+        """The session's last 20 events and the cursor after them."""
+        return json.dumps(tools.tail(store, who, session, 20, [], []))
+
+    @server.resource("ledger://sessions/{session}/board", mime_type="application/json")
+    @ledger_errors
+    def board_resource(session: str) -> str:
+        """The session's dispatches in flight."""
+        return json.dumps(tools.board_list(store, who, session))
+
+    @server.prompt()
+    def join_session(session: str) -> str:
+        """Join a session: read its tail before acting."""
+        return (
+            f"You are joining the ledger session {session!r}. First call the tail tool for it and"
+            " read the context it returns; keep its cursor. Act only on what the tail shows, and"
+            " before each later step call wait with your cursor to see what others did."
+        )
+
+    @server.prompt()
+    def report_change(session: str, change: str) -> str:
+        """Report a change of the session's state as a mutation."""
+        return (
+            f"Record this change of state in the ledger session {session!r} with the post tool,"
+            f" as a mutation: a kind that names the change (task.taken, file.written, ...) and"
+            f" its fields. Give it an append_id you keep, and retry with the same one if the"
+            f" call fails. The change: {change}"
+        )
+
+    @server.prompt()
+    def dispatch_work(session: str, role: str, objective: str) -> str:
+        """Dispatch work on the board, and close it when it ends."""
+        return (
+            f"Dispatch this work in the ledger session {session!r} with dispatch_open (role"
+            f" {role!r}, objective {objective!r}) when you hand it over, not later; when it ends,"
+            " close it with dispatch_close and an outcome that begins done, failed or cancelled."
+        )
+
+    return server

@@ -1,0 +1,175 @@
+"""What the MCP server's tools do: each a thin call into the library, after the caller's
+identity was checked. Nothing here is a second implementation of a rule: appends, the board and
+resolutions are the library's own, with their validation, idempotency and refusals."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from datetime import UTC, datetime
+from typing import Any, Final, cast
+
+from ledger_bus.agent.filters import EventFilter, is_native, select_tail
+from ledger_bus.agent.tailer import render_context
+from ledger_bus.board.dispatches import Board
+from ledger_bus.mcp.access import Identity
+from ledger_bus.model.errors import InvalidInput
+from ledger_bus.model.ids import ANY, StreamId, check_name
+from ledger_bus.model.records import RecordedEvent
+from ledger_bus.operations.resolve import Outcome, resolve_attempt
+from ledger_bus.store.base import Attempts, EventStore, need
+
+POSTS: Final = "posts-"  # an agent's posts: the stream posts-<agent> of the session
+MAX_TAIL: Final = 500
+MAX_WAIT_S: Final = 30.0
+OUTCOMES: Final = ("ok", "error", "unknown")
+
+
+def _event(event: RecordedEvent) -> dict[str, Any]:
+    return event.to_dict()
+
+
+def sessions(store: EventStore, who: Identity, limit: int) -> list[dict[str, Any]]:
+    """The sessions the caller may read, most recently active first."""
+    _bounded(limit, 1, 1000, "limit")
+    return [
+        {"session": session, "last_active_ms": last_ms}
+        for session, last_ms in store.sessions(limit)
+        if who.reads(session)
+    ]
+
+
+def tail(  # noqa: PLR0913  (the session, and one argument per filter)
+    store: EventStore,
+    who: Identity,
+    session: str,
+    n: int,
+    types: list[str],
+    agents: list[str],
+) -> dict[str, Any]:
+    """The session's last n events (those of `types` and `agents` when given), as the context an
+    agent reads and as events, and the cursor to wait after."""
+    who.may_read(session)
+    _bounded(n, 0, MAX_TAIL, "n")
+    keep = EventFilter(types=tuple(types), agents=tuple(agents), native=False)
+    events = select_tail(store, session, n, keep)
+    newest = store.tail(session, 1)
+    return {
+        "context": render_context(events),
+        "events": [_event(e) for e in events],
+        "cursor": newest[-1].cursor if newest else None,
+    }
+
+
+def wait(
+    store: EventStore, who: Identity, session: str, after: str | None, timeout_s: float
+) -> dict[str, Any]:
+    """What committed after the cursor `after` (none: after now), waiting up to timeout_s."""
+    who.may_read(session)
+    if not 0 <= timeout_s <= MAX_WAIT_S:
+        raise InvalidInput(f"timeout_s must be between 0 and {MAX_WAIT_S:g}, got {timeout_s!r}")
+    events = [
+        e for e in store.wait_session(session, after, int(timeout_s * 1000)) if not is_native(e)
+    ]
+    cursor = events[-1].cursor if events else after
+    return {
+        "context": render_context(events),
+        "events": [_event(e) for e in events],
+        "cursor": cursor,
+    }
+
+
+def post(  # noqa: PLR0913  (one argument per part of an event)
+    store: EventStore,
+    who: Identity,
+    session: str,
+    body: str | None,
+    kind: str | None,
+    fields: dict[str, Any] | None,
+    append_id: str | None,
+) -> dict[str, Any]:
+    """A message (body) or a mutation (kind, fields) from the caller, appended to its own
+    stream posts-<agent>; a retry with the same append_id is deduplicated."""
+    who.may_write(session)
+    if (body is None) == (kind is None):
+        raise InvalidInput("a post is a message (body) or a mutation (kind), not both or neither")
+    if body is not None and fields:
+        raise InvalidInput("a message has a body and no other fields")
+    event: dict[str, Any]
+    if body is not None:
+        event = {"type": "message", "body": body}
+    else:
+        event = {**(fields or {}), "type": "mutation", "kind": kind}
+    event["agent"] = who.agent  # the identity's, whatever the request says
+    if append_id is None:
+        append_id = f"mcp-{uuid.uuid4().hex}"
+    check_name(append_id, "append_id")
+    done = store.append(StreamId(session, POSTS + who.agent), ANY, append_id, [event])
+    return done.to_dict()
+
+
+def open_calls(store: EventStore, who: Identity, session: str) -> list[dict[str, Any]]:
+    """The calls requested and not finished in the session (flagged ones say so)."""
+    who.may_read(session)
+    return [
+        {**dataclasses.asdict(a), "flagged": a.flagged_cursor is not None}
+        for a in need(store, Attempts).open_attempts(session)
+    ]
+
+
+def resolve(  # noqa: PLR0913  (public: one argument per part of a resolution)
+    store: EventStore,
+    who: Identity,
+    session: str,
+    attempt_id: str,
+    outcome: str,
+    result: Any,
+) -> dict[str, Any]:
+    """Close an open call: ok or error with its result, or unknown (operators only)."""
+    who.may_operate(session)
+    if outcome not in OUTCOMES:
+        raise InvalidInput(f"an outcome is one of {', '.join(OUTCOMES)}, got {outcome!r}")
+    decided = cast("Outcome", outcome)
+    cursor = resolve_attempt(store, session, attempt_id, decided, result=result, agent=who.agent)
+    return {"session": session, "attempt_id": attempt_id, "outcome": outcome, "cursor": cursor}
+
+
+def board_open(  # noqa: PLR0913  (one argument per part of a dispatch)
+    store: EventStore,
+    who: Identity,
+    session: str,
+    role: str,
+    objective: str,
+    fields: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """Dispatch work: a new record on the session's board, its id minted."""
+    who.may_write(session)
+    dispatch_id = Board(store, session).open(
+        role, objective, _now(), {**(fields or {}), "by": who.agent}
+    )
+    return {"session": session, "id": dispatch_id}
+
+
+def board_close(
+    store: EventStore, who: Identity, session: str, dispatch_id: str, outcome: str
+) -> dict[str, Any]:
+    """Close a dispatch with its outcome (which begins with a closed word: done, failed, ...)."""
+    who.may_write(session)
+    return Board(store, session).close(dispatch_id, outcome, _now())
+
+
+def board_list(store: EventStore, who: Identity, session: str) -> list[dict[str, Any]]:
+    """The dispatches in flight, each marked live (< 24 h) or stale (24-48 h)."""
+    who.may_read(session)
+    return [
+        {"window": where, **record} for where, record in Board(store, session).in_flight(_now())
+    ]
+
+
+def _bounded(value: int, low: int, high: int, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidInput(f"{name} must be an int from {low} to {high}, got {value!r}")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

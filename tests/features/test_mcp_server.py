@@ -1,0 +1,241 @@
+"""`ledger-bus mcp` through the MCP SDK's own client: every tool, resource and prompt in process,
+and the command over stdio as a client starts it; what an identity may not do is refused and
+writes nothing; a ledger error is one line that names it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+import ledger_bus
+from ledger_bus.mcp.access import Identity
+from ledger_bus.mcp.server import build_server
+from ledger_bus.store.base import EventStore
+from tests.support.helpers import cli_env, ledger_cli
+
+Scenario = Callable[[Client], Awaitable[None]]
+
+
+def _run(server: Any, scenario: Scenario) -> None:
+    async def go() -> None:
+        async with Client(server) as client:
+            await scenario(client)
+
+    asyncio.run(go())
+
+
+async def _call(client: Client, tool: str, **args: Any) -> Any:
+    """A tool's structured result; a tool error fails the test, saying it."""
+    result = await client.call_tool(tool, args)
+    assert not result.is_error, result.content
+    found = result.structured_content
+    assert found is not None
+    return found.get("result", found)
+
+
+async def _refusal(client: Client, tool: str, **args: Any) -> str:
+    """The one line of a tool's error."""
+    result = await client.call_tool(tool, args)
+    assert result.is_error
+    (text,) = [c.text for c in result.content if c.type == "text"]
+    return text
+
+
+def _everything(store: EventStore) -> list[dict[str, Any]]:
+    return [e.to_dict() for s, _ in store.sessions() for e in store.iter_session(s)]
+
+
+@pytest.fixture
+def store() -> EventStore:
+    return ledger_bus.connect("memory://")
+
+
+def test_every_tool_resource_and_prompt_through_the_sdks_client(store: EventStore) -> None:
+    async def scenario(client: Client) -> None:
+        tools = {t.name for t in (await client.list_tools()).tools}
+        assert tools == {
+            "sessions", "tail", "wait", "post", "open_calls", "resolve",
+            "dispatch_open", "dispatch_close", "dispatch_list",
+        }  # fmt: skip
+        posted = await _call(client, "post", session="task-1", body="on it", append_id="c:1")
+        assert (posted["stream"], posted["first_version"], posted["deduplicated"]) == (
+            "posts-coder",
+            1,
+            False,
+        )
+        again = await _call(client, "post", session="task-1", body="on it", append_id="c:1")
+        assert (again["deduplicated"], again["cursor"]) == (True, posted["cursor"])
+        await _call(client, "post", session="task-1", kind="file.written", fields={"path": "a.py"})
+        tail = await _call(client, "tail", session="task-1", n=10)
+        assert [e["type"] for e in tail["events"]] == ["message", "mutation"]
+        assert tail["context"].splitlines()[0].endswith("coder message: on it")
+        assert tail["cursor"] == tail["events"][-1]["cursor"]
+        only = await _call(client, "tail", session="task-1", types=["mutation"])
+        assert [e["kind"] for e in only["events"]] == ["file.written"]
+        assert await _call(client, "sessions") == [
+            {"session": "task-1", "last_active_ms": int(tail["cursor"].split("-")[0])}
+        ]
+        quiet = await _call(client, "wait", session="task-1", after=tail["cursor"], timeout_s=0.1)
+        assert (quiet["events"], quiet["cursor"]) == ([], tail["cursor"])
+
+        opened = await _call(
+            client, "dispatch_open", session="task-1", role="tester", objective="run it"
+        )
+        board = await _call(client, "dispatch_list", session="task-1")
+        assert [(d["id"], d["window"], d["by"]) for d in board] == [(opened["id"], "live", "coder")]
+        await _call(
+            client, "dispatch_close", session="task-1", dispatch_id=opened["id"], outcome="done"
+        )
+        assert await _call(client, "dispatch_list", session="task-1") == []
+        assert await _call(client, "open_calls", session="task-1") == []
+
+        read = await client.read_resource("ledger://sessions/task-1/tail")
+        assert json.loads(read.contents[0].text)["cursor"] is not None  # type: ignore[union-attr]
+        board_read = await client.read_resource("ledger://sessions/task-1/board")
+        assert json.loads(board_read.contents[0].text) == []  # type: ignore[union-attr]
+        prompts = {p.name for p in (await client.list_prompts()).prompts}
+        assert prompts == {"join_session", "report_change", "dispatch_work"}
+        joined = await client.get_prompt("join_session", {"session": "task-1"})
+        assert "tail" in joined.messages[0].content.text  # type: ignore[union-attr]
+
+    _run(build_server(store, Identity("coder")), scenario)
+
+
+def test_a_waiting_client_gets_what_another_agent_posts(store: EventStore) -> None:
+    async def scenario(client: Client) -> None:
+        start = await _call(client, "tail", session="s", n=0)
+
+        async def later() -> None:
+            await asyncio.sleep(0.2)
+            store.append(
+                ledger_bus.StreamId("s", "other"),
+                0,
+                "o:1",
+                [{"type": "message", "agent": "planner", "body": "go"}],
+            )
+
+        task = asyncio.create_task(later())
+        found = await _call(client, "wait", session="s", after=start["cursor"], timeout_s=5)
+        await task
+        assert [e["body"] for e in found["events"]] == ["go"]
+        assert found["cursor"] == found["events"][0]["cursor"]
+
+    _run(build_server(store, Identity("coder")), scenario)
+
+
+def test_a_post_is_the_identitys_and_keeps_the_ledgers_rules(store: EventStore) -> None:
+    async def scenario(client: Client) -> None:
+        posted = await _call(
+            client, "post", session="s", kind="task.taken", fields={"agent": "someone-else"}
+        )
+        (event,) = store.read_stream(ledger_bus.StreamId("s", posted["stream"]))
+        assert event.agent == "coder"  # the identity's, not what the request said
+        before = _everything(store)
+        lines = [
+            await _refusal(client, "post", session="s", body="x", kind="y"),
+            await _refusal(
+                client, "post", session="s", body="on it", append_id="c:1", fields={"z": 1}
+            ),
+            await _refusal(client, "post", session="s\x07", body="x"),
+            await _refusal(client, "post", session="s", kind="k", fields={"deep": _deep(200)}),
+            await _refusal(client, "tail", session="s", n=10_000),
+            await _refusal(client, "wait", session="s", timeout_s=3600),
+            await _refusal(
+                client,
+                "dispatch_close",
+                session="s",
+                dispatch_id="d-2026-01-01-001",
+                outcome="done",
+            ),
+        ]
+        assert _everything(store) == before
+        for line in lines:
+            assert "\n" not in line, line
+        assert [line.split(": ")[1] for line in lines] == [
+            "InvalidInput", "InvalidInput", "InvalidInput", "InvalidEvent",
+            "InvalidInput", "InvalidInput", "NotFound",
+        ]  # fmt: skip
+        await _call(client, "post", session="s", body="one", append_id="c:9")
+        conflict = await _refusal(client, "post", session="s", body="two", append_id="c:9")
+        assert conflict.split(": ")[1] == "IdempotencyConflict"
+
+    _run(build_server(store, Identity("coder")), scenario)
+
+
+def _deep(n: int) -> Any:
+    value: Any = 1
+    for _ in range(n):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("who", "refused"),
+    [
+        (Identity("viewer", "reader"), {"post", "dispatch_open", "resolve"}),
+        (Identity("coder", "writer"), {"resolve"}),
+        (Identity("ops", "operator"), set()),
+        (
+            Identity("other-team", "operator", "team-b-*"),
+            {"tail", "post", "dispatch_open", "resolve", "open_calls"},
+        ),
+    ],
+)
+def test_each_role_may_do_what_it_is_given_and_nothing_else(
+    store: EventStore, who: Identity, refused: set[str]
+) -> None:
+    call = {"type": "tool_call", "agent": "worker", "tool": "deploy", "attempt_id": "a1"}
+    store.append(ledger_bus.StreamId("team-a-1", "run-r1"), 0, "r1:1", [call])  # an open call
+    calls: dict[str, dict[str, Any]] = {
+        "tail": {"session": "team-a-1"},
+        "open_calls": {"session": "team-a-1"},
+        "post": {"session": "team-a-1", "body": "hi"},
+        "dispatch_open": {"session": "team-a-1", "role": "r", "objective": "o"},
+        "resolve": {"session": "team-a-1", "attempt_id": "a1", "outcome": "unknown"},
+    }
+
+    async def scenario(client: Client) -> None:
+        for tool, args in calls.items():
+            before = _everything(store)
+            result = await client.call_tool(tool, args)
+            text = " ".join(c.text for c in result.content if c.type == "text")
+            if tool in refused:
+                assert result.is_error, tool
+                assert ": Refused: " in text, (tool, text)
+                assert _everything(store) == before, tool
+            else:
+                assert ": Refused: " not in text, (tool, text)
+
+    _run(build_server(store, who), scenario)
+
+
+def test_the_command_serves_a_client_over_stdio(redis_url: str, prefix: str) -> None:
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "ledger_bus", "mcp", "--agent", "coder"],
+        env=cli_env(redis_url, prefix),
+    )
+
+    async def scenario(client: Client) -> None:
+        assert "post" in {t.name for t in (await client.list_tools()).tools}
+        await _call(client, "post", session="over-stdio", body="hello from an MCP client")
+        tail = await _call(client, "tail", session="over-stdio")
+        assert [e["body"] for e in tail["events"]] == ["hello from an MCP client"]
+
+    _run(server, scenario)
+    shown = ledger_cli(redis_url, prefix, "--output", "jsonl", "tail", "over-stdio")
+    assert [json.loads(line)["agent"] for line in shown.stdout.splitlines()] == ["coder"]
+
+
+def test_the_command_refuses_a_bad_identity_and_a_memory_store() -> None:
+    bad = ledger_cli("redis://127.0.0.1:1/0", "p", "mcp", "--agent", "has space")
+    assert (bad.returncode, bad.stderr.count("\n")) == (2, 1), bad.stderr
+    memory = ledger_cli("memory://", "p", "mcp", "--agent", "coder")
+    assert memory.returncode == 2
+    assert "memory://" in memory.stderr
