@@ -28,7 +28,7 @@ cli.lazy = {
     "db": "ledger_bus.cli.db",
     "demo": "ledger_bus.cli.demo",
     "dispatch": "ledger_bus.cli.board",
-    "mcp": "ledger_bus.cli.mcp",
+    **dict.fromkeys(["mcp", "skill", "token"], "ledger_bus.cli.mcp"),
     "ui": "ledger_bus.cli.ui",
 }  # fmt: skip
 

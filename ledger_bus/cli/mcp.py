@@ -1,9 +1,12 @@
-"""`ledger-bus mcp`: serve the configured store to an MCP client over stdio."""
+"""`ledger-bus mcp`: serve the configured store to MCP clients, over stdio (as one identity) or
+streamable HTTP (as each request's bearer token says); `ledger-bus token`: make such a token."""
 
 from __future__ import annotations
 
 import logging
 import sys
+from importlib import resources
+from typing import Any
 
 import click
 
@@ -13,49 +16,125 @@ from ledger_bus.cli.app import (
     cli,
     import_redis_without_its_meters,
     pass_settings,
+    say,
 )
 from ledger_bus.model.errors import InvalidInput
+
+ROLES = click.Choice(["reader", "writer", "operator"])
+ROLE_HELP = "reader: reads; writer: also posts and keeps the board; operator: also resolves calls."
+SESSIONS_HELP = "The sessions it may touch (a pattern: team-a-*)."
+
+
+def _extra() -> Any:
+    """The `mcp` extra's modules, loaded here so that their absence is one line and exit 2."""
+    try:
+        from ledger_bus.mcp import access, server, tokens  # noqa: PLC0415
+    except ImportError as err:
+        raise BadInput(f"ledger-bus mcp needs {err.name}: pip install 'ledger-bus[mcp]'") from None
+    return access, server, tokens
+
+
+def _identity(access: Any, agent: str, role: str, pattern: str) -> Any:
+    try:
+        return access.Identity(agent, role, pattern)
+    except InvalidInput as err:
+        raise BadInput(str(err)) from None
 
 
 @cli.command()
 @click.option(
-    "--agent", required=True, help="The agent the client acts as: its posts are this agent's."
+    "--agent", help="Over stdio: the agent the client acts as; its posts are this agent's."
+)
+@click.option("--role", type=ROLES, default="writer", show_default=True, help=ROLE_HELP)
+@click.option("--sessions", "pattern", default="*", show_default=True, help=SESSIONS_HELP)
+@click.option(
+    "--http", is_flag=True, help="Serve streamable HTTP, each request as its token's identity."
 )
 @click.option(
-    "--role",
-    type=click.Choice(["reader", "writer", "operator"]),
-    default="writer",
-    show_default=True,
-    help="reader: reads; writer: also posts and keeps the board; operator: also resolves calls.",
+    "--host", default="127.0.0.1", show_default=True, help="With --http: the address to listen on."
 )
 @click.option(
-    "--sessions",
-    "pattern",
-    default="*",
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=8787,
     show_default=True,
-    help="The sessions the client may touch (a pattern: team-a-*).",
+    help="With --http: the port.",
+)
+@click.option(
+    "--tokens", "tokens_file", help="With --http: the tokens file (ledger-bus token makes one)."
 )
 @pass_settings
-def mcp(settings: Settings, agent: str, role: str, pattern: str) -> None:
-    """Serve the ledger to an MCP client that starts this command (stdio).
+def mcp(
+    settings: Settings,
+    agent: str | None,
+    role: str,
+    pattern: str,
+    http: bool,
+    host: str,
+    port: int,
+    tokens_file: str | None,
+) -> None:
+    """Serve the ledger to MCP clients: over stdio to a client that starts this command, acting
+    as --agent; with --http, over streamable HTTP at http://HOST:PORT/mcp, each request acting
+    as the identity of its bearer token.
 
     Tools: sessions, tail, wait, post, open_calls, resolve, dispatch_open, dispatch_close,
     dispatch_list; resources: a session's tail and board; prompts: join_session,
     report_change, dispatch_work. Needs the `mcp` extra (pip install 'ledger-bus[mcp]').
     """
-    try:
-        from ledger_bus.mcp.access import Identity  # noqa: PLC0415  (the extra, loaded here)
-        from ledger_bus.mcp.server import build_server  # noqa: PLC0415
-    except ImportError as err:
-        raise BadInput(f"ledger-bus mcp needs {err.name}: pip install 'ledger-bus[mcp]'") from None
+    access, server, tokens = _extra()
     if settings.url is not None and settings.url.startswith("memory:"):
         raise BadInput("memory:// lives inside one process: give the server a Redis or SQL URL")
-    try:
-        who = Identity(agent, role, pattern)  # type: ignore[arg-type]  # click checked the role
-    except InvalidInput as err:
-        raise BadInput(str(err)) from None
-    # stdout is the protocol's: whatever the server or the SDK logs goes to stderr.
+    if http == (agent is not None):
+        raise BadInput("give --agent (stdio) or --http with --tokens, not both or neither")
+    if http and tokens_file is None:
+        raise BadInput("--http needs --tokens FILE: over HTTP every request names its identity")
+    who = None if http else _identity(access, agent or "", role, pattern)
+    known = None
+    if tokens_file is not None:
+        try:
+            known = tokens.Tokens.load(tokens_file)
+        except InvalidInput as err:
+            raise BadInput(str(err)) from None
+    # stdout is the protocol's over stdio: whatever the server or the SDK logs goes to stderr.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     import_redis_without_its_meters()
-    server = build_server(settings.store(), who)
-    server.run()
+    url = f"http://{host}:{port}/mcp"
+    built = server.build_server(settings.store(), who, tokens=known, url=url)
+    if not http:
+        built.run()
+        return
+    say(f"serving MCP at {url}")
+    built.run(
+        "streamable-http",
+        host=host,
+        port=port,
+        streamable_http_path="/mcp",
+        transport_security=server.transport_security(host),
+    )
+
+
+@cli.command()
+@click.argument("file")
+@click.option("--agent", required=True, help="The agent the token's holder acts as.")
+@click.option("--role", type=ROLES, default="writer", show_default=True, help=ROLE_HELP)
+@click.option("--sessions", "pattern", default="*", show_default=True, help=SESSIONS_HELP)
+def token(file: str, agent: str, role: str, pattern: str) -> None:
+    """Make a bearer token for the ledger's HTTP faces and print it (once: FILE keeps only its
+    SHA-256). FILE is made when it does not exist."""
+    access, _, tokens = _extra()
+    try:
+        made = tokens.add_token(file, _identity(access, agent, role, pattern))
+    except InvalidInput as err:
+        raise BadInput(str(err)) from None
+    click.echo(made)
+
+
+@cli.command()
+def skill() -> None:
+    """Print the skill (SKILL.md, the Agent Skills format) that teaches an agent to work on the
+    ledger through `ledger-bus mcp`: save it as .claude/skills/ledger-bus/SKILL.md (or where
+    your agent loads skills from)."""
+    click.echo(
+        (resources.files("ledger_bus.mcp") / "skill" / "SKILL.md").read_text("utf-8"), nl=False
+    )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 
 import click
@@ -15,7 +14,7 @@ from ledger_bus.cli.app import (
     pass_settings,
     say,
 )
-from ledger_bus.model.environment import without_password
+from ledger_bus.model.environment import is_loopback, without_password
 from ledger_bus.store import DEFAULT_URL
 
 
@@ -53,7 +52,7 @@ def ui(settings: Settings, host: str, port: int) -> None:
     location = without_password(settings.url or DEFAULT_URL)
     if settings.prefix != "lb":  # which ledger of that server (the demo's is lb-demo)
         location += f" · prefix {settings.prefix}"
-    if not _loopback(host):
+    if not is_loopback(host):
         say(f"listening on {host}, beyond this machine: the web view has no login")
     app = create_app(open_store, location)
     # Bound here, before the address is printed: a port taken is one line and exit 2, not the
@@ -82,12 +81,3 @@ def _listen(host: str, port: int) -> socket.socket:
         raise BadInput(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
     listener.set_inheritable(True)
     return listener
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

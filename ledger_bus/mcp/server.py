@@ -13,13 +13,21 @@ import json
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken, TokenVerifier
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import CallToolResult, InputRequiredResult
+from pydantic import ValidationError
 
 from ledger_bus import __version__
 from ledger_bus.mcp import tools
 from ledger_bus.mcp.access import Identity
-from ledger_bus.model.errors import LedgerError
+from ledger_bus.mcp.tokens import Tokens
+from ledger_bus.model.environment import is_loopback
+from ledger_bus.model.errors import InvalidInput, LedgerError, Refused
 from ledger_bus.store.base import EventStore
 
 P = ParamSpec("P")
@@ -33,6 +41,44 @@ session's state changes (a task taken, a file written, a decision), a mutation w
 the change. Give each post an append_id of your own making, and give the same one when you
 retry it: the ledger keeps it once. Dispatch work on the board and close it when it is done.
 """
+
+
+class _Verifier(TokenVerifier):
+    """A bearer token as the identity the tokens file gives it: the agent as client and
+    subject, the role as the one scope, the sessions pattern as a claim."""
+
+    def __init__(self, tokens: Tokens):
+        self.tokens = tokens
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        who = self.tokens.identify(token)
+        if who is None:
+            return None
+        return AccessToken(
+            token=token,
+            client_id=who.agent,
+            subject=who.agent,
+            scopes=[who.role],
+            claims={"sessions": who.sessions},
+        )
+
+
+class _LedgerServer(MCPServer):
+    """The SDK's server, with its refusal of arguments said as the ledger says one: a line
+    that names the error (InvalidInput) and the argument, not pydantic's report."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as err:
+            if not isinstance(err.__cause__, ValidationError):
+                raise
+            first = err.__cause__.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "arguments"
+            said = f"InvalidInput: {name}'s argument {where}: {first['msg']}"
+            raise ToolError(f"Error executing tool {name}: {' '.join(said.split())}") from err
 
 
 def _one_line(err: LedgerError) -> str:
@@ -53,23 +99,51 @@ def ledger_errors(fn: Callable[P, T]) -> Callable[P, T]:
     return call
 
 
-def build_server(store: EventStore, who: Identity) -> MCPServer:
-    """An MCP server on `store`, acting as `who`."""
+def build_server(
+    store: EventStore,
+    identity: Identity | None = None,
+    *,
+    tokens: Tokens | None = None,
+    url: str = "",
+) -> MCPServer:
+    """An MCP server on `store`, acting as `identity` (stdio), or, with `tokens`, as the
+    identity of each request's bearer token (streamable HTTP at `url`)."""
+    if (identity is None) == (tokens is None):
+        raise InvalidInput("an MCP server acts as one identity, or as its tokens', not both")
+    auth: dict[str, Any] = {}
+    if tokens is not None:
+        # Bearer tokens checked by the SDK's own middleware: a request without one, or with a
+        # token the file does not hold, is refused (401) before any tool runs.
+        auth = {
+            "token_verifier": _Verifier(tokens),
+            "auth": AuthSettings(
+                issuer_url=url, resource_server_url=url, validate_token_resource=False
+            ),
+        }
     # No subscriptions yet: nothing publishes a session's growth to them. A failed call is
     # the client's to read; the server itself logs only warnings (to stderr).
-    server = MCPServer(
+    server = _LedgerServer(
         "ledger-bus",
         instructions=INSTRUCTIONS,
         version=__version__,
         subscriptions=False,
         log_level="WARNING",
+        **auth,
     )
+
+    def me() -> Identity:
+        if identity is not None:
+            return identity
+        token = get_access_token()
+        if token is None or token.claims is None:
+            raise Refused("no token: every request names its identity with a bearer token")
+        return Identity(token.client_id, token.scopes[0], token.claims["sessions"])  # type: ignore[arg-type]
 
     @server.tool()
     @ledger_errors
     def sessions(limit: int = 20) -> list[dict[str, Any]]:
         """The sessions you may read, most recently active first."""
-        return tools.sessions(store, who, limit)
+        return tools.sessions(store, me(), limit)
 
     @server.tool()
     @ledger_errors
@@ -79,14 +153,14 @@ def build_server(store: EventStore, who: Identity) -> MCPServer:
         """The session's last n events, oldest first, as context lines and as events, with
         the cursor to wait after. types and agents keep only those (message, mutation,
         tool_call, tool_result; agents by name)."""
-        return tools.tail(store, who, session, n, types or [], agents or [])
+        return tools.tail(store, me(), session, n, types or [], agents or [])
 
     @server.tool()
     @ledger_errors
     def wait(session: str, after: str | None = None, timeout_s: float = 10.0) -> dict[str, Any]:
         """The events committed after the cursor `after` (none: from now), waiting up to
         timeout_s seconds (at most 30) for the first; with the cursor to wait after next."""
-        return tools.wait(store, who, session, after, timeout_s)
+        return tools.wait(store, me(), session, after, timeout_s)
 
     @server.tool()
     @ledger_errors
@@ -99,20 +173,20 @@ def build_server(store: EventStore, who: Identity) -> MCPServer:
     ) -> dict[str, Any]:
         """Post a message (body) or a mutation (kind, and its fields) to the session as you.
         A retry with the same append_id is kept once; other content under it is refused."""
-        return tools.post(store, who, session, body, kind, fields, append_id)
+        return tools.post(store, me(), session, body, kind, fields, append_id)
 
     @server.tool()
     @ledger_errors
     def open_calls(session: str) -> list[dict[str, Any]]:
         """The calls requested in the session and never finished (a crashed agent's, say)."""
-        return tools.open_calls(store, who, session)
+        return tools.open_calls(store, me(), session)
 
     @server.tool()
     @ledger_errors
     def resolve(session: str, attempt_id: str, outcome: str, result: Any = None) -> dict[str, Any]:
         """Close an open call (operators only): outcome ok or error with its result, or
         unknown when nobody knows whether it took effect."""
-        return tools.resolve(store, who, session, attempt_id, outcome, result)
+        return tools.resolve(store, me(), session, attempt_id, outcome, result)
 
     @server.tool()
     @ledger_errors
@@ -120,31 +194,31 @@ def build_server(store: EventStore, who: Identity) -> MCPServer:
         session: str, role: str, objective: str, fields: dict[str, Any] | None = None
     ) -> dict[str, Any]:
         """Dispatch work to a role: a record on the session's board, its id minted."""
-        return tools.board_open(store, who, session, role, objective, fields)
+        return tools.board_open(store, me(), session, role, objective, fields)
 
     @server.tool()
     @ledger_errors
     def dispatch_close(session: str, dispatch_id: str, outcome: str) -> dict[str, Any]:
         """Close a dispatch; the outcome begins with a closed word (done, failed, ...)."""
-        return tools.board_close(store, who, session, dispatch_id, outcome)
+        return tools.board_close(store, me(), session, dispatch_id, outcome)
 
     @server.tool()
     @ledger_errors
     def dispatch_list(session: str) -> list[dict[str, Any]]:
         """The dispatches in flight, each marked live (< 24 h) or stale (24-48 h)."""
-        return tools.board_list(store, who, session)
+        return tools.board_list(store, me(), session)
 
     @server.resource("ledger://sessions/{session}/tail", mime_type="application/json")
     @ledger_errors
     def tail_resource(session: str) -> str:
         """The session's last 20 events and the cursor after them."""
-        return json.dumps(tools.tail(store, who, session, 20, [], []))
+        return json.dumps(tools.tail(store, me(), session, 20, [], []))
 
     @server.resource("ledger://sessions/{session}/board", mime_type="application/json")
     @ledger_errors
     def board_resource(session: str) -> str:
         """The session's dispatches in flight."""
-        return json.dumps(tools.board_list(store, who, session))
+        return json.dumps(tools.board_list(store, me(), session))
 
     @server.prompt()
     def join_session(session: str) -> str:
@@ -175,3 +249,17 @@ def build_server(store: EventStore, who: Identity) -> MCPServer:
         )
 
     return server
+
+
+def transport_security(host: str) -> TransportSecuritySettings:
+    """The HTTP server's Host and Origin checks. On loopback, the SDK's own: only localhost
+    names (a web page's DNS rebinding cannot reach the ledger). Beyond it, whatever name
+    the clients reach the host by: every request is held by its bearer token instead."""
+    if is_loopback(host):
+        local = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+        return TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=local,
+            allowed_origins=[f"http://{h}" for h in local],
+        )
+    return TransportSecuritySettings(enable_dns_rebinding_protection=False)

@@ -4,6 +4,7 @@ shown to people."""
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Final
 from urllib.parse import urlsplit, urlunsplit
 
@@ -19,3 +20,13 @@ def without_password(url: str) -> str:
         return url
     user, _, hosts = parts.netloc.rpartition("@")
     return urlunsplit(parts._replace(netloc=f"{user.partition(':')[0]}:***@{hosts}"))
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a server bound to `host` listens on this machine alone."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mcp import Client, StdioServerParameters
 
 import ledger_bus
 from ledger_bus.mcp.access import Identity
 from ledger_bus.mcp.server import build_server
+from ledger_bus.mcp.tokens import Tokens
 from ledger_bus.store.base import EventStore
 from tests.support.helpers import cli_env, ledger_cli
 
@@ -153,6 +157,9 @@ def test_a_post_is_the_identitys_and_keeps_the_ledgers_rules(store: EventStore) 
                 dispatch_id="d-2026-01-01-001",
                 outcome="done",
             ),
+            await _refusal(client, "tail", session=3),
+            await _refusal(client, "tail", session="s", n="ten"),
+            await _refusal(client, "post", session="s", kind="k", fields="not an object"),
         ]
         assert _everything(store) == before
         for line in lines:
@@ -160,6 +167,7 @@ def test_a_post_is_the_identitys_and_keeps_the_ledgers_rules(store: EventStore) 
         assert [line.split(": ")[1] for line in lines] == [
             "InvalidInput", "InvalidInput", "InvalidInput", "InvalidEvent",
             "InvalidInput", "InvalidInput", "NotFound",
+            "InvalidInput", "InvalidInput", "InvalidInput",
         ]  # fmt: skip
         await _call(client, "post", session="s", body="one", append_id="c:9")
         conflict = await _refusal(client, "post", session="s", body="two", append_id="c:9")
@@ -239,3 +247,84 @@ def test_the_command_refuses_a_bad_identity_and_a_memory_store() -> None:
     memory = ledger_cli("memory://", "p", "mcp", "--agent", "coder")
     assert memory.returncode == 2
     assert "memory://" in memory.stderr
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+# The tools and their arguments; wait is left out, as a valid wait waits.
+ARGUMENTS = {
+    "sessions": ["limit"],
+    "tail": ["session", "n", "types", "agents"],
+    "post": ["session", "body", "kind", "fields", "append_id"],
+    "open_calls": ["session"],
+    "resolve": ["session", "attempt_id", "outcome", "result"],
+    "dispatch_open": ["session", "role", "objective", "fields"],
+    "dispatch_close": ["session", "dispatch_id", "outcome"],
+    "dispatch_list": ["session"],
+    "no_such_tool": ["session"],
+}
+
+
+@st.composite
+def calls(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
+    tool = draw(st.sampled_from(sorted(ARGUMENTS)))
+    names = draw(st.lists(st.sampled_from(ARGUMENTS[tool] + ["extra"]), unique=True))
+    session = st.sampled_from(["s", "s\x00", "", "x" * 300]) | st.text(max_size=12)
+    return tool, {n: draw(session if n == "session" else JSON) for n in names}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(call=calls())
+def test_any_arguments_are_a_one_line_error_or_a_call_and_an_error_writes_nothing(
+    call: tuple[str, dict[str, Any]],
+) -> None:
+    store = ledger_bus.connect("memory://")
+    tool, args = call
+
+    async def scenario(client: Client) -> None:
+        before = _everything(store)
+        result = await client.call_tool(tool, args)
+        if result.is_error:
+            (text,) = [c.text for c in result.content if c.type == "text"]
+            assert "\n" not in text, text
+            assert _everything(store) == before
+
+    _run(build_server(store, Identity("ops", "operator")), scenario)
+
+
+def test_the_skill_names_only_the_servers_own_tools(store: EventStore) -> None:
+    printed = ledger_cli("memory://", "p", "skill")
+    assert printed.returncode == 0, printed.stderr
+    front, _, body = printed.stdout.removeprefix("---\n").partition("\n---\n")
+    assert front.splitlines()[0] == "name: ledger-bus"
+    assert front.splitlines()[1].startswith("description: ")
+
+    async def scenario(client: Client) -> None:
+        tools = {t.name for t in (await client.list_tools()).tools}
+        named = {word for word in re.findall(r"`([a-z_]+)`", body) if "_" in word or word in tools}
+        assert named <= tools | {"append_id", "timeout_s"}, named - tools
+        assert {"tail", "wait", "post", "dispatch_open", "dispatch_close"} <= named
+
+    _run(build_server(store, Identity("coder")), scenario)
+
+
+def test_a_token_is_printed_once_and_its_file_keeps_only_its_digest(tmp_path: Any) -> None:
+    file = tmp_path / "tokens.json"
+    made = ledger_cli("memory://", "p", "token", str(file), "--agent", "alice", "--role", "reader")
+    assert made.returncode == 0, made.stderr
+    token = made.stdout.strip()
+    assert token.startswith("lbt_")
+    assert token not in file.read_text()
+    assert oct(file.stat().st_mode & 0o777) == "0o600"
+    assert Tokens.load(str(file)).identify(token) == Identity("alice", "reader", "*")
+    assert Tokens.load(str(file)).identify(token + "x") is None
+    bad = ledger_cli("memory://", "p", "token", str(file), "--agent", "has space")
+    assert (bad.returncode, bad.stderr.count("\n")) == (2, 1), bad.stderr
+    file.write_text("not json")
+    broken = ledger_cli("redis://127.0.0.1:1/0", "p", "mcp", "--http", "--tokens", str(file))
+    assert (broken.returncode, broken.stderr.count("\n")) == (2, 1), broken.stderr

@@ -1,0 +1,73 @@
+"""Bearer tokens for the ledger's HTTP faces: each names an identity (an agent, its sessions, a
+role). A token is shown once, when it is made; its file keeps only its SHA-256, so the file
+read by someone else lets them in nowhere.
+
+The file is JSON: {"tokens": [{"sha256": ..., "agent": ..., "role": ..., "sessions": ...}]}.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from dataclasses import asdict, dataclass
+from typing import Any, Final
+
+from ledger_bus.mcp.access import Identity
+from ledger_bus.model.errors import InvalidInput
+from ledger_bus.model.files import replace_whole
+
+PREFIX: Final = "lbt_"  # a token says what it is, so a scanner for leaked secrets finds one
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """The identities of the tokens in a file, by their digests."""
+
+    by_digest: dict[str, Identity]
+
+    @classmethod
+    def load(cls, path: str) -> Tokens:
+        """The tokens of the file at path (none when it does not exist yet)."""
+        if not os.path.exists(path):
+            return cls({})
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+            entries = data["tokens"]
+            return cls(
+                {e["sha256"]: Identity(e["agent"], e["role"], e["sessions"]) for e in entries}
+            )
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise InvalidInput(f"{path} is not a tokens file: {err}") from None
+
+    def identify(self, token: str) -> Identity | None:
+        """The identity a token names, or None; every digest is compared, in constant time."""
+        digest = _digest(token)
+        found = None
+        for known, who in self.by_digest.items():
+            if hmac.compare_digest(known, digest):
+                found = who
+        return found
+
+
+def add_token(path: str, who: Identity) -> str:
+    """A new token for `who`, its digest added to the file at path; the token itself is
+    returned, and kept nowhere."""
+    tokens = Tokens.load(path)
+    token = PREFIX + secrets.token_urlsafe(32)
+    entries: list[dict[str, Any]] = [
+        {"sha256": digest, **asdict(known)} for digest, known in tokens.by_digest.items()
+    ]
+    entries.append({"sha256": _digest(token), **asdict(who)})
+    with replace_whole(path) as f:
+        json.dump({"tokens": entries}, f, indent=1)
+        f.write("\n")
+    os.chmod(path, 0o600)
+    return token
