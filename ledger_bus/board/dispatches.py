@@ -58,6 +58,10 @@ CLOSED_WORDS: Final = (
     "escalate",
     "hard-stop",
 )
+# What the board sets on a record: fields given at open may not.
+OWN_FIELDS: Final = frozenset(
+    {"id", "timestamp", "role", "objective", "outcome", "status", "completedAt", "checkpoints"}
+)
 LIVE: Final = timedelta(hours=24)
 IN_FLIGHT: Final = timedelta(hours=48)
 
@@ -256,7 +260,13 @@ class Board:
         self.store.append(self.ref, version, append_id, body)
 
     def open(self, role: str, objective: str, now: datetime, fields: dict[str, Any]) -> str:
-        """Mint the next d-YYYY-MM-DD-NNN for `now`'s UTC date and record it as dispatched."""
+        """Mint the next d-YYYY-MM-DD-NNN for `now`'s UTC date and record it as dispatched.
+        `fields` add to the record; they may not name what the board sets (OWN_FIELDS)."""
+        taken_over = sorted(set(fields) & OWN_FIELDS)
+        if taken_over:
+            # An id or a closing given as a field would rewrite another dispatch, or close
+            # this one as it opens.
+            raise InvalidInput(f"a dispatch's fields may not set {', '.join(taken_over)}")
         day = now.astimezone(UTC).strftime("%Y-%m-%d")
         prefix = f"d-{day}-"
         # The append_id names this call, not the id it mints: two writers minting the same id

@@ -89,6 +89,12 @@ def mcp(
         raise BadInput("give --agent (stdio) or --http with --tokens, not both or neither")
     if http and tokens_file is None:
         raise BadInput("--http needs --tokens FILE: over HTTP every request names its identity")
+    if http and (role, pattern) != ("writer", "*"):
+        raise BadInput(
+            "over --http each token names its role and sessions; --role and --sessions are stdio's"
+        )
+    if not http and tokens_file is not None:
+        raise BadInput("--tokens is for --http: over stdio the server acts as --agent")
     who = None if http else _identity(access, agent or "", role, pattern)
     known = None
     if tokens_file is not None:

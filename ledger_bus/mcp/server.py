@@ -3,26 +3,31 @@ tail one, wait for what is new, post a message or a mutation, keep the dispatch 
 resolve open calls; resources for the same reads; prompts that carry the discipline.
 
 Every tool acts as one identity (access.py). A ledger error is the tool's error, one line that
-begins with the error's name (`InvalidInput: ...`, `Refused: ...`), and writes nothing.
+names the error after the SDK's preamble (`Error executing tool post: Refused: ...`), and
+writes nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
-from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Final, ParamSpec, TypeVar
 
+import anyio
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated, SubscriptionBus
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, InputRequiredResult
 from pydantic import ValidationError
 
-from ledger_bus import __version__
+import ledger_bus
 from ledger_bus.mcp import tools
 from ledger_bus.mcp.access import Identity
 from ledger_bus.mcp.tokens import Tokens
@@ -30,6 +35,7 @@ from ledger_bus.model.environment import is_loopback
 from ledger_bus.model.errors import InvalidInput, LedgerError, Refused
 from ledger_bus.store.base import EventStore
 
+logger = logging.getLogger(__name__)
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -70,6 +76,8 @@ class _LedgerServer(MCPServer):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
+        if name not in {tool.name for tool in await self.list_tools()}:
+            raise ToolError(f"InvalidInput: no tool named {' '.join(repr(name).split())}")
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as err:
@@ -99,6 +107,20 @@ def ledger_errors(fn: Callable[P, T]) -> Callable[P, T]:
     return call
 
 
+def resource_errors(fn: Callable[P, T]) -> Callable[P, T]:
+    """A ledger error raised reading a resource as the read's error: one line, the error's
+    name first."""
+
+    @functools.wraps(fn)
+    def call(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except LedgerError as err:
+            raise ResourceError(_one_line(err)) from err
+
+    return call
+
+
 def build_server(
     store: EventStore,
     identity: Identity | None = None,
@@ -120,13 +142,28 @@ def build_server(
                 issuer_url=url, resource_server_url=url, validate_token_resource=False
             ),
         }
-    # No subscriptions yet: nothing publishes a session's growth to them. A failed call is
-    # the client's to read; the server itself logs only warnings (to stderr).
+    # A subscription to a session's resources is told when the session grows: one watcher
+    # for the server follows the sessions' last activity and publishes to the SDK's bus, which
+    # delivers each event to the listen streams that asked for its URI. A failed call is the
+    # client's to read; the server itself logs only warnings (to stderr).
+    bus = InMemorySubscriptionBus()
+    waiting = anyio.CapacityLimiter(WAITS)
+
+    @contextlib.asynccontextmanager
+    async def watching(_: MCPServer) -> AsyncIterator[None]:
+        # What is there when the server starts is the baseline: growth is what comes after.
+        seen = dict(await _activity(store))
+        async with anyio.create_task_group() as group:
+            group.start_soon(publish_growth, store, bus, seen)
+            yield None
+            group.cancel_scope.cancel()
+
     server = _LedgerServer(
         "ledger-bus",
         instructions=INSTRUCTIONS,
-        version=__version__,
-        subscriptions=False,
+        version=ledger_bus.__version__,
+        subscriptions=bus,
+        lifespan=watching,
         log_level="WARNING",
         **auth,
     )
@@ -156,11 +193,17 @@ def build_server(
         return tools.tail(store, me(), session, n, types or [], agents or [])
 
     @server.tool()
-    @ledger_errors
-    def wait(session: str, after: str | None = None, timeout_s: float = 10.0) -> dict[str, Any]:
-        """The events committed after the cursor `after` (none: from now), waiting up to
-        timeout_s seconds (at most 30) for the first; with the cursor to wait after next."""
-        return tools.wait(store, me(), session, after, timeout_s)
+    async def wait(
+        session: str, after: str | None = None, timeout_s: float = 10.0
+    ) -> dict[str, Any]:
+        """The events committed after the cursor `after` (none: the session's newest now),
+        waiting up to timeout_s seconds (at most 30) for the first; with the cursor to wait
+        after next."""
+        # Waits hold a thread each for as long as they wait: they take turns among threads
+        # of their own, so that the other tools and the watcher never wait behind them.
+        who = ledger_errors(me)()
+        call = functools.partial(tools.wait, store, who, session, after, timeout_s)
+        return await anyio.to_thread.run_sync(ledger_errors(call), limiter=waiting)
 
     @server.tool()
     @ledger_errors
@@ -209,13 +252,13 @@ def build_server(
         return tools.board_list(store, me(), session)
 
     @server.resource("ledger://sessions/{session}/tail", mime_type="application/json")
-    @ledger_errors
+    @resource_errors
     def tail_resource(session: str) -> str:
         """The session's last 20 events and the cursor after them."""
         return json.dumps(tools.tail(store, me(), session, 20, [], []))
 
     @server.resource("ledger://sessions/{session}/board", mime_type="application/json")
-    @ledger_errors
+    @resource_errors
     def board_resource(session: str) -> str:
         """The session's dispatches in flight."""
         return json.dumps(tools.board_list(store, me(), session))
@@ -249,6 +292,36 @@ def build_server(
         )
 
     return server
+
+
+WAITS: Final = 32  # waits in flight at once; more take their turn
+WATCH_EVERY_S: Final = 0.1
+WATCHED: Final = 100  # the most recently active sessions: one that just grew is among them
+
+
+def resource_uris(session: str) -> list[str]:
+    """The resources of a session, which change as it grows."""
+    return [f"ledger://sessions/{session}/tail", f"ledger://sessions/{session}/board"]
+
+
+async def publish_growth(store: EventStore, bus: SubscriptionBus, seen: dict[str, int]) -> None:
+    """Publish that a session's resources changed whenever its last activity moves on from
+    what `seen` holds, as long as the server runs; a store that fails is tried again."""
+    while True:
+        await anyio.sleep(WATCH_EVERY_S)
+        for session, last in await _activity(store):
+            if seen.get(session) != last:
+                seen[session] = last
+                for uri in resource_uris(session):
+                    await bus.publish(ResourceUpdated(uri=uri))
+
+
+async def _activity(store: EventStore) -> list[tuple[str, int]]:
+    try:
+        return await anyio.to_thread.run_sync(store.sessions, WATCHED)
+    except LedgerError as err:
+        logger.warning("watching the sessions for subscriptions: %s", _one_line(err))
+        return []
 
 
 def transport_security(host: str) -> TransportSecuritySettings:

@@ -7,6 +7,7 @@ The file is JSON: {"tokens": [{"sha256": ..., "agent": ..., "role": ..., "sessio
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import hmac
 import json
@@ -58,16 +59,30 @@ class Tokens:
 
 
 def add_token(path: str, who: Identity) -> str:
-    """A new token for `who`, its digest added to the file at path; the token itself is
-    returned, and kept nowhere."""
-    tokens = Tokens.load(path)
+    """A new token for `who`, its digest added to the file at path (mode 0600, made when
+    missing); the token itself is returned, and kept nowhere. Two at once both land: the file
+    is read and written under a lock."""
     token = PREFIX + secrets.token_urlsafe(32)
-    entries: list[dict[str, Any]] = [
-        {"sha256": digest, **asdict(known)} for digest, known in tokens.by_digest.items()
-    ]
-    entries.append({"sha256": _digest(token), **asdict(who)})
-    with replace_whole(path) as f:
-        json.dump({"tokens": entries}, f, indent=1)
-        f.write("\n")
-    os.chmod(path, 0o600)
+    try:
+        lock = os.open(path + ".lock", os.O_CREAT | os.O_WRONLY, 0o600)
+    except OSError as err:
+        raise InvalidInput(f"cannot write {path!r}: {err.strerror}") from None
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(path):
+            # Made 0600 before anything is in it; the replacement below keeps its mode.
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump({"tokens": []}, f)
+        tokens = Tokens.load(path)
+        entries: list[dict[str, Any]] = [
+            {"sha256": digest, **asdict(known)} for digest, known in tokens.by_digest.items()
+        ]
+        entries.append({"sha256": _digest(token), **asdict(who)})
+        with replace_whole(path) as f:
+            json.dump({"tokens": entries}, f, indent=1)
+            f.write("\n")
+        os.chmod(path, 0o600)
+    finally:
+        os.close(lock)  # and with it the lock
     return token

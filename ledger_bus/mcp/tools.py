@@ -9,13 +9,20 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any, Final, cast
 
-from ledger_bus.agent.filters import EventFilter, is_native, select_tail
+from ledger_bus.agent.filters import (
+    NATIVE_KINDS,
+    NATIVE_PREFIXES,
+    EventFilter,
+    is_native,
+    select_tail,
+)
 from ledger_bus.agent.tailer import render_context
 from ledger_bus.board.dispatches import Board
 from ledger_bus.mcp.access import Identity
 from ledger_bus.model.errors import InvalidInput
-from ledger_bus.model.ids import ANY, StreamId, check_name
+from ledger_bus.model.ids import ANY, CURSOR_ZERO, StreamId, check_name
 from ledger_bus.model.records import RecordedEvent
+from ledger_bus.operations.reconciler import FLAG_KIND
 from ledger_bus.operations.resolve import Outcome, resolve_attempt
 from ledger_bus.store.base import Attempts, EventStore, need
 
@@ -23,6 +30,11 @@ POSTS: Final = "posts-"  # an agent's posts: the stream posts-<agent> of the ses
 MAX_TAIL: Final = 500
 MAX_WAIT_S: Final = 30.0
 OUTCOMES: Final = ("ok", "error", "unknown")
+# What an agent posting through MCP may not say: the kinds and the ids of the ledger's, the
+# runs', the board's and the frameworks' own records.
+OWN_KINDS: Final = frozenset({FLAG_KIND, "tool.declared"})
+OWN_PREFIXES: Final = ("run.", "dispatch.", "reconcile.", *NATIVE_PREFIXES)
+OWN_FIELDS: Final = frozenset({"event_id", "run_id", "step_id", "attempt_id", "parents"})
 
 
 def _event(event: RecordedEvent) -> dict[str, Any]:
@@ -30,13 +42,16 @@ def _event(event: RecordedEvent) -> dict[str, Any]:
 
 
 def sessions(store: EventStore, who: Identity, limit: int) -> list[dict[str, Any]]:
-    """The sessions the caller may read, most recently active first."""
+    """The sessions the caller may read, most recently active first: `limit` of them, looked
+    for among more of the store's as long as others' crowd them out."""
     _bounded(limit, 1, 1000, "limit")
-    return [
-        {"session": session, "last_active_ms": last_ms}
-        for session, last_ms in store.sessions(limit)
-        if who.reads(session)
-    ]
+    looked = limit
+    while True:
+        found = store.sessions(looked)
+        mine = [(session, last) for session, last in found if who.reads(session)]
+        if len(mine) >= limit or len(found) < looked:
+            return [{"session": s, "last_active_ms": last} for s, last in mine[:limit]]
+        looked *= 4
 
 
 def tail(  # noqa: PLR0913  (the session, and one argument per filter)
@@ -51,27 +66,34 @@ def tail(  # noqa: PLR0913  (the session, and one argument per filter)
     agent reads and as events, and the cursor to wait after."""
     who.may_read(session)
     _bounded(n, 0, MAX_TAIL, "n")
-    keep = EventFilter(types=tuple(types), agents=tuple(agents), native=False)
-    events = select_tail(store, session, n, keep)
+    # The head first, and the tail up to it: an event committed in between is after the
+    # cursor given, for the next wait, and not lost between the two.
     newest = store.tail(session, 1)
+    head = newest[-1].cursor if newest else CURSOR_ZERO
+    keep = EventFilter(types=tuple(types), agents=tuple(agents), native=False, until=head)
+    events = select_tail(store, session, n, keep) if newest else []
     return {
         "context": render_context(events),
         "events": [_event(e) for e in events],
-        "cursor": newest[-1].cursor if newest else None,
+        "cursor": head,
     }
 
 
 def wait(
     store: EventStore, who: Identity, session: str, after: str | None, timeout_s: float
 ) -> dict[str, Any]:
-    """What committed after the cursor `after` (none: after now), waiting up to timeout_s."""
+    """What committed after the cursor `after` (none: the session's newest now), waiting up to
+    timeout_s for the first; with the cursor to wait after next, which moves past the
+    frameworks' native records too, though they are left out."""
     who.may_read(session)
     if not 0 <= timeout_s <= MAX_WAIT_S:
         raise InvalidInput(f"timeout_s must be between 0 and {MAX_WAIT_S:g}, got {timeout_s!r}")
-    events = [
-        e for e in store.wait_session(session, after, int(timeout_s * 1000)) if not is_native(e)
-    ]
-    cursor = events[-1].cursor if events else after
+    if after is None:
+        newest = store.tail(session, 1)
+        after = newest[-1].cursor if newest else CURSOR_ZERO
+    found = store.wait_session(session, after, int(timeout_s * 1000))
+    events = [e for e in found if not is_native(e)]
+    cursor = found[-1].cursor if found else after
     return {
         "context": render_context(events),
         "events": [_event(e) for e in events],
@@ -95,6 +117,7 @@ def post(  # noqa: PLR0913  (one argument per part of an event)
         raise InvalidInput("a post is a message (body) or a mutation (kind), not both or neither")
     if body is not None and fields:
         raise InvalidInput("a message has a body and no other fields")
+    _own_vocabulary(kind, fields or {})
     event: dict[str, Any]
     if body is not None:
         event = {"type": "message", "body": body}
@@ -106,6 +129,24 @@ def post(  # noqa: PLR0913  (one argument per part of an event)
     check_name(append_id, "append_id")
     done = store.append(StreamId(session, POSTS + who.agent), ANY, append_id, [event])
     return done.to_dict()
+
+
+def _own_vocabulary(kind: str | None, fields: dict[str, Any]) -> None:
+    """Refuse a post that would speak for the ledger, a framework or another run: the kinds
+    their records have (a call flagged, a tool declared safe to replay, a run's start, the
+    board's records, a framework's native state) and the ids that tie an event to a run, a
+    step or a call."""
+    if kind is not None and (
+        kind in OWN_KINDS or kind in NATIVE_KINDS or kind.startswith(OWN_PREFIXES)
+    ):
+        raise InvalidInput(
+            f"kind {kind!r} is the ledger's own or a framework's: a post may not use it"
+        )
+    taken = sorted(set(fields) & OWN_FIELDS)
+    if taken:
+        raise InvalidInput(
+            f"a post may not set {', '.join(taken)}: the ledger and the runs set those"
+        )
 
 
 def open_calls(store: EventStore, who: Identity, session: str) -> list[dict[str, Any]]:

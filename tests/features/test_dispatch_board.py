@@ -330,3 +330,17 @@ def test_the_command_line_refuses_with_the_documented_codes(redis_url: str, pref
     )
     assert listed.stdout == ""  # closed: not on the board
     assert json.loads(before)["spawns"][0]["outcome"] == "done"
+
+
+@pytest.mark.parametrize("field", ["id", "outcome", "completedAt", "timestamp"])
+def test_a_dispatchs_fields_may_not_set_what_the_board_sets(
+    memory_store: EventStore, field: str
+) -> None:
+    board = Board(memory_store, "s")
+    first = board.open("coder", "fix it", NOW, {})
+    with pytest.raises(lb.InvalidInput, match=field):
+        # An id given as a field would have rewritten the first dispatch; a completedAt closed
+        # this one as it opened.
+        board.open("coder", "again", NOW, {field: first})
+    assert [r["id"] for r in board.records()] == [first]
+    assert board.records()[0]["objective"] == "fix it"

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 import redis
@@ -178,3 +179,22 @@ def test_twenty_clients_posting_at_once_are_each_kept_once(
     events = redis_store.read_stream(ledger_bus.StreamId("team-a-busy", "posts-alice"))
     assert [e.version for e in events] == list(range(1, 21))
     assert sorted(e.get("body") for e in events) == sorted(f"post {n}" for n in range(20))
+
+
+def test_a_subscriber_is_told_when_another_client_posts(url: str, tokens: dict[str, Any]) -> None:
+    uri = "ledger://sessions/team-a-live/tail"
+
+    async def scenario() -> Any:
+        headers = {"Authorization": f"Bearer {tokens['reader']}"}
+        async with (
+            httpx2.AsyncClient(headers=headers) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+            client.listen(resource_subscriptions=[uri]) as subscription,
+        ):
+            posted = await _as(url, tokens["writer"], "post", session="team-a-live", body="hi")
+            assert not posted.is_error, _text(posted)
+            with anyio.fail_after(1.0):  # the bound: told within a second
+                return await subscription.__anext__()
+
+    told = asyncio.run(scenario())
+    assert told.uri == uri

@@ -11,15 +11,17 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 
 import ledger_bus
 from ledger_bus.mcp.access import Identity
 from ledger_bus.mcp.server import build_server
 from ledger_bus.mcp.tokens import Tokens
+from ledger_bus.model.ids import CURSOR_ZERO
 from ledger_bus.store.base import EventStore
 from tests.support.helpers import cli_env, ledger_cli
 
@@ -49,6 +51,12 @@ async def _refusal(client: Client, tool: str, **args: Any) -> str:
     assert result.is_error
     (text,) = [c.text for c in result.content if c.type == "text"]
     return text
+
+
+def _error_name(line: str) -> str:
+    """The ledger error a tool error names: its first word, after the SDK's preamble."""
+    said = re.sub(r"^Error executing tool [^:]+: ", "", line)
+    return said.split(":", 1)[0]
 
 
 def _everything(store: EventStore) -> list[dict[str, Any]]:
@@ -328,3 +336,110 @@ def test_a_token_is_printed_once_and_its_file_keeps_only_its_digest(tmp_path: An
     file.write_text("not json")
     broken = ledger_cli("redis://127.0.0.1:1/0", "p", "mcp", "--http", "--tokens", str(file))
     assert (broken.returncode, broken.stderr.count("\n")) == (2, 1), broken.stderr
+
+
+def test_a_subscription_to_a_sessions_tail_is_told_when_it_grows(store: EventStore) -> None:
+    ref = ledger_bus.StreamId("s", "planner")
+    store.append(ref, 0, "p:0", [{"type": "message", "agent": "planner", "body": "start"}])
+
+    async def scenario(client: Client) -> None:
+        uri = "ledger://sessions/s/tail"
+        async with client.listen(resource_subscriptions=[uri]) as subscription:
+            store.append(ref, 1, "p:1", [{"type": "message", "agent": "planner", "body": "next"}])
+            with anyio.fail_after(1.0):  # the issue's bound: told within a second
+                told = await subscription.__anext__()
+            assert told.uri == uri  # type: ignore[union-attr]
+        read = await client.read_resource(uri)
+        tail = json.loads(read.contents[0].text)  # type: ignore[union-attr]
+        assert [e["body"] for e in tail["events"]] == ["start", "next"]
+
+    _run(build_server(store, Identity("coder")), scenario)
+
+
+NOTE = {"session": "s", "kind": "note"}
+OPEN = {"session": "s", "role": "r", "objective": "o"}
+FORGERIES: list[tuple[str, dict[str, Any]]] = [
+    ("post", {**NOTE, "kind": "reconcile.unresolved", "fields": {"attempt_id": "att-1"}}),
+    ("post", {**NOTE, "kind": "tool.declared", "fields": {"tool": "pay", "safe_to_replay": True}}),
+    ("post", {**NOTE, "kind": "run.finished"}),
+    ("post", {**NOTE, "kind": "dispatch.open", "fields": {"record": {}}}),
+    ("post", {**NOTE, "kind": "langgraph.checkpoint"}),
+    ("post", {**NOTE, "kind": "native.checkpoint"}),
+    ("post", {**NOTE, "fields": {"event_id": "x"}}),
+    ("post", {**NOTE, "fields": {"run_id": "r1"}}),
+    ("post", {**NOTE, "fields": {"parents": ["x"]}}),
+    ("dispatch_open", {**OPEN, "fields": {"id": "d-2026-01-01-001"}}),
+    ("dispatch_open", {**OPEN, "fields": {"completedAt": "now"}}),
+    ("no_such_tool", {"session": "s"}),
+]
+
+
+def test_a_post_may_not_speak_for_the_ledger_a_run_or_a_framework(store: EventStore) -> None:
+    call = {"type": "tool_call", "agent": "worker", "tool": "pay", "attempt_id": "att-1"}
+    store.append(ledger_bus.StreamId("s", "run-r1"), 0, "r1:1", [{**call, "run_id": "r1"}])
+
+    async def scenario(client: Client) -> None:
+        before = _everything(store)
+        refused = [await _refusal(client, tool, **args) for tool, args in FORGERIES]
+        assert _everything(store) == before
+        assert {_error_name(line) for line in refused} == {"InvalidInput"}, refused
+        (flagless,) = await _call(client, "open_calls", session="s")
+        assert flagless["flagged"] is False
+
+    _run(build_server(store, Identity("coder")), scenario)
+
+
+def test_cursors_lose_nothing_and_move_past_what_they_leave_out(store: EventStore) -> None:
+    async def scenario(client: Client) -> None:
+        empty = await _call(client, "tail", session="new")
+        assert (empty["events"], empty["cursor"]) == ([], CURSOR_ZERO)
+        store.append(
+            ledger_bus.StreamId("new", "a"),
+            0,
+            "a:1",
+            [{"type": "message", "agent": "a", "body": "first"}],
+        )
+        found = await _call(client, "wait", session="new", after=empty["cursor"], timeout_s=1)
+        assert [e["body"] for e in found["events"]] == ["first"]
+        native = {"type": "mutation", "agent": "lg", "kind": "langgraph.checkpoint", "state": {}}
+        store.append(ledger_bus.StreamId("new", "lg.ckpt"), 0, "lg:1", [native])
+        hidden = await _call(client, "wait", session="new", after=found["cursor"], timeout_s=1)
+        assert hidden["events"] == []
+        assert hidden["cursor"] > found["cursor"]  # past the native record: no busy loop
+
+    _run(build_server(store, Identity("coder")), scenario)
+
+
+def test_sessions_are_found_among_other_teams_newer_ones(store: EventStore) -> None:
+    store.append(
+        ledger_bus.StreamId("team-a-1", "x"),
+        0,
+        "x",
+        [{"type": "message", "agent": "a", "body": "."}],
+    )
+    for n in range(30):
+        store.append(
+            ledger_bus.StreamId(f"team-b-{n}", "x"),
+            0,
+            "x",
+            [{"type": "message", "agent": "b", "body": "."}],
+        )
+
+    async def scenario(client: Client) -> None:
+        assert [s["session"] for s in await _call(client, "sessions", limit=5)] == ["team-a-1"]
+
+    _run(build_server(store, Identity("alice", "reader", "team-a-*")), scenario)
+
+
+def test_a_resource_refused_says_why_in_one_line(store: EventStore) -> None:
+    async def scenario(client: Client) -> None:
+        for uri, name in [
+            ("ledger://sessions/team-b-1/tail", "Refused"),
+            ("ledger://sessions/team-a-1/board", "Refused"),
+        ]:
+            with pytest.raises(MCPError) as raised:
+                await client.read_resource(uri)
+            assert raised.value.error.message.startswith(f"{name}: "), raised.value.error.message
+            assert "\n" not in raised.value.error.message
+
+    _run(build_server(store, Identity("alice", "reader", "team-a-x")), scenario)

@@ -1,7 +1,7 @@
-"""The one-way arrows: faces (cli/, ui/) -> features -> store/ -> model/. A module imports from its
-own layer and the layers below it, never above, so the store knows nothing of agents or the
-command line, and the file format lives below everything that writes or reads it; and no module
-is in a circle of imports."""
+"""The one-way arrows: faces (cli/, ui/, mcp/) -> features -> store/ -> model/. A module imports
+from its own layer and the layers below it, never above, so the store knows nothing of agents or
+the command line, and the file format lives below everything that writes or reads it; and no
+module is in a circle of imports."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from tests.support.helpers import ROOT
 
 PACKAGE: Final = ROOT / "ledger_bus"
 # The layers are folders: model/ the ground floor, store/ on it, the features' rooms between, the
-# faces (cli/, ui/) on top. At the package's top only its public paths: the facade, the command's
-# entry, and ledger_bus.aio and ledger_bus.otel, which re-export their rooms' code (features).
+# faces (cli/, ui/, mcp/) on top. At the package's top only its public paths: the facade, the
+# command's entry, and ledger_bus.aio and ledger_bus.otel, which re-export their rooms' code
+# (features).
 FOLDERS: Final = {
     "model": "model",
     "store": "store",
@@ -25,6 +26,7 @@ FOLDERS: Final = {
     "otel": "features",
     "cli": "faces",
     "ui": "faces",
+    "mcp": "faces",
 }
 RANK: Final = {"model": 0, "store": 1, "features": 2, "faces": 3}
 
