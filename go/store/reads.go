@@ -27,6 +27,19 @@ func CheckCount(n int, what string) error {
 	return nil
 }
 
+// CheckReadStream checks a ReadStream call's arguments as every store does: the stream's
+// names, a version to read after (>= 0) and a limit (>= 0); it returns the stream checked.
+func CheckReadStream(stream model.StreamID, opts ReadStreamOptions) (model.StreamID, error) {
+	stream, err := model.NewStreamID(stream.Session, stream.Name)
+	if err != nil {
+		return stream, err
+	}
+	if opts.After < 0 {
+		return stream, model.Errorf(model.ErrInvalidInput, "after must be a version >= 0, got %d", opts.After)
+	}
+	return stream, CheckCount(opts.Limit, "limit")
+}
+
 // orDefault is n checked, or fallback when n is 0.
 func orDefault(n, fallback int, what string) (int, error) {
 	if err := CheckCount(n, what); err != nil {

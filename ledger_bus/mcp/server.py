@@ -94,31 +94,25 @@ def _one_line(err: LedgerError) -> str:
     return f"{type(err).__name__}: {text}"
 
 
-def ledger_errors(fn: Callable[P, T]) -> Callable[P, T]:
-    """A ledger error raised by fn as the tool's error: one line, the error's name first."""
+def _said_as(error: type[Exception]) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """A decorator: a ledger error raised by the function it wraps, raised again as `error`
+    (the SDK's error of a tool, or of a resource read): one line, the error's name first."""
 
-    @functools.wraps(fn)
-    def call(*args: P.args, **kwargs: P.kwargs) -> T:
-        try:
-            return fn(*args, **kwargs)
-        except LedgerError as err:
-            raise ToolError(_one_line(err)) from err
+    def wrap(fn: Callable[P, T]) -> Callable[P, T]:
+        @functools.wraps(fn)
+        def call(*args: P.args, **kwargs: P.kwargs) -> T:
+            try:
+                return fn(*args, **kwargs)
+            except LedgerError as err:
+                raise error(_one_line(err)) from err
 
-    return call
+        return call
+
+    return wrap
 
 
-def resource_errors(fn: Callable[P, T]) -> Callable[P, T]:
-    """A ledger error raised reading a resource as the read's error: one line, the error's
-    name first."""
-
-    @functools.wraps(fn)
-    def call(*args: P.args, **kwargs: P.kwargs) -> T:
-        try:
-            return fn(*args, **kwargs)
-        except LedgerError as err:
-            raise ResourceError(_one_line(err)) from err
-
-    return call
+ledger_errors = _said_as(ToolError)
+resource_errors = _said_as(ResourceError)
 
 
 def build_server(

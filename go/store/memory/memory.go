@@ -297,14 +297,8 @@ const maxSeq = 999_999
 
 // ReadStream returns the stream's events with versions above opts.After, ascending.
 func (s *Store) ReadStream(ctx context.Context, stream model.StreamID, opts store.ReadStreamOptions) ([]model.RecordedEvent, error) {
-	stream, err := model.NewStreamID(stream.Session, stream.Name)
+	stream, err := store.CheckReadStream(stream, opts)
 	if err != nil {
-		return nil, err
-	}
-	if opts.After < 0 {
-		return nil, model.Errorf(model.ErrInvalidInput, "after must be a version >= 0, got %d", opts.After)
-	}
-	if err := store.CheckCount(opts.Limit, "limit"); err != nil {
 		return nil, err
 	}
 	if err := s.lock(ctx); err != nil {

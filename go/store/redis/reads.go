@@ -117,14 +117,8 @@ func after(cursor string) (string, error) {
 // stream index says which appends hold them and where each one's events lie in the session
 // log, which gives them.
 func (s *Store) ReadStream(ctx context.Context, stream model.StreamID, opts store.ReadStreamOptions) ([]model.RecordedEvent, error) {
-	stream, err := model.NewStreamID(stream.Session, stream.Name)
+	stream, err := store.CheckReadStream(stream, opts)
 	if err != nil {
-		return nil, err
-	}
-	if opts.After < 0 {
-		return nil, model.Errorf(model.ErrInvalidInput, "after must be a version >= 0, got %d", opts.After)
-	}
-	if err := store.CheckCount(opts.Limit, "limit"); err != nil {
 		return nil, err
 	}
 	var entries []redis.XMessage
