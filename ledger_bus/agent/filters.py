@@ -146,8 +146,13 @@ def select_tail(
         return store.read_stream(ref, max(0, last - n), n)
     found: list[RecordedEvent] = []
     before = None if keep.until is None else _after(keep.until)
+    # Pages that start near n and grow: most tails keep most of what they read, and a read
+    # costs what it reads (a tail of 20 read as one page of PAGE cost 20 times its answer); a
+    # filter that keeps little reaches whole pages after a few.
+    size = min(PAGE, max(2 * n, 32))
     while len(found) < n:
-        page = store.tail(session_id, PAGE, before)
+        page = store.tail(session_id, size, before)
+        size = min(PAGE, size * 4)
         if not page:
             break
         for event in reversed(page):

@@ -18,8 +18,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal, TypeVar
 
-from ledger_bus.model.errors import InvalidInput, LedgerError, NotFound, Refused, VersionConflict
-from ledger_bus.model.ids import StreamId
+from ledger_bus.model.errors import (
+    IdempotencyConflict,
+    InvalidInput,
+    LedgerError,
+    NotFound,
+    Refused,
+    VersionConflict,
+)
+from ledger_bus.model.ids import StreamId, check_name
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.steps import contended
 
@@ -60,13 +67,31 @@ CLOSED_WORDS: Final = (
 )
 # What the board sets on a record: fields given at open may not.
 OWN_FIELDS: Final = frozenset(
-    {"id", "timestamp", "role", "objective", "outcome", "status", "completedAt", "checkpoints"}
+    {
+        "id",
+        "timestamp",
+        "role",
+        "objective",
+        "outcome",
+        "status",
+        "completedAt",
+        "checkpoints",
+        "request_id",
+    }
 )
 LIVE: Final = timedelta(hours=24)
 IN_FLIGHT: Final = timedelta(hours=48)
 
 Window = Literal["live", "stale", "other"]
 T = TypeVar("T")
+
+
+def _opened_by(state: BoardState, request_id: str) -> dict[str, Any] | None:
+    """The record an open under `request_id` made, if one did."""
+    for record in state.records.values():
+        if record.get("request_id") == request_id:
+            return record
+    return None
 
 
 # -- the rule (isOpenDispatch), word for word ---------------------------------------------------
@@ -259,14 +284,28 @@ class Board:
         body = [{"type": "mutation", "agent": WRITER, **event} for event in events]
         self.store.append(self.ref, version, append_id, body)
 
-    def open(self, role: str, objective: str, now: datetime, fields: dict[str, Any]) -> str:
+    def open(
+        self,
+        role: str,
+        objective: str,
+        now: datetime,
+        fields: dict[str, Any],
+        request_id: str | None = None,
+    ) -> str:
         """Mint the next d-YYYY-MM-DD-NNN for `now`'s UTC date and record it as dispatched.
-        `fields` add to the record; they may not name what the board sets (OWN_FIELDS)."""
+        `fields` add to the record; they may not name what the board sets (OWN_FIELDS).
+
+        `request_id` makes the open idempotent, for a caller whose reply was lost: a second
+        open under it gives the dispatch the first one opened, when it asked for the same
+        role, objective and fields, and is refused (IdempotencyConflict) when it did not."""
         taken_over = sorted(set(fields) & OWN_FIELDS)
         if taken_over:
             # An id or a closing given as a field would rewrite another dispatch, or close
             # this one as it opens.
             raise InvalidInput(f"a dispatch's fields may not set {', '.join(taken_over)}")
+        if request_id is not None:
+            check_name(request_id, "request_id")
+            fields = {**fields, "request_id": request_id}
         day = now.astimezone(UTC).strftime("%Y-%m-%d")
         prefix = f"d-{day}-"
         # The append_id names this call, not the id it mints: two writers minting the same id
@@ -274,6 +313,13 @@ class Board:
         token = uuid.uuid4().hex
 
         def mint(state: BoardState) -> str:
+            if request_id is not None:
+                opened = _opened_by(state, request_id)
+                if opened is not None:
+                    asked = {"role": role, "objective": objective, **fields}
+                    if any(opened.get(k) != v for k, v in asked.items()):
+                        raise IdempotencyConflict(self.ref.name, request_id)
+                    return str(opened["id"])
             taken = [
                 int(key[len(prefix) :])
                 for key in state.records

@@ -45,6 +45,11 @@ def _fields(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--objective", required=True, help="One-line summary of the ask.")
 @click.option("--field", "pairs", multiple=True, help="key=value, any other field (repeatable).")
 @click.option("--now", default=None, help=NOW_HELP)
+@click.option(
+    "--request-id",
+    default=None,
+    help="Make the open idempotent: run again with it, it prints the dispatch it opened.",
+)
 @pass_settings
 def open_(
     settings: Settings,
@@ -53,13 +58,15 @@ def open_(
     objective: str,
     pairs: tuple[str, ...],
     now: str | None,
+    request_id: str | None,
 ) -> None:
     """Record a dispatch as it fires; print its new id d-YYYY-MM-DD-NNN.
 
     Piped, the line is {"session": ..., "id": ...}: `jq -r .id` gives the bare id.
     """
     fields = _fields(pairs)
-    dispatch_id = Board(settings.store(), session).open(role, objective, parse_now(now), fields)
+    board = Board(settings.store(), session)
+    dispatch_id = board.open(role, objective, parse_now(now), fields, request_id)
     show_record(
         settings, {"session": session, "id": dispatch_id, "role": role, "objective": objective}
     )

@@ -6,10 +6,12 @@ from __future__ import annotations
 import logging
 import sys
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 import click
 
+from ledger_bus.access.identity import Identity, Role
+from ledger_bus.access.tokens import TokenFile, add_token
 from ledger_bus.cli.app import (
     BadInput,
     Settings,
@@ -28,15 +30,15 @@ SESSIONS_HELP = "The sessions it may touch (a pattern: team-a-*)."
 def _extra() -> Any:
     """The `mcp` extra's modules, loaded here so that their absence is one line and exit 2."""
     try:
-        from ledger_bus.mcp import access, server, tokens  # noqa: PLC0415
+        from ledger_bus.mcp import server  # noqa: PLC0415
     except ImportError as err:
         raise BadInput(f"ledger-bus mcp needs {err.name}: pip install 'ledger-bus[mcp]'") from None
-    return access, server, tokens
+    return server
 
 
-def _identity(access: Any, agent: str, role: str, pattern: str) -> Any:
+def _identity(agent: str, role: str, pattern: str) -> Identity:
     try:
-        return access.Identity(agent, role, pattern)
+        return Identity(agent, cast(Role, role), pattern)  # click's Choice, and Identity, check it
     except InvalidInput as err:
         raise BadInput(str(err)) from None
 
@@ -82,7 +84,7 @@ def mcp(
     dispatch_list; resources: a session's tail and board; prompts: join_session,
     report_change, dispatch_work. Needs the `mcp` extra (pip install 'ledger-bus[mcp]').
     """
-    access, server, tokens = _extra()
+    server = _extra()
     if settings.url is not None and settings.url.startswith("memory:"):
         raise BadInput("memory:// lives inside one process: give the server a Redis or SQL URL")
     if http == (agent is not None):
@@ -95,11 +97,11 @@ def mcp(
         )
     if not http and tokens_file is not None:
         raise BadInput("--tokens is for --http: over stdio the server acts as --agent")
-    who = None if http else _identity(access, agent or "", role, pattern)
-    known = None
+    who = None if http else _identity(agent or "", role, pattern)
+    known: TokenFile | None = None
     if tokens_file is not None:
         try:
-            known = tokens.Tokens.load(tokens_file)
+            known = TokenFile(tokens_file)
         except InvalidInput as err:
             raise BadInput(str(err)) from None
     # stdout is the protocol's over stdio: whatever the server or the SDK logs goes to stderr.
@@ -128,9 +130,8 @@ def mcp(
 def token(file: str, agent: str, role: str, pattern: str) -> None:
     """Make a bearer token for the ledger's HTTP faces and print it (once: FILE keeps only its
     SHA-256). FILE is made when it does not exist."""
-    access, _, tokens = _extra()
     try:
-        made = tokens.add_token(file, _identity(access, agent, role, pattern))
+        made = add_token(file, _identity(agent, role, pattern))
     except InvalidInput as err:
         raise BadInput(str(err)) from None
     click.echo(made)

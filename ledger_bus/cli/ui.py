@@ -6,6 +6,7 @@ import socket
 
 import click
 
+from ledger_bus.access.tokens import TokenFile
 from ledger_bus.cli.app import (
     BadInput,
     Settings,
@@ -15,6 +16,7 @@ from ledger_bus.cli.app import (
     say,
 )
 from ledger_bus.model.environment import is_loopback, without_password
+from ledger_bus.model.errors import InvalidInput
 from ledger_bus.store import DEFAULT_URL
 
 
@@ -23,12 +25,19 @@ from ledger_bus.store import DEFAULT_URL
 @click.option(
     "--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port."
 )
+@click.option(
+    "--tokens",
+    "tokens_file",
+    help="The tokens file (ledger-bus token makes one): every request needs one of its tokens. "
+    "Needed beyond loopback.",
+)
 @pass_settings
-def ui(settings: Settings, host: str, port: int) -> None:
+def ui(settings: Settings, host: str, port: int, tokens_file: str | None) -> None:
     """A live, read-only web view of the ledger: sessions, timelines, open calls, groups.
 
-    Listens on loopback unless --host says otherwise; needs the `ui` extra
-    (pip install 'ledger-bus[ui]').
+    Listens on loopback unless --host says otherwise; beyond loopback only with --tokens,
+    and then each request shows the sessions its token may read (any role's token may look).
+    Needs the `ui` extra (pip install 'ledger-bus[ui]').
     """
     # The [ui] extra: loaded here, so that its absence is said as one line and exit 2.
     try:
@@ -39,6 +48,16 @@ def ui(settings: Settings, host: str, port: int) -> None:
         raise BadInput(f"ledger-bus ui needs {err.name}: pip install 'ledger-bus[ui]'") from None
     if settings.url is not None and settings.url.startswith("memory:"):
         raise BadInput("memory:// lives inside one process: give the view a Redis or SQL URL")
+    if tokens_file is None and not is_loopback(host):
+        raise BadInput(
+            f"{host} is beyond this machine: give --tokens FILE (ledger-bus token makes one)"
+        )
+    tokens = None
+    if tokens_file is not None:
+        try:
+            tokens = TokenFile(tokens_file)
+        except InvalidInput as err:
+            raise BadInput(str(err)) from None
     # Here, not at the top: the asyncio store imports redis-py, which loads OpenTelemetry's
     # metrics SDK unless app.py's way hides it.
     import_redis_without_its_meters()
@@ -52,13 +71,12 @@ def ui(settings: Settings, host: str, port: int) -> None:
     location = without_password(settings.url or DEFAULT_URL)
     if settings.prefix != "lb":  # which ledger of that server (the demo's is lb-demo)
         location += f" · prefix {settings.prefix}"
-    if not is_loopback(host):
-        say(f"listening on {host}, beyond this machine: the web view has no login")
-    app = create_app(open_store, location)
+    app = create_app(open_store, location, tokens=tokens)
     # Bound here, before the address is printed: a port taken is one line and exit 2, not the
     # address followed by the server's own error.
     listener = _listen(host, port)
-    say(f"the web view is on http://{host}:{listener.getsockname()[1]}/ for {location}")
+    door = f", each request with a token of {tokens_file}" if tokens_file else ""
+    say(f"the web view is on http://{host}:{listener.getsockname()[1]}/ for {location}{door}")
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     server.run(sockets=[listener])
 

@@ -17,20 +17,26 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Final, ParamSpec, TypeVar
 
 import anyio
+from mcp import MCPError
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated, SubscriptionBus
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ResourceUpdated,
+    ServerEvent,
+    SubscriptionBus,
+)
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import CallToolResult, InputRequiredResult
+from mcp_types import INVALID_PARAMS, CallToolResult, GetPromptResult, InputRequiredResult
 from pydantic import ValidationError
 
 import ledger_bus
+from ledger_bus.access.identity import Identity
+from ledger_bus.access.tokens import Identifies
 from ledger_bus.mcp import tools
-from ledger_bus.mcp.access import Identity
-from ledger_bus.mcp.tokens import Tokens
 from ledger_bus.model.environment import is_loopback
 from ledger_bus.model.errors import InvalidInput, LedgerError, Refused
 from ledger_bus.store.base import EventStore
@@ -53,7 +59,7 @@ class _Verifier(TokenVerifier):
     """A bearer token as the identity the tokens file gives it: the agent as client and
     subject, the role as the one scope, the sessions pattern as a claim."""
 
-    def __init__(self, tokens: Tokens):
+    def __init__(self, tokens: Identifies):
         self.tokens = tokens
 
     async def verify_token(self, token: str) -> AccessToken | None:
@@ -88,6 +94,25 @@ class _LedgerServer(MCPServer):
             said = f"InvalidInput: {name}'s argument {where}: {first['msg']}"
             raise ToolError(f"Error executing tool {name}: {' '.join(said.split())}") from err
 
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        context: Context[Any, Any] | None = None,
+    ) -> GetPromptResult | InputRequiredResult:
+        # A prompt unknown, or asked without an argument it needs, is the client's mistake: an
+        # invalid-params error of one line, where the SDK would answer "Internal server error".
+        prompts = {prompt.name: prompt for prompt in await self.list_prompts()}
+        if name not in prompts:
+            said = f"InvalidInput: no prompt named {' '.join(repr(name).split())}"
+            raise MCPError(INVALID_PARAMS, said)
+        needed = [a.name for a in prompts[name].arguments or [] if a.required]
+        missing = [a for a in needed if a not in (arguments or {})]
+        if missing:
+            said = f"InvalidInput: prompt {name} needs {', '.join(missing)}"
+            raise MCPError(INVALID_PARAMS, said)
+        return await super().get_prompt(name, arguments, context)
+
 
 def _one_line(err: LedgerError) -> str:
     text = " ".join(str(err).split())
@@ -119,7 +144,7 @@ def build_server(
     store: EventStore,
     identity: Identity | None = None,
     *,
-    tokens: Tokens | None = None,
+    tokens: Identifies | None = None,
     url: str = "",
 ) -> MCPServer:
     """An MCP server on `store`, acting as `identity` (stdio), or, with `tokens`, as the
@@ -140,8 +165,17 @@ def build_server(
     # for the server follows the sessions' last activity and publishes to the SDK's bus, which
     # delivers each event to the listen streams that asked for its URI. A failed call is the
     # client's to read; the server itself logs only warnings (to stderr).
-    bus = InMemorySubscriptionBus()
     waiting = anyio.CapacityLimiter(WAITS)
+
+    def me() -> Identity:
+        if identity is not None:
+            return identity
+        token = get_access_token()
+        if token is None or token.claims is None:
+            raise Refused("no token: every request names its identity with a bearer token")
+        return Identity(token.client_id, token.scopes[0], token.claims["sessions"])  # type: ignore[arg-type]
+
+    bus = _ReadersBus(InMemorySubscriptionBus(), me)
 
     @contextlib.asynccontextmanager
     async def watching(_: MCPServer) -> AsyncIterator[None]:
@@ -161,14 +195,6 @@ def build_server(
         log_level="WARNING",
         **auth,
     )
-
-    def me() -> Identity:
-        if identity is not None:
-            return identity
-        token = get_access_token()
-        if token is None or token.claims is None:
-            raise Refused("no token: every request names its identity with a bearer token")
-        return Identity(token.client_id, token.scopes[0], token.claims["sessions"])  # type: ignore[arg-type]
 
     @server.tool()
     @ledger_errors
@@ -228,10 +254,15 @@ def build_server(
     @server.tool()
     @ledger_errors
     def dispatch_open(
-        session: str, role: str, objective: str, fields: dict[str, Any] | None = None
+        session: str,
+        role: str,
+        objective: str,
+        fields: dict[str, Any] | None = None,
+        request_id: str | None = None,
     ) -> dict[str, Any]:
-        """Dispatch work to a role: a record on the session's board, its id minted."""
-        return tools.board_open(store, me(), session, role, objective, fields)
+        """Dispatch work to a role: a record on the session's board, its id minted. A retry
+        with the same request_id gives the dispatch the first call opened."""
+        return tools.board_open(store, me(), session, role, objective, fields, request_id)
 
     @server.tool()
     @ledger_errors
@@ -293,9 +324,49 @@ WATCH_EVERY_S: Final = 0.1
 WATCHED: Final = 100  # the most recently active sessions: one that just grew is among them
 
 
+RESOURCES: Final = ("tail", "board")  # a session's resources: ledger://sessions/{session}/...
+
+
 def resource_uris(session: str) -> list[str]:
     """The resources of a session, which change as it grows."""
-    return [f"ledger://sessions/{session}/tail", f"ledger://sessions/{session}/board"]
+    return [f"ledger://sessions/{session}/{name}" for name in RESOURCES]
+
+
+def session_of(uri: str) -> str | None:
+    """The session a resource URI of the server names; None for any other URI."""
+    head, _, name = uri.removeprefix("ledger://sessions/").rpartition("/")
+    if not uri.startswith("ledger://sessions/") or name not in RESOURCES or not head:
+        return None
+    return head
+
+
+class _ReadersBus:
+    """The SDK's bus, each subscriber told of the sessions its identity may read alone: the
+    identity is taken when the subscription is made (in the request that makes it), and a
+    subscription to another team's session is kept, as one to a resource that does not exist
+    is, and never told anything (else it would learn when that session grows)."""
+
+    def __init__(self, bus: SubscriptionBus, me: Callable[[], Identity]):
+        self.bus = bus
+        self.me = me
+
+    async def publish(self, event: ServerEvent) -> None:
+        await self.bus.publish(event)
+
+    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        try:
+            reader: Identity | None = self.me()
+        except LedgerError:
+            reader = None
+
+        def deliver(event: ServerEvent) -> None:
+            if isinstance(event, ResourceUpdated):
+                session = session_of(event.uri)
+                if reader is None or session is None or not reader.reads(session):
+                    return
+            listener(event)
+
+        return self.bus.subscribe(deliver)
 
 
 async def publish_growth(store: EventStore, bus: SubscriptionBus, seen: dict[str, int]) -> None:

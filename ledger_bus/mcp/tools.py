@@ -9,6 +9,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any, Final, cast
 
+from ledger_bus.access.identity import Identity
 from ledger_bus.agent.filters import (
     NATIVE_KINDS,
     NATIVE_PREFIXES,
@@ -18,7 +19,6 @@ from ledger_bus.agent.filters import (
 )
 from ledger_bus.agent.tailer import render_context
 from ledger_bus.board.dispatches import Board
-from ledger_bus.mcp.access import Identity
 from ledger_bus.model.errors import InvalidInput
 from ledger_bus.model.ids import ANY, CURSOR_ZERO, StreamId, check_name
 from ledger_bus.model.records import RecordedEvent
@@ -182,11 +182,13 @@ def board_open(  # noqa: PLR0913  (one argument per part of a dispatch)
     role: str,
     objective: str,
     fields: dict[str, Any] | None,
+    request_id: str | None = None,
 ) -> dict[str, Any]:
-    """Dispatch work: a new record on the session's board, its id minted."""
+    """Dispatch work: a new record on the session's board, its id minted; a retry under the
+    same request_id gives the dispatch the first call opened."""
     who.may_write(session)
     dispatch_id = Board(store, session).open(
-        role, objective, _now(), {**(fields or {}), "by": who.agent}
+        role, objective, _now(), {**(fields or {}), "by": who.agent}, request_id
     )
     return {"session": session, "id": dispatch_id}
 

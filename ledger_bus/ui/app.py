@@ -26,20 +26,29 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from ledger_bus.access.tokens import Identifies
 from ledger_bus.agent.filters import EventFilter, is_native
 from ledger_bus.exports.atif import write_events
-from ledger_bus.model.errors import BackendUnavailable, InvalidInput, LedgerError, NotFound
+from ledger_bus.model.errors import (
+    BackendUnavailable,
+    InvalidInput,
+    LedgerError,
+    NotFound,
+    Refused,
+)
 from ledger_bus.model.ids import check_name, cursor_ms, format_cursor, parse_cursor, quoted
 from ledger_bus.model.jsontext import format_time
 from ledger_bus.model.records import RecordedEvent, SessionInfo
 from ledger_bus.store.async_store import AsyncStore
 from ledger_bus.ui import pages
 from ledger_bus.ui.folds import Folds
+from ledger_bus.ui.gate import TokenGate, identity_of
 from ledger_bus.ui.live import Hub
 
 TEMPLATES: Final = Path(__file__).resolve().parent / "templates"
@@ -113,9 +122,11 @@ def create_app(
     location: str = "",
     clock: Callable[[], datetime] | None = None,
     refresh_ms: int = REFRESH_MS,
+    tokens: Identifies | None = None,
 ) -> Starlette:
     """The app; `open_store` gives the asyncio store at first use, `location` names it on pages,
-    `clock` is the time the dispatch board's windows are judged by (now, unless given)."""
+    `clock` is the time the dispatch board's windows are judged by (now, unless given). With
+    `tokens`, every request needs one of them and sees the sessions its identity may read."""
     view = View(open_store, location, clock or (lambda: datetime.now(UTC)), refresh_ms)
     routes = [
         Route("/", view.sessions),
@@ -130,6 +141,7 @@ def create_app(
     return Starlette(
         routes=routes,
         lifespan=view.lifespan,
+        middleware=[] if tokens is None else [Middleware(TokenGate, tokens=tokens)],
         exception_handlers={LedgerError: view.failed, Exception: view.failed},
     )
 
@@ -177,7 +189,10 @@ class View:
         match = request.query_params.get("q", "")
         offset = _int(request, "offset", 0)
         s = await self.store()
-        page = await pages.sessions_page(s, offset, pages.SESSIONS_PAGE, match)
+        who = identity_of(request.scope)
+        page = await pages.sessions_page(
+            s, offset, pages.SESSIONS_PAGE, match, None if who is None else who.reads
+        )
         moment = self.now()
         boards = await asyncio.gather(
             *(self.folds.board(s, r.session_id, moment) for r in page.rows)
@@ -401,6 +416,8 @@ def _status_of(exc: Exception) -> tuple[int, str]:
         return 404, "Not found"
     if isinstance(exc, InvalidInput):
         return 400, "Bad request"
+    if isinstance(exc, Refused):
+        return 403, "Forbidden"
     if isinstance(exc, BackendUnavailable):
         return 503, "The store is not answering"
     return 500, "Something went wrong"
@@ -429,7 +446,11 @@ def _session(request: Request) -> str:
             segment = data.decode("utf-8")
         except (ValueError, UnicodeDecodeError):
             raise InvalidInput(f"not a session's path: {quoted(segment)}") from None
-    return check_name(segment, "session id")
+    session_id = check_name(segment, "session id")
+    who = identity_of(request.scope)
+    if who is not None:
+        who.may_read(session_id)  # another team's session is refused, whether it exists or not
+    return session_id
 
 
 def _cursor(value: str | None) -> str | None:

@@ -10,6 +10,7 @@ looked at, and the page says where to go on from.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -55,11 +56,20 @@ class SessionsPage:
 
 
 async def sessions_page(
-    store: AsyncStore, offset: int = 0, limit: int = SESSIONS_PAGE, match: str = ""
+    store: AsyncStore,
+    offset: int = 0,
+    limit: int = SESSIONS_PAGE,
+    match: str = "",
+    visible: Callable[[str], bool] | None = None,
 ) -> SessionsPage:
-    """Sessions by last activity, most recent first; `match` keeps those whose id contains it.
-    What each row counts is read for the rows shown only."""
-    found = [(s, ms) for s, ms in await store.sessions() if match in s]
+    """Sessions by last activity, most recent first; `match` keeps those whose id contains it,
+    `visible` those a token's identity may read. What each row counts is read for the rows
+    shown only."""
+    found = [
+        (s, ms)
+        for s, ms in await store.sessions()
+        if match in s and (visible is None or visible(s))
+    ]
     shown = found[offset : offset + limit]
     opened = await store.open_attempts_of([s for s, _ in shown]) if shown else {}
     infos = await asyncio.gather(*(store.session_info(s) for s, _ in shown))  # together

@@ -256,16 +256,16 @@ def test_list_and_check_follow_the_window(board: Board) -> None:
 # -- real processes -----------------------------------------------------------------------------
 
 
-def test_two_processes_opening_at_the_same_moment_get_distinct_consecutive_ids(
-    redis_url: str, prefix: str
-) -> None:
+def opened_at_once(redis_url: str, prefix: str, processes: int, opens: str) -> list[str]:
+    """What `processes` processes print, each opening on one board at the same moment: `opens`
+    is the expression that opens and prints (a board, `board`, and `now` at hand)."""
     script = (
         "import sys, time, ledger_bus as lb\n"
         "from ledger_bus.board.dispatches import Board, parse_now\n"
         "store = lb.connect(sys.argv[1], prefix=sys.argv[2]); board = Board(store, 'race')\n"
+        "now = parse_now('2026-11-29T12:00:00Z')\n"
         "board.state(); time.sleep(max(0, float(sys.argv[3]) - time.time()))\n"
-        "print('\\n'.join(board.open('writer', 'x', parse_now('2026-11-29T12:00:00Z'), {})"
-        " for _ in range(15)))\n"
+        f"print({opens})\n"
     )
     start = str(time.time() + 2)
     procs = [
@@ -274,10 +274,18 @@ def test_two_processes_opening_at_the_same_moment_get_distinct_consecutive_ids(
             stdout=subprocess.PIPE,
             text=True,
         )
-        for _ in range(2)
+        for _ in range(processes)
     ]
-    ids = [line for p in procs for line in p.communicate(timeout=60)[0].split()]
-    assert [p.returncode for p in procs] == [0, 0]
+    said = [p.communicate(timeout=60)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0] * processes
+    return [line for out in said for line in out.split()]
+
+
+def test_two_processes_opening_at_the_same_moment_get_distinct_consecutive_ids(
+    redis_url: str, prefix: str
+) -> None:
+    opens = "'\\n'.join(board.open('writer', 'x', now, {}) for _ in range(15))"
+    ids = opened_at_once(redis_url, prefix, 2, opens)
     assert sorted(ids) == [f"d-2026-11-29-{n:03d}" for n in range(1, 31)]
 
 
@@ -344,3 +352,44 @@ def test_a_dispatchs_fields_may_not_set_what_the_board_sets(
         board.open("coder", "again", NOW, {field: first})
     assert [r["id"] for r in board.records()] == [first]
     assert board.records()[0]["objective"] == "fix it"
+
+
+def test_an_open_under_a_request_id_is_made_once_and_its_retry_given_the_same_dispatch(
+    redis_store: EventStore,
+) -> None:
+    board = Board(redis_store, "s")
+    first = board.open("coder", "fix it", NOW, {"by": "lead"}, request_id="req-1")
+    # a retry (its reply was lost), from another process's board, a moment later
+    again = Board(redis_store, "s").open(
+        "coder", "fix it", NOW + timedelta(seconds=3), {"by": "lead"}, request_id="req-1"
+    )
+    assert again == first
+    assert [r["id"] for r in board.records()] == [first]
+    # the same request id for other work is refused, and writes nothing
+    for role, objective, fields in (("coder", "other", {"by": "lead"}), ("qa", "fix it", {})):
+        with pytest.raises(lb.IdempotencyConflict, match="req-1"):
+            board.open(role, objective, NOW, fields, request_id="req-1")
+    assert [r["id"] for r in Board(redis_store, "s").records()] == [first]
+    # another request id is another dispatch; a request_id is not a field to set by hand
+    second = board.open("coder", "fix it", NOW, {"by": "lead"}, request_id="req-2")
+    assert second != first
+    with pytest.raises(lb.InvalidInput, match="request_id"):
+        board.open("coder", "x", NOW, {"request_id": "req-1"})
+
+
+def test_two_processes_opening_under_one_request_id_at_once_make_one_dispatch(
+    redis_url: str, prefix: str
+) -> None:
+    ids = opened_at_once(redis_url, prefix, 4, "board.open('writer', 'x', now, {}, 'r-1')")
+    assert ids == ["d-2026-11-29-001"] * 4
+
+
+def test_the_command_opens_once_under_a_request_id(redis_url: str, prefix: str) -> None:
+    args = ["dispatch", "open", "s", "--role", "writer", "--objective", "x", "-o", "jsonl"]
+    first = ledger(redis_url, prefix, *args, "--request-id", "r-1")
+    again = ledger(redis_url, prefix, *args, "--request-id", "r-1")
+    assert (first.returncode, again.returncode) == (0, 0), first.stderr + again.stderr
+    assert json.loads(first.stdout)["id"] == json.loads(again.stdout)["id"]
+    other = ledger(redis_url, prefix, *args[:-3], "y", "--request-id", "r-1")
+    assert other.returncode == 4, other.stderr
+    assert other.stderr.count("\n") == 1

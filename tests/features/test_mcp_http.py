@@ -6,10 +6,6 @@ further than HTTP, and 20 clients posting at once are each kept once, in gapless
 from __future__ import annotations
 
 import asyncio
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,16 +13,15 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-import redis
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 import ledger_bus
+from ledger_bus.access.identity import Identity
+from ledger_bus.access.tokens import add_token
 from ledger_bus.demo.server import free_port
-from ledger_bus.mcp.access import Identity
-from ledger_bus.mcp.tokens import add_token
 from ledger_bus.store.base import EventStore
-from tests.support.helpers import cli_env
+from tests.support.helpers import ledger_keys, ledger_serving
 
 
 @pytest.fixture
@@ -45,38 +40,9 @@ def tokens(tmp_path: Path) -> dict[str, Any]:
 @pytest.fixture
 def url(redis_url: str, prefix: str, tokens: dict[str, Any], tmp_path: Path) -> Iterator[str]:
     port = free_port()
-    log = tmp_path / "server.log"
     command = ["mcp", "--http", "--port", str(port), "--tokens", tokens["file"]]
-    with log.open("w") as err:  # the server's own stderr: read back when it does not come up
-        server = subprocess.Popen(
-            [sys.executable, "-m", "ledger_bus", *command],
-            env=cli_env(redis_url, prefix),
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            assert server.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, "the server did not listen"
-            time.sleep(0.1)
-    try:
+    with ledger_serving(redis_url, prefix, port, tmp_path / "server.log", *command):
         yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-
-
-def _keys(redis_url: str, prefix: str) -> dict[bytes, bytes | None]:
-    """Every key of the ledger and its value, to compare before and after."""
-    client = redis.Redis.from_url(redis_url)
-    try:
-        return {k: client.dump(k) for k in sorted(client.scan_iter(match=f"{prefix}*"))}
-    finally:
-        client.close()
 
 
 async def _as(url: str, token: str | None, tool: str, **args: Any) -> Any:
@@ -127,11 +93,11 @@ def test_what_a_token_may_not_do_is_refused_and_writes_nothing(
 ) -> None:
     call = {"type": "tool_call", "agent": "worker", "tool": "deploy", "attempt_id": "a1"}
     redis_store.append(ledger_bus.StreamId("team-a-1", "run-r1"), 0, "r1:1", [call])
-    before = _keys(redis_url, prefix)
+    before = ledger_keys(redis_url, prefix)
     result = asyncio.run(_as(url, tokens[who], tool, **args))
     assert result.is_error
     assert "Refused: " in _text(result)
-    assert _keys(redis_url, prefix) == before
+    assert ledger_keys(redis_url, prefix) == before
     # The operator of the session's team may.
     if tool == "resolve":
         done = asyncio.run(_as(url, tokens["operator"], tool, **args))
@@ -142,7 +108,7 @@ def test_what_a_token_may_not_do_is_refused_and_writes_nothing(
 def test_a_request_without_a_valid_token_gets_no_further_than_http(
     url: str, token: str | None, redis_url: str, prefix: str
 ) -> None:
-    before = _keys(redis_url, prefix)
+    before = ledger_keys(redis_url, prefix)
     headers = {"Accept": "application/json, text/event-stream"}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
@@ -152,7 +118,7 @@ def test_a_request_without_a_valid_token_gets_no_further_than_http(
     assert "Bearer" in answered.headers["WWW-Authenticate"]
     with pytest.raises(BaseException):  # noqa: B017, PT011  (the SDK's own group of errors)
         asyncio.run(_as(url, token, "post", session="team-a-1", body="x"))
-    assert _keys(redis_url, prefix) == before
+    assert ledger_keys(redis_url, prefix) == before
 
 
 def test_twenty_clients_posting_at_once_are_each_kept_once(

@@ -8,22 +8,28 @@ import asyncio
 import json
 import re
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import INVALID_PARAMS
 
 import ledger_bus
-from ledger_bus.mcp.access import Identity
+from ledger_bus.access.identity import Identity
+from ledger_bus.access.tokens import Tokens, add_token
+from ledger_bus.demo.server import free_port
 from ledger_bus.mcp.server import build_server
-from ledger_bus.mcp.tokens import Tokens
 from ledger_bus.model.ids import CURSOR_ZERO
 from ledger_bus.store.base import EventStore
-from tests.support.helpers import cli_env, ledger_cli
+from tests.support.helpers import cli_env, ledger_cli, ledger_serving
 
 Scenario = Callable[[Client], Awaitable[None]]
 
@@ -68,7 +74,62 @@ def store() -> EventStore:
     return ledger_bus.connect("memory://")
 
 
-def test_every_tool_resource_and_prompt_through_the_sdks_client(store: EventStore) -> None:
+Connect = Callable[[], AbstractAsyncContextManager[Client]]
+
+
+@asynccontextmanager
+async def _client(target: Any, token: str | None = None) -> AsyncIterator[Client]:
+    """A connected client of the target (a server, stdio parameters or an HTTP URL)."""
+    if token is None:
+        async with Client(target) as client:
+            yield client
+        return
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http,
+        Client(streamable_http_client(target, http_client=http)) as client,
+    ):
+        yield client
+
+
+@pytest.fixture(params=["in process", "stdio", "http"])
+def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[EventStore, Connect]]:
+    """A store and a way to reach the server on it as the operator `coder`: in process, over
+    stdio (the command, on a real redis-server) or over streamable HTTP (the command, with a
+    token)."""
+    if request.param == "in process":
+        store = ledger_bus.connect("memory://")
+        yield store, lambda: _client(build_server(store, Identity("coder", "operator")))
+        return
+    url, prefix = request.getfixturevalue("redis_url"), request.getfixturevalue("prefix")
+    store = ledger_bus.connect(url, prefix=prefix)
+    if request.param == "stdio":
+        command = ["-m", "ledger_bus", "mcp", "--agent", "coder", "--role", "operator"]
+        params = StdioServerParameters(
+            command=sys.executable, args=command, env=cli_env(url, prefix)
+        )
+        yield store, lambda: _client(params)
+    else:
+        file = str(tmp_path / "tokens.json")
+        token = add_token(file, Identity("coder", "operator"))
+        port = free_port()
+        args = ["mcp", "--http", "--port", str(port), "--tokens", file]
+        with ledger_serving(url, prefix, port, tmp_path / "mcp.log", *args):
+            yield store, lambda: _client(f"http://127.0.0.1:{port}/mcp", token)
+    store.close()
+
+
+def test_every_tool_resource_and_prompt_through_the_sdks_client(
+    served: tuple[EventStore, Connect],
+) -> None:
+    store, connect = served
+    # a call a worker started and never finished, for open_calls and resolve
+    store.append(
+        ledger_bus.StreamId("task-1", "worker"),
+        0,
+        "w:1",
+        [{"type": "tool_call", "agent": "w", "tool": "deploy", "args": {}, "attempt_id": "t1"}],
+    )
+
     async def scenario(client: Client) -> None:
         tools = {t.name for t in (await client.list_tools()).tools}
         assert tools == {
@@ -85,26 +146,36 @@ def test_every_tool_resource_and_prompt_through_the_sdks_client(store: EventStor
         assert (again["deduplicated"], again["cursor"]) == (True, posted["cursor"])
         await _call(client, "post", session="task-1", kind="file.written", fields={"path": "a.py"})
         tail = await _call(client, "tail", session="task-1", n=10)
-        assert [e["type"] for e in tail["events"]] == ["message", "mutation"]
-        assert tail["context"].splitlines()[0].endswith("coder message: on it")
+        assert [e["type"] for e in tail["events"]] == ["tool_call", "message", "mutation"]
+        assert tail["context"].splitlines()[1].endswith("coder message: on it")
         assert tail["cursor"] == tail["events"][-1]["cursor"]
         only = await _call(client, "tail", session="task-1", types=["mutation"])
         assert [e["kind"] for e in only["events"]] == ["file.written"]
-        assert await _call(client, "sessions") == [
-            {"session": "task-1", "last_active_ms": int(tail["cursor"].split("-")[0])}
-        ]
+        (listed,) = await _call(client, "sessions")
+        # (the Redis store's index of activity moves on at most so often: between the first
+        # event's time and the last's)
+        first_ms, last_ms = (int(e["cursor"].split("-")[0]) for e in tail["events"][::2])
+        assert listed["session"] == "task-1"
+        assert first_ms <= listed["last_active_ms"] <= last_ms
         quiet = await _call(client, "wait", session="task-1", after=tail["cursor"], timeout_s=0.1)
         assert (quiet["events"], quiet["cursor"]) == ([], tail["cursor"])
 
-        opened = await _call(
-            client, "dispatch_open", session="task-1", role="tester", objective="run it"
-        )
+        work = {"session": "task-1", "role": "tester", "objective": "run it"}
+        opened = await _call(client, "dispatch_open", **work, request_id="open-1")
+        # a retry of an open whose reply was lost is given the same dispatch
+        assert await _call(client, "dispatch_open", **work, request_id="open-1") == opened
         board = await _call(client, "dispatch_list", session="task-1")
         assert [(d["id"], d["window"], d["by"]) for d in board] == [(opened["id"], "live", "coder")]
         await _call(
             client, "dispatch_close", session="task-1", dispatch_id=opened["id"], outcome="done"
         )
         assert await _call(client, "dispatch_list", session="task-1") == []
+        (open_call,) = await _call(client, "open_calls", session="task-1")
+        assert (open_call["attempt_id"], open_call["tool"]) == ("t1", "deploy")
+        resolved = await _call(
+            client, "resolve", session="task-1", attempt_id="t1", outcome="ok", result={"n": 1}
+        )
+        assert resolved["attempt_id"] == "t1"
         assert await _call(client, "open_calls", session="task-1") == []
 
         read = await client.read_resource("ledger://sessions/task-1/tail")
@@ -115,8 +186,23 @@ def test_every_tool_resource_and_prompt_through_the_sdks_client(store: EventStor
         assert prompts == {"join_session", "report_change", "dispatch_work"}
         joined = await client.get_prompt("join_session", {"session": "task-1"})
         assert "tail" in joined.messages[0].content.text  # type: ignore[union-attr]
+        # a prompt asked without what it needs, or one that does not exist: one line, the
+        # client's mistake (invalid params), not the server's
+        for prompt, said in (
+            ("join_session", "InvalidInput: prompt join_session needs session"),
+            ("dispatch_work", "InvalidInput: prompt dispatch_work needs session, role, objective"),
+            ("nope", "InvalidInput: no prompt named 'nope'"),
+        ):
+            with pytest.raises(MCPError) as refused:
+                await client.get_prompt(prompt, {})
+            assert refused.value.error.code == INVALID_PARAMS
+            assert refused.value.error.message.startswith(said)
 
-    _run(build_server(store, Identity("coder")), scenario)
+    async def go() -> None:
+        async with connect() as client:
+            await scenario(client)
+
+    asyncio.run(go())
 
 
 def test_a_waiting_client_gets_what_another_agent_posts(store: EventStore) -> None:
@@ -257,11 +343,15 @@ def test_the_command_refuses_a_bad_identity_and_a_memory_store() -> None:
     assert "memory://" in memory.stderr
 
 
+def _nested(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    # a function, not a lambda: hypothesis reads a lambda's source to see that it recurses,
+    # and a lambda over several lines is misread as one that does not
+    return st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+
+
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30),
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
-    ),
+    _nested,
     max_leaves=12,
 )
 # The tools and their arguments; wait is left out, as a valid wait waits.
@@ -271,7 +361,7 @@ ARGUMENTS = {
     "post": ["session", "body", "kind", "fields", "append_id"],
     "open_calls": ["session"],
     "resolve": ["session", "attempt_id", "outcome", "result"],
-    "dispatch_open": ["session", "role", "objective", "fields"],
+    "dispatch_open": ["session", "role", "objective", "fields", "request_id"],
     "dispatch_close": ["session", "dispatch_id", "outcome"],
     "dispatch_list": ["session"],
     "no_such_tool": ["session"],
@@ -354,6 +444,26 @@ def test_a_subscription_to_a_sessions_tail_is_told_when_it_grows(store: EventSto
         assert [e["body"] for e in tail["events"]] == ["start", "next"]
 
     _run(build_server(store, Identity("coder")), scenario)
+
+
+def test_a_subscription_to_another_teams_session_is_never_told_it_grew(store: EventStore) -> None:
+    ours, theirs = ledger_bus.StreamId("team-a-1", "p"), ledger_bus.StreamId("team-b-1", "p")
+
+    async def scenario(client: Client) -> None:
+        uris = ["ledger://sessions/team-b-1/tail", "ledger://sessions/team-a-1/board"]
+        async with client.listen(resource_subscriptions=uris) as subscription:
+            # Their session grows first, then ours: the first word is of ours
+            store.append(theirs, 0, "b:0", [{"type": "message", "agent": "b", "body": "x"}])
+            await asyncio.sleep(0.3)  # three turns of the watcher: theirs published first
+            store.append(ours, 0, "a:0", [{"type": "message", "agent": "a", "body": "y"}])
+            with anyio.fail_after(2.0):
+                told = await subscription.__anext__()
+            assert told.uri == "ledger://sessions/team-a-1/board"  # type: ignore[union-attr]
+            store.append(theirs, 1, "b:1", [{"type": "message", "agent": "b", "body": "z"}])
+            with pytest.raises(TimeoutError), anyio.fail_after(0.5):
+                await subscription.__anext__()
+
+    _run(build_server(store, Identity("coder", "reader", "team-a-*")), scenario)
 
 
 NOTE = {"session": "s", "kind": "note"}

@@ -20,7 +20,8 @@ FOLDERS: Final = {
     "model": "model",
     "store": "store",
     **dict.fromkeys(
-        ["agent", "exports", "operations", "board", "demo", "adapters", "testing"], "features"
+        ["access", "agent", "exports", "operations", "board", "demo", "adapters", "testing"],
+        "features",
     ),
     "aio": "features",
     "otel": "features",

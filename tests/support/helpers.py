@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +62,42 @@ def ledger_cli(
         timeout=timeout,
         check=False,
     )
+
+
+@contextmanager
+def ledger_serving(url: str, prefix: str, port: int, log: Path, *args: str) -> Iterator[None]:
+    """`ledger-bus ARGS`, a server listening on 127.0.0.1:port, running while the block does;
+    its stderr goes to `log`, read back when it does not come up."""
+    with log.open("w") as err:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "ledger_bus", *args],
+            env=cli_env(url, prefix),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            assert server.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"ledger-bus {args[0]} did not listen"
+            time.sleep(0.1)
+    try:
+        yield
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def ledger_keys(url: str, prefix: str) -> dict[bytes, bytes | None]:
+    """Every Redis key of the ledger and its value, to compare before and after."""
+    client = redis.Redis.from_url(url)
+    try:
+        return {k: client.dump(k) for k in sorted(client.scan_iter(match=f"{prefix}*"))}
+    finally:
+        client.close()
 
 
 def ledger_here(

@@ -782,3 +782,33 @@ def test_events_arriving_live_extend_the_session_s_axis_and_its_open_bars(
     expected = left + (last - frm) / (to - frm) * (right - left)
     assert shown["bars"]["stuck-1"][1] == pytest.approx(expected, abs=2)
     assert cut_off(shown["labels"]) == [], shown["labels"]
+
+
+def test_behind_tokens_a_browser_given_a_reader_s_token_sees_a_session_live_and_its_trace(
+    redis_url: str, prefix: str, redis_store: EventStore, browser: Any, tmp_path: Any
+) -> None:
+    from ledger_bus.access.identity import Identity
+    from ledger_bus.access.tokens import TokenFile, add_token
+
+    file = str(tmp_path / "tokens.json")
+    reader = add_token(file, Identity("viewer", "reader", "team-a-*"))
+    ref = lb.StreamId("team-a-1", "main")
+    redis_store.append(ref, 0, "a1", [msg("first")])
+    with served(view_app(redis_url, prefix, tokens=TokenFile(file))) as url:
+        # A browser whose user gives no token is challenged and shown no page (headless, the
+        # challenge is cancelled as a user would cancel the browser's prompt)
+        stranger = browser.new_context()
+        with pytest.raises(Exception, match="ERR_INVALID_AUTH_CREDENTIALS"):
+            stranger.new_page().goto(f"{url}/s/team-a-1")
+        stranger.close()
+        # One that has (the password of the Basic challenge) sees the page, its live stream
+        # and the trace's fetches, all sent with the token
+        context = browser.new_context(http_credentials={"username": "me", "password": reader})
+        page = context.new_page()
+        page.goto(f"{url}/s/team-a-1")
+        page.wait_for_selector("#live.on")
+        redis_store.append(ref, 1, "a2", [msg("arrived live")])
+        page.wait_for_selector("td.text:text-is('arrived live')")
+        trace(page, f"{url}/s/team-a-1")
+        assert page.goto(f"{url}/s/team-b-1").status == 403
+        context.close()

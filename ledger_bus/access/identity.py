@@ -1,7 +1,8 @@
-"""Who an MCP client is, and what it may do: an agent's name, the sessions it may touch (a
-pattern) and a role. Over stdio the server acts as the identity its command line names; the
-checks here are the same for every transport. A call its identity may not make is `Refused`
-and writes nothing."""
+"""Who a client of the ledger's faces is, and what it may do: an agent's name, the sessions it
+may touch (a pattern) and a role. The MCP server over stdio acts as the identity its command
+line names, over HTTP as each request's token names; the web view lets a token's identity look
+at its sessions. The checks are the same everywhere: a call its identity may not make is
+`Refused` and writes nothing."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ ROLES: Final[tuple[Role, ...]] = ("reader", "writer", "operator")
 
 @dataclass(frozen=True)
 class Identity:
-    """An MCP client's identity: it posts as `agent`, touches sessions matching `sessions` (an
+    """A client's identity: it posts as `agent`, touches sessions matching `sessions` (an
     fnmatch pattern, `*` for all) and acts as a `role`: a reader reads, a writer also posts and
     keeps the dispatch board, an operator also resolves open calls."""
 

@@ -11,14 +11,17 @@ import fcntl
 import hashlib
 import hmac
 import json
+import logging
 import os
 import secrets
 from dataclasses import asdict, dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
-from ledger_bus.mcp.access import Identity
+from ledger_bus.access.identity import Identity
 from ledger_bus.model.errors import InvalidInput
 from ledger_bus.model.files import replace_whole
+
+logger = logging.getLogger(__name__)
 
 PREFIX: Final = "lbt_"  # a token says what it is, so a scanner for leaked secrets finds one
 
@@ -56,6 +59,42 @@ class Tokens:
             if hmac.compare_digest(known, digest):
                 found = who
         return found
+
+
+class Identifies(Protocol):
+    """What a server asks of its tokens: the identity a token names, or None."""
+
+    def identify(self, token: str) -> Identity | None: ...
+
+
+class TokenFile:
+    """The tokens of a file, read again whenever the file has changed, so that a token made
+    (or taken out of the file) while a server runs counts from the server's next request. A
+    file that cannot be read any more lets nobody in until it can: a server fails closed."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._stamp = self._stat()
+        self._tokens = Tokens.load(path)  # a file that is no tokens file stops the start
+
+    def _stat(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        # ledger-bus token replaces the file whole: a new inode, whatever the clock says
+        return st.st_ino, st.st_mtime_ns, st.st_size
+
+    def identify(self, token: str) -> Identity | None:
+        stamp = self._stat()
+        if stamp != self._stamp:
+            self._stamp = stamp
+            try:
+                self._tokens = Tokens.load(self.path)
+            except InvalidInput as err:
+                logger.warning("%s; no token is accepted until it is one again", err)
+                self._tokens = Tokens({})
+        return self._tokens.identify(token)
 
 
 def add_token(path: str, who: Identity) -> str:
