@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -169,6 +170,38 @@ def test_a_schema_behind_the_code_is_refused_naming_the_command(tmp_path: Path) 
     store.close()
     with pytest.raises(lb.BackendRefused, match="run `ledger-bus db upgrade`"):
         lb.connect(url)
+
+
+def test_a_store_opened_while_another_process_makes_the_tables_is_not_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a file without the ledger's tables, a store opening it (its schema checked below,
+    # as opening checks it) and another that will write first
+    path = tmp_path / "shared.db"
+    url = f"sqlite:///{path}"
+    path.touch()
+    opening = SqlStore.from_url(url, check_schema=False)
+    maker = lb.connect(url)
+    # When another process's first write makes the tables (and stamps their revision, in one
+    # transaction) between the opening store's read of the revision and its read of the tables
+    reads = 0
+    run = opening._run
+
+    def another_process_commits_between(work: Any, *, write: bool = True) -> Any:
+        nonlocal reads
+        reads += 1
+        if reads == 2:
+            maker.append(lb.StreamId("s", "main"), 0, "a", [msg("first")])
+        return run(work, write=write)
+
+    monkeypatch.setattr(opening, "_run", another_process_commits_between)
+    # Then it reads the ledger the other made, not a schema behind the code
+    opening._check_schema()
+    assert reads >= 2
+    monkeypatch.undo()
+    assert opening.schema_revision() == (SCHEMA_HEAD, SCHEMA_HEAD)
+    maker.close()
+    opening.close()
 
 
 def test_a_ledger_made_before_deletions_upgrades_and_keeps_its_sessions(tmp_path: Path) -> None:

@@ -177,7 +177,15 @@ class SqlCore(EventStore):
         if current == SCHEMA_HEAD:
             return
         names = self._run(lambda c: set(inspect(c).get_table_names()), write=False)
-        if current is None and not names & {t.name for t in self.tables.metadata.sorted_tables}:
+        ours = names & {t.name for t in self.tables.metadata.sorted_tables}
+        if ours:
+            # The revision again, read after the tables: another process's first write makes
+            # the tables and stamps their revision in one transaction, which may have committed
+            # between the two reads above (two processes starting on a new file).
+            current = self._run(self._current, write=False)
+            if current == SCHEMA_HEAD:
+                return
+        if current is None and not ours:
             if self.postgres:
                 self.upgrade()
             else:
