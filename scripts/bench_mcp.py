@@ -19,13 +19,12 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import AsyncExitStack, contextmanager
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,7 @@ from ledger_bus.access.identity import Identity
 from ledger_bus.access.tokens import add_token
 from ledger_bus.demo.server import LocalServer, free_port
 from ledger_bus.model.ids import ANY
-from tests.support.helpers import cli_env
+from tests.support.helpers import cli_env, ledger_serving
 
 PREFIX = "bench-mcp"
 SESSION = "bench"
@@ -59,47 +58,6 @@ def cpu_seconds(pid: int) -> float:
     """The CPU time a process has used so far (user and system), from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-SERVER_PID: list[int] = []  # the HTTP server's, for its CPU time
-CPU_PER_POST: dict[str, float] = {}
-
-
-@contextmanager
-def http_server(url: str, tokens: str) -> Iterator[str]:
-    """`ledger-bus mcp --http` on a free loopback port: its URL."""
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ledger_bus",
-            "mcp",
-            "--http",
-            "--port",
-            str(port),
-            "--tokens",
-            tokens,
-        ],
-        env=cli_env(url, PREFIX),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                httpx2.get(f"http://127.0.0.1:{port}/mcp", timeout=0.5)
-                break
-            except httpx2.TransportError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError("ledger-bus mcp --http did not start") from None
-                time.sleep(0.1)
-        SERVER_PID[:] = [server.pid]
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 async def http_client(stack: AsyncExitStack, url: str, token: str) -> Client:
@@ -125,15 +83,17 @@ async def timed_calls(call: Callable[[int], Awaitable[Any]], start: int, n: int)
     return samples
 
 
-async def latencies(url: str, calls: int) -> dict[str, dict[str, list[float]]]:
-    """Per face ("library", "stdio", "http"), per call ("tail", "post"): the seconds of each."""
+Samples = dict[str, dict[str, list[float]]]
+
+
+async def measured(url: str, calls: int) -> tuple[Samples, dict[str, float]]:
+    """Per face ("library", "stdio", "http"), per call ("tail", "post"): the seconds of each;
+    and the posts per second of many at once, with the CPU each post cost over HTTP."""
     store = lb.connect(url, prefix=PREFIX)
     seed = [{"type": "message", "agent": "seed", "body": f"{TEXT} ({i})"} for i in range(1_000)]
     for at in range(0, len(seed), 100):
         store.append(lb.StreamId(SESSION, "seed"), at, f"seed-{at}", seed[at : at + 100])
-    samples: dict[str, dict[str, list[float]]] = {
-        face: {"tail": [], "post": []} for face in ("library", "stdio", "http")
-    }
+    samples: Samples = {face: {"tail": [], "post": []} for face in ("library", "stdio", "http")}
 
     async def library_tail(_: int) -> None:
         await asyncio.to_thread(store.tail, SESSION, 20)
@@ -153,7 +113,11 @@ async def latencies(url: str, calls: int) -> dict[str, dict[str, list[float]]]:
         over_stdio = await stack.enter_async_context(Client(stdio))
         with tempfile.TemporaryDirectory() as scratch:
             file = str(Path(scratch) / "tokens.json")
-            server_url = stack.enter_context(http_server(url, file))
+            port = free_port()
+            command = ["mcp", "--http", "--port", str(port), "--tokens", file]
+            log = Path(scratch) / "mcp.log"
+            server = stack.enter_context(ledger_serving(url, PREFIX, port, log, *command))
+            server_url = f"http://127.0.0.1:{port}/mcp"
             # the file is read again when it changes: a token made after the start counts
             over_http = await http_client(
                 stack, server_url, add_token(file, Identity("bench", "writer", "*"))
@@ -183,10 +147,10 @@ async def latencies(url: str, calls: int) -> dict[str, dict[str, list[float]]]:
                     for kind, call in kinds.items():
                         samples[face][kind] += await timed_calls(call, r * per_round, per_round)
             # and many at once
-            samples["library"]["concurrent"] = [library_rate(store, calls)]
-            samples["http"]["concurrent"] = [await http_rate(server_url, file, calls)]
+            many = {"library": library_rate(store, calls)}
+            many.update(await http_rate(server_url, file, calls, server.pid))
     store.close()
-    return samples
+    return samples, many
 
 
 def library_rate(store: lb.EventStore, calls: int) -> float:
@@ -207,8 +171,9 @@ def library_rate(store: lb.EventStore, calls: int) -> float:
     return CLIENTS * per / (time.perf_counter() - began)
 
 
-async def http_rate(server_url: str, file: str, calls: int) -> float:
-    """Posts per second from CLIENTS MCP clients over HTTP at once, each its own session."""
+async def http_rate(server_url: str, file: str, calls: int, server_pid: int) -> dict[str, float]:
+    """Posts per second from CLIENTS MCP clients over HTTP at once, each its own session, and
+    the CPU seconds a post cost the server and the clients."""
     per = max(1, calls // 4)
     async with AsyncExitStack() as stack:
         clients = [
@@ -223,18 +188,20 @@ async def http_rate(server_url: str, file: str, calls: int) -> float:
 
         began, server_cpu, client_cpu = (
             time.perf_counter(),
-            cpu_seconds(SERVER_PID[0]),
+            cpu_seconds(server_pid),
             time.process_time(),
         )
         await asyncio.gather(*(work(c, client) for c, client in enumerate(clients)))
-        rate = CLIENTS * per / (time.perf_counter() - began)
+        posts = CLIENTS * per
         # Both ends share this machine's cores: what each spent says which one sets the pace.
-        CPU_PER_POST["server"] = (cpu_seconds(SERVER_PID[0]) - server_cpu) / (CLIENTS * per)
-        CPU_PER_POST["clients"] = (time.process_time() - client_cpu) / (CLIENTS * per)
-        return rate
+        return {
+            "http": posts / (time.perf_counter() - began),
+            "server_cpu": (cpu_seconds(server_pid) - server_cpu) / posts,
+            "clients_cpu": (time.process_time() - client_cpu) / posts,
+        }
 
 
-def report(samples: dict[str, dict[str, list[float]]], binary: str) -> dict[str, Any]:
+def report(samples: Samples, many: dict[str, float], binary: str) -> dict[str, Any]:
     print(f"server: {binary}; one client, one call at a time; p50 / p99 in ms")
     figures: dict[str, Any] = {}
     for kind, what in (("tail", "tail of 20"), ("post", "post (1 message)")):
@@ -245,8 +212,7 @@ def report(samples: dict[str, dict[str, list[float]]], binary: str) -> dict[str,
             figures[f"{face}.{kind}"] = {"p50_ms": round(p50, 3), "p99_ms": round(p99, 3)}
             ratio = "" if face == "library" else f"   p50 {p50 / lib50:5.1f}x the library's"
             print(f"  {what:<17} {face:<8} p50 {p50:7.2f}   p99 {p99:7.2f}{ratio}")
-    lib_rate = samples["library"]["concurrent"][0]
-    http_rate_ = samples["http"]["concurrent"][0]
+    lib_rate, http_rate_ = many["library"], many["http"]
     figures["posts_per_s"] = {"library": round(lib_rate), "http": round(http_rate_)}
     print(
         f"{CLIENTS} clients posting at once: MCP over HTTP {http_rate_:,.0f} posts/s,"
@@ -254,11 +220,14 @@ def report(samples: dict[str, dict[str, list[float]]], binary: str) -> dict[str,
         f" ({http_rate_ / lib_rate:.2f}x)"
     )
     print(
-        f"  CPU per post over HTTP: the server {CPU_PER_POST['server'] * 1000:.2f} ms,"
-        f" the {CLIENTS} MCP clients {CPU_PER_POST['clients'] * 1000:.2f} ms"
+        f"  CPU per post over HTTP: the server {many['server_cpu'] * 1000:.2f} ms,"
+        f" the {CLIENTS} MCP clients {many['clients_cpu'] * 1000:.2f} ms"
         f" ({os.cpu_count()} cores shared by both)"
     )
-    figures["cpu_ms_per_post"] = {k: round(v * 1000, 3) for k, v in CPU_PER_POST.items()}
+    figures["cpu_ms_per_post"] = {
+        "server": round(many["server_cpu"] * 1000, 3),
+        "clients": round(many["clients_cpu"] * 1000, 3),
+    }
     return figures
 
 
@@ -269,8 +238,8 @@ def main() -> None:
     options = parser.parse_args()
     calls = 100 if options.quick else 400
     with LocalServer(appendonly=False) as server:
-        samples = asyncio.run(latencies(server.url, calls))
-        figures = report(samples, server.binary)
+        samples, many = asyncio.run(measured(server.url, calls))
+        figures = report(samples, many, server.binary)
     if options.json:
         print(json.dumps(figures))
 

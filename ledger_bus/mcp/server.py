@@ -2,9 +2,9 @@
 tail one, wait for what is new, post a message or a mutation, keep the dispatch board, list and
 resolve open calls; resources for the same reads; prompts that carry the discipline.
 
-Every tool acts as one identity (access.py). A ledger error is the tool's error, one line that
-names the error after the SDK's preamble (`Error executing tool post: Refused: ...`), and
-writes nothing.
+Every tool acts as one identity (ledger_bus/access/identity.py). A ledger error is the tool's
+error, one line that names the error after the SDK's preamble (`Error executing tool post:
+Refused: ...`), and writes nothing.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ retry it: the ledger keeps it once. Dispatch work on the board and close it when
 
 class _Verifier(TokenVerifier):
     """A bearer token as the identity the tokens file gives it: the agent as client and
-    subject, the role as the one scope, the sessions pattern as a claim."""
+    subject, the role as the one scope, and the identity itself as a claim, for the tools."""
 
     def __init__(self, tokens: Identifies):
         self.tokens = tokens
@@ -71,7 +71,7 @@ class _Verifier(TokenVerifier):
             client_id=who.agent,
             subject=who.agent,
             scopes=[who.role],
-            claims={"sessions": who.sessions},
+            claims={IDENTITY: who},
         )
 
 
@@ -140,6 +140,21 @@ ledger_errors = _said_as(ToolError)
 resource_errors = _said_as(ResourceError)
 
 
+def _caller(identity: Identity | None) -> Callable[[], Identity]:
+    """Who the current request acts as: `identity` (stdio), or its verified token's."""
+
+    def me() -> Identity:
+        if identity is not None:
+            return identity
+        token = get_access_token()
+        who = None if token is None or token.claims is None else token.claims.get(IDENTITY)
+        if not isinstance(who, Identity):
+            raise Refused("no token: every request names its identity with a bearer token")
+        return who
+
+    return me
+
+
 def build_server(
     store: EventStore,
     identity: Identity | None = None,
@@ -161,20 +176,13 @@ def build_server(
                 issuer_url=url, resource_server_url=url, validate_token_resource=False
             ),
         }
+    waiting = anyio.CapacityLimiter(WAITS)
+    me = _caller(identity)
+
     # A subscription to a session's resources is told when the session grows: one watcher
     # for the server follows the sessions' last activity and publishes to the SDK's bus, which
-    # delivers each event to the listen streams that asked for its URI. A failed call is the
-    # client's to read; the server itself logs only warnings (to stderr).
-    waiting = anyio.CapacityLimiter(WAITS)
-
-    def me() -> Identity:
-        if identity is not None:
-            return identity
-        token = get_access_token()
-        if token is None or token.claims is None:
-            raise Refused("no token: every request names its identity with a bearer token")
-        return Identity(token.client_id, token.scopes[0], token.claims["sessions"])  # type: ignore[arg-type]
-
+    # delivers each event to the listen streams that asked for its URI (and its identity may
+    # read). A failed call is the client's to read; the server logs only warnings (to stderr).
     bus = _ReadersBus(InMemorySubscriptionBus(), me)
 
     @contextlib.asynccontextmanager
@@ -205,7 +213,10 @@ def build_server(
     @server.tool()
     @ledger_errors
     def tail(
-        session: str, n: int = 20, types: list[str] | None = None, agents: list[str] | None = None
+        session: str,
+        n: int = tools.TAIL,
+        types: list[str] | None = None,
+        agents: list[str] | None = None,
     ) -> dict[str, Any]:
         """The session's last n events, oldest first, as context lines and as events, with
         the cursor to wait after. types and agents keep only those (message, mutation,
@@ -280,7 +291,7 @@ def build_server(
     @resource_errors
     def tail_resource(session: str) -> str:
         """The session's last 20 events and the cursor after them."""
-        return json.dumps(tools.tail(store, me(), session, 20, [], []))
+        return json.dumps(tools.tail(store, me(), session, tools.TAIL, [], []))
 
     @server.resource("ledger://sessions/{session}/board", mime_type="application/json")
     @resource_errors
@@ -319,6 +330,7 @@ def build_server(
     return server
 
 
+IDENTITY: Final = "ledger_bus.identity"  # the claim of a verified token that holds its identity
 WAITS: Final = 32  # waits in flight at once; more take their turn
 WATCH_EVERY_S: Final = 0.1
 WATCHED: Final = 100  # the most recently active sessions: one that just grew is among them

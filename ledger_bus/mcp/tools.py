@@ -27,6 +27,7 @@ from ledger_bus.operations.resolve import Outcome, resolve_attempt
 from ledger_bus.store.base import Attempts, EventStore, need
 
 POSTS: Final = "posts-"  # an agent's posts: the stream posts-<agent> of the session
+TAIL: Final = 20  # events a tail gives unless asked for another count
 MAX_TAIL: Final = 500
 MAX_WAIT_S: Final = 30.0
 OUTCOMES: Final = ("ok", "error", "unknown")
@@ -35,10 +36,6 @@ OUTCOMES: Final = ("ok", "error", "unknown")
 OWN_KINDS: Final = frozenset({FLAG_KIND, "tool.declared"})
 OWN_PREFIXES: Final = ("run.", "dispatch.", "reconcile.", *NATIVE_PREFIXES)
 OWN_FIELDS: Final = frozenset({"event_id", "run_id", "step_id", "attempt_id", "parents"})
-
-
-def _event(event: RecordedEvent) -> dict[str, Any]:
-    return event.to_dict()
 
 
 def sessions(store: EventStore, who: Identity, limit: int) -> list[dict[str, Any]]:
@@ -68,15 +65,10 @@ def tail(  # noqa: PLR0913  (the session, and one argument per filter)
     _bounded(n, 0, MAX_TAIL, "n")
     # The head first, and the tail up to it: an event committed in between is after the
     # cursor given, for the next wait, and not lost between the two.
-    newest = store.tail(session, 1)
-    head = newest[-1].cursor if newest else CURSOR_ZERO
+    head = _head(store, session)
     keep = EventFilter(types=tuple(types), agents=tuple(agents), native=False, until=head)
-    events = select_tail(store, session, n, keep) if newest else []
-    return {
-        "context": render_context(events),
-        "events": [_event(e) for e in events],
-        "cursor": head,
-    }
+    events = select_tail(store, session, n, keep) if head != CURSOR_ZERO else []
+    return _read(events, head)
 
 
 def wait(
@@ -89,14 +81,24 @@ def wait(
     if not 0 <= timeout_s <= MAX_WAIT_S:
         raise InvalidInput(f"timeout_s must be between 0 and {MAX_WAIT_S:g}, got {timeout_s!r}")
     if after is None:
-        newest = store.tail(session, 1)
-        after = newest[-1].cursor if newest else CURSOR_ZERO
+        after = _head(store, session)
     found = store.wait_session(session, after, int(timeout_s * 1000))
-    events = [e for e in found if not is_native(e)]
-    cursor = found[-1].cursor if found else after
+    return _read([e for e in found if not is_native(e)], found[-1].cursor if found else after)
+
+
+def _head(store: EventStore, session: str) -> str:
+    """The cursor of the session's newest event (native records too); the zero cursor for a
+    session without one."""
+    newest = store.tail(session, 1)
+    return newest[-1].cursor if newest else CURSOR_ZERO
+
+
+def _read(events: list[RecordedEvent], cursor: str) -> dict[str, Any]:
+    """What a tail or a wait gives: the events as context lines and as events, and the cursor
+    to wait after next."""
     return {
         "context": render_context(events),
-        "events": [_event(e) for e in events],
+        "events": [e.to_dict() for e in events],
         "cursor": cursor,
     }
 

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +26,10 @@ pytestmark = pytest.mark.slow
 # held to the lock by constraints, so what the fresh venvs get is what CI tested.
 UV = Path(sys.prefix) / "uv" / "bin" / "uv"
 LOCK = ROOT / "requirements" / "dev.txt"
-PACKAGE_DATA = ["py.typed", "store/lua/*.lua", "ui/templates/*.html", "ui/static/*"]
+# What pyproject.toml ships beside the modules: each pattern is looked for in the wheel.
+PACKAGE_DATA: list[str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"][
+    "setuptools"
+]["package-data"]["ledger_bus"]
 
 
 def run(*args: str | Path, cwd: Path, timeout: float = 300, **kw: object) -> str:
@@ -87,12 +91,12 @@ def server() -> Iterator[LocalServer]:
 def test_the_wheel_installs_and_runs_outside_the_checkout(
     dist: Path, server: LocalServer, tmp_path: Path
 ) -> None:
-    # Given the wheel, installed with the extras for the view and the contract suite into a
-    # fresh venv, used from a folder that is not the checkout
+    # Given the wheel, installed with the extras for the view, the MCP server and the contract
+    # suite into a fresh venv, used from a folder that is not the checkout
     (wheel,) = dist.glob("ledger_bus-*.whl")
     home = tmp_path / "user"
     home.mkdir()
-    bin_ = fresh_venv(tmp_path / "venv", f"ledger-bus[ui,testing] @ {wheel.as_uri()}")
+    bin_ = fresh_venv(tmp_path / "venv", f"ledger-bus[ui,mcp,testing] @ {wheel.as_uri()}")
     package = installed_package(bin_, home)
     assert ROOT not in package.parents, package
 
@@ -120,6 +124,10 @@ def test_the_wheel_installs_and_runs_outside_the_checkout(
 
     # And the web view serves its pages and its static files
     assert_the_view_serves(bin_, home, env)
+
+    # And the MCP server answers a client over stdio, and the skill it ships is printed
+    assert_the_mcp_server_serves(bin_, home, env)
+    assert run(bin_ / "ledger-bus", "skill", cwd=home).startswith("---\nname: ledger-bus\n")
 
     # And the contract suite runs from the installed package against a store of the user's
     suite = home / "test_my_store.py"
@@ -155,6 +163,27 @@ def assert_the_view_serves(bin_: Path, home: Path, env: dict[str, str]) -> None:
     finally:
         view.terminate()
         view.wait(timeout=30)
+
+
+def assert_the_mcp_server_serves(bin_: Path, home: Path, env: dict[str, str]) -> None:
+    """The installed `ledger-bus mcp`, started by the installed MCP SDK's own client, posts
+    as its agent and tails what it posted."""
+    client = (
+        "import asyncio, json, os, sys\n"
+        "from mcp import Client, StdioServerParameters\n"
+        "async def main():\n"
+        "    server = StdioServerParameters(\n"
+        "        command=sys.argv[1], args=['mcp', '--agent', 'w'], env=dict(os.environ)\n"
+        "    )\n"
+        "    async with Client(server) as c:\n"
+        "        await c.call_tool('post', {'session': 'w2', 'body': 'over mcp'})\n"
+        "        tail = await c.call_tool('tail', {'session': 'w2'})\n"
+        "        print(json.dumps(tail.structured_content))\n"
+        "asyncio.run(main())\n"
+    )
+    out = run(bin_ / "python", "-c", client, bin_ / "ledger-bus", cwd=home, env=env)
+    (event,) = json.loads(out)["events"]
+    assert (event["agent"], event["body"]) == ("w", "over mcp")
 
 
 def fetch(url: str, process: subprocess.Popen[bytes], log: Path, wait: float = 60) -> str:

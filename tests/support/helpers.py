@@ -65,9 +65,11 @@ def ledger_cli(
 
 
 @contextmanager
-def ledger_serving(url: str, prefix: str, port: int, log: Path, *args: str) -> Iterator[None]:
-    """`ledger-bus ARGS`, a server listening on 127.0.0.1:port, running while the block does;
-    its stderr goes to `log`, read back when it does not come up."""
+def ledger_serving(
+    url: str, prefix: str, port: int, log: Path, *args: str
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`ledger-bus ARGS`, a server listening on 127.0.0.1:port, running while the block does
+    (its process); its stderr goes to `log`, read back when it does not come up."""
     with log.open("w") as err:
         server = subprocess.Popen(
             [sys.executable, "-m", "ledger_bus", *args],
@@ -85,7 +87,7 @@ def ledger_serving(url: str, prefix: str, port: int, log: Path, *args: str) -> I
             assert time.monotonic() < deadline, f"ledger-bus {args[0]} did not listen"
             time.sleep(0.1)
     try:
-        yield
+        yield server
     finally:
         server.terminate()
         server.wait(timeout=10)
