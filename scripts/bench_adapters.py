@@ -12,6 +12,11 @@ the answer; ~300 bytes each) then `get_items()`, on one session. Sessions: the S
 SQLiteSession (a file) and RedisSession, and LedgerSession on Redis and on SQLite. Reported as
 the graph's, against SQLiteSession and RedisSession.
 
+Pi (typescript/bench/pi.ts, on the Node 22 Pi 1.x needs): a turn is Pi's own agent session's
+`prompt` on its fake model provider, a search and an answer of ~300 bytes, with Pi's file
+session manager beside PiLedger on Redis; reported as turns per second at turns 1-20 and at the
+last 20, as ratios to the file, and the session's bytes.
+
 The sides take turns a block at a time, so the machine's drift falls on all alike. PostgreSQL
 is the machine's own (`--pg`, a database made for each side and dropped after); Redis a private
 server per run, with the memory settings of deploy/redis.conf (`--redis-defaults`: without).
@@ -24,9 +29,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -51,7 +58,10 @@ from ledger_bus.adapters.langgraph import LedgerSaver
 from ledger_bus.demo.server import LocalServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import deployed_settings
+
+from tests.support.node import TYPESCRIPT, node22
 
 WORDS = "the auth service rotates its signing keys every thirty days; "
 TEXT = (WORDS * 5)[:300]
@@ -239,7 +249,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--block", type=int, default=10)
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/postgres")
-    parser.add_argument("--skip", default="", help="comma-separated: graphs,sessions")
+    parser.add_argument("--skip", default="", help="comma-separated: graphs,sessions,pi")
     parser.add_argument("--redis-defaults", action="store_true", help="not deploy/redis.conf's")
     args = parser.parse_args()
     skip = set(args.skip.split(","))
@@ -252,6 +262,26 @@ def main() -> None:
             bench_graphs(args, server, folder)
         if "sessions" not in skip:
             bench_sessions(args, server, folder)
+        if "pi" not in skip:
+            bench_pi(args, server)
+
+
+def bench_pi(args: Any, server: LocalServer) -> None:
+    node = node22()
+    if node is None:
+        print("Pi: no Node 22.19 or newer (make test installs one into tests/node22); not run")
+        return
+    bench = [node, "--import", "tsx", "bench/pi.ts", server.url, str(args.turns), str(args.block)]
+    done = subprocess.run(bench, cwd=TYPESCRIPT, capture_output=True, text=True, check=True)
+    sides = json.loads(done.stdout.strip().splitlines()[-1])
+    base = sides["Pi's file session manager"]
+    print(f"Pi, a turn = session.prompt (a tool call, then the answer); {args.turns} turns")
+    for name, side in sides.items():
+        print(
+            f"  {name:28} turns 1-20 {side['first']:6.1f}/s ({side['first'] / base['first']:.2f}x)"
+            f"  last 20 {side['last']:6.1f}/s ({side['last'] / base['last']:.2f}x)"
+            f"  bytes {side['bytes'] / 1e6:.2f} MB ({side['bytes'] / base['bytes']:.2f}x)"
+        )
 
 
 def bench_graphs(args: Any, server: LocalServer, folder: Path) -> None:

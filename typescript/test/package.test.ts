@@ -11,6 +11,7 @@ import { promisify } from "node:util";
 
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
+import { node22 } from "./support/node22.js";
 import { LocalServer } from "./support/servers.js";
 
 const run = promisify(execFile);
@@ -39,8 +40,8 @@ async function npm(cwd: string, ...args: string[]): Promise<string> {
 }
 
 /** A module of the consumer project run by plain Node, its stdout's last line as JSON. */
-async function node(cwd: string, file: string, url: string): Promise<Record<string, unknown>> {
-  const done = await run(process.execPath, [file], { cwd, env: { ...env, LEDGER_BUS_URL: url } });
+async function node(cwd: string, file: string, url: string, executable = process.execPath): Promise<Record<string, unknown>> {
+  const done = await run(executable, [file], { cwd, env: { ...env, LEDGER_BUS_URL: url } });
   return JSON.parse(done.stdout.trim().split("\n").at(-1) ?? "null") as Record<string, unknown>;
 }
 
@@ -75,7 +76,7 @@ console.log(JSON.stringify({ kinds }));
 // A strict consumer of both entry points. The package's types must be what they say, not
 // any: each @ts-expect-error below is an error only if they are (an unused one fails tsc).
 const CONSUMER = `
-import type { SessionManager } from "@mariozechner/pi-coding-agent";
+import type { SessionManager } from "@earendil-works/pi-coding-agent";
 import { connect, streamId, type AppendResult, type EventStore, type RecordedEvent } from "ledger-bus";
 import { PiLedger } from "ledger-bus/pi";
 
@@ -165,20 +166,28 @@ describe("the npm package, installed from its tarball", () => {
     expect(out).toMatchObject({ version: 1, bodies: ["from the tarball"], conflict: "VersionConflict" });
     // ledger-bus/pi is Pi's own SessionManager with the ledger as its storage: without Pi it
     // cannot load, and says which package it needs.
-    expect(out["pi"]).toMatch(/^ERR_MODULE_NOT_FOUND: Cannot find package '@mariozechner\/pi-coding-agent'/);
+    expect(out["pi"]).toMatch(/^ERR_MODULE_NOT_FOUND: Cannot find package '@earendil-works\/pi-coding-agent'/);
   });
+
+  it("with Pi 0.73 (its old name) installed, the Pi entry point still names the Pi 1.x it needs", async () => {
+    // Pi 0.73 was @mariozechner/pi-coding-agent: the adapter is written against 1.x alone.
+    await npm(project, "install", "@mariozechner/pi-coding-agent@0.73.1");
+    const out = await node(project, "main.mjs", server.url);
+    expect(out["pi"]).toMatch(/^ERR_MODULE_NOT_FOUND: Cannot find package '@earendil-works\/pi-coding-agent'/);
+  }, SLOW);
 
   describe("with the Pi peer installed", () => {
     beforeAll(async () => {
       // The versions the repository tests against, so that npm's cache has them.
-      const pi = `@mariozechner/pi-coding-agent@${installedVersion("@mariozechner/pi-coding-agent")}`;
+      const pi = `@earendil-works/pi-coding-agent@${installedVersion("@earendil-works/pi-coding-agent")}`;
       await npm(project, "install", pi, `@types/node@${installedVersion("@types/node")}`);
     }, SLOW);
 
     it("imports both entry points from plain Node and keeps a Pi session in Redis", async () => {
+      // On the Node Pi 1.x needs (22.19 or newer): on Node 20 Pi itself does not load.
       writeFileSync(join(project, "pi.mjs"), WITH_PI);
-      expect(await node(project, "pi.mjs", server.url)).toEqual({ kinds: ["pi.session", "run.started", "run.finished"] });
-      expect((await node(project, "main.mjs", server.url))["pi"]).toBe("imported");
+      expect(await node(project, "pi.mjs", server.url, node22())).toEqual({ kinds: ["pi.session", "run.started", "run.finished"] });
+      expect((await node(project, "main.mjs", server.url, node22()))["pi"]).toBe("imported");
     }, SLOW);
 
     it("type-checks a strict consumer with the repository's tsc against the installed types", async () => {

@@ -7,12 +7,12 @@ import { mkdtempSync, readFileSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-import { SessionManager, type SessionEntry } from "@mariozechner/pi-coding-agent";
+import { SessionManager, type SessionEntry } from "@earendil-works/pi-coding-agent";
 import { describe, expect, it } from "vitest";
 
 import { PiLedger } from "../src/adapters/pi.js";
 import { streamId, UnresolvedAttempt, type EventStore } from "../src/index.js";
-import { fauxAssistantMessage, fauxText, fauxToolCall, scripted, tool } from "./support/pi.js";
+import { fauxAssistantMessage, fauxText, fauxToolCall, nesting, scripted, tool } from "./support/pi.js";
 import { stores } from "./support/stores.js";
 
 const { open } = stores(["memory", "redis"]);
@@ -34,6 +34,7 @@ function shape(entries: SessionEntry[]): unknown[] {
       delete message["timestamp"];
       delete message["api"];
       delete message["responseId"];
+      delete message["durationMs"]; // a tool's run time, Pi 1.x's
     }
     return { parent: parentId === null ? null : position.get(parentId), ...body };
   });
@@ -63,7 +64,7 @@ describe.each(["memory", "redis"] as const)("the Pi adapter on %s", (kind) => {
     const stream = pi.streamName;
     expect(await kinds(store, "task", stream)).toEqual([
       "pi.session", "run.started",
-      "pi.entry", "pi.entry", // the model, the thinking level
+      "pi.entry", "pi.entry", "pi.entry", // the model, the thinking level, the system prompt
       "pi.entry", "message:user",
       "pi.entry", "tool_call:pi", "tool_result:pi", "message:pi", "tool_call:pi", "tool_call:pi",
       "tool_result:pi", "tool_result:pi", // by the hooks, as each tool finished
@@ -121,6 +122,65 @@ describe.each(["memory", "redis"] as const)("the Pi adapter on %s", (kind) => {
     await third.close();
   });
 
+  it("the calls a tool makes, which the transcript never shows, are recorded as children of its call", async () => {
+    const store = open(kind);
+    const pi = await PiLedger.open(store, { session: "task" });
+    const run = await scripted(
+      pi.sessionManager,
+      [fauxAssistantMessage([fauxToolCall("script", { q: "x y" }, { id: "call-1" })], { stopReason: "toolUse" }), fauxAssistantMessage("x and y found")],
+      (calls) => [tool("search", calls, (a) => `found ${a.q}`), nesting("script", "search", calls)],
+      pi.extension,
+    );
+    await run.session.prompt("find x and y");
+    await pi.flush();
+    expect(Object.fromEntries(run.calls)).toEqual({ script: 1, search: 2 });
+    const events = await store.readStream(streamId("task", pi.streamName));
+    const calls = events.filter((e) => e.fields["type"] === "tool_call" && e.fields["tool"] !== "model");
+    expect(calls.map((e) => [e.fields["attempt_id"], e.fields["tool"]])).toEqual([["call-1", "script"], ["call-1/1", "search"], ["call-1/2", "search"]]);
+    const parent = calls[0]?.fields["event_id"];
+    expect(calls.slice(1).map((e) => e.fields["parents"])).toEqual([[parent], [parent]]);
+    const results = events.filter((e) => e.fields["type"] === "tool_result" && e.fields["tool"] !== "model");
+    expect(results.map((e) => [e.fields["attempt_id"], (e.fields["result"] as { content: { text: string }[] }).content[0]?.text])).toEqual([
+      ["call-1/1", "found x"],
+      ["call-1/2", "found y"],
+      ["call-1", "found x; found y"],
+    ]);
+    expect(await store.openAttempts("task")).toEqual([]);
+    // The transcript holds the parent call alone, as Pi's own.
+    const transcript = pi.sessionManager.buildSessionContext().messages.filter((m) => (m as { role: string }).role === "toolResult");
+    expect(transcript.map((m) => (m as { toolCallId: string }).toolCallId)).toEqual(["call-1"]);
+    await pi.close();
+  });
+
+  it("usage, context edits, and the usage of compactions and branch summaries load back, their model calls recorded", async () => {
+    const store = open(kind);
+    const pi = await PiLedger.open(store, { session: "task" });
+    const first = await scripted(pi.sessionManager, [fauxAssistantMessage("one"), fauxAssistantMessage("two")], () => [], pi.extension);
+    await first.session.prompt("first");
+    const answer = pi.sessionManager.getLeafId() as string;
+    const usage = { input: 10, output: 5, cacheRead: 2, cacheWrite: 0, totalTokens: 17, cost: { input: 0.1, output: 0.2, cacheRead: 0, cacheWrite: 0, total: 0.3 } };
+    pi.sessionManager.appendUsage("cache_warm", "faux", "faux-1", usage, "kept warm");
+    pi.sessionManager.appendContextEdit(answer, { content: [{ type: "text", text: "one, edited" }] });
+    pi.sessionManager.appendCompaction("so far", answer, 99, undefined, false, usage);
+    await first.session.prompt("second");
+    pi.sessionManager.branchWithSummary(answer, "what the other branch did", undefined, false, usage);
+    await pi.close();
+    const reopened = await PiLedger.open(store, { session: "task", piSession: pi.piSession });
+    expect(reopened.sessionManager.getEntries()).toEqual(pi.sessionManager.getEntries());
+    expect(reopened.sessionManager.getLeafId()).toBe(pi.sessionManager.getLeafId());
+    expect(reopened.sessionManager.buildSessionContext()).toEqual(pi.sessionManager.buildSessionContext());
+    const costs = (await store.readStream(streamId("task", pi.streamName)))
+      .filter((e) => e.fields["type"] === "tool_result" && e.fields["tool"] === "model")
+      .map((e) => e.fields["result"] as Record<string, unknown>)
+      .filter((r) => r["purpose"] !== undefined);
+    expect(costs.map((r) => [r["purpose"], r["model"], r["cost_usd"], (r["usage"] as Record<string, number>)["input_tokens"]])).toEqual([
+      ["cache_warm", "faux-1", 0.3, 10],
+      ["compaction", null, 0.3, 10],
+      ["branch_summary", null, 0.3, 10],
+    ]);
+    await reopened.close();
+  });
+
   it("a Pi session file imported exports back byte for byte, and opens as Pi opens it", async () => {
     const store = open(kind);
     const dir = mkdtempSync(join(tmpdir(), "lb-pi-file-"));
@@ -142,6 +202,28 @@ describe.each(["memory", "redis"] as const)("the Pi adapter on %s", (kind) => {
     const recorded = await store.readStream(streamId("imported", `pi.${piSession}`));
     expect(recorded.filter((e) => e.fields["type"] === "tool_result" && e.fields["tool"] !== "model").map((e) => e.fields["attempt_id"])).toEqual(["call-1", "call-2"]);
     await opened.close();
+  });
+
+  it("a session Pi 0.73 wrote opens on Pi 1.x: imported, exported byte for byte, and the agent goes on from it", async () => {
+    // A file of Pi 0.73.1's own (test/fixtures), which Pi 1.x reads as it is (session version 3).
+    const store = open(kind);
+    const file = join(import.meta.dirname, "fixtures", "pi-0.73.1-session.jsonl");
+    const piSession = await PiLedger.importFile(store, "old", file);
+    const out = join(mkdtempSync(join(tmpdir(), "lb-pi-old-")), "exported.jsonl");
+    await PiLedger.exportFile(store, "old", piSession, out);
+    expect(readFileSync(out).equals(readFileSync(file))).toBe(true);
+    const opened = await PiLedger.open(store, { session: "old", piSession });
+    const pis = SessionManager.open(file, mkdtempSync(join(tmpdir(), "lb-pi-old-")));
+    expect(opened.sessionManager.getEntries()).toEqual(pis.getEntries());
+    expect(opened.sessionManager.buildSessionContext()).toEqual(pis.buildSessionContext());
+    const next = await scripted(opened.sessionManager, [fauxAssistantMessage("z is 3")], () => [], opened.extension);
+    await next.session.prompt("and z?");
+    await opened.close();
+    const again = await PiLedger.open(store, { session: "old", piSession });
+    const said = again.sessionManager.buildSessionContext().messages.map((m) => (m as { role: string }).role);
+    expect(said.slice(-2)).toEqual(["user", "assistant"]);
+    expect(again.sessionManager.getEntries().slice(0, pis.getEntries().length)).toEqual(pis.getEntries());
+    await again.close();
   });
 
   it("a session resumed after a crash in a tool gets the recorded outcome instead of running it again", async () => {
@@ -176,11 +258,37 @@ describe.each(["memory", "redis"] as const)("the Pi adapter on %s", (kind) => {
     await next.session.agent.continue();
     expect(next.calls.get("deploy")).toBeUndefined();
     const context = later.sessionManager.buildSessionContext().messages as { role: string; content: unknown }[];
-    expect(context.map((m) => m.role)).toEqual(["user", "assistant", "toolResult", "assistant"]);
-    expect(context[2]?.content).toEqual([{ type: "text", text: '{"deployed":true}' }]);
+    expect(context.map((m) => m.role)).toEqual(["system", "user", "assistant", "toolResult", "assistant"]);
+    expect(context[3]?.content).toEqual([{ type: "text", text: '{"deployed":true}' }]);
     expect(await store.openAttempts("task")).toEqual([]);
     release();
     await stuck.catch(() => undefined);
+    await later.close();
+  });
+
+  it("a call resolved after a crash inside a call it made: the made call is closed with it on resume", async () => {
+    const store = open(kind);
+    const pi = await PiLedger.open(store, { session: "task", leaseTtlMs: 300 });
+    const never = new Promise<void>(() => undefined);
+    const crashed = await scripted(
+      pi.sessionManager,
+      [fauxAssistantMessage([fauxToolCall("script", { q: "prod" }, { id: "call-1" })], { stopReason: "toolUse" })],
+      (calls) => [tool("deploy", calls, () => "deployed", never), nesting("script", "deploy", calls)],
+      pi.extension,
+    );
+    void crashed.session.prompt("deploy it");
+    const open2 = async () => (await store.openAttempts("task")).map((a) => a.attemptId).sort();
+    for (let i = 0; i < 100 && (await open2()).length < 2; i++) await new Promise((d) => setTimeout(d, 20));
+    expect(await open2()).toEqual(["call-1", "call-1/1"]);
+    await store.append(streamId("task", pi.streamName), "any", "resolve:call-1", [
+      { type: "tool_result", agent: "operator", tool: "script", attempt_id: "call-1", status: "ok", result: { deployed: true }, run_id: pi.streamName },
+    ]);
+    await store.lease("release", "task", `run-${pi.streamName}`, (pi as unknown as { owner: string }).owner, 0);
+    const later = await PiLedger.open(store, { session: "task", piSession: pi.piSession });
+    expect(await later.resume()).toEqual(["call-1"]);
+    expect(await store.openAttempts("task")).toEqual([]);
+    const nested = (await store.readStream(streamId("task", pi.streamName))).filter((e) => e.fields["type"] === "tool_result" && e.fields["attempt_id"] === "call-1/1");
+    expect(nested.map((e) => [e.fields["tool"], e.fields["status"], (e.fields["result"] as { outcome: string }).outcome])).toEqual([["deploy", "error", "unknown"]]);
     await later.close();
   });
 

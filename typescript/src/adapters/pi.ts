@@ -1,5 +1,5 @@
 /**
- * Pi (`@mariozechner/pi-coding-agent`) on the ledger: a session manager that keeps Pi's session
+ * Pi (`@earendil-works/pi-coding-agent` 1.x) on the ledger: a session manager that keeps Pi's session
  * tree in a framework stream of a ledger session, Pi's messages as normalized events beside it,
  * and Pi's tool executions as requested and terminal attempts through its awaited hooks.
  *
@@ -15,19 +15,26 @@
  * (`branch`, `resetLeaf`). Each entry is one append, atomic with its normalized events: a user
  * message is a `message` of agent `user`; an assistant message a `message` with its model and
  * token usage, and each of its tool calls a `tool_call` whose attempt_id is the call's id; a
- * tool result the `tool_result` paired with it. The tree loads back entry for entry, the active
- * leaf with it, and a Pi session file imported exports back byte for byte.
+ * tool result the `tool_result` paired with it; the model calls behind a compaction, a branch
+ * summary or a `usage` entry, model calls with their usage. The tree loads back entry for entry,
+ * the active leaf with it, and a Pi session file imported exports back byte for byte.
  *
  * Tools. An assistant message's tool calls are committed with it; Pi's `tool_call` hook, which
  * Pi awaits before it runs a tool, waits for that append, and blocks the tool when it could not
- * be written. The `tool_result` hook records the outcome before Pi goes on. While the session is
+ * be written. The `tool_result` hook records the outcome before Pi goes on. A call another tool
+ * made (`parentToolCallId`: a codemode script's, an `executeTool`'s), which the transcript never
+ * shows, is recorded by the hooks alone, as a child of its parent call. While the session is
  * open it holds a lease (`run-pi.<id>`), so a process SIGKILLed inside a tool leaves an open
- * attempt the reconciler flags once the lease is gone. `resume()` completes what a crash left
+ * attempt the reconciler flags once the lease is gone, and a second process opening the session
+ * is refused in one line. A writer whose lease lapsed (a stopped process) and that another took
+ * over is told so (PiSessionTaken) at its next write, and writes nothing more. `resume()` completes what a crash left
  * dangling on the active branch: a call whose outcome the ledger holds (recorded, or given by
  * `ledger-bus resolve`) gets that outcome as its tool result, so the tool does not run again;
  * an unresolved call stops the resume (UnresolvedAttempt) unless the tool is safe to replay.
  *
- * Written against pi-coding-agent 0.73: the session manager is Pi's own class, its persistence
+ * Written against pi-coding-agent 1.6 (its users left 0.73, `@mariozechner/pi-coding-agent`,
+ * which this adapter no longer loads): the session manager is Pi's own, made by
+ * `SessionManager.inMemory(cwd, options, entries)` from the ledger's entries, its `_persist`
  * replaced; tests hold the round trip to Pi's own behaviour.
  */
 
@@ -38,12 +45,11 @@ import {
   type ExtensionAPI,
   type ExtensionFactory,
   type FileEntry,
-  migrateSessionEntries,
   parseSessionEntries,
   type SessionEntry,
   type SessionHeader,
   SessionManager,
-} from "@mariozechner/pi-coding-agent";
+} from "@earendil-works/pi-coding-agent";
 
 import { UnresolvedAttempt } from "../calls.js";
 import { LedgerError, VersionConflict } from "../model/errors.js";
@@ -67,18 +73,12 @@ export const CAPABILITIES = {
 type Fields = Record<string, unknown>;
 type Json = Record<string, unknown>;
 
-/** What of Pi's SessionManager this adapter reaches into (pi-coding-agent 0.73). */
-interface Internals {
-  sessionId: string;
-  fileEntries: FileEntry[];
-  leafId: string | null;
-  _buildIndex(): void;
-  _persist(entry: SessionEntry): void;
-  _rewriteFile(): void;
-  newSession(options?: { id?: string; parentSession?: string }): string | undefined;
-  branch(id: string): void;
-  resetLeaf(): void;
-  createBranchedSession(leafId: string): string | undefined;
+/**
+ * A Pi session written by another process: this one's lease lapsed (it was stopped, or cut off
+ * from Redis) and another took the session over. Nothing more is written from this one.
+ */
+export class PiSessionTaken extends LedgerError {
+  override name = "PiSessionTaken";
 }
 
 export interface PiLedgerOptions {
@@ -113,7 +113,7 @@ function plain<T>(value: T): T {
 
 /** A Pi session kept in a ledger session. */
 export class PiLedger {
-  readonly sessionManager: SessionManager;
+  private manager: SessionManager | undefined;
   readonly agent: string;
   private stream: StreamId;
   private version = 0;
@@ -129,39 +129,50 @@ export class PiLedger {
   private constructor(
     readonly store: Log & Attempts,
     readonly session: string,
-    manager: SessionManager,
+    piSession: string,
     options: PiLedgerOptions,
   ) {
-    this.sessionManager = manager;
     this.agent = options.agent ?? AGENT;
     this.safe = new Set(options.safeToReplay ?? []);
     this.leaseTtlMs = options.leaseTtlMs ?? LEASE_MS;
-    this.stream = streamId(session, `pi.${manager.getSessionId()}`);
+    this.stream = streamId(session, `pi.${piSession}`);
   }
 
   /**
    * Open (or start) a Pi session in the ledger session `options.session`. The store must have
-   * leases and open attempts besides its log: Unsupported when it has not.
+   * leases and open attempts besides its log: Unsupported when it has not. Refused in one line
+   * while another live process has the Pi session open.
    */
   static async open(store: Log, options: PiLedgerOptions): Promise<PiLedger> {
     const attempts = need(store, "attempts");
     checkName(options.session, "session id");
-    const manager = SessionManager.inMemory(options.cwd ?? process.cwd());
-    const inner = manager as unknown as Internals;
-    const ledger = new PiLedger(attempts, options.session, manager, options);
-    let loaded = false;
-    if (options.piSession !== undefined) {
-      inner.newSession({ id: options.piSession });
-      ledger.stream = streamId(options.session, `pi.${options.piSession}`);
-      loaded = await ledger.load();
-    }
-    ledger.attach(inner);
-    if (!loaded) {
-      ledger.queueHeader();
+    const cwd = options.cwd ?? process.cwd();
+    // A new session's id is Pi's own (a manager made for it); a known one is held before it is
+    // read, so that what is read is what the next append follows.
+    const fresh = options.piSession === undefined ? SessionManager.inMemory(cwd) : undefined;
+    const id = options.piSession ?? (fresh as SessionManager).getSessionId();
+    const ledger = new PiLedger(attempts, options.session, id, options);
+    await ledger.hold();
+    try {
+      const events = fresh ? [] : await attempts.readStream(ledger.stream);
+      const manager = events.length ? ledger.restore(events, cwd) : (fresh ?? SessionManager.inMemory(cwd, { id }));
+      ledger.attach(manager);
+      if (!events.length) ledger.queueHeader();
+      ledger.enqueue(() => [
+        { type: "mutation", agent: ledger.agent, run_id: ledger.stream.name, kind: "run.started", capabilities: CAPABILITIES, pi_session: id },
+      ]);
       await ledger.flush();
+    } catch (err) {
+      await ledger.letGo();
+      throw err;
     }
-    await ledger.startRun();
     return ledger;
+  }
+
+  /** Pi's own session manager, its entries kept in the ledger: give it to `createAgentSession`. */
+  get sessionManager(): SessionManager {
+    if (this.manager === undefined) throw new LedgerError("the Pi session is not open yet");
+    return this.manager;
   }
 
   /** The Pi session's id (its stream is `pi.<id>`). */
@@ -175,61 +186,61 @@ export class PiLedger {
 
   // -- loading --------------------------------------------------------------------------------
 
-  /** Read the stream into the manager; false when the stream holds nothing. */
-  private async load(): Promise<boolean> {
-    const events = await this.store.readStream(this.stream);
-    if (!events.length) return false;
-    const inner = this.sessionManager as unknown as Internals;
+  /** Pi's manager for the session the stream holds, as Pi restores one held elsewhere. */
+  private restore(events: RecordedEvent[], cwd: string): SessionManager {
     const fold = foldSession(events);
     if (fold.header === undefined) throw new LedgerError(`stream ${this.stream.name} holds no Pi session header`);
-    const entries: FileEntry[] = [fold.header, ...fold.entries];
-    migrateSessionEntries(entries); // as Pi does when it opens an older file
-    inner.sessionId = fold.header.id;
-    inner.fileEntries = entries;
-    inner._buildIndex();
-    if (fold.leafMoved) inner.leafId = fold.leaf;
+    // Pi migrates an older session's entries as it loads them, as it does an older file.
+    const manager = SessionManager.inMemory(cwd, undefined, [fold.header, ...fold.entries]);
+    if (fold.leafMoved && fold.leaf === null) manager.resetLeaf();
+    else if (fold.leafMoved && fold.leaf !== null) manager.branch(fold.leaf);
     this.version = events[events.length - 1]?.version ?? 0;
     for (const event of events) {
       const f = event.fields;
       if (f["type"] === "tool_call") this.recorded.requested.set(String(f["attempt_id"]), String(f["event_id"]));
       if (f["type"] === "tool_result") this.recorded.resulted.add(String(f["attempt_id"]));
     }
-    return true;
+    return manager;
   }
 
-  /** Pi's persistence replaced by the ledger's: each entry, leaf move and new session appended. */
-  private attach(inner: Internals): void {
-    inner._persist = (entry: SessionEntry) => {
+  /**
+   * Pi's persistence replaced by the ledger's: each entry, leaf move and new session appended.
+   * Once a write failed, `_persist` throws, and Pi keeps the entry out of its tree (it does so for
+   * a file it could not write), so that memory never runs ahead of the ledger unnoticed.
+   */
+  private attach(manager: SessionManager): void {
+    this.manager = manager;
+    manager._persist = (entry: SessionEntry) => {
+      if (this.failed !== undefined) throw this.failed;
       this.enqueue(() => this.entryEvents(entry));
     };
-    inner._rewriteFile = () => undefined;
-    const branch = inner.branch.bind(inner);
-    inner.branch = (id: string) => {
+    const branch = manager.branch.bind(manager);
+    manager.branch = (id: string) => {
       branch(id);
       this.enqueue(() => [this.native(LEAF, { leaf_id: id })]);
     };
-    const resetLeaf = inner.resetLeaf.bind(inner);
-    inner.resetLeaf = () => {
+    const resetLeaf = manager.resetLeaf.bind(manager);
+    manager.resetLeaf = () => {
       resetLeaf();
       this.enqueue(() => [this.native(LEAF, { leaf_id: null })]);
     };
-    const newSession = inner.newSession.bind(inner);
-    inner.newSession = (options) => {
+    const newSession = manager.newSession.bind(manager);
+    manager.newSession = (options) => {
       const file = newSession(options);
-      this.switchTo(inner);
+      this.switchTo();
       return file;
     };
-    const branched = inner.createBranchedSession.bind(inner);
-    inner.createBranchedSession = (leafId: string) => {
+    const branched = manager.createBranchedSession.bind(manager);
+    manager.createBranchedSession = (leafId: string) => {
       const file = branched(leafId);
-      this.switchTo(inner, true);
+      this.switchTo(true);
       return file;
     };
   }
 
   /** The manager moved to another Pi session: its own stream, header (and entries) first. */
-  private switchTo(inner: Internals, withEntries = false): void {
-    const stream = streamId(this.session, `pi.${inner.sessionId}`);
+  private switchTo(withEntries = false): void {
+    const stream = streamId(this.session, `pi.${this.sessionManager.getSessionId()}`);
     this.enqueue(() => {
       this.stream = stream;
       this.version = 0;
@@ -246,18 +257,32 @@ export class PiLedger {
     if (header) this.enqueue(() => [this.native(HEADER, { header: plain(header) })]);
   }
 
-  private async startRun(): Promise<void> {
+  /**
+   * Hold the session's lease while it is open, renewed as it runs. A renewal refused means
+   * another process took the session over: this one is told at its next write.
+   */
+  private async hold(): Promise<void> {
     this.leaseName = `run-${this.stream.name}`;
     const ok = await this.store.lease("acquire", this.session, this.leaseName, this.owner, this.leaseTtlMs);
-    if (!ok) throw new LedgerError(`Pi session ${this.piSession} is open in another live process`);
+    if (!ok) throw new LedgerError(`Pi session ${this.stream.name.slice(3)} is open in another live process`);
     this.renewer = setInterval(() => {
-      void this.store.lease("renew", this.session, this.leaseName, this.owner, this.leaseTtlMs).catch(() => false);
+      void this.store.lease("renew", this.session, this.leaseName, this.owner, this.leaseTtlMs).then(
+        (held) => {
+          if (!held) this.failed ??= this.taken("its lease lapsed and another process holds it");
+        },
+        () => undefined, // Redis away for a moment: the next renewal tries again
+      );
     }, this.leaseTtlMs / 3);
     this.renewer.unref();
-    this.enqueue(() => [
-      { type: "mutation", agent: this.agent, run_id: this.stream.name, kind: "run.started", capabilities: CAPABILITIES, pi_session: this.piSession },
-    ]);
-    await this.flush();
+  }
+
+  private async letGo(): Promise<void> {
+    if (this.renewer) clearInterval(this.renewer);
+    await this.store.lease("release", this.session, this.leaseName, this.owner, 0).catch(() => false);
+  }
+
+  private taken(why: string): PiSessionTaken {
+    return new PiSessionTaken(`Pi session ${this.stream.name.slice(3)} was taken over by another process (${why}): nothing more is written from this one; open it again to go on from what the ledger holds`);
   }
 
   // -- writing --------------------------------------------------------------------------------
@@ -294,7 +319,9 @@ export class PiLedger {
 
   private async append(events: Fields[]): Promise<void> {
     for (let tries = 0; ; tries++) {
-      const appendId = `${this.stream.name}:${this.version + 1}`;
+      // This writer's own (the owner): another process that took the session over writes at the
+      // same versions, and its appends are not this one's retries.
+      const appendId = `${this.stream.name}:${this.owner}:${this.version + 1}`;
       try {
         const result = await this.store.append(this.stream, this.version, appendId, events);
         this.version = result.lastVersion;
@@ -304,7 +331,9 @@ export class PiLedger {
         if (!(err instanceof VersionConflict) || tries > 3) throw err;
         for (const event of await this.store.readStream(this.stream, { after: this.version })) {
           if (event.fields["type"] === "tool_result") this.recorded.resulted.add(String(event.fields["attempt_id"]));
-          if (event.fields["type"] === "mutation" && [ENTRY, HEADER].includes(String(event.fields["kind"]))) throw err;
+          if (event.fields["type"] === "mutation" && [ENTRY, HEADER, LEAF].includes(String(event.fields["kind"]))) {
+            throw this.taken(`the stream is at version ${err.actual}, with entries this one did not write`);
+          }
         }
         this.version = err.actual;
       }
@@ -331,8 +360,13 @@ export class PiLedger {
           if (!this.recorded.requested.has(event.toolCallId)) {
             const eventId = `${this.stream.name}/hook/${event.toolCallId}`;
             this.recorded.requested.set(event.toolCallId, eventId);
+            // A call another tool made is a child of that tool's call.
+            const parent = event.parentToolCallId === undefined ? undefined : this.recorded.requested.get(event.parentToolCallId);
             this.enqueue(() => [
-              { type: "tool_call", agent: this.agent, tool: event.toolName, args: plain(event.input), attempt_id: event.toolCallId, event_id: eventId, run_id: this.stream.name },
+              {
+                type: "tool_call", agent: this.agent, tool: event.toolName, args: plain(event.input), attempt_id: event.toolCallId, event_id: eventId, run_id: this.stream.name,
+                ...(parent === undefined ? {} : { parents: [parent] }),
+              },
             ]);
             await this.flush();
           }
@@ -375,7 +409,7 @@ export class PiLedger {
     }
     const open = dangling.filter((call) => !answered.has(call.id));
     if (!open.length) return [];
-    const outcomes = await this.outcomes(new Set(open.map((call) => call.id)));
+    const { results: outcomes, tools } = await this.outcomes(new Set(open.map((call) => call.id)));
     const done: string[] = [];
     for (const call of open) {
       const outcome = outcomes.get(call.id);
@@ -401,6 +435,7 @@ export class PiLedger {
         throw new UnresolvedAttempt(call.id, call.name);
       }
       this.recorded.resulted.add(call.id);
+      this.closeNested(call.id, tools);
       const message = { role: "toolResult", toolCallId: call.id, toolName: call.name, content, details, isError, timestamp: Date.now() };
       this.sessionManager.appendMessage(message as never);
       done.push(call.id);
@@ -409,14 +444,38 @@ export class PiLedger {
     return done;
   }
 
-  /** The tool_results the ledger holds for these attempts, whoever wrote them. */
-  private async outcomes(ids: Set<string>): Promise<Map<string, RecordedEvent>> {
-    const found = new Map<string, RecordedEvent>();
+  /**
+   * The calls a completed call had made and the crash left open (`<id>/<n>`, nested through
+   * `executeTool`): closed with an unknown outcome, since the call's own outcome stands for
+   * them, and the transcript never showed them for the model to run again.
+   */
+  private closeNested(id: string, tools: Map<string, string>): void {
+    for (const nested of this.recorded.requested.keys()) {
+      if (!nested.startsWith(`${id}/`) || this.recorded.resulted.has(nested)) continue;
+      this.recorded.resulted.add(nested);
+      this.enqueue(() => [
+        {
+          ...this.resultEvent(nested, tools.get(nested) ?? "unknown", true, [], null),
+          result: { outcome: "unknown", reason: `interrupted by a crash; its parent call ${id} was completed on resume` },
+        },
+      ]);
+    }
+  }
+
+  /**
+   * What the ledger holds of these calls and of the calls they made: each one's tool_result,
+   * whoever wrote it (the hook, or an operator's resolution), and the tool of each request.
+   */
+  private async outcomes(ids: Set<string>): Promise<{ results: Map<string, RecordedEvent>; tools: Map<string, string> }> {
+    const results = new Map<string, RecordedEvent>();
+    const tools = new Map<string, string>();
     for (const event of await this.store.readStream(this.stream)) {
       const f = event.fields;
-      if (f["type"] === "tool_result" && ids.has(String(f["attempt_id"]))) found.set(String(f["attempt_id"]), event);
+      const id = String(f["attempt_id"]);
+      if (f["type"] === "tool_result" && ids.has(id)) results.set(id, event);
+      if (f["type"] === "tool_call") tools.set(id, String(f["tool"]));
     }
-    return found;
+    return { results, tools };
   }
 
   /** Flush, record the end of the run, and let the lease go. */
@@ -427,8 +486,7 @@ export class PiLedger {
       ]);
       await this.flush();
     } finally {
-      if (this.renewer) clearInterval(this.renewer);
-      await this.store.lease("release", this.session, this.leaseName, this.owner, 0).catch(() => false);
+      await this.letGo();
     }
   }
 
@@ -485,6 +543,12 @@ export interface Recorded {
  * call is one attempt, whichever side (an entry or a hook, `recorded`) writes it first.
  */
 export function normalized(entry: SessionEntry, agent: string, runId: string, recorded: Recorded): Fields[] {
+  // Model calls that made no message: a `usage` entry's (a cache warming, say), and the summary
+  // behind a compaction or a branch summary.
+  if (entry.type === "usage") return modelCall(entry, agent, runId, { model: entry.model, provider: entry.provider, usage: entry.usage, purpose: entry.kind });
+  if ((entry.type === "compaction" || entry.type === "branch_summary") && entry.usage !== undefined) {
+    return modelCall(entry, agent, runId, { model: null, provider: null, usage: entry.usage, purpose: entry.type });
+  }
   if (entry.type !== "message") return [];
   const message = entry.message as unknown as Json;
   const base = `${runId}/${entry.id}`;
@@ -510,12 +574,7 @@ export function normalized(entry: SessionEntry, agent: string, runId: string, re
         result: plain({
           model,
           provider: message["provider"] ?? null,
-          usage: {
-            input_tokens: usage["input"] ?? 0,
-            output_tokens: usage["output"] ?? 0,
-            input_token_details: { cache_read: usage["cacheRead"] ?? 0 },
-          },
-          cost_usd: ((usage["cost"] ?? {}) as Json)["total"] ?? 0,
+          ...tokens(usage),
           finish_reason: message["stopReason"] ?? null,
           tool_calls: blocks.map((block) => String(block["id"])),
           ...(message["errorMessage"] ? { error: message["errorMessage"] } : {}),
@@ -554,6 +613,39 @@ export function normalized(entry: SessionEntry, agent: string, runId: string, re
     }
   }
   return events;
+}
+
+/** Pi's usage as the ledger's model results carry it: tokens, and the cost in dollars. */
+function tokens(usage: Json): Fields {
+  return {
+    usage: {
+      input_tokens: usage["input"] ?? 0,
+      output_tokens: usage["output"] ?? 0,
+      input_token_details: { cache_read: usage["cacheRead"] ?? 0 },
+    },
+    cost_usd: ((usage["cost"] ?? {}) as Json)["total"] ?? 0,
+  };
+}
+
+/** A model call an entry stands for without a message: its request and its usage. */
+function modelCall(entry: SessionEntry, agent: string, runId: string, call: { model: string | null; provider: string | null; usage: unknown; purpose: string }): Fields[] {
+  const base = `${runId}/${entry.id}`;
+  const ids = { run_id: runId, step_id: entry.id };
+  const attempt = `model:${entry.id}`;
+  return [
+    { type: "tool_call", agent, tool: "model", attempt_id: attempt, args: { ...(call.model ? { model: call.model } : {}), purpose: call.purpose }, event_id: `${base}/model`, ...ids },
+    {
+      type: "tool_result",
+      agent,
+      tool: "model",
+      attempt_id: attempt,
+      status: "ok",
+      result: plain({ model: call.model, provider: call.provider, ...tokens((call.usage ?? {}) as Json), purpose: call.purpose }),
+      event_id: `${base}/cost`,
+      parents: [`${base}/model`],
+      ...ids,
+    },
+  ];
 }
 
 /** A Pi session's stream folded: its header, its entries in order, the active leaf. */

@@ -8,7 +8,8 @@
  *
  * Requests: {"op": "append", "session", "stream", "expected", "append_id", "events"},
  * {"op": "burst", "session", "stream", "count"} (appends one at a time, as fast as it can),
- * {"op": "ping"} (answered once connected), {"op": "scan", "session"}, {"op": "tail", "session", "n"}, {"op": "digest", "events"}.
+ * {"op": "ping"} (answered once connected), {"op": "scan", "session"}, {"op": "tail", "session", "n"}, {"op": "digest", "events"};
+ * Pi's (on Node 22): pi_hang, pi_resume, pi_open, pi_turn, pi_close.
  * Replies: {"ok": ...} or {"error": <the error's class name>, "message": ...}.
  */
 
@@ -19,6 +20,9 @@ import { connect, eventLine, appendLine, prepareAppend, Recorder, streamId, type
 // Pi is loaded by the requests that use it: it is most of a peer's start.
 const pi = async (): Promise<[typeof import("../../src/adapters/pi.js"), typeof import("./pi.js")]> =>
   Promise.all([import("../../src/adapters/pi.js"), import("./pi.js")]);
+
+// The Pi sessions this process holds open (pi_open), by Pi session id.
+const opened = new Map<string, import("../../src/adapters/pi.js").PiLedger>();
 
 const [url, prefix] = process.argv.slice(2);
 const store = connect(url, { prefix: prefix ?? "lb" });
@@ -106,6 +110,31 @@ async function handle(request: Request): Promise<unknown> {
       } finally {
         await ledger.close();
       }
+    }
+    case "pi_open": {
+      // A Pi session opened (a new one without pi_session) and held open, as a Pi process does.
+      const [{ PiLedger }] = await pi();
+      const piSession = request["pi_session"] as string | undefined;
+      const ledger = await PiLedger.open(store, { session, leaseTtlMs: request["lease_ms"] as number, ...(piSession ? { piSession } : {}) });
+      opened.set(ledger.piSession, ledger);
+      return ledger.piSession;
+    }
+    case "pi_turn": {
+      // One turn of the open session's agent: the prompt, the model's scripted answer; the
+      // session's entries after it.
+      const [, { fauxAssistantMessage, scripted }] = await pi();
+      const ledger = opened.get(request["pi_session"] as string);
+      if (!ledger) throw new Error(`Pi session ${String(request["pi_session"])} is not open here`);
+      const agent = await scripted(ledger.sessionManager, [fauxAssistantMessage(request["answer"] as string)], () => [], ledger.extension);
+      await agent.session.prompt(request["prompt"] as string);
+      await ledger.flush();
+      return ledger.sessionManager.getEntries().length;
+    }
+    case "pi_close": {
+      const ledger = opened.get(request["pi_session"] as string);
+      opened.delete(request["pi_session"] as string);
+      await ledger?.close();
+      return null;
     }
     case "digest":
       return prepareAppend("s", "x", "a", request["events"]).sha256.toString("hex");
