@@ -19,6 +19,10 @@ from tests.support.helpers import url_for
 from tests.support.pgserver import LocalPostgres
 from tests.support.tls import make_pki
 
+# Google ADK's own session tests: run by tests/adapters/test_adk_own_suite.py, in a pytest of
+# their own (asyncio mode on, as ADK runs them), not collected here.
+collect_ignore = ["adapters/adk_suite"]
+
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[LocalServer]:

@@ -35,7 +35,12 @@ MODEL: Final = "model"  # the tool a model call is recorded as (spec: model call
 DELEGATE: Final = "delegate"
 STARTS: Final = ("run.started", "run.resumed")
 # The frameworks whose native records a session holds, by their streams' first part.
-FRAMEWORKS: Final = {"lg": "langgraph", "oa": "openai-agents", "agentgo": "agentgo"}
+FRAMEWORKS: Final = {
+    "lg": "langgraph",
+    "oa": "openai-agents",
+    "agentgo": "agentgo",
+    "adk": "google-adk",
+}
 
 
 @dataclass

@@ -16,6 +16,7 @@ EXTRA_OF: Final = {
     "langgraph": "langgraph",
     "langchain_core": "langgraph",
     "agents": "openai-agents",
+    "google": "adk",  # google.adk (the namespace's other packages come with it)
     "starlette": "ui",
     "sse_starlette": "ui",
     "uvicorn": "ui",

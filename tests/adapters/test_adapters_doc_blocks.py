@@ -13,6 +13,7 @@ from tests.support.helpers import ROOT
 
 pytest.importorskip("langgraph")
 pytest.importorskip("agents")
+pytest.importorskip("google.adk")
 
 DOC = ROOT / "docs" / "adapters.md"
 
@@ -30,7 +31,7 @@ def run(source: str) -> dict[str, Any]:
 
 
 def test_the_adapter_docs_python_blocks_run_as_written() -> None:
-    asyncio_block, graph, lg_caps, agents_block, oa_caps = blocks()
+    asyncio_block, graph, lg_caps, agents_block, oa_caps, adk_block = blocks()
 
     found = run(asyncio_block)
     assert "main" in found
@@ -46,3 +47,4 @@ def test_the_adapter_docs_python_blocks_run_as_written() -> None:
     assert run(lg_caps)["CAPABILITIES"].to_dict()["recovery"] == "strict"
     assert run(agents_block)["main"] is not None
     assert run(oa_caps)["CAPABILITIES"].to_dict()["recovery"] == "best_effort"
+    assert run(adk_block)["main"] is not None

@@ -67,6 +67,7 @@ def test_a_redis_user_without_the_sql_extra_lists_sessions(redis_url: str) -> No
         ("langgraph", "ledger_bus.adapters.langgraph", "langgraph"),
         ("langchain_core", "ledger_bus.adapters.langgraph", "langgraph"),
         ("agents", "ledger_bus.adapters.openai_agents", "openai-agents"),
+        ("google.adk", "ledger_bus.adapters.adk", "adk"),
     ],
 )
 def test_an_adapter_whose_framework_is_missing_names_its_extra(

@@ -1,0 +1,152 @@
+"""An ADK event as the ledger's own events, for timelines, the web view, `tail` and the exports.
+
+Written once, in the event's append, after its `adk.event` record:
+
+- a user's event: its text a `message` of the agent `user`; a function response it gives back
+  (a long-running tool's), the `tool_result` of that call;
+- an agent's event with the model's content: the model call that made it (a `tool_call` and
+  `tool_result` of the tool `model`, whose result holds the model, its token usage, why it
+  stopped and the ids of the function calls it asked for), the `message` of the agent, and each
+  function call a requested `tool_call` whose attempt is ADK's function-call id;
+- a function response, the `tool_result` of its call (`error` when the response says so);
+- a transfer to another agent, a delegation: a `delegate` call, done at once, naming the run the
+  other agent's run is (`parent_run` on its `run.started`).
+
+A run is one agent's part of one invocation (layout.run_of): its `run.started` comes with its
+first event, its `run.finished` with its final response or its transfer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from google.adk.events.event import Event
+
+from ledger_bus.adapters.adk.layout import AGENT, run_of
+
+USER: Final = "user"
+CAPABILITIES: Final = {
+    "profile": "google-adk",
+    # A function call is recorded with the event that asks for it, before ADK runs it; its
+    # response with the event that carries it; a call a crash left open is flagged, and a
+    # resolution given back as its response.
+    "request_before_call": "strict",
+    "record_outcome": "strict",
+    "recovery": "strict",
+}
+
+
+def call_event_id(call_id: str) -> str:
+    return f"adk/call/{call_id}"
+
+
+def normalized(event: Event, *, starts: bool, parent_run: str | None) -> list[dict[str, Any]]:
+    """What `event` says, as the ledger's events. `starts`: the first event of its run (the run
+    of its author in its invocation); `parent_run`: the run that transferred to this one."""
+    author = event.author or AGENT
+    run = run_of(event.invocation_id, author)
+    ids: dict[str, Any] = {"run_id": run, "step_id": event.id}
+    parts = list(event.content.parts or []) if event.content else []
+    text = "\n".join(p.text for p in parts if p.text and not p.thought)
+    # A call or response without ADK's id (ADK gives every call one before it is appended)
+    # cannot be paired: it is said in the record, not made an attempt.
+    calls = [p.function_call for p in parts if p.function_call is not None and p.function_call.id]
+    responses = [
+        p.function_response
+        for p in parts
+        if p.function_response is not None and p.function_response.id
+    ]
+    out: list[dict[str, Any]] = []
+    if author == USER:
+        if text:
+            out.append(
+                {"type": "message", "agent": USER, "body": text, **_id(event, "said"), **ids}
+            )
+        out.extend(_result(r, USER, ids) for r in responses)
+        return out
+    if starts:
+        started = {"type": "mutation", "agent": author, "kind": "run.started", **ids}
+        out.append({**started, "capabilities": CAPABILITIES, **_parent(parent_run)})
+    if event.content is not None and event.content.role == "model" and (text or calls):
+        out.extend(_model_call(event, author, ids, [c.id or "" for c in calls]))
+        said = f"adk/{event.id}/said"
+        if text:
+            out.append({"type": "message", "agent": author, "body": text, "event_id": said,
+                        "parents": [f"adk/{event.id}/model"], **ids})  # fmt: skip
+        for call in calls:
+            out.append({
+                "type": "tool_call", "agent": author, "tool": call.name or "unknown",
+                "args": dict(call.args or {}), "attempt_id": call.id,
+                "event_id": call_event_id(call.id or ""),
+                "parents": [said if text else f"adk/{event.id}/model"], **ids,
+            })  # fmt: skip
+    out.extend(_result(r, author, ids) for r in responses)
+    target = event.actions.transfer_to_agent if event.actions else None
+    if target:
+        out.extend(_transfer(event, author, target, ids))
+    elif event.is_final_response() and not event.partial:
+        out.append({"type": "mutation", "agent": author, "kind": "run.finished",
+                    "status": "error" if event.error_code else "ok", **ids})  # fmt: skip
+    return out
+
+
+def _id(event: Event, what: str) -> dict[str, str]:
+    return {"event_id": f"adk/{event.id}/{what}"}
+
+
+def _parent(run: str | None) -> dict[str, str]:
+    return {"parent_run": run} if run else {}
+
+
+def _model_call(event: Event, author: str, ids: dict[str, Any], calls: list[str]) -> list[Any]:
+    usage = event.usage_metadata
+    tokens = {
+        "input_tokens": (usage.prompt_token_count or 0) if usage else 0,
+        "output_tokens": (usage.candidates_token_count or 0) if usage else 0,
+        "input_token_details": {
+            "cache_read": (usage.cached_content_token_count or 0) if usage else 0
+        },
+    }
+    model = event.model_version
+    attempt = f"model:{event.id}"
+    call = f"adk/{event.id}/model"
+    result = {
+        "model": model,
+        "usage": tokens,
+        "finish_reason": str(event.finish_reason.value) if event.finish_reason else None,
+        "tool_calls": calls,
+        **({"error": event.error_message} if event.error_message else {}),
+    }
+    return [
+        {"type": "tool_call", "agent": author, "tool": "model", "attempt_id": attempt,
+         "args": {"model": model} if model else {}, "event_id": call, **ids},
+        {"type": "tool_result", "agent": author, "tool": "model", "attempt_id": attempt,
+         "status": "error" if event.error_code else "ok", "result": result,
+         "event_id": f"adk/{event.id}/cost", "parents": [call], **ids},
+    ]  # fmt: skip
+
+
+def _result(response: Any, agent: str, ids: dict[str, Any]) -> dict[str, Any]:
+    value = response.response
+    failed = isinstance(value, dict) and "error" in value
+    return {
+        "type": "tool_result", "agent": agent, "tool": response.name or "unknown",
+        "attempt_id": response.id, "status": "error" if failed else "ok", "result": value,
+        "parents": [call_event_id(response.id or "")], **ids,
+    }  # fmt: skip
+
+
+def _transfer(event: Event, author: str, target: str, ids: dict[str, Any]) -> list[Any]:
+    attempt = f"transfer:{event.id}"
+    call = f"adk/{event.id}/transfer"
+    child = run_of(event.invocation_id, target)
+    reason = event.actions.transfer_reason or "" if event.actions else ""
+    args = {"agent": target, "objective": reason, "child_run": child}
+    return [
+        {"type": "tool_call", "agent": author, "tool": "delegate", "attempt_id": attempt,
+         "args": args, "event_id": call, **ids},
+        {"type": "tool_result", "agent": author, "tool": "delegate", "attempt_id": attempt,
+         "status": "ok", "result": {"transferred_to": target}, "parents": [call], **ids},
+        {"type": "mutation", "agent": author, "kind": "run.finished", "status": "ok",
+         "handed_to": target, **ids},
+    ]  # fmt: skip

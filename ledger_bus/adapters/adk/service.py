@@ -1,0 +1,576 @@
+"""LedgerSessionService: Google ADK's session service on the ledger (layout in layout.py).
+
+Concurrency. Each Session handed out carries the version of its stream it was read at (ADK's
+own `_storage_update_marker`); an event is appended at that version, so a runner whose session
+another runner appended to since is refused with ADK's StaleSessionError and writes nothing: its
+events are never interleaved into the other's turn. A Session made by hand (no marker) is
+accepted where ADK's database service accepts one: when its last event is the stored last event.
+
+Reads. `get_session(..., GetSessionConfig(num_recent_events=N))` reads the stream's tail back to
+N events and the newest state checkpoint (at most CHECKPOINT_EVERY events back): O(N) however
+long the session. The `app:` and `user:` state are folds of their own streams, which only state
+changes grow.
+
+Calls. An event asking for function calls is the calls' request (`tool_call`, attempt = ADK's
+function-call id), committed before ADK runs them; the service then holds the run's lease
+(`run-<run>`, renewed while the calls are out) until their responses are appended, so a process
+that dies inside a tool leaves open attempts the reconciler flags. When a session is read, a
+call whose outcome the ledger holds but ADK never got (`ledger-bus resolve`) is given back as
+its function response, written as ADK's own event, so the agent's next model request carries
+the call with its response.
+
+app:/user: state is written to the app's streams just after the event that changes it (a
+ledger session of its own: not in the event's append). A process that dies between the two
+leaves the change in the event and not in the shared state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeVar
+
+from google.adk.errors import StaleSessionError
+from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.errors.session_not_found_error import SessionNotFoundError
+from google.adk.events.event import Event
+from google.adk.sessions import _session_util
+from google.adk.sessions.base_session_service import (
+    BaseSessionService,
+    GetSessionConfig,
+    ListSessionsResponse,
+)
+from google.adk.sessions.session import Session
+from google.adk.sessions.state import State
+from google.genai import types
+
+from ledger_bus.adapters.adk import layout
+from ledger_bus.adapters.adk.layout import (
+    AGENT,
+    CHECKPOINT,
+    CHECKPOINT_EVERY,
+    CREATED,
+    DELETED,
+    DELTA,
+    DIRECTORY,
+    EVENT,
+    EVENTS,
+    HEADER,
+)
+from ledger_bus.adapters.adk.normalize import normalized
+from ledger_bus.agent.recorder import DEFAULT_LEASE_MS
+from ledger_bus.model.errors import VersionConflict
+from ledger_bus.model.ids import ANY, StreamId
+from ledger_bus.model.records import RecordedEvent
+from ledger_bus.store import connect
+from ledger_bus.store.async_store import AsyncStore
+from ledger_bus.store.base import Attempts, Deletes, EventStore, need
+from ledger_bus.store.steps import Op
+
+T = TypeVar("T")
+
+# ADK's database service's words, so that a caller reads one message whichever service it runs.
+STALE: Final = (
+    "The session has been modified in storage since it was loaded. "
+    "Please reload the session before appending more events."
+)
+_FIRST_PAGE: Final = 64
+
+
+@dataclass
+class _Read:
+    """A stream read back from its head: the session as far as it was read."""
+
+    head: int
+    header: dict[str, Any] | None = None
+    state: dict[str, Any] = field(default_factory=dict)  # session-scoped, at the head
+    events: list[tuple[int, Event]] = field(default_factory=list)  # (version, event), in order
+    since_checkpoint: int = 0  # ADK events after the newest checkpoint
+    outcomes: dict[str, RecordedEvent] = field(default_factory=dict)  # tool_results, by attempt
+
+
+def _marker(version: int, since: int) -> str:
+    return f"{version}/{since}"
+
+
+def _parse_marker(marker: str) -> tuple[int, int]:
+    version, since = marker.split("/")
+    return int(version), int(since)
+
+
+def _dump(event: Event) -> dict[str, Any]:
+    """The event as ADK's database service stores it."""
+    return event.model_dump(mode="json", exclude_none=True)
+
+
+def _apply(state: dict[str, Any], delta: dict[str, Any]) -> None:
+    """A delta on the session-scoped state: its keys without a scope's prefix, each replaced."""
+    for key, value in delta.items():
+        if not key.startswith((State.APP_PREFIX, State.USER_PREFIX, State.TEMP_PREFIX)):
+            state[key] = value
+
+
+def _fold(records: list[RecordedEvent], head: int) -> _Read:
+    """A stream's records (its tail, or all of it) as what the session is at the head."""
+    read = _Read(head)
+    at_checkpoint = 0
+    for record in records:
+        f = record.fields
+        kind = f.get("kind")
+        if kind == HEADER:
+            read.header = f
+            read.state = dict(f.get("state") or {})
+            at_checkpoint = record.version
+        elif kind == CHECKPOINT:
+            read.state = dict(f.get("state") or {})
+            at_checkpoint = record.version
+    for record in records:
+        f = record.fields
+        if f.get("kind") == EVENT:
+            event = Event.model_validate(f["event"])
+            read.events.append((record.version, event))
+            if record.version > at_checkpoint:
+                _apply(read.state, event.actions.state_delta if event.actions else {})
+                read.since_checkpoint += 1
+        elif record.type == "tool_result":
+            read.outcomes[str(f.get("attempt_id"))] = record
+    return read
+
+
+def _kinds(records: Iterable[RecordedEvent]) -> list[str]:
+    return [str(r.fields.get("kind")) for r in records if r.type == "mutation"]
+
+
+class LedgerSessionService(BaseSessionService):
+    """A Google ADK session service on any ledger store.
+
+    `store`: an aio AsyncStore, or an EventStore (run on worker threads). It must have leases
+    and open attempts, and deletion: Unsupported, in one line, when it has not.
+    """
+
+    def __init__(self, store: EventStore | AsyncStore, *, lease_ttl_ms: int = DEFAULT_LEASE_MS):
+        self.astore = store if isinstance(store, AsyncStore) else None
+        self.store: EventStore = store.core if isinstance(store, AsyncStore) else store
+        need(self.store, Attempts)
+        need(self.store, Deletes)
+        self.lease_ttl_ms = lease_ttl_ms
+        self.owner = uuid.uuid4().hex
+        # Runs whose function calls are out: run -> (ledger session, the calls not answered yet).
+        self._out: dict[str, tuple[str, set[str]]] = {}
+        self._renewer: asyncio.Task[None] | None = None
+        self._owned = False
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> LedgerSessionService:
+        """A service on the store at `url` (any URL `ledger_bus.connect` takes); `close()` closes
+        that store. `options`: the service's (lease_ttl_ms) and connect's (prefix, ...)."""
+        own = {k: options.pop(k) for k in ("lease_ttl_ms",) if k in options}
+        service = cls(connect(url, **options), **own)
+        service._owned = True
+        return service
+
+    async def close(self) -> None:
+        """Let the leases of calls still out go, and close the store if this service opened it."""
+        if self._renewer is not None:
+            self._renewer.cancel()
+        for run, (session, _) in list(self._out.items()):
+            await self._drive(self.store.lease_op("release", session, f"run-{run}", self.owner, 0))
+        self._out.clear()
+        if self._owned:
+            self.store.close()
+
+    async def _drive(self, op: Op[T]) -> T:
+        if self.astore is not None:
+            return await self.astore.drive(op)
+        return await asyncio.to_thread(self.store.run_op, op)
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        session_id = (session_id.strip() if session_id else None) or str(uuid.uuid4())
+        deltas = _session_util.extract_json_safe_state_delta(state or {})
+        made = time.time()
+        header = {
+            "type": "mutation",
+            "agent": AGENT,
+            "kind": HEADER,
+            "app_name": app_name,
+            "user_id": user_id,
+            "session_id": session_id,
+            "state": deltas["session"],
+            "created": made,
+        }
+        ledger = layout.session_of(app_name, user_id, session_id)
+        version = await self._drive(self._create_op(app_name, ledger, header, deltas))
+        shared = await self._drive(self._shared_op(app_name, user_id))
+        session = Session(
+            id=session_id,
+            app_name=app_name,
+            user_id=user_id,
+            state={**deltas["session"], **shared},
+            last_update_time=made,
+        )
+        session._storage_update_marker = _marker(version, 0)
+        return session
+
+    def _create_op(
+        self, app_name: str, ledger: str, header: dict[str, Any], deltas: dict[str, Any]
+    ) -> Op[int]:
+        app = layout.app_of(app_name)
+        made = uuid.uuid4().hex  # a session made again after a delete is another append
+        # Listed first: a crash before the header leaves a listing that reads as no session.
+        listed = {k: header[k] for k in ("user_id", "session_id")}
+        entry = {"type": "mutation", "agent": AGENT, "kind": CREATED, "ledger": ledger, **listed}
+        yield from self.store.append_op(StreamId(app, DIRECTORY), ANY, f"adk-made:{made}", [entry])
+        try:
+            done = yield from self.store.append_op(
+                StreamId(ledger, EVENTS), 0, f"adk-made:{made}", [header]
+            )
+        except VersionConflict:
+            raise AlreadyExistsError(
+                f"Session with id {header['session_id']} already exists."
+            ) from None
+        yield from self._deltas_op(app_name, str(header["user_id"]), deltas, f"made:{made}")
+        return done.last_version
+
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> Session | None:
+        session_id = session_id.strip() if session_id else session_id
+        ledger = layout.session_of(app_name, user_id, session_id)
+        want = config.num_recent_events if config else None
+        after = config.after_timestamp if config else None
+        read = await self._drive(self._get_op(ledger, want, after))
+        if read is None:
+            return None
+        events = [event for _, event in read.events]
+        if want is not None:
+            events = events[-want:] if want else []
+        if after is not None:
+            kept = len(events)
+            while kept and events[kept - 1].timestamp >= after:
+                kept -= 1
+            events = events[kept:]
+        shared = await self._drive(self._shared_op(app_name, user_id))
+        session = Session(
+            id=session_id,
+            app_name=app_name,
+            user_id=user_id,
+            state={**read.state, **shared},
+            events=events,
+            last_update_time=self._updated(read),
+        )
+        session._storage_update_marker = _marker(read.head, read.since_checkpoint)
+        return session
+
+    @staticmethod
+    def _updated(read: _Read) -> float:
+        if read.events:
+            return read.events[-1][1].timestamp
+        return float((read.header or {}).get("created", 0.0))
+
+    def _get_op(self, ledger: str, want: int | None, after: float | None) -> Op[_Read | None]:
+        """The session read (its tail: enough for `want` events after `after`), with the calls
+        an operator resolved given back as their responses first."""
+        stream = StreamId(ledger, EVENTS)
+        for _ in range(3):  # another reader giving the same responses back at once: read again
+            read = yield from self._read_op(stream, want, after)
+            if read is None:
+                return None
+            given = self._given_back(read)
+            if not given:
+                return read
+            try:
+                yield from self._give_back_op(stream, read, given)
+            except VersionConflict:
+                continue
+        return (yield from self._read_op(stream, want, after))
+
+    def _read_op(self, stream: StreamId, want: int | None, after: float | None) -> Op[_Read | None]:
+        """The stream read back from its head until it holds `want` ADK events (all of them when
+        None), the first before `after`, and the newest state checkpoint."""
+        head = yield from self.store.stream_version_op(stream)
+        if head == 0:
+            return None
+        if want is None and after is None:
+            return _fold((yield from self.store.read_stream_op(stream)), head)
+        size, start = _FIRST_PAGE + 4 * (want or 0), head
+        records: list[RecordedEvent] = []
+        while start > 0:
+            lower = max(0, start - size)
+            records = (yield from self.store.read_stream_op(stream, lower, start - lower)) + records
+            start, size = lower, size * 4
+            if self._enough(records, want, after):
+                break
+        return _fold(records, head)
+
+    @staticmethod
+    def _enough(records: list[RecordedEvent], want: int | None, after: float | None) -> bool:
+        kinds = _kinds(records)
+        if HEADER not in kinds and CHECKPOINT not in kinds:
+            return False
+        events = [r for r in records if r.fields.get("kind") == EVENT]
+        if want is not None and len(events) < want:
+            return False
+        if after is not None and events:
+            return float(events[0].fields["event"].get("timestamp", 0.0)) < after
+        return True
+
+    # -- calls ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _given_back(read: _Read) -> list[tuple[Event, types.FunctionCall, RecordedEvent]]:
+        """The calls read that ADK has no response for and the ledger has an outcome for."""
+        answered = {
+            r.id for _, e in read.events for r in e.get_function_responses() if r.id is not None
+        }
+        found = []
+        for _, event in read.events:
+            for call in event.get_function_calls():
+                if call.id and call.id not in answered and call.id in read.outcomes:
+                    found.append((event, call, read.outcomes[call.id]))
+        return found
+
+    def _give_back_op(
+        self,
+        stream: StreamId,
+        read: _Read,
+        given: list[tuple[Event, types.FunctionCall, RecordedEvent]],
+    ) -> Op[None]:
+        version = read.head
+        for asked, call, outcome in given:
+            value = outcome.fields.get("result")
+            response = value if isinstance(value, dict) else {"result": value}
+            if outcome.fields.get("status") == "error" and "error" not in response:
+                response = {"error": value}
+            event = Event(
+                invocation_id=asked.invocation_id,
+                author=asked.author,
+                branch=asked.branch,
+                content=types.Content(
+                    role="user",
+                    parts=[
+                        types.Part(
+                            function_response=types.FunctionResponse(
+                                id=call.id, name=call.name, response=response
+                            )
+                        )
+                    ],
+                ),
+            )
+            # Its outcome is on the record already (the resolution): the event alone.
+            records = [{"type": "mutation", "agent": AGENT, "kind": EVENT, "event": _dump(event)}]
+            done = yield from self.store.append_op(stream, version, f"adk-given:{call.id}", records)
+            version = done.last_version
+
+    async def _hold(self, ledger: str, event: Event) -> None:
+        """The run's lease held while its calls are out; let go once all are answered."""
+        run = layout.run_of(event.invocation_id, event.author or AGENT)
+        for response in event.get_function_responses():
+            for _, out in self._out.values():
+                out.discard(response.id or "")
+        for done in [r for r, (_, out) in self._out.items() if not out]:
+            session, _ = self._out.pop(done)
+            await self._drive(self.store.lease_op("release", session, f"run-{done}", self.owner, 0))
+        calls = {c.id for c in event.get_function_calls() if c.id}
+        if not calls:
+            return
+        if run not in self._out:
+            await self._drive(
+                self.store.lease_op("acquire", ledger, f"run-{run}", self.owner, self.lease_ttl_ms)
+            )
+            self._out[run] = (ledger, set())
+        self._out[run][1].update(calls)
+        if self._renewer is None or self._renewer.done():
+            self._renewer = asyncio.get_running_loop().create_task(self._renew())
+
+    async def _renew(self) -> None:
+        while self._out:
+            await asyncio.sleep(self.lease_ttl_ms / 3000)
+            for run, (session, _) in list(self._out.items()):
+                ttl = self.lease_ttl_ms
+                await self._drive(
+                    self.store.lease_op("renew", session, f"run-{run}", self.owner, ttl)
+                )
+
+    # -- events -----------------------------------------------------------------------------
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        if event.partial:
+            return event
+        self._apply_temp_state(session, event)
+        event = self._trim_temp_delta_state(event)
+        ledger = layout.session_of(session.app_name, session.user_id, session.id)
+        records = self._records(session, event)
+        version, since = await self._drive(self._append_op(session, ledger, event, records))
+        await self._hold(ledger, event)
+        session.last_update_time = event.timestamp
+        session._storage_update_marker = _marker(version, since)
+        return self._commit_event_to_session(session, event)
+
+    def _records(self, session: Session, event: Event) -> list[dict[str, Any]]:
+        """The event's append: its record, then what it says (normalize.py)."""
+        author = event.author or AGENT
+        ours = [e for e in session.events if e.invocation_id == event.invocation_id]
+        starts = not any(e.author == author for e in ours)
+        parent = next(
+            (
+                layout.run_of(e.invocation_id, e.author)
+                for e in reversed(ours)
+                if e.actions and e.actions.transfer_to_agent == author
+            ),
+            None,
+        )
+        native = {"type": "mutation", "agent": AGENT, "kind": EVENT, "event": _dump(event)}
+        return [native, *normalized(event, starts=starts, parent_run=parent)]
+
+    def _append_op(
+        self, session: Session, ledger: str, event: Event, records: list[dict[str, Any]]
+    ) -> Op[tuple[int, int]]:
+        stream = StreamId(ledger, EVENTS)
+        marker = session._storage_update_marker
+        if marker is not None:
+            expected, since = _parse_marker(marker)
+        else:
+            expected, since = yield from self._unmarked_op(stream, session)
+        if since + 1 >= CHECKPOINT_EVERY:
+            read = yield from self._read_op(stream, 0, None)
+            if read is None or read.head != expected:
+                raise StaleSessionError(STALE)
+            state = dict(read.state)
+            _apply(state, event.actions.state_delta if event.actions else {})
+            records = [
+                *records,
+                {"type": "mutation", "agent": AGENT, "kind": CHECKPOINT, "state": state},
+            ]
+        try:
+            done = yield from self.store.append_op(
+                stream, expected, f"adk-event:{event.id}", records
+            )
+        except VersionConflict as conflict:
+            if conflict.actual == 0:
+                raise SessionNotFoundError(f"Session {session.id} not found.") from None
+            raise StaleSessionError(STALE) from None
+        delta = _session_util.extract_json_safe_state_delta(
+            dict(event.actions.state_delta) if event.actions else {}
+        )
+        yield from self._deltas_op(session.app_name, session.user_id, delta, f"{ledger}:{event.id}")
+        return done.last_version, 0 if since + 1 >= CHECKPOINT_EVERY else since + 1
+
+    def _unmarked_op(self, stream: StreamId, session: Session) -> Op[tuple[int, int]]:
+        """A Session made by hand is at the head when its last event is the stored last one."""
+        read = yield from self._read_op(stream, 1, None)
+        if read is None:
+            raise SessionNotFoundError(f"Session {session.id} not found.")
+        stored = read.events[-1][1].id if read.events else None
+        mine = session.events[-1].id if session.events else None
+        if stored != mine:
+            raise StaleSessionError(STALE)
+        return read.head, read.since_checkpoint
+
+    # -- what sessions share ----------------------------------------------------------------
+
+    def _deltas_op(self, app_name: str, user_id: str, deltas: dict[str, Any], key: str) -> Op[None]:
+        """app: and user: state changes, each to its stream (an append id per change: written
+        once however often it is retried)."""
+        app = layout.app_of(app_name)
+        for scope, stream in (("app", layout.APP_STATE), ("user", layout.user_stream(user_id))):
+            if deltas.get(scope):
+                change = {"type": "mutation", "agent": AGENT, "kind": DELTA, "delta": deltas[scope]}
+                ref = StreamId(app, stream)
+                yield from self.store.append_op(ref, ANY, f"adk-{scope}:{key}", [change])
+
+    def _shared_op(self, app_name: str, user_id: str) -> Op[dict[str, Any]]:
+        """The app's and the user's state, prefixed as ADK hands them out."""
+        app = layout.app_of(app_name)
+        merged: dict[str, Any] = {}
+        for prefix, stream in (
+            (State.APP_PREFIX, layout.APP_STATE),
+            (State.USER_PREFIX, layout.user_stream(user_id)),
+        ):
+            for record in (yield from self.store.read_stream_op(StreamId(app, stream))):
+                for key, value in (record.fields.get("delta") or {}).items():
+                    merged[prefix + key] = value
+        return merged
+
+    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        shared = await self._drive(self._shared_op(app_name, user_id))
+        return {
+            k[len(State.USER_PREFIX) :]: v
+            for k, v in shared.items()
+            if k.startswith(State.USER_PREFIX)
+        }
+
+    async def list_sessions(
+        self, *, app_name: str, user_id: str | None = None
+    ) -> ListSessionsResponse:
+        found = await self._drive(self._list_op(app_name, user_id))
+        sessions = []
+        for (user, session_id), read in found:
+            shared = await self._drive(self._shared_op(app_name, user))
+            sessions.append(
+                Session(
+                    id=session_id,
+                    app_name=app_name,
+                    user_id=user,
+                    state={**read.state, **shared},
+                    last_update_time=self._updated(read),
+                )
+            )
+        sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
+        return ListSessionsResponse(sessions=sessions)
+
+    def _list_op(
+        self, app_name: str, user_id: str | None
+    ) -> Op[list[tuple[tuple[str, str], _Read]]]:
+        live: dict[tuple[str, str], str] = {}
+        listing = StreamId(layout.app_of(app_name), DIRECTORY)
+        for record in (yield from self.store.read_stream_op(listing)):
+            f = record.fields
+            key = (str(f["user_id"]), str(f["session_id"]))
+            if f.get("kind") == CREATED:
+                live[key] = str(f["ledger"])
+            elif f.get("kind") == DELETED:
+                live.pop(key, None)
+        found = []
+        for key, ledger in live.items():
+            if user_id is not None and key[0] != user_id:
+                continue
+            read = yield from self._read_op(StreamId(ledger, EVENTS), 0, None)
+            if read is not None:
+                found.append((key, read))
+        return found
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        session_id = session_id.strip() if session_id else session_id
+        await self._drive(self._delete_op(app_name, user_id, session_id))
+
+    def _delete_op(self, app_name: str, user_id: str, session_id: str) -> Op[None]:
+        ledger = layout.session_of(app_name, user_id, session_id)
+        if not (yield from self.store.stream_version_op(StreamId(ledger, EVENTS))):
+            return  # as ADK's services: deleting what is not there is no error
+        entry = {
+            "type": "mutation",
+            "agent": AGENT,
+            "kind": DELETED,
+            "user_id": user_id,
+            "session_id": session_id,
+        }
+        listing = StreamId(layout.app_of(app_name), DIRECTORY)
+        yield from self.store.append_op(listing, ANY, f"adk-deleted:{uuid.uuid4().hex}", [entry])
+        yield from self.store.delete_session_op(ledger)
