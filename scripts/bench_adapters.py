@@ -12,6 +12,15 @@ the answer; ~300 bytes each) then `get_items()`, on one session. Sessions: the S
 SQLiteSession (a file) and RedisSession, and LedgerSession on Redis and on SQLite. Reported as
 the graph's, against SQLiteSession and RedisSession.
 
+Google ADK: a turn is `append_event` of a turn's four events (the user's words with a state
+change, the model's function call, its response, the model's answer with its token counts;
+~300 bytes each) then `get_session(num_recent_events=20)`, as a Runner given that config does.
+Services: ADK's DatabaseSessionService on SQLite (a file) and on PostgreSQL, and
+LedgerSessionService on Redis, SQLite and PostgreSQL (asyncio stores). Reported: turns per second
+at turns 1-20 and at the last 20 (750 turns: 3,000 events), as ratios to the database service
+on SQLite (and, for PostgreSQL, on PostgreSQL); then, on the grown session, `get_session` with
+`num_recent_events=20` and without a config, and the bytes each keeps.
+
 Pi (typescript/bench/pi.ts, on the Node 22 Pi 1.x needs): a turn is Pi's own agent session's
 `prompt` on its fake model provider, a search and an answer of ~300 bytes, with Pi's file
 session manager beside PiLedger on Redis; reported as turns per second at turns 1-20 and at the
@@ -29,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sqlite3
@@ -38,7 +48,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -213,13 +223,13 @@ def database(pg: str) -> Iterator[tuple[str, Callable[[], int]]]:
             admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
-def run(sides: list[Side], turns: int, block: int) -> None:
+def run(sides: Sequence[Side], turns: int, block: int) -> None:
     while sides[0].turns < turns:
         for side in sides:
             side.block(min(block, turns - side.turns))
 
 
-def report(title: str, sides: list[Side], bases: dict[str, Side], turns: int) -> None:
+def report(title: str, sides: Sequence[Side], bases: dict[str, Side], turns: int) -> None:
     late = max(1, turns - 19)
     early_end = min(20, turns)
     print(title)
@@ -249,7 +259,8 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--block", type=int, default=10)
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/postgres")
-    parser.add_argument("--skip", default="", help="comma-separated: graphs,sessions,pi")
+    parser.add_argument("--skip", default="", help="comma-separated: graphs,sessions,adk,pi")
+    parser.add_argument("--adk-turns", type=int, default=750, help="4 events a turn")
     parser.add_argument("--redis-defaults", action="store_true", help="not deploy/redis.conf's")
     args = parser.parse_args()
     skip = set(args.skip.split(","))
@@ -262,8 +273,154 @@ def main() -> None:
             bench_graphs(args, server, folder)
         if "sessions" not in skip:
             bench_sessions(args, server, folder)
+        if "adk" not in skip:
+            bench_adk(args, server, folder)
         if "pi" not in skip:
             bench_pi(args, server)
+
+
+def adk_turn(n: int) -> list[Any]:
+    """A turn's four events, as a Runner appends them."""
+    from google.adk.events.event import Event
+    from google.adk.events.event_actions import EventActions
+    from google.genai import types
+
+    invocation, call = f"e-{n}", f"adk-call-{n}"
+    usage = types.GenerateContentResponseUsageMetadata(
+        prompt_token_count=400 + n, candidates_token_count=60
+    )
+    asked = types.FunctionCall(id=call, name="lookup", args={"key": f"k{n}", "context": TEXT[:200]})
+    answer = types.FunctionResponse(id=call, name="lookup", response={"found": TEXT})
+    return [
+        Event(
+            invocation_id=invocation,
+            author="user",
+            content=types.Content(role="user", parts=[types.Part(text=f"{TEXT} #{n}")]),
+            actions=EventActions(state_delta={"turn": n, "user:seen": n}),
+        ),
+        Event(
+            invocation_id=invocation,
+            author="support",
+            content=types.Content(role="model", parts=[types.Part(function_call=asked)]),
+        ),
+        Event(
+            invocation_id=invocation,
+            author="support",
+            content=types.Content(role="user", parts=[types.Part(function_response=answer)]),
+        ),
+        Event(
+            invocation_id=invocation,
+            author="support",
+            content=types.Content(role="model", parts=[types.Part(text=TEXT)]),
+            usage_metadata=usage,
+        ),
+    ]
+
+
+class AdkSide(Side):
+    """One ADK session service's session, on an event loop of its own (ADK's database service
+    and an asyncio store bind their connections to the loop that made them)."""
+
+    def __init__(self, name: str, make: Callable[[], Awaitable[Any]], size: Callable[[], int]):
+        from google.adk.sessions.base_session_service import GetSessionConfig
+
+        self.loop = asyncio.new_event_loop()
+        self.service = self.loop.run_until_complete(make())
+        self.recent = GetSessionConfig(num_recent_events=20)
+        self.session = self.loop.run_until_complete(self._create("bench-session"))
+        super().__init__(name, lambda n: self.loop.run_until_complete(self._one_turn(n)), size)
+        warm = self.loop.run_until_complete(self._create("warm-up"))
+        for event in adk_turn(0):
+            self.loop.run_until_complete(self.service.append_event(warm, event))
+
+    async def _create(self, session_id: str) -> Any:
+        return await self.service.create_session(
+            app_name="bench", user_id="u", session_id=session_id, state={"app:plan": "pro"}
+        )
+
+    async def _one_turn(self, n: int) -> None:
+        for event in adk_turn(n):
+            await self.service.append_event(self.session, event)
+        self.session = await self._get(self.recent)
+        assert len(self.session.events) == min(20, 4 * n)
+
+    async def _get(self, config: Any) -> Any:
+        return await self.service.get_session(
+            app_name="bench", user_id="u", session_id="bench-session", config=config
+        )
+
+    def read(self, config: Any, times: int) -> float:
+        """The median seconds of `times` get_session calls with `config`."""
+        took = []
+        for _ in range(times):
+            start = time.perf_counter()
+            self.loop.run_until_complete(self._get(config))
+            took.append(time.perf_counter() - start)
+        return statistics.median(took)
+
+
+def bench_adk(args: Any, server: LocalServer, folder: Path) -> None:
+    from google.adk.sessions import DatabaseSessionService
+
+    from ledger_bus.adapters.adk import LedgerSessionService
+    from tests.support.pgserver import LocalPostgres
+
+    with contextlib.ExitStack() as stack:
+        pg = args.pg
+        try:
+            psycopg.connect(pg, connect_timeout=2).close()
+        except psycopg.OperationalError:  # no PostgreSQL there: one of the bench's own
+            pg = stack.enter_context(LocalPostgres(fsync=False)).url
+        theirs_url, theirs_size = stack.enter_context(database(pg))
+        ours_url, ours_size = stack.enter_context(database(pg))
+        their_file, our_file = folder / "adk-database.db", folder / "adk-ledger.db"
+
+        async def database_on(url: str) -> Any:
+            return DatabaseSessionService(url)
+
+        async def ledger_on(url: str, prefix: str = "lb") -> Any:
+            return LedgerSessionService(await aio.connect(url, prefix=prefix))
+
+        async_pg = theirs_url.replace("postgresql://", "postgresql+psycopg://")
+        sides = [
+            AdkSide(
+                "DatabaseSessionService on SQLite",
+                lambda: database_on(f"sqlite+aiosqlite:///{their_file}"),
+                file_size(their_file),
+            ),
+            AdkSide("DatabaseSessionService on PG", lambda: database_on(async_pg), theirs_size),
+            AdkSide(
+                "LedgerSessionService on Redis",
+                lambda: ledger_on(server.url, "adk"),
+                redis_keys_size(server.url, "adk:*"),
+            ),
+            AdkSide(
+                "LedgerSessionService on SQLite",
+                lambda: ledger_on(f"sqlite:///{our_file}"),
+                file_size(our_file),
+            ),
+            AdkSide("LedgerSessionService on PG", lambda: ledger_on(ours_url), ours_size),
+        ]
+        turns = args.adk_turns
+        run(sides, turns, args.block)
+        title = f"Google ADK, a turn = 4 append_event + get_session(num_recent_events=20); {turns}"
+        report(f"{title} turns, ratios turns 1-20 / last 20", sides, {"on SQLite": sides[0]}, turns)
+        report(
+            "  on PostgreSQL, against the database service on PG:",
+            sides[4:],
+            {"PG": sides[1]},
+            turns,
+        )
+        print(f"  the grown session ({4 * turns} events): get_session, median of 20 / of 5")
+        reads = [(side.read(side.recent, 20), side.read(None, 5), side.size()) for side in sides]
+        tail_base, whole_base, size_base = reads[0]
+        for side, (tail, whole, size) in zip(sides, reads, strict=True):
+            print(
+                f"  {side.name:34} num_recent_events=20 {tail * 1000:7.2f} ms"
+                f" ({tail / tail_base:.2f}x)   no config {whole * 1000:8.1f} ms"
+                f" ({whole / whole_base:.2f}x)   bytes {size / 1e6:.2f} MB"
+                f" ({size / size_base:.2f}x)"
+            )
 
 
 def bench_pi(args: Any, server: LocalServer) -> None:

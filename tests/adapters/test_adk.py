@@ -20,6 +20,7 @@ import pytest
 
 pytest.importorskip("google.adk")
 
+from google.adk.apps import App
 from google.adk.errors import StaleSessionError
 from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions
@@ -33,6 +34,7 @@ import ledger_bus as lb
 from ledger_bus import aio
 from ledger_bus.adapters.adk import LedgerSessionService
 from ledger_bus.adapters.adk.layout import CHECKPOINT_EVERY, EVENTS, session_of
+from ledger_bus.agent.recorder import UnresolvedAttempt
 from ledger_bus.exports.otel import spans_of
 from ledger_bus.model.ids import StreamId
 from ledger_bus.model.records import RecordedEvent
@@ -287,9 +289,10 @@ def test_a_3000_event_sessions_recent_events_are_read_from_its_tail_with_its_sta
     read: list[int] = []
     reads = memory_store.read_stream_op
 
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        found = yield from reads(*args, **kwargs)
-        read.append(len(found))
+    def counted(stream: StreamId, *args: Any, **kwargs: Any) -> Any:
+        found = yield from reads(stream, *args, **kwargs)
+        if stream.name == EVENTS:
+            read.append(len(found))
         return found
 
     async def main() -> None:
@@ -322,7 +325,7 @@ def test_a_3000_event_sessions_recent_events_are_read_from_its_tail_with_its_sta
         assert recent.events == whole.events[-20:]
         assert recent.state == whole.state == session.state
         # The tail and the newest state checkpoint: a bounded read, however long the session.
-        events_read = sum(read[:-2])  # the app's and the user's state streams come last
+        events_read = sum(read)
         assert events_read <= 6 * (20 + CHECKPOINT_EVERY) < 3000
         # A Runner given the config reads the same tail (the field #4673 asked for).
         model = ScriptedModel(script=[said("ok")])
@@ -506,3 +509,45 @@ def test_an_event_for_a_session_not_there_is_adks_session_not_found(
     with pytest.raises(SessionNotFoundError):
         asyncio.run(service.append_event(missing, Event(invocation_id="i", author="user")))
     assert memory_store.session_count() == 0
+
+
+def test_under_the_guard_a_call_a_crash_left_unresolved_is_not_run_again(
+    memory_store: EventStore,
+) -> None:
+    # ADK leaves a call without a response out of the model's request: a model that asks for
+    # it again would run it twice. Under the guard the tool is not run, and the model is told.
+    service = LedgerSessionService(memory_store)
+    ran: list[str] = []
+
+    async def deploy(target: str) -> dict[str, Any]:
+        """Deploy to a target."""
+        ran.append(target)
+        return {"deployed": target}
+
+    def runner(guard: Any) -> Runner:
+        root = agents([calls("deploy", {"target": "prod"}), said("done")], [])
+        root.tools = [deploy]
+        return Runner(app=App(name=APP, root_agent=root, plugins=[guard]), session_service=service)
+
+    async def main() -> None:
+        made = await service.create_session(app_name=APP, user_id="ann", session_id="g")
+        asked = types.FunctionCall(id="call-old", name="deploy", args={"target": "prod"})
+        for event in (
+            Event(invocation_id="old", author="user", content=user("deploy it")),
+            Event(
+                invocation_id="old",
+                author="root",
+                content=types.Content(role="model", parts=[types.Part(function_call=asked)]),
+            ),
+        ):
+            await service.append_event(made, event)
+        events = await run_turn(runner(service.guard()), "ann", "g", "deploy it again")
+        assert ran == []
+        [refused] = [r.response for e in events for r in e.get_function_responses()]
+        assert refused is not None
+        assert refused["error"] == f"not run: {UnresolvedAttempt('call-old', 'deploy')}"
+        await run_turn(runner(service.guard(safe_to_replay=["deploy"])), "ann", "g", "and now?")
+        assert ran == ["prod"]
+        await service.close()
+
+    asyncio.run(main())

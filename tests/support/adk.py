@@ -4,6 +4,7 @@ service: the differential tests' and the crash script's."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
@@ -200,6 +201,7 @@ def canonical(value: Any) -> Any:
 
 
 def in_thread(make: Callable[[], Any]) -> Any:
-    """Run a coroutine maker on a fresh event loop (ADK's database service binds its engine's
-    connections to the loop that made them)."""
-    return asyncio.run(make())
+    """A coroutine run to its end on an event loop of its own, in a thread of its own: for a
+    caller whose thread runs a loop already (the browser tests' Playwright)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: asyncio.run(make())).result()

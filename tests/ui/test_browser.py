@@ -371,6 +371,32 @@ def test_a_langgraph_thread_reads_as_its_conversation_with_no_serialized_state_o
     assert "langgraph.checkpoint" in page.inner_text("#timeline")
 
 
+def test_an_adk_session_reads_as_its_conversation_with_adks_records_out_of_sight(
+    redis_store: EventStore, base: str, page: Any
+) -> None:
+    pytest.importorskip("google.adk")
+    from ledger_bus.adapters.adk import LedgerSessionService
+    from ledger_bus.adapters.adk.layout import session_of
+    from tests.support.adk import APP, in_thread, scenario
+
+    in_thread(lambda: scenario(LedgerSessionService(redis_store)))
+    page.goto(f"{base}/s/{session_of(APP, 'ann', 's1')}")
+    text = page.inner_text("#timeline")
+    # The conversation: what was said on both sides, the model's calls with their tokens, the
+    # tool's calls with their results, the transfer as a delegation.
+    for said in ("weather in Paris?", "sunny in Oslo too", "I need a refund", "refund issued"):
+        assert said in text
+    tools = page.locator("#timeline tr[data-type=tool_call] td.text").all_inner_texts()
+    assert sum(t.startswith("model(") for t in tools) == 7
+    assert sum(t.startswith("lookup(") for t in tools) == 2
+    assert any(t.startswith("delegate(") for t in tools)
+    assert page.locator("#timeline .tokens").count() == 7
+    native = re.compile(r"adk\.event(?!s)")  # the record's kind, not the stream's name
+    assert not native.search(text)
+    page.goto(f"{base}/s/{session_of(APP, 'ann', 's1')}?native=1")
+    assert native.search(page.inner_text("#timeline"))
+
+
 # -- the trace view ------------------------------------------------------------------------------
 
 

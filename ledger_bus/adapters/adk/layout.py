@@ -13,8 +13,9 @@ An ADK session (app, user, session id) is a ledger session of its own, `adk~<app
 - what an operator writes into it (`ledger-bus resolve`): a call's outcome.
 
 What an app's sessions share is the app's ledger session, `adk.app~<app>`: its `adk.app` stream
-(the `app:` state, a delta per change), an `adk.user.<user>` stream per user (the `user:`
-state) and `adk.sessions`, the sessions made and deleted, which `list_sessions` reads.
+(the `app:` state: each change, with the state after it, so that a read takes the last record),
+an `adk.user.<user>` stream per user (the `user:` state, alike) and `adk.sessions`, the sessions
+made and deleted, which `list_sessions` reads.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ accepted where ADK's database service accepts one: when its last event is the st
 
 Reads. `get_session(..., GetSessionConfig(num_recent_events=N))` reads the stream's tail back to
 N events and the newest state checkpoint (at most CHECKPOINT_EVERY events back): O(N) however
-long the session. The `app:` and `user:` state are folds of their own streams, which only state
-changes grow.
+long the session. The `app:` and `user:` state are the last records of their own
+streams, each holding the state after its change.
 
 Calls. An event asking for function calls is the calls' request (`tool_call`, attempt = ADK's
 function-call id), committed before ADK runs them; the service then holds the run's lease
@@ -37,6 +37,7 @@ from google.adk.errors import StaleSessionError
 from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.errors.session_not_found_error import SessionNotFoundError
 from google.adk.events.event import Event
+from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.sessions import _session_util
 from google.adk.sessions.base_session_service import (
     BaseSessionService,
@@ -61,7 +62,7 @@ from ledger_bus.adapters.adk.layout import (
     HEADER,
 )
 from ledger_bus.adapters.adk.normalize import normalized
-from ledger_bus.agent.recorder import DEFAULT_LEASE_MS
+from ledger_bus.agent.recorder import DEFAULT_LEASE_MS, UnresolvedAttempt
 from ledger_bus.model.errors import VersionConflict
 from ledger_bus.model.ids import ANY, StreamId
 from ledger_bus.model.records import RecordedEvent
@@ -87,18 +88,34 @@ class _Read:
     head: int
     header: dict[str, Any] | None = None
     state: dict[str, Any] = field(default_factory=dict)  # session-scoped, at the head
-    events: list[tuple[int, Event]] = field(default_factory=list)  # (version, event), in order
-    since_checkpoint: int = 0  # ADK events after the newest checkpoint
+    # The ADK events read, in order, as stored: only those handed out are validated (a read
+    # back to a checkpoint passes up to CHECKPOINT_EVERY events it does not return).
+    events: list[dict[str, Any]] = field(default_factory=list)
     outcomes: dict[str, RecordedEvent] = field(default_factory=dict)  # tool_results, by attempt
+    checkpoint: int = 0  # the version of the newest checkpoint (or the header)
+    since_checkpoint: int = 0  # ADK events after it
+
+    @property
+    def at(self) -> Position:
+        return Position(self.head, self.since_checkpoint, self.checkpoint)
 
 
-def _marker(version: int, since: int) -> str:
-    return f"{version}/{since}"
+@dataclass(frozen=True)
+class Position:
+    """Where a Session stands in its stream, kept as ADK's storage marker: the version it was
+    read (or written) at, the ADK events since the newest state checkpoint, and its version."""
 
+    version: int
+    since: int
+    checkpoint: int
 
-def _parse_marker(marker: str) -> tuple[int, int]:
-    version, since = marker.split("/")
-    return int(version), int(since)
+    def marker(self) -> str:
+        return f"{self.version}/{self.since}/{self.checkpoint}"
+
+    @classmethod
+    def of(cls, marker: str) -> Position:
+        version, since, checkpoint = (int(part) for part in marker.split("/"))
+        return cls(version, since, checkpoint)
 
 
 def _dump(event: Event) -> dict[str, Any]:
@@ -116,32 +133,70 @@ def _apply(state: dict[str, Any], delta: dict[str, Any]) -> None:
 def _fold(records: list[RecordedEvent], head: int) -> _Read:
     """A stream's records (its tail, or all of it) as what the session is at the head."""
     read = _Read(head)
-    at_checkpoint = 0
     for record in records:
         f = record.fields
         kind = f.get("kind")
         if kind == HEADER:
             read.header = f
+        if kind in (HEADER, CHECKPOINT):
             read.state = dict(f.get("state") or {})
-            at_checkpoint = record.version
-        elif kind == CHECKPOINT:
-            read.state = dict(f.get("state") or {})
-            at_checkpoint = record.version
+            read.checkpoint = record.version
     for record in records:
         f = record.fields
         if f.get("kind") == EVENT:
-            event = Event.model_validate(f["event"])
-            read.events.append((record.version, event))
-            if record.version > at_checkpoint:
-                _apply(read.state, event.actions.state_delta if event.actions else {})
+            read.events.append(f["event"])
+            if record.version > read.checkpoint:
+                _apply(read.state, (f["event"].get("actions") or {}).get("state_delta") or {})
                 read.since_checkpoint += 1
         elif record.type == "tool_result":
             read.outcomes[str(f.get("attempt_id"))] = record
     return read
 
 
-def _kinds(records: Iterable[RecordedEvent]) -> list[str]:
-    return [str(r.fields.get("kind")) for r in records if r.type == "mutation"]
+def _checkpoint_of(records: list[RecordedEvent]) -> int | None:
+    """The version of the newest checkpoint (or the header) these records hold or name (an
+    event names the checkpoint its state follows); None when they say nothing of it."""
+    for record in reversed(records):
+        kind = record.fields.get("kind")
+        if kind in (HEADER, CHECKPOINT):
+            return record.version
+        if kind == EVENT and "checkpoint" in record.fields:
+            return int(record.fields["checkpoint"])
+    return None
+
+
+def _enough(records: list[RecordedEvent], want: int | None, after: float | None) -> bool:
+    """Whether the records hold `want` ADK events, and one from before `after`."""
+    events = [r for r in records if r.fields.get("kind") == EVENT]
+    if want is not None and len(events) < want:
+        return False
+    if after is not None:
+        return bool(events) and float(events[0].fields["event"].get("timestamp", 0.0)) < after
+    return True
+
+
+class _Guard(BasePlugin):
+    """LedgerSessionService.guard's plugin."""
+
+    def __init__(self, safe: frozenset[str]):
+        super().__init__(name="ledger_bus_guard")
+        self.safe = safe
+
+    async def before_tool_callback(
+        self, *, tool: Any, tool_args: dict[str, Any], tool_context: Any
+    ) -> dict[str, Any] | None:
+        if tool.name in self.safe:
+            return None
+        events = tool_context.session.events
+        answered = {r.id for e in events for r in e.get_function_responses()}
+        for event in events:
+            if event.invocation_id == tool_context.invocation_id:
+                continue  # this run's own calls, the one about to run among them
+            for call in event.get_function_calls():
+                same = call.name == tool.name and dict(call.args or {}) == tool_args
+                if same and call.id and call.id not in answered:
+                    return {"error": f"not run: {UnresolvedAttempt(call.id, tool.name)}"}
+        return None
 
 
 class LedgerSessionService(BaseSessionService):
@@ -182,6 +237,16 @@ class LedgerSessionService(BaseSessionService):
         if self._owned:
             self.store.close()
 
+    def guard(self, *, safe_to_replay: Iterable[str] = ()) -> BasePlugin:
+        """An app's plugin (`App(..., plugins=[service.guard()])`) that will not run a tool
+        again with the arguments of a call a crash left without an outcome: ADK leaves such a
+        call out of the model's request, and a model that asks for it again would run it twice
+        unknowingly. The tool is not run; its response says why (an `error`, as ADK's tools
+        report one), so the agent can tell its user, and the session goes on. Once an operator
+        resolves the first call (`ledger-bus resolve`), its outcome is given back to the agent.
+        A tool named in `safe_to_replay` runs again."""
+        return _Guard(frozenset(safe_to_replay))
+
     async def _drive(self, op: Op[T]) -> T:
         if self.astore is not None:
             return await self.astore.drive(op)
@@ -220,7 +285,7 @@ class LedgerSessionService(BaseSessionService):
             state={**deltas["session"], **shared},
             last_update_time=made,
         )
-        session._storage_update_marker = _marker(version, 0)
+        session._storage_update_marker = Position(version, 0, version).marker()
         return session
 
     def _create_op(
@@ -258,14 +323,15 @@ class LedgerSessionService(BaseSessionService):
         read = await self._drive(self._get_op(ledger, want, after))
         if read is None:
             return None
-        events = [event for _, event in read.events]
+        raw = read.events
         if want is not None:
-            events = events[-want:] if want else []
+            raw = raw[-want:] if want else []
         if after is not None:
-            kept = len(events)
-            while kept and events[kept - 1].timestamp >= after:
+            kept = len(raw)
+            while kept and raw[kept - 1].get("timestamp", 0.0) >= after:
                 kept -= 1
-            events = events[kept:]
+            raw = raw[kept:]
+        events = [Event.model_validate(e) for e in raw]
         shared = await self._drive(self._shared_op(app_name, user_id))
         session = Session(
             id=session_id,
@@ -275,13 +341,13 @@ class LedgerSessionService(BaseSessionService):
             events=events,
             last_update_time=self._updated(read),
         )
-        session._storage_update_marker = _marker(read.head, read.since_checkpoint)
+        session._storage_update_marker = read.at.marker()
         return session
 
     @staticmethod
     def _updated(read: _Read) -> float:
         if read.events:
-            return read.events[-1][1].timestamp
+            return float(read.events[-1].get("timestamp", 0.0))
         return float((read.header or {}).get("created", 0.0))
 
     def _get_op(self, ledger: str, want: int | None, after: float | None) -> Op[_Read | None]:
@@ -303,54 +369,52 @@ class LedgerSessionService(BaseSessionService):
 
     def _read_op(self, stream: StreamId, want: int | None, after: float | None) -> Op[_Read | None]:
         """The stream read back from its head until it holds `want` ADK events (all of them when
-        None), the first before `after`, and the newest state checkpoint."""
+        None), the first before `after`, and the newest state checkpoint: each event names the
+        checkpoint its state follows, so once the events are read the rest is one read."""
         head = yield from self.store.stream_version_op(stream)
         if head == 0:
             return None
         if want is None and after is None:
             return _fold((yield from self.store.read_stream_op(stream)), head)
-        size, start = _FIRST_PAGE + 4 * (want or 0), head
+        size, lower = _FIRST_PAGE + 4 * (want or 0), head
         records: list[RecordedEvent] = []
-        while start > 0:
-            lower = max(0, start - size)
-            records = (yield from self.store.read_stream_op(stream, lower, start - lower)) + records
-            start, size = lower, size * 4
-            if self._enough(records, want, after):
+        while lower > 0:
+            target = max(0, lower - size)
+            records = (
+                yield from self.store.read_stream_op(stream, target, lower - target)
+            ) + records
+            lower = target
+            checkpoint = _checkpoint_of(records)
+            if not _enough(records, want, after):
+                size *= 2
+            elif checkpoint is None:
+                size *= 2  # nothing in the page says where the state starts: read on
+            elif checkpoint > lower:
                 break
+            else:
+                size = lower - checkpoint + 1  # down to the checkpoint, and no further
         return _fold(records, head)
-
-    @staticmethod
-    def _enough(records: list[RecordedEvent], want: int | None, after: float | None) -> bool:
-        kinds = _kinds(records)
-        if HEADER not in kinds and CHECKPOINT not in kinds:
-            return False
-        events = [r for r in records if r.fields.get("kind") == EVENT]
-        if want is not None and len(events) < want:
-            return False
-        if after is not None and events:
-            return float(events[0].fields["event"].get("timestamp", 0.0)) < after
-        return True
 
     # -- calls ------------------------------------------------------------------------------
 
     @staticmethod
-    def _given_back(read: _Read) -> list[tuple[Event, types.FunctionCall, RecordedEvent]]:
-        """The calls read that ADK has no response for and the ledger has an outcome for."""
-        answered = {
-            r.id for _, e in read.events for r in e.get_function_responses() if r.id is not None
-        }
+    def _given_back(read: _Read) -> list[tuple[dict[str, Any], dict[str, Any], RecordedEvent]]:
+        """The calls read that ADK has no response for and the ledger has an outcome for: the
+        event that asked (as stored), the call, the outcome."""
+        parts = [(e, p) for e in read.events for p in (e.get("content") or {}).get("parts") or []]
+        answered = {p["function_response"].get("id") for _, p in parts if "function_response" in p}
         found = []
-        for _, event in read.events:
-            for call in event.get_function_calls():
-                if call.id and call.id not in answered and call.id in read.outcomes:
-                    found.append((event, call, read.outcomes[call.id]))
+        for event, part in parts:
+            call = part.get("function_call") or {}
+            if call.get("id") and call["id"] not in answered and call["id"] in read.outcomes:
+                found.append((event, call, read.outcomes[call["id"]]))
         return found
 
     def _give_back_op(
         self,
         stream: StreamId,
         read: _Read,
-        given: list[tuple[Event, types.FunctionCall, RecordedEvent]],
+        given: list[tuple[dict[str, Any], dict[str, Any], RecordedEvent]],
     ) -> Op[None]:
         version = read.head
         for asked, call, outcome in given:
@@ -358,24 +422,17 @@ class LedgerSessionService(BaseSessionService):
             response = value if isinstance(value, dict) else {"result": value}
             if outcome.fields.get("status") == "error" and "error" not in response:
                 response = {"error": value}
+            answer = types.FunctionResponse(id=call["id"], name=call.get("name"), response=response)
             event = Event(
-                invocation_id=asked.invocation_id,
-                author=asked.author,
-                branch=asked.branch,
-                content=types.Content(
-                    role="user",
-                    parts=[
-                        types.Part(
-                            function_response=types.FunctionResponse(
-                                id=call.id, name=call.name, response=response
-                            )
-                        )
-                    ],
-                ),
+                invocation_id=asked.get("invocation_id", ""),
+                author=asked.get("author", ""),
+                branch=asked.get("branch"),
+                content=types.Content(role="user", parts=[types.Part(function_response=answer)]),
             )
             # Its outcome is on the record already (the resolution): the event alone.
             records = [{"type": "mutation", "agent": AGENT, "kind": EVENT, "event": _dump(event)}]
-            done = yield from self.store.append_op(stream, version, f"adk-given:{call.id}", records)
+            key = f"adk-given:{call['id']}"
+            done = yield from self.store.append_op(stream, version, key, records)
             version = done.last_version
 
     async def _hold(self, ledger: str, event: Event) -> None:
@@ -387,6 +444,9 @@ class LedgerSessionService(BaseSessionService):
         for done in [r for r, (_, out) in self._out.items() if not out]:
             session, _ = self._out.pop(done)
             await self._drive(self.store.lease_op("release", session, f"run-{done}", self.owner, 0))
+        if not self._out and self._renewer is not None:
+            self._renewer.cancel()  # nothing out: no task left behind on the caller's loop
+            self._renewer = None
         calls = {c.id for c in event.get_function_calls() if c.id}
         if not calls:
             return
@@ -417,10 +477,10 @@ class LedgerSessionService(BaseSessionService):
         event = self._trim_temp_delta_state(event)
         ledger = layout.session_of(session.app_name, session.user_id, session.id)
         records = self._records(session, event)
-        version, since = await self._drive(self._append_op(session, ledger, event, records))
+        at = await self._drive(self._append_op(session, ledger, event, records))
         await self._hold(ledger, event)
         session.last_update_time = event.timestamp
-        session._storage_update_marker = _marker(version, since)
+        session._storage_update_marker = at.marker()
         return self._commit_event_to_session(session, event)
 
     def _records(self, session: Session, event: Event) -> list[dict[str, Any]]:
@@ -441,16 +501,15 @@ class LedgerSessionService(BaseSessionService):
 
     def _append_op(
         self, session: Session, ledger: str, event: Event, records: list[dict[str, Any]]
-    ) -> Op[tuple[int, int]]:
+    ) -> Op[Position]:
         stream = StreamId(ledger, EVENTS)
         marker = session._storage_update_marker
-        if marker is not None:
-            expected, since = _parse_marker(marker)
-        else:
-            expected, since = yield from self._unmarked_op(stream, session)
-        if since + 1 >= CHECKPOINT_EVERY:
+        at = Position.of(marker) if marker else (yield from self._unmarked_op(stream, session))
+        records[0]["checkpoint"] = at.checkpoint  # the state this event's delta follows
+        checkpoints = at.since + 1 >= CHECKPOINT_EVERY
+        if checkpoints:
             read = yield from self._read_op(stream, 0, None)
-            if read is None or read.head != expected:
+            if read is None or read.head != at.version:
                 raise StaleSessionError(STALE)
             state = dict(read.state)
             _apply(state, event.actions.state_delta if event.actions else {})
@@ -460,7 +519,7 @@ class LedgerSessionService(BaseSessionService):
             ]
         try:
             done = yield from self.store.append_op(
-                stream, expected, f"adk-event:{event.id}", records
+                stream, at.version, f"adk-event:{event.id}", records
             )
         except VersionConflict as conflict:
             if conflict.actual == 0:
@@ -470,42 +529,66 @@ class LedgerSessionService(BaseSessionService):
             dict(event.actions.state_delta) if event.actions else {}
         )
         yield from self._deltas_op(session.app_name, session.user_id, delta, f"{ledger}:{event.id}")
-        return done.last_version, 0 if since + 1 >= CHECKPOINT_EVERY else since + 1
+        if checkpoints:  # the checkpoint is the append's last record
+            return Position(done.last_version, 0, done.last_version)
+        return Position(done.last_version, at.since + 1, at.checkpoint)
 
-    def _unmarked_op(self, stream: StreamId, session: Session) -> Op[tuple[int, int]]:
+    def _unmarked_op(self, stream: StreamId, session: Session) -> Op[Position]:
         """A Session made by hand is at the head when its last event is the stored last one."""
         read = yield from self._read_op(stream, 1, None)
         if read is None:
             raise SessionNotFoundError(f"Session {session.id} not found.")
-        stored = read.events[-1][1].id if read.events else None
+        stored = read.events[-1].get("id") if read.events else None
         mine = session.events[-1].id if session.events else None
         if stored != mine:
             raise StaleSessionError(STALE)
-        return read.head, read.since_checkpoint
+        return read.at
 
     # -- what sessions share ----------------------------------------------------------------
 
     def _deltas_op(self, app_name: str, user_id: str, deltas: dict[str, Any], key: str) -> Op[None]:
-        """app: and user: state changes, each to its stream (an append id per change: written
-        once however often it is retried)."""
+        """app: and user: state changes, each to its stream: the change and the state after it,
+        so that a read takes the last record alone. Appended at the version the state was read
+        at (two sessions changing one user's state at once: the second reads again); an append
+        id per change, so a retry writes it once."""
         app = layout.app_of(app_name)
-        for scope, stream in (("app", layout.APP_STATE), ("user", layout.user_stream(user_id))):
-            if deltas.get(scope):
-                change = {"type": "mutation", "agent": AGENT, "kind": DELTA, "delta": deltas[scope]}
-                ref = StreamId(app, stream)
-                yield from self.store.append_op(ref, ANY, f"adk-{scope}:{key}", [change])
+        for scope, name in (("app", layout.APP_STATE), ("user", layout.user_stream(user_id))):
+            if not deltas.get(scope):
+                continue
+            stream = StreamId(app, name)
+            while True:
+                version, state = yield from self._scope_op(stream)
+                change = {
+                    "type": "mutation",
+                    "agent": AGENT,
+                    "kind": DELTA,
+                    "delta": deltas[scope],
+                    "state": {**state, **deltas[scope]},
+                }
+                try:
+                    yield from self.store.append_op(stream, version, f"adk-{scope}:{key}", [change])
+                    break
+                except VersionConflict:
+                    continue
+
+    def _scope_op(self, stream: StreamId) -> Op[tuple[int, dict[str, Any]]]:
+        """An app's or a user's state stream: its version, and the state its last record holds."""
+        version = yield from self.store.stream_version_op(stream)
+        if not version:
+            return 0, {}
+        [last] = yield from self.store.read_stream_op(stream, version - 1, 1)
+        return version, dict(last.fields.get("state") or {})
 
     def _shared_op(self, app_name: str, user_id: str) -> Op[dict[str, Any]]:
         """The app's and the user's state, prefixed as ADK hands them out."""
         app = layout.app_of(app_name)
         merged: dict[str, Any] = {}
-        for prefix, stream in (
+        for prefix, name in (
             (State.APP_PREFIX, layout.APP_STATE),
             (State.USER_PREFIX, layout.user_stream(user_id)),
         ):
-            for record in (yield from self.store.read_stream_op(StreamId(app, stream))):
-                for key, value in (record.fields.get("delta") or {}).items():
-                    merged[prefix + key] = value
+            _, state = yield from self._scope_op(StreamId(app, name))
+            merged.update({prefix + key: value for key, value in state.items()})
         return merged
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
