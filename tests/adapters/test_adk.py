@@ -258,6 +258,11 @@ def test_a_run_whose_session_another_run_appended_to_is_refused_and_interleaves_
 
     refused, events = asyncio.run(main())
     assert isinstance(refused, StaleSessionError)
+    if isinstance(service, LedgerSessionService):
+        # The refused run's call is left to the reconciler: no lease of this process keeps it.
+        [attempt] = service.store.open_attempts(session_of(APP, "ann", "s"))
+        assert attempt.tool == "slow_lookup"
+        assert not service.store.lease_alive(attempt.session_id, f"run-{attempt.run_id}")
     # The first run's events up to its call, then the second's whole turn, and no more.
     assert events == [
         ("user", "first run"),
@@ -530,7 +535,8 @@ def test_under_the_guard_a_call_a_crash_left_unresolved_is_not_run_again(
         return Runner(app=App(name=APP, root_agent=root, plugins=[guard]), session_service=service)
 
     async def main() -> None:
-        made = await service.create_session(app_name=APP, user_id="ann", session_id="g")
+        crashed = LedgerSessionService(memory_store)  # another process's, which died
+        made = await crashed.create_session(app_name=APP, user_id="ann", session_id="g")
         asked = types.FunctionCall(id="call-old", name="deploy", args={"target": "prod"})
         for event in (
             Event(invocation_id="old", author="user", content=user("deploy it")),
@@ -540,7 +546,7 @@ def test_under_the_guard_a_call_a_crash_left_unresolved_is_not_run_again(
                 content=types.Content(role="model", parts=[types.Part(function_call=asked)]),
             ),
         ):
-            await service.append_event(made, event)
+            await crashed.append_event(made, event)
         events = await run_turn(runner(service.guard()), "ann", "g", "deploy it again")
         assert ran == []
         [refused] = [r.response for e in events for r in e.get_function_responses()]
@@ -551,3 +557,122 @@ def test_under_the_guard_a_call_a_crash_left_unresolved_is_not_run_again(
         await service.close()
 
     asyncio.run(main())
+
+
+def test_what_a_model_or_a_tool_hands_over_is_kept_whatever_it_is(memory_store: EventStore) -> None:
+    # A tool's result that is not plain JSON (a datetime, bytes), a state value alike, a call
+    # named with a control character: kept as ADK's database service keeps them, the record
+    # beside them in the ledger's terms; two events of one Session appended at once both land.
+    import datetime
+
+    service = LedgerSessionService(memory_store)
+
+    async def main() -> None:
+        made = await service.create_session(app_name=APP, user_id="u", session_id="odd")
+        when = datetime.datetime(2026, 12, 4, 12, 0, tzinfo=datetime.UTC)
+        asked = types.FunctionCall(id="call\n1", name="search\n", args={"q": "x"})
+        answer = types.FunctionResponse(id="call\n1", name="search\n", response={"at": when})
+        events = [
+            Event(
+                invocation_id="i",
+                author="root",
+                content=types.Content(role="model", parts=[types.Part(function_call=asked)]),
+            ),
+            Event(
+                invocation_id="i",
+                author="root",
+                content=types.Content(role="user", parts=[types.Part(function_response=answer)]),
+                actions=EventActions(state_delta={"seen": when, "blob": b"\x00\x01"}),
+            ),
+        ]
+        await service.append_event(made, events[0])
+        await asyncio.gather(
+            service.append_event(made, events[1]),
+            service.append_event(made, Event(invocation_id="i", author="user", content=user("hi"))),
+        )
+        got = await service.get_session(app_name=APP, user_id="u", session_id="odd")
+        assert got is not None
+        assert len(got.events) == 3
+        assert got.state == {"seen": "2026-12-04T12:00:00Z", "blob": "AAE="}
+        assert memory_store.open_attempts(session_of(APP, "u", "odd")) == []
+        listed = await service.list_sessions(app_name=APP, user_id="u")
+        # A session from the list is at the head: an event appended through it lands.
+        await service.append_event(listed.sessions[0], Event(invocation_id="j", author="user"))
+
+    asyncio.run(main())
+
+
+def test_a_resolution_given_back_by_two_readers_at_once_is_written_once(
+    memory_store: EventStore,
+) -> None:
+    service = LedgerSessionService(memory_store)
+    ledger = session_of(APP, "u", "r")
+
+    async def main() -> None:
+        made = await service.create_session(app_name=APP, user_id="u", session_id="r")
+        asked = types.FunctionCall(id="call-1", name="deploy", args={})
+        content = types.Content(role="model", parts=[types.Part(function_call=asked)])
+        await service.append_event(made, Event(invocation_id="i", author="root", content=content))
+        await service.close()  # the process is gone; its call is resolved
+        memory_store.append(
+            StreamId(ledger, EVENTS),
+            "any",
+            "resolve:call-1",
+            [{"type": "tool_result", "agent": "operator", "tool": "deploy",
+              "attempt_id": "call-1", "status": "ok", "result": {"done": True}}],
+        )  # fmt: skip
+        stream = StreamId(ledger, EVENTS)
+        seen = memory_store.run_op(service._read_op(stream, None, None))
+        assert seen is not None
+        # One reader gives the outcome back; the other, which read before it, does the same.
+        first = await service.get_session(app_name=APP, user_id="u", session_id="r")
+        memory_store.run_op(service._give_back_op(stream, seen, service._given_back(seen)))
+        again = await service.get_session(app_name=APP, user_id="u", session_id="r")
+        assert first is not None
+        assert again is not None
+        assert [e.id for e in again.events] == [e.id for e in first.events]
+        responses = [r.response for e in again.events for r in e.get_function_responses()]
+        assert responses == [{"done": True}]
+
+    asyncio.run(main())
+
+
+def test_the_guard_stops_a_resumed_invocation_running_its_call_again(
+    memory_store: EventStore,
+) -> None:
+    from types import SimpleNamespace
+
+    service = LedgerSessionService(memory_store)
+    asked = types.FunctionCall(id="call-1", name="deploy", args={"target": "prod"})
+    session = Session(
+        id="s",
+        app_name=APP,
+        user_id="u",
+        events=[
+            Event(
+                invocation_id="i",
+                author="root",
+                content=types.Content(role="model", parts=[types.Part(function_call=asked)]),
+            )
+        ],
+    )
+    tool: Any = SimpleNamespace(name="deploy")
+    # A resumable app's invocation, resumed in another process, runs its unanswered call again:
+    # the same invocation, the same call id, not out in this process.
+    replay: Any = SimpleNamespace(session=session, invocation_id="i", function_call_id="call-1")
+    refused = asyncio.run(
+        service.guard().before_tool_callback(
+            tool=tool, tool_args={"target": "prod"}, tool_context=replay
+        )
+    )
+    assert refused == {"error": f"not run: {UnresolvedAttempt('call-1', 'deploy')}"}
+    # The call this process asked for and is about to run is let through.
+    service._out["run"] = ("s", {"call-1"})
+    assert (
+        asyncio.run(
+            service.guard().before_tool_callback(
+                tool=tool, tool_args={"target": "prod"}, tool_context=replay
+            )
+        )
+        is None
+    )

@@ -18,6 +18,8 @@ first event, its `run.finished` with its final response or its transfer.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from typing import Any, Final
 
 from google.adk.events.event import Event
@@ -25,6 +27,7 @@ from google.adk.events.event import Event
 from ledger_bus.adapters.adk.layout import AGENT, run_of
 
 USER: Final = "user"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 CAPABILITIES: Final = {
     "profile": "google-adk",
     # A function call is recorded with the event that asks for it, before ADK runs it; its
@@ -37,7 +40,15 @@ CAPABILITIES: Final = {
 
 
 def call_event_id(call_id: str) -> str:
-    return f"adk/call/{call_id}"
+    return f"adk/call/{safe(call_id)}"
+
+
+def safe(name: str | None) -> str:
+    """A name from the model (a tool's, a call's id) as the ledger takes one: itself, or, with a
+    control character in it or none at all, `~` and its digest (the event keeps it as given)."""
+    if name and not _CONTROL.search(name):
+        return name
+    return "~" + hashlib.sha256((name or "").encode()).hexdigest()[:32]
 
 
 def normalized(event: Event, *, starts: bool, parent_run: str | None) -> list[dict[str, Any]]:
@@ -68,15 +79,15 @@ def normalized(event: Event, *, starts: bool, parent_run: str | None) -> list[di
         started = {"type": "mutation", "agent": author, "kind": "run.started", **ids}
         out.append({**started, "capabilities": CAPABILITIES, **_parent(parent_run)})
     if event.content is not None and event.content.role == "model" and (text or calls):
-        out.extend(_model_call(event, author, ids, [c.id or "" for c in calls]))
+        out.extend(_model_call(event, author, ids, [safe(c.id) for c in calls]))
         said = f"adk/{event.id}/said"
         if text:
             out.append({"type": "message", "agent": author, "body": text, "event_id": said,
                         "parents": [f"adk/{event.id}/model"], **ids})  # fmt: skip
         for call in calls:
             out.append({
-                "type": "tool_call", "agent": author, "tool": call.name or "unknown",
-                "args": dict(call.args or {}), "attempt_id": call.id,
+                "type": "tool_call", "agent": author, "tool": safe(call.name),
+                "args": dict(call.args or {}), "attempt_id": safe(call.id),
                 "event_id": call_event_id(call.id or ""),
                 "parents": [said if text else f"adk/{event.id}/model"], **ids,
             })  # fmt: skip
@@ -130,8 +141,8 @@ def _result(response: Any, agent: str, ids: dict[str, Any]) -> dict[str, Any]:
     value = response.response
     failed = isinstance(value, dict) and "error" in value
     return {
-        "type": "tool_result", "agent": agent, "tool": response.name or "unknown",
-        "attempt_id": response.id, "status": "error" if failed else "ok", "result": value,
+        "type": "tool_result", "agent": agent, "tool": safe(response.name),
+        "attempt_id": safe(response.id), "status": "error" if failed else "ok", "result": value,
         "parents": [call_event_id(response.id or "")], **ids,
     }  # fmt: skip
 

@@ -27,6 +27,7 @@ leaves the change in the event and not in the shared state.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Iterable
@@ -63,7 +64,7 @@ from ledger_bus.adapters.adk.layout import (
 )
 from ledger_bus.adapters.adk.normalize import normalized
 from ledger_bus.agent.recorder import DEFAULT_LEASE_MS, UnresolvedAttempt
-from ledger_bus.model.errors import VersionConflict
+from ledger_bus.model.errors import IdempotencyConflict, LedgerError, VersionConflict
 from ledger_bus.model.ids import ANY, StreamId
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store import connect
@@ -178,8 +179,9 @@ def _enough(records: list[RecordedEvent], want: int | None, after: float | None)
 class _Guard(BasePlugin):
     """LedgerSessionService.guard's plugin."""
 
-    def __init__(self, safe: frozenset[str]):
+    def __init__(self, service: LedgerSessionService, safe: frozenset[str]):
         super().__init__(name="ledger_bus_guard")
+        self.service = service
         self.safe = safe
 
     async def before_tool_callback(
@@ -189,12 +191,15 @@ class _Guard(BasePlugin):
             return None
         events = tool_context.session.events
         answered = {r.id for e in events for r in e.get_function_responses()}
+        mine = {c for _, out in self.service._out.values() for c in out}
+        current = tool_context.function_call_id
         for event in events:
-            if event.invocation_id == tool_context.invocation_id:
-                continue  # this run's own calls, the one about to run among them
             for call in event.get_function_calls():
+                if not call.id or call.id in answered or call.id in mine:
+                    continue  # answered, or asked for in this process and running now
+                replayed = call.id == current  # a resumed invocation running its call again
                 same = call.name == tool.name and dict(call.args or {}) == tool_args
-                if same and call.id and call.id not in answered:
+                if replayed or (same and event.invocation_id != tool_context.invocation_id):
                     return {"error": f"not run: {UnresolvedAttempt(call.id, tool.name)}"}
         return None
 
@@ -216,6 +221,7 @@ class LedgerSessionService(BaseSessionService):
         # Runs whose function calls are out: run -> (ledger session, the calls not answered yet).
         self._out: dict[str, tuple[str, set[str]]] = {}
         self._renewer: asyncio.Task[None] | None = None
+        self._locks: dict[tuple[int, str], asyncio.Lock] = {}
         self._owned = False
 
     @classmethod
@@ -245,7 +251,7 @@ class LedgerSessionService(BaseSessionService):
         report one), so the agent can tell its user, and the session goes on. Once an operator
         resolves the first call (`ledger-bus resolve`), its outcome is given back to the agent.
         A tool named in `safe_to_replay` runs again."""
-        return _Guard(frozenset(safe_to_replay))
+        return _Guard(self, frozenset(safe_to_replay))
 
     async def _drive(self, op: Op[T]) -> T:
         if self.astore is not None:
@@ -296,7 +302,12 @@ class LedgerSessionService(BaseSessionService):
         # Listed first: a crash before the header leaves a listing that reads as no session.
         listed = {k: header[k] for k in ("user_id", "session_id")}
         entry = {"type": "mutation", "agent": AGENT, "kind": CREATED, "ledger": ledger, **listed}
+        if (yield from self.store.stream_version_op(StreamId(ledger, EVENTS))):
+            raise AlreadyExistsError(f"Session with id {header['session_id']} already exists.")
         yield from self.store.append_op(StreamId(app, DIRECTORY), ANY, f"adk-made:{made}", [entry])
+        # The shared state before the header: a create that fails between the two is made
+        # again by a retry (the session is not there yet), its changes the same once more.
+        yield from self._deltas_op(app_name, str(header["user_id"]), deltas, f"made:{made}")
         try:
             done = yield from self.store.append_op(
                 StreamId(ledger, EVENTS), 0, f"adk-made:{made}", [header]
@@ -305,7 +316,6 @@ class LedgerSessionService(BaseSessionService):
             raise AlreadyExistsError(
                 f"Session with id {header['session_id']} already exists."
             ) from None
-        yield from self._deltas_op(app_name, str(header["user_id"]), deltas, f"made:{made}")
         return done.last_version
 
     async def get_session(
@@ -363,7 +373,7 @@ class LedgerSessionService(BaseSessionService):
                 return read
             try:
                 yield from self._give_back_op(stream, read, given)
-            except VersionConflict:
+            except (VersionConflict, IdempotencyConflict):
                 continue
         return (yield from self._read_op(stream, want, after))
 
@@ -423,7 +433,11 @@ class LedgerSessionService(BaseSessionService):
             if outcome.fields.get("status") == "error" and "error" not in response:
                 response = {"error": value}
             answer = types.FunctionResponse(id=call["id"], name=call.get("name"), response=response)
+            # Made alike by any reader that gives it back (its id, its time: the resolution's),
+            # so that two at once write it once.
             event = Event(
+                id=f"adk-given-{call['id']}",
+                timestamp=outcome.recorded_at.timestamp(),
                 invocation_id=asked.get("invocation_id", ""),
                 author=asked.get("author", ""),
                 branch=asked.get("branch"),
@@ -436,20 +450,17 @@ class LedgerSessionService(BaseSessionService):
             version = done.last_version
 
     async def _hold(self, ledger: str, event: Event) -> None:
-        """The run's lease held while its calls are out; let go once all are answered."""
-        run = layout.run_of(event.invocation_id, event.author or AGENT)
+        """The run's lease held while its calls are out; let go once all are answered. A
+        long-running call is not held: its answer may come from another process, much later."""
         for response in event.get_function_responses():
             for _, out in self._out.values():
                 out.discard(response.id or "")
-        for done in [r for r, (_, out) in self._out.items() if not out]:
-            session, _ = self._out.pop(done)
-            await self._drive(self.store.lease_op("release", session, f"run-{done}", self.owner, 0))
-        if not self._out and self._renewer is not None:
-            self._renewer.cancel()  # nothing out: no task left behind on the caller's loop
-            self._renewer = None
-        calls = {c.id for c in event.get_function_calls() if c.id}
+        await self._let_go([r for r, (_, out) in self._out.items() if not out])
+        waiting = event.long_running_tool_ids or set()
+        calls = {c.id for c in event.get_function_calls() if c.id and c.id not in waiting}
         if not calls:
             return
+        run = layout.run_of(event.invocation_id, event.author or AGENT)
         if run not in self._out:
             await self._drive(
                 self.store.lease_op("acquire", ledger, f"run-{run}", self.owner, self.lease_ttl_ms)
@@ -459,14 +470,26 @@ class LedgerSessionService(BaseSessionService):
         if self._renewer is None or self._renewer.done():
             self._renewer = asyncio.get_running_loop().create_task(self._renew())
 
+    async def _let_go(self, runs: Iterable[str]) -> None:
+        for run in runs:
+            found = self._out.pop(run, None)
+            if found is not None:
+                lease = self.store.lease_op("release", found[0], f"run-{run}", self.owner, 0)
+                await self._drive(lease)
+        if not self._out and self._renewer is not None:
+            self._renewer.cancel()  # nothing out: no task left behind on the caller's loop
+            self._renewer = None
+
     async def _renew(self) -> None:
         while self._out:
             await asyncio.sleep(self.lease_ttl_ms / 3000)
             for run, (session, _) in list(self._out.items()):
                 ttl = self.lease_ttl_ms
-                await self._drive(
-                    self.store.lease_op("renew", session, f"run-{run}", self.owner, ttl)
-                )
+                # The store away for a moment: the next renewal tries again.
+                with contextlib.suppress(LedgerError):
+                    await self._drive(
+                        self.store.lease_op("renew", session, f"run-{run}", self.owner, ttl)
+                    )
 
     # -- events -----------------------------------------------------------------------------
 
@@ -476,12 +499,28 @@ class LedgerSessionService(BaseSessionService):
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
         ledger = layout.session_of(session.app_name, session.user_id, session.id)
-        records = self._records(session, event)
-        at = await self._drive(self._append_op(session, ledger, event, records))
-        await self._hold(ledger, event)
-        session.last_update_time = event.timestamp
-        session._storage_update_marker = at.marker()
-        return self._commit_event_to_session(session, event)
+        # One append at a time per session in this process, as ADK's database service has it:
+        # a second event of one Session (a background tool's response) waits for the first's
+        # version instead of being refused as stale.
+        async with self._lock(ledger):
+            records = self._records(session, event)
+            try:
+                at = await self._drive(self._append_op(session, ledger, event, records))
+            except StaleSessionError:
+                # This run is over here: its calls still out are left to the reconciler.
+                await self._let_go([layout.run_of(event.invocation_id, event.author or AGENT)])
+                raise
+            await self._hold(ledger, event)
+            session.last_update_time = event.timestamp
+            session._storage_update_marker = at.marker()
+            return self._commit_event_to_session(session, event)
+
+    def _lock(self, ledger: str) -> asyncio.Lock:
+        key = (id(asyncio.get_running_loop()), ledger)  # a lock belongs to one loop
+        found = self._locks.get(key)
+        if found is None:
+            found = self._locks[key] = asyncio.Lock()
+        return found
 
     def _records(self, session: Session, event: Event) -> list[dict[str, Any]]:
         """The event's append: its record, then what it says (normalize.py)."""
@@ -496,8 +535,11 @@ class LedgerSessionService(BaseSessionService):
             ),
             None,
         )
-        native = {"type": "mutation", "agent": AGENT, "kind": EVENT, "event": _dump(event)}
-        return [native, *normalized(event, starts=starts, parent_run=parent)]
+        stored = _dump(event)
+        native = {"type": "mutation", "agent": AGENT, "kind": EVENT, "event": stored}
+        # What the event says, read from it as stored: JSON, whatever the tools returned.
+        said = Event.model_validate(stored)
+        return [native, *normalized(said, starts=starts, parent_run=parent)]
 
     def _append_op(
         self, session: Session, ledger: str, event: Event, records: list[dict[str, Any]]
@@ -512,7 +554,7 @@ class LedgerSessionService(BaseSessionService):
             if read is None or read.head != at.version:
                 raise StaleSessionError(STALE)
             state = dict(read.state)
-            _apply(state, event.actions.state_delta if event.actions else {})
+            _apply(state, records[0]["event"].get("actions", {}).get("state_delta") or {})
             records = [
                 *records,
                 {"type": "mutation", "agent": AGENT, "kind": CHECKPOINT, "state": state},
@@ -606,15 +648,15 @@ class LedgerSessionService(BaseSessionService):
         sessions = []
         for (user, session_id), read in found:
             shared = await self._drive(self._shared_op(app_name, user))
-            sessions.append(
-                Session(
-                    id=session_id,
-                    app_name=app_name,
-                    user_id=user,
-                    state={**read.state, **shared},
-                    last_update_time=self._updated(read),
-                )
+            listed = Session(
+                id=session_id,
+                app_name=app_name,
+                user_id=user,
+                state={**read.state, **shared},
+                last_update_time=self._updated(read),
             )
+            listed._storage_update_marker = read.at.marker()
+            sessions.append(listed)
         sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
         return ListSessionsResponse(sessions=sessions)
 
