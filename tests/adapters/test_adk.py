@@ -590,6 +590,7 @@ def test_what_a_model_or_a_tool_hands_over_is_kept_whatever_it_is(memory_store: 
             service.append_event(made, events[1]),
             service.append_event(made, Event(invocation_id="i", author="user", content=user("hi"))),
         )
+        assert service._locks == {}  # a session's lock goes once nobody holds or awaits it
         got = await service.get_session(app_name=APP, user_id="u", session_id="odd")
         assert got is not None
         assert len(got.events) == 3

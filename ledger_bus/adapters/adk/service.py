@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
@@ -221,7 +221,7 @@ class LedgerSessionService(BaseSessionService):
         # Runs whose function calls are out: run -> (ledger session, the calls not answered yet).
         self._out: dict[str, tuple[str, set[str]]] = {}
         self._renewer: asyncio.Task[None] | None = None
-        self._locks: dict[tuple[int, str], asyncio.Lock] = {}
+        self._locks: dict[tuple[int, str], tuple[asyncio.Lock, list[int]]] = {}
         self._owned = False
 
     @classmethod
@@ -502,7 +502,7 @@ class LedgerSessionService(BaseSessionService):
         # One append at a time per session in this process, as ADK's database service has it:
         # a second event of one Session (a background tool's response) waits for the first's
         # version instead of being refused as stale.
-        async with self._lock(ledger):
+        async with self._one_at_a_time(ledger):
             records = self._records(session, event)
             try:
                 at = await self._drive(self._append_op(session, ledger, event, records))
@@ -515,12 +515,20 @@ class LedgerSessionService(BaseSessionService):
             session._storage_update_marker = at.marker()
             return self._commit_event_to_session(session, event)
 
-    def _lock(self, ledger: str) -> asyncio.Lock:
+    @contextlib.asynccontextmanager
+    async def _one_at_a_time(self, ledger: str) -> AsyncIterator[None]:
+        """The session's lock in this process, kept while someone holds or waits for it (a
+        server's sessions come and go: their locks do not pile up)."""
         key = (id(asyncio.get_running_loop()), ledger)  # a lock belongs to one loop
-        found = self._locks.get(key)
-        if found is None:
-            found = self._locks[key] = asyncio.Lock()
-        return found
+        held = self._locks.setdefault(key, (asyncio.Lock(), [0]))
+        held[1][0] += 1
+        try:
+            async with held[0]:
+                yield
+        finally:
+            held[1][0] -= 1
+            if not held[1][0]:
+                self._locks.pop(key, None)
 
     def _records(self, session: Session, event: Event) -> list[dict[str, Any]]:
         """The event's append: its record, then what it says (normalize.py)."""
