@@ -32,6 +32,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -50,6 +51,7 @@ import ledger_bus as lb
 from ledger_bus.demo.server import LocalServer, free_port
 from ledger_bus.store.redis import Entries
 from ledger_bus.store.redis.keys import Keys
+from tests.support.helpers import listening
 from tests.support.ui import FLAGS
 
 PAGES_OPEN = int(os.environ.get("BENCH_UI_PAGES", "10"))
@@ -117,22 +119,8 @@ def view(url: str, bare: bool = False) -> Iterator[str]:
     command = [sys.executable, "-m", "ledger_bus", "ui", "--port", str(port)]
     if bare:
         command = [sys.executable, __file__, "--bare-server", str(port), url]
-    proc = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            httpx.get(base, timeout=5)
-            break
-        except httpx.TransportError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError("ledger-bus ui did not start") from None
-            time.sleep(0.1)
-    try:
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with tempfile.TemporaryDirectory() as logs, listening(command, env, port, Path(logs) / "log"):
+        yield f"http://127.0.0.1:{port}"
 
 
 def fill(store: lb.EventStore, session: str, events: int) -> None:

@@ -8,13 +8,12 @@ memory store, a SQLite file, and Redis. Every test of the shared contract (those
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
-import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
 import pytest
+
+from tests.support.suites import run_suite
 
 pytest.importorskip("google.adk")
 pytest.importorskip("pytest_asyncio")
@@ -39,33 +38,10 @@ def test_adks_own_session_tests_pass_on_ledger_session_service(
     (tmp_path / "pytest.ini").write_text(
         "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
     )
-    report = tmp_path / "report.xml"
     deselect = [f"--deselect=sessions/test_session_service.py::{name}" for name in LEFT_OUT]
-    ran = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *deselect, "sessions"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        env={
-            "PATH": "/usr/bin:/bin",
-            "HOME": str(tmp_path),
-            "LEDGER_BUS_TEST_REDIS_URL": redis_url,
-            "PYTEST_ADDOPTS": f"--junitxml={report}",
-        },
-    )
-    outcome = {
-        c.get("name", ""): (
-            "failed"
-            if c.find("failure") is not None or c.find("error") is not None
-            else "skipped"
-            if c.find("skipped") is not None
-            else "passed"
-        )
-        for c in ET.parse(report).getroot().iter("testcase")
-    }
-    assert {n for n, o in outcome.items() if o != "passed"} == set(), ran.stdout[-3000:]
+    env = {"LEDGER_BUS_TEST_REDIS_URL": redis_url}
+    outcome, output = run_suite(tmp_path, [*deselect, "sessions"], env, tmp_path)
+    assert {n for n, o in outcome.items() if o != "passed"} == set(), output[-3000:]
     per_backend = Counter(n.split("[")[1].rstrip("]") for n in outcome if "[" in n)
     for backend in OURS:
         assert per_backend[backend] == CONTRACT_TESTS, per_backend

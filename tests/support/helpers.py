@@ -70,13 +70,19 @@ def ledger_serving(
 ) -> Iterator[subprocess.Popen[bytes]]:
     """`ledger-bus ARGS`, a server listening on 127.0.0.1:port, running while the block does
     (its process); its stderr goes to `log`, read back when it does not come up."""
+    command = [sys.executable, "-m", "ledger_bus", *args]
+    with listening(command, cli_env(url, prefix), port, log) as server:
+        yield server
+
+
+@contextmanager
+def listening(
+    command: list[str], env: dict[str, str], port: int, log: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`command`, a server listening on 127.0.0.1:port, running while the block does (its
+    process); its stderr goes to `log`, read back when it does not come up."""
     with log.open("w") as err:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "ledger_bus", *args],
-            env=cli_env(url, prefix),
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
+        server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=err)
     deadline = time.monotonic() + 20
     while True:
         try:
@@ -84,7 +90,7 @@ def ledger_serving(
             break
         except OSError:
             assert server.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, f"ledger-bus {args[0]} did not listen"
+            assert time.monotonic() < deadline, f"{' '.join(command[:4])} did not listen"
             time.sleep(0.1)
     try:
         yield server

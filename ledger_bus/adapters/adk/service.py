@@ -100,6 +100,13 @@ class _Read:
     def at(self) -> Position:
         return Position(self.head, self.since_checkpoint, self.checkpoint)
 
+    @property
+    def updated(self) -> float:
+        """The session's last update: its last event's time, or its making's."""
+        if self.events:
+            return float(self.events[-1].get("timestamp", 0.0))
+        return float((self.header or {}).get("created", 0.0))
+
 
 @dataclass(frozen=True)
 class Position:
@@ -122,6 +129,36 @@ class Position:
 def _dump(event: Event) -> dict[str, Any]:
     """The event as ADK's database service stores it."""
     return event.model_dump(mode="json", exclude_none=True)
+
+
+def _handed(  # noqa: PLR0913  (a Session's fields, each its own)
+    app_name: str,
+    user_id: str,
+    session_id: str,
+    state: dict[str, Any],
+    updated: float,
+    at: Position,
+    events: list[Event] | None = None,
+) -> Session:
+    """A Session as the service hands it out: marked with where it stands in its stream."""
+    session = Session(
+        id=session_id,
+        app_name=app_name,
+        user_id=user_id,
+        state=state,
+        events=events or [],
+        last_update_time=updated,
+    )
+    session._storage_update_marker = at.marker()
+    return session
+
+
+def _prefixed(app: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
+    """The app's and a user's state as ADK merges them into a session's: prefixed."""
+    return {
+        **{State.APP_PREFIX + k: v for k, v in app.items()},
+        **{State.USER_PREFIX + k: v for k, v in user.items()},
+    }
 
 
 def _apply(state: dict[str, Any], delta: dict[str, Any]) -> None:
@@ -282,21 +319,13 @@ class LedgerSessionService(BaseSessionService):
             "created": made,
         }
         ledger = layout.session_of(app_name, user_id, session_id)
-        version = await self._drive(self._create_op(app_name, ledger, header, deltas))
-        shared = await self._drive(self._shared_op(app_name, user_id))
-        session = Session(
-            id=session_id,
-            app_name=app_name,
-            user_id=user_id,
-            state={**deltas["session"], **shared},
-            last_update_time=made,
-        )
-        session._storage_update_marker = Position(version, 0, version).marker()
-        return session
+        version, shared = await self._drive(self._create_op(app_name, ledger, header, deltas))
+        state = {**deltas["session"], **shared}
+        return _handed(app_name, user_id, session_id, state, made, Position(version, 0, version))
 
     def _create_op(
         self, app_name: str, ledger: str, header: dict[str, Any], deltas: dict[str, Any]
-    ) -> Op[int]:
+    ) -> Op[tuple[int, dict[str, Any]]]:
         app = layout.app_of(app_name)
         made = uuid.uuid4().hex  # a session made again after a delete is another append
         # Listed first: a crash before the header leaves a listing that reads as no session.
@@ -316,7 +345,7 @@ class LedgerSessionService(BaseSessionService):
             raise AlreadyExistsError(
                 f"Session with id {header['session_id']} already exists."
             ) from None
-        return done.last_version
+        return done.last_version, (yield from self._shared_op(app_name, str(header["user_id"])))
 
     async def get_session(
         self,
@@ -330,9 +359,10 @@ class LedgerSessionService(BaseSessionService):
         ledger = layout.session_of(app_name, user_id, session_id)
         want = config.num_recent_events if config else None
         after = config.after_timestamp if config else None
-        read = await self._drive(self._get_op(ledger, want, after))
-        if read is None:
+        found = await self._drive(self._get_op(app_name, user_id, ledger, want, after))
+        if found is None:
             return None
+        read, shared = found
         raw = read.events
         if want is not None:
             raw = raw[-want:] if want else []
@@ -342,50 +372,38 @@ class LedgerSessionService(BaseSessionService):
                 kept -= 1
             raw = raw[kept:]
         events = [Event.model_validate(e) for e in raw]
-        shared = await self._drive(self._shared_op(app_name, user_id))
-        session = Session(
-            id=session_id,
-            app_name=app_name,
-            user_id=user_id,
-            state={**read.state, **shared},
-            events=events,
-            last_update_time=self._updated(read),
-        )
-        session._storage_update_marker = read.at.marker()
-        return session
+        state = {**read.state, **shared}
+        return _handed(app_name, user_id, session_id, state, read.updated, read.at, events)
 
-    @staticmethod
-    def _updated(read: _Read) -> float:
-        if read.events:
-            return float(read.events[-1].get("timestamp", 0.0))
-        return float((read.header or {}).get("created", 0.0))
-
-    def _get_op(self, ledger: str, want: int | None, after: float | None) -> Op[_Read | None]:
+    def _get_op(
+        self, app_name: str, user_id: str, ledger: str, want: int | None, after: float | None
+    ) -> Op[tuple[_Read, dict[str, Any]] | None]:
         """The session read (its tail: enough for `want` events after `after`), with the calls
-        an operator resolved given back as their responses first."""
+        an operator resolved given back as their responses first; and its app's and user's
+        state."""
         stream = StreamId(ledger, EVENTS)
+        read = yield from self._read_op(stream, want, after)
         for _ in range(3):  # another reader giving the same responses back at once: read again
-            read = yield from self._read_op(stream, want, after)
-            if read is None:
-                return None
-            given = self._given_back(read)
-            if not given:
-                return read
-            try:
+            given = self._given_back(read) if read is not None else []
+            if read is None or not given:
+                break
+            with contextlib.suppress(VersionConflict, IdempotencyConflict):
                 yield from self._give_back_op(stream, read, given)
-            except (VersionConflict, IdempotencyConflict):
-                continue
-        return (yield from self._read_op(stream, want, after))
+            read = yield from self._read_op(stream, want, after)
+        if read is None:
+            return None
+        return read, (yield from self._shared_op(app_name, user_id))
 
     def _read_op(self, stream: StreamId, want: int | None, after: float | None) -> Op[_Read | None]:
         """The stream read back from its head until it holds `want` ADK events (all of them when
         None), the first before `after`, and the newest state checkpoint: each event names the
         checkpoint its state follows, so once the events are read the rest is one read."""
+        if want is None and after is None:  # all of it: its head is its last record's version
+            whole = yield from self.store.read_stream_op(stream)
+            return _fold(whole, whole[-1].version) if whole else None
         head = yield from self.store.stream_version_op(stream)
         if head == 0:
             return None
-        if want is None and after is None:
-            return _fold((yield from self.store.read_stream_op(stream)), head)
         size, lower = _FIRST_PAGE + 4 * (want or 0), head
         records: list[RecordedEvent] = []
         while lower > 0:
@@ -632,45 +650,28 @@ class LedgerSessionService(BaseSessionService):
     def _shared_op(self, app_name: str, user_id: str) -> Op[dict[str, Any]]:
         """The app's and the user's state, prefixed as ADK hands them out."""
         app = layout.app_of(app_name)
-        merged: dict[str, Any] = {}
-        for prefix, name in (
-            (State.APP_PREFIX, layout.APP_STATE),
-            (State.USER_PREFIX, layout.user_stream(user_id)),
-        ):
-            _, state = yield from self._scope_op(StreamId(app, name))
-            merged.update({prefix + key: value for key, value in state.items()})
-        return merged
+        _, app_state = yield from self._scope_op(StreamId(app, layout.APP_STATE))
+        _, user_state = yield from self._scope_op(StreamId(app, layout.user_stream(user_id)))
+        return _prefixed(app_state, user_state)
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
-        shared = await self._drive(self._shared_op(app_name, user_id))
-        return {
-            k[len(State.USER_PREFIX) :]: v
-            for k, v in shared.items()
-            if k.startswith(State.USER_PREFIX)
-        }
+        stream = StreamId(layout.app_of(app_name), layout.user_stream(user_id))
+        return (await self._drive(self._scope_op(stream)))[1]
 
     async def list_sessions(
         self, *, app_name: str, user_id: str | None = None
     ) -> ListSessionsResponse:
         found = await self._drive(self._list_op(app_name, user_id))
-        sessions = []
-        for (user, session_id), read in found:
-            shared = await self._drive(self._shared_op(app_name, user))
-            listed = Session(
-                id=session_id,
-                app_name=app_name,
-                user_id=user,
-                state={**read.state, **shared},
-                last_update_time=self._updated(read),
-            )
-            listed._storage_update_marker = read.at.marker()
-            sessions.append(listed)
+        sessions = [
+            _handed(app_name, user, session_id, {**read.state, **shared}, read.updated, read.at)
+            for (user, session_id), read, shared in found
+        ]
         sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
         return ListSessionsResponse(sessions=sessions)
 
     def _list_op(
         self, app_name: str, user_id: str | None
-    ) -> Op[list[tuple[tuple[str, str], _Read]]]:
+    ) -> Op[list[tuple[tuple[str, str], _Read, dict[str, Any]]]]:
         live: dict[tuple[str, str], str] = {}
         listing = StreamId(layout.app_of(app_name), DIRECTORY)
         for record in (yield from self.store.read_stream_op(listing)):
@@ -681,12 +682,20 @@ class LedgerSessionService(BaseSessionService):
             elif f.get("kind") == DELETED:
                 live.pop(key, None)
         found = []
+        shared: dict[str, dict[str, Any]] = {}  # by user: the app's state read once, each user's
+        app = yield from self._scope_op(StreamId(layout.app_of(app_name), layout.APP_STATE))
         for key, ledger in live.items():
             if user_id is not None and key[0] != user_id:
                 continue
             read = yield from self._read_op(StreamId(ledger, EVENTS), 0, None)
-            if read is not None:
-                found.append((key, read))
+            if read is None:
+                continue
+            if key[0] not in shared:
+                user = yield from self._scope_op(
+                    StreamId(layout.app_of(app_name), layout.user_stream(key[0]))
+                )
+                shared[key[0]] = _prefixed(app[1], user[1])
+            found.append((key, read, shared[key[0]]))
         return found
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:

@@ -27,10 +27,12 @@
  * open it holds a lease (`run-pi.<id>`), so a process SIGKILLed inside a tool leaves an open
  * attempt the reconciler flags once the lease is gone, and a second process opening the session
  * is refused in one line. A writer whose lease lapsed (a stopped process) and that another took
- * over is told so (PiSessionTaken) at its next write, and writes nothing more. `resume()` completes what a crash left
- * dangling on the active branch: a call whose outcome the ledger holds (recorded, or given by
- * `ledger-bus resolve`) gets that outcome as its tool result, so the tool does not run again;
- * an unresolved call stops the resume (UnresolvedAttempt) unless the tool is safe to replay.
+ * over is told so (PiSessionTaken) at its next write, and writes nothing more.
+ *
+ * `resume()` completes what a crash left dangling on the active branch: a call whose outcome the
+ * ledger holds (recorded, or given by `ledger-bus resolve`) gets that outcome as its tool result,
+ * so the tool does not run again; an unresolved call stops the resume (UnresolvedAttempt) unless
+ * the tool is safe to replay.
  *
  * Written against pi-coding-agent 1.6 (its users left 0.73, `@mariozechner/pi-coding-agent`,
  * which this adapter no longer loads): the session manager is Pi's own, made by
@@ -192,8 +194,10 @@ export class PiLedger {
     if (fold.header === undefined) throw new LedgerError(`stream ${this.stream.name} holds no Pi session header`);
     // Pi migrates an older session's entries as it loads them, as it does an older file.
     const manager = SessionManager.inMemory(cwd, undefined, [fold.header, ...fold.entries]);
-    if (fold.leafMoved && fold.leaf === null) manager.resetLeaf();
-    else if (fold.leafMoved && fold.leaf !== null) manager.branch(fold.leaf);
+    if (fold.leafMoved) {
+      if (fold.leaf === null) manager.resetLeaf();
+      else manager.branch(fold.leaf);
+    }
     this.version = events[events.length - 1]?.version ?? 0;
     for (const event of events) {
       const f = event.fields;
@@ -545,9 +549,13 @@ export interface Recorded {
 export function normalized(entry: SessionEntry, agent: string, runId: string, recorded: Recorded): Fields[] {
   // Model calls that made no message: a `usage` entry's (a cache warming, say), and the summary
   // behind a compaction or a branch summary.
-  if (entry.type === "usage") return modelCall(entry, agent, runId, { model: entry.model, provider: entry.provider, usage: entry.usage, purpose: entry.kind });
+  if (entry.type === "usage") {
+    const purpose = { purpose: entry.kind };
+    return modelCall(entry, agent, runId, { model: entry.model, provider: entry.provider, usage: entry.usage, args: purpose, result: purpose });
+  }
   if ((entry.type === "compaction" || entry.type === "branch_summary") && entry.usage !== undefined) {
-    return modelCall(entry, agent, runId, { model: null, provider: null, usage: entry.usage, purpose: entry.type });
+    const purpose = { purpose: entry.type };
+    return modelCall(entry, agent, runId, { model: null, provider: null, usage: entry.usage, args: purpose, result: purpose });
   }
   if (entry.type !== "message") return [];
   const message = entry.message as unknown as Json;
@@ -559,30 +567,22 @@ export function normalized(entry: SessionEntry, agent: string, runId: string, re
       events.push({ type: "message", agent: "user", body: textOf(message["content"]), event_id: `${base}/said`, ...ids });
       break;
     case "assistant": {
-      const usage = (message["usage"] ?? {}) as Json;
       const blocks = ((message["content"] ?? []) as Json[]).filter((block) => block["type"] === "toolCall");
-      const model = typeof message["model"] === "string" ? message["model"] : null;
       const call = `${base}/model`;
       const said = `${base}/said`;
-      events.push({ type: "tool_call", agent, tool: "model", attempt_id: `model:${entry.id}`, args: model ? { model } : {}, event_id: call, ...ids });
-      events.push({
-        type: "tool_result",
-        agent,
-        tool: "model",
-        attempt_id: `model:${entry.id}`,
-        status: message["stopReason"] === "error" ? "error" : "ok",
-        result: plain({
-          model,
-          provider: message["provider"] ?? null,
-          ...tokens(usage),
-          finish_reason: message["stopReason"] ?? null,
-          tool_calls: blocks.map((block) => String(block["id"])),
-          ...(message["errorMessage"] ? { error: message["errorMessage"] } : {}),
+      events.push(
+        ...modelCall(entry, agent, runId, {
+          model: typeof message["model"] === "string" ? message["model"] : null,
+          provider: (message["provider"] as string | undefined) ?? null,
+          usage: message["usage"],
+          failed: message["stopReason"] === "error",
+          result: {
+            finish_reason: message["stopReason"] ?? null,
+            tool_calls: blocks.map((block) => String(block["id"])),
+            ...(message["errorMessage"] ? { error: message["errorMessage"] } : {}),
+          },
         }),
-        event_id: `${base}/cost`,
-        parents: [call],
-        ...ids,
-      });
+      );
       events.push({ type: "message", agent, body: textOf(message["content"]), event_id: said, parents: [call], ...ids });
       for (const block of blocks) {
         const id = String(block["id"]);
@@ -627,20 +627,26 @@ function tokens(usage: Json): Fields {
   };
 }
 
-/** A model call an entry stands for without a message: its request and its usage. */
-function modelCall(entry: SessionEntry, agent: string, runId: string, call: { model: string | null; provider: string | null; usage: unknown; purpose: string }): Fields[] {
+/** The model call an entry stands for: its request, and its result (the model, its usage and
+ * cost, and what `call.result` adds: why it stopped, the calls it asked for, its purpose). */
+function modelCall(
+  entry: SessionEntry,
+  agent: string,
+  runId: string,
+  call: { model: string | null; provider: string | null; usage: unknown; failed?: boolean; args?: Fields; result: Fields },
+): Fields[] {
   const base = `${runId}/${entry.id}`;
   const ids = { run_id: runId, step_id: entry.id };
   const attempt = `model:${entry.id}`;
   return [
-    { type: "tool_call", agent, tool: "model", attempt_id: attempt, args: { ...(call.model ? { model: call.model } : {}), purpose: call.purpose }, event_id: `${base}/model`, ...ids },
+    { type: "tool_call", agent, tool: "model", attempt_id: attempt, args: { ...(call.model ? { model: call.model } : {}), ...call.args }, event_id: `${base}/model`, ...ids },
     {
       type: "tool_result",
       agent,
       tool: "model",
       attempt_id: attempt,
-      status: "ok",
-      result: plain({ model: call.model, provider: call.provider, ...tokens((call.usage ?? {}) as Json), purpose: call.purpose }),
+      status: call.failed ? "error" : "ok",
+      result: plain({ model: call.model, provider: call.provider, ...tokens((call.usage ?? {}) as Json), ...call.result }),
       event_id: `${base}/cost`,
       parents: [`${base}/model`],
       ...ids,
