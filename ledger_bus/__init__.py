@@ -24,7 +24,6 @@ if TYPE_CHECKING:
         Attempt,
         Capabilities,
         Delegation,
-        LeaseLost,
         OutcomeNotRecorded,
         Recorder,
         Recovery,
@@ -48,6 +47,7 @@ if TYPE_CHECKING:
         IdempotencyConflict,
         InvalidEvent,
         InvalidInput,
+        LeaseLost,
         LedgerError,
         NotFound,
         Refused,
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     )
     from ledger_bus.model.events import Event, Message, Mutation, ToolCall, ToolResult
     from ledger_bus.model.ids import ANY, StreamId, derive_event_id
-    from ledger_bus.model.prepared import Limits
+    from ledger_bus.model.prepared import Fence, Limits
     from ledger_bus.model.records import (
         Bound,
         Deletion,
@@ -97,7 +97,7 @@ _WHERE = {
     ),
     "ArtifactRef": "ledger_bus.model.artifacts",
     "Durability": "ledger_bus.model.durability",
-    "Limits": "ledger_bus.model.prepared",
+    **dict.fromkeys(["Fence", "Limits"], "ledger_bus.model.prepared"),
     # The errors: every one a LedgerError.
     **dict.fromkeys(
         [
@@ -108,6 +108,7 @@ _WHERE = {
             "IdempotencyConflict",
             "InvalidEvent",
             "InvalidInput",
+            "LeaseLost",
             "LedgerError",
             "NotFound",
             "Refused",
@@ -127,7 +128,6 @@ _WHERE = {
             "Attempt",
             "Capabilities",
             "Delegation",
-            "LeaseLost",
             "OutcomeNotRecorded",
             "Recorder",
             "Recovery",
@@ -172,6 +172,7 @@ __all__ = [
     "DurabilityNotConfirmed",
     "Event",
     "EventStore",
+    "Fence",
     "GroupStats",
     "Groups",
     "HistoryRewound",

@@ -35,6 +35,7 @@ from ledger_bus.agent.recorder import (
 )
 from ledger_bus.model.errors import InvalidInput, LedgerError, VersionConflict
 from ledger_bus.model.ids import ANY, StreamId, check_name, derive_event_id
+from ledger_bus.model.prepared import Fence
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import Attempts, EventStore, need
 from ledger_bus.store.steps import Op
@@ -128,7 +129,11 @@ class Begun:
     attempt_id: str
     run_id: str
     call_id: str
-    owner: str
+    fence: Fence  # the call's lease as this process holds it: its writes are made under it
+
+    @property
+    def owner(self) -> str:
+        return self.fence.owner
 
 
 class CallLedger:
@@ -181,9 +186,10 @@ class CallLedger:
         owner = uuid.uuid4().hex
         store, session = self.store, stream.session_id
         lease = f"run-{run_id}"
-        taken = yield from store.lease_op("acquire", session, lease, owner, self.lease_ttl_ms)
-        if not taken:
+        token = yield from store.lease_op("acquire", session, lease, owner, self.lease_ttl_ms)
+        if not token:
             raise LedgerError(f"{tool} call {step_id} is running in another live process")
+        fence = Fence(lease, owner, token)
         try:
             if unfinished:
                 latest = unfinished[-1]
@@ -198,12 +204,12 @@ class CallLedger:
                         run_id=latest.run_id,
                         parents=[latest.event_id],
                     )
-                    yield from self._write_op(stream, owner, closed)
+                    yield from self._write_op(stream, fence, closed)
             attempt_id = step_id if named and not earlier else f"{step_id}#{len(earlier) + 1}"
             if safe_to_replay:
                 yield from self._write_op(
                     stream,
-                    owner,
+                    fence,
                     {
                         "type": "mutation",
                         "kind": "tool.declared",
@@ -214,7 +220,7 @@ class CallLedger:
                 )
             request = request_event(tool, args, attempt_id, step_id, run_id=run_id)
             try:
-                call_id = yield from self._write_op(stream, owner, request)
+                call_id = yield from self._write_op(stream, fence, request)
             except LedgerError as err:
                 raise RequestNotRecorded(
                     f"{tool} was not called: its request was not recorded: {err}"
@@ -222,7 +228,7 @@ class CallLedger:
         except BaseException:
             yield from store.lease_op("release", session, lease, owner, 0)
             raise
-        return False, Begun(stream, tool, step_id, attempt_id, run_id, call_id, owner)
+        return False, Begun(stream, tool, step_id, attempt_id, run_id, call_id, fence)
 
     def _take_op(
         self,
@@ -280,7 +286,7 @@ class CallLedger:
             parents=[begun.call_id],
         )
         try:
-            yield from self._write_op(begun.stream, begun.owner, event)
+            yield from self._write_op(begun.stream, begun.fence, event)
         except LedgerError as err:
             raise OutcomeNotRecorded(
                 f"{begun.tool} ran (attempt {begun.attempt_id}) but its result was not"
@@ -294,20 +300,24 @@ class CallLedger:
 
     def renew_op(self, begun: Begun) -> Op[bool]:
         lease = f"run-{begun.run_id}"
-        return (
-            yield from self.store.lease_op(
-                "renew", begun.stream.session_id, lease, begun.owner, self.lease_ttl_ms
+        return bool(
+            (
+                yield from self.store.lease_op(
+                    "renew", begun.stream.session_id, lease, begun.owner, self.lease_ttl_ms
+                )
             )
         )
 
-    def _write_op(self, stream: StreamId, owner: str, event: dict[str, Any]) -> Op[str]:
-        """Append one event. Its append id names the call's attempt and this process's hold
-        of it (`owner`): the store's retries of the append land once, and a call made again
-        after its thread or session was deleted is recorded anew, not taken for a retry of
-        the deleted one (whose append ids the store keeps, spec 3.9)."""
+    def _write_op(self, stream: StreamId, fence: Fence, event: dict[str, Any]) -> Op[str]:
+        """Append one event under the call's lease: a process that lost it (stopped past its
+        TTL while another took the call over) writes nothing more. Its append id names the
+        call's attempt and this process's hold of it (the owner): the store's retries of the
+        append land once, and a call made again after its thread or session was deleted is
+        recorded anew, not taken for a retry of the deleted one (whose append ids the store
+        keeps, spec 3.9)."""
         event = {"agent": self.agent, **event}
-        key = f"{event['type']}:{event.get('attempt_id') or event.get('run_id')}:{owner}"
-        yield from self.store.append_op(stream, ANY, key, [event])
+        key = f"{event['type']}:{event.get('attempt_id') or event.get('run_id')}:{fence.owner}"
+        yield from self.store.append_op(stream, ANY, key, [event], fence=fence)
         # Known without reading it back: the ledger derives it from the append.
         return derive_event_id(stream.session_id, stream.name, key, 0)
 

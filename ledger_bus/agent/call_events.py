@@ -87,10 +87,6 @@ class UnresolvedAttempt(LedgerError):
         self.tool = tool
 
 
-class LeaseLost(LedgerError):
-    """Raised when a run writes after its lease expired or passed to another process."""
-
-
 class ToolFailed(LedgerError):
     """Raised on resume for a call whose recorded outcome was an error."""
 

@@ -30,7 +30,6 @@ from ledger_bus.agent.call_events import (
     Attempt,
     Capabilities,
     Delegation,
-    LeaseLost,
     OutcomeNotRecorded,
     RequestNotRecorded,
     Support,
@@ -42,8 +41,9 @@ from ledger_bus.agent.call_events import (
     request_event,
     result_event,
 )
-from ledger_bus.model.errors import DurabilityNotConfirmed, HistoryRewound, LedgerError
+from ledger_bus.model.errors import DurabilityNotConfirmed, HistoryRewound, LeaseLost, LedgerError
 from ledger_bus.model.ids import ANY, StreamId, derive_event_id
+from ledger_bus.model.prepared import Fence
 from ledger_bus.model.records import AppendResult, RecordedEvent
 from ledger_bus.store.base import Attempts, EventStore, need
 from ledger_bus.store.steps import Op, Sleep
@@ -175,6 +175,9 @@ class Run:
         self._lease_wait_ms = lease_wait_ms
         self._fields = fields
         self._owner = uuid.uuid4().hex
+        # The run's lease as this execution holds it, once taken: every write names it, so a
+        # write made after the holding is over (a process stopped past its TTL) is refused.
+        self._fence: Fence | None = None
         self._history = _History()
         self._calls = 0
         self._said = 0  # messages and mutations this execution wrote (or found, resumed)
@@ -228,11 +231,14 @@ class Run:
         deadline = time.monotonic() + self._lease_wait_ms / 1000
         ttl = self.recorder.lease_ttl_ms
         while not (
-            yield from store.lease_op("acquire", session, self.lease_name, self._owner, ttl)
+            token := (
+                yield from store.lease_op("acquire", session, self.lease_name, self._owner, ttl)
+            )
         ):
             if time.monotonic() >= deadline:
                 raise LedgerError(f"run {self.run_id} is held by another live process")
             yield Sleep(min(0.2, ttl / 5000))
+        self._fence = Fence(self.lease_name, self._owner, token)
 
     def start_op(self) -> Op[None]:
         """With the lease held: read the history to resume from, then record the start."""
@@ -253,7 +259,7 @@ class Run:
 
     def finish_op(self, err: BaseException | None) -> Op[None]:
         """Record how the run ended (not after its lease was lost: it may not write then)."""
-        if not isinstance(err, LeaseLost):
+        if not isinstance(err, LeaseLost) and not self._lost.is_set():
             status = "ok" if err is None else "error"
             extra = {} if err is None else {"error": f"{type(err).__name__}: {err}"}
             yield from self.write_op(
@@ -262,7 +268,9 @@ class Run:
 
     def release_op(self) -> Op[bool]:
         store, session = self.recorder.attempts, self.recorder.session_id
-        return (yield from store.lease_op("release", session, self.lease_name, self._owner, 0))
+        return bool(
+            (yield from store.lease_op("release", session, self.lease_name, self._owner, 0))
+        )
 
     def renew_op(self) -> Op[bool]:
         """Renew the lease once; False (and the run may not write any more) when it was lost.
@@ -309,8 +317,11 @@ class Run:
         )
         try:
             result = yield from self.recorder.store.append_op(
-                self.stream, self.version, append_id, [event]
+                self.stream, self.version, append_id, [event], fence=self._fence
             )
+        except LeaseLost:
+            self._lost.set()  # whatever else this execution had queued is refused too
+            raise
         except DurabilityNotConfirmed as err:
             # The primary has it: the run's next event follows it, whatever becomes of this one.
             if isinstance(err.result, AppendResult):
@@ -366,7 +377,13 @@ class Run:
             "run_version": self.version,
             "state": state,
         }
-        yield from self.recorder.store.append_op(self.native, ANY, append_id, [event])
+        try:
+            yield from self.recorder.store.append_op(
+                self.native, ANY, append_id, [event], fence=self._fence
+            )
+        except LeaseLost:
+            self._lost.set()
+            raise
 
     @property
     def restored_state(self) -> dict[str, Any] | None:

@@ -83,6 +83,16 @@ class SessionArchived(Refused):
         self.archive = archive
 
 
+class LeaseLost(Refused):
+    """Raised when a write is made under a lease whose holding is over (it expired, or another
+    process took it): nothing is written, and the writer may not write under it any more.
+    `token` is the lease's current token (0: nobody has drawn one since)."""
+
+    def __init__(self, message: str, token: int = 0):
+        super().__init__(message)
+        self.token = token
+
+
 class NotFound(LedgerError):
     """Raised when what a call names does not exist: a session, stream, attempt or group."""
 

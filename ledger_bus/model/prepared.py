@@ -9,6 +9,8 @@ from typing import Final
 
 from ledger_bus.model.artifacts import DEFAULT_MAX_ARTIFACT_BYTES, DEFAULT_THRESHOLD, Artifact
 from ledger_bus.model.attempts import AttemptNote, Opens
+from ledger_bus.model.errors import InvalidInput, LeaseLost
+from ledger_bus.model.ids import check_name, quoted
 
 DEFAULT_MAX_EVENT_BYTES: Final = 1024 * 1024
 # One append is one Lua call, and a Lua call blocks the whole server while it runs.
@@ -33,6 +35,41 @@ class Limits:
 
 
 @dataclass(frozen=True, slots=True)
+class Fence:
+    """A lease as its holder holds it: an append made under it (`append(..., fence=...)`) is
+    refused with LeaseLost, atomically and writing nothing, once the holding is over: the lease
+    expired, or another owner took it and drew a newer token. Each acquisition by a new holding
+    draws the next token of the lease (`acquire_lease` returns it), so tokens only grow."""
+
+    lease: str  # the lease's name, within the session of the stream appended to
+    owner: str  # who holds it
+    token: int  # the holding's token, as acquire_lease returned it
+
+
+def check_fence(fence: object) -> Fence:
+    """Return `fence` when it is a Fence a store can check, else raise InvalidInput."""
+    if not isinstance(fence, Fence):
+        raise InvalidInput(f"fence must be a ledger_bus.Fence, got {quoted(fence)}")
+    check_name(fence.lease, "lease name")
+    # The owner is any token the holder chose (a uuid, a host and pid); the lease names it whole.
+    check_name(fence.owner, "lease owner")
+    if type(fence.token) is not int or fence.token < 1:
+        raise InvalidInput(f"a fence's token is an int >= 1, got {quoted(fence.token)}")
+    return fence
+
+
+def lease_lost(fence: Fence, token: int) -> LeaseLost:
+    """The refusal of an append made under `fence` once the lease's current token is `token`
+    (0: nobody holds the lease, nor has since it lapsed)."""
+    now = f"another holding took it (token {token})" if token > fence.token else "it expired"
+    return LeaseLost(
+        f"lease {fence.lease}: the holding of {fence.owner} (token {fence.token}) is over,"
+        f" {now}; nothing written",
+        token,
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class PreparedAppend:
     """What a store writes for one append."""
 
@@ -43,6 +80,9 @@ class PreparedAppend:
     # reference each one (by sha256).
     artifacts: tuple[Artifact, ...] = ()
     uses: tuple[tuple[str, int], ...] = ()
+    # The lease the append is made under, checked on the server with the write; not part of the
+    # content (a retry of an append recorded under it still returns its result).
+    fence: Fence | None = None
 
     @property
     def digest(self) -> str:

@@ -25,7 +25,7 @@ from redis.utils import HIREDIS_AVAILABLE
 from ledger_bus.model.durability import Durability
 from ledger_bus.model.environment import without_password
 from ledger_bus.model.ids import ExpectedVersion, StreamId
-from ledger_bus.model.prepared import Limits
+from ledger_bus.model.prepared import Fence, Limits
 from ledger_bus.model.records import (
     AppendRecord,
     AppendResult,
@@ -128,7 +128,7 @@ class AsyncStore:
 
     # -- the contract ---------------------------------------------------------------------------
 
-    async def append(
+    async def append(  # noqa: PLR0913  (the contract's append: four arguments, and two keywords)
         self,
         stream: StreamId,
         expected_version: ExpectedVersion,
@@ -136,11 +136,12 @@ class AsyncStore:
         events: Sequence[object],
         *,
         durability: str | Durability | None = None,
+        fence: Fence | None = None,
     ) -> AppendResult:
         """EventStore.append, by the core's plan (EventStore.plan_append): its one call, where
         it has one, on the event loop's client (sent with the others of its turn)."""
         plan = self.core.plan_append(
-            stream, expected_version, append_id, events, durability=durability
+            stream, expected_version, append_id, events, durability=durability, fence=fence
         )
         reply: object = None
         if plan.request is not None and self.client is not None:
@@ -303,17 +304,19 @@ class AsyncStore:
 
     # -- leases -------------------------------------------------------------------------------
 
-    async def acquire_lease(self, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
+    async def acquire_lease(self, session_id: str, name: str, owner: str, ttl_ms: int) -> int:
         """EventStore.acquire_lease."""
         return await self.drive(self._attempts.lease_op("acquire", session_id, name, owner, ttl_ms))
 
-    async def renew_lease(self, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
+    async def renew_lease(self, session_id: str, name: str, owner: str, ttl_ms: int) -> int:
         """EventStore.renew_lease."""
         return await self.drive(self._attempts.lease_op("renew", session_id, name, owner, ttl_ms))
 
     async def release_lease(self, session_id: str, name: str, owner: str) -> bool:
         """EventStore.release_lease."""
-        return await self.drive(self._attempts.lease_op("release", session_id, name, owner, 0))
+        return bool(
+            await self.drive(self._attempts.lease_op("release", session_id, name, owner, 0))
+        )
 
     async def lease_alive(self, session_id: str, name: str) -> bool:
         """EventStore.lease_alive."""

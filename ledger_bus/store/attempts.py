@@ -29,22 +29,25 @@ class Attempts(abc.ABC):
 
     # -- leases: how a live run is told from a crashed one ---------------------------------------
 
-    def acquire_lease(self, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
-        """Take (or keep) the lease `name` for `owner`; False when another owner holds it."""
+    def acquire_lease(self, session_id: str, name: str, owner: str, ttl_ms: int) -> int:
+        """Take (or keep) the lease `name` for `owner`: the holding's fencing token (>= 1; a
+        new holding draws a greater one than any before it), which appends made under the
+        lease name in a Fence; 0 when another owner holds it."""
         return self.run_op(self.lease_op("acquire", session_id, name, owner, ttl_ms))
 
-    def renew_lease(self, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
-        """Extend a lease `owner` holds; False when it expired or passed to another owner."""
+    def renew_lease(self, session_id: str, name: str, owner: str, ttl_ms: int) -> int:
+        """Extend a lease `owner` holds: its token, unchanged; 0 when it expired or passed to
+        another owner (the holding is over: appends under its fence are refused)."""
         return self.run_op(self.lease_op("renew", session_id, name, owner, ttl_ms))
 
     def release_lease(self, session_id: str, name: str, owner: str) -> bool:
         """Drop a lease `owner` holds; False when it was not theirs (any more)."""
-        return self.run_op(self.lease_op("release", session_id, name, owner, 0))
+        return bool(self.run_op(self.lease_op("release", session_id, name, owner, 0)))
 
     def lease_op(
         self, op: LeaseStep, session_id: str, name: str, owner: str, ttl_ms: int
-    ) -> Op[bool]:
-        """acquire, renew or release, as an operation."""
+    ) -> Op[int]:
+        """acquire, renew or release, as an operation: the token (release: 1), or 0."""
         if op == "acquire":
             check_name(session_id, "session id")
             check_name(name, "lease name")
@@ -109,7 +112,7 @@ class Attempts(abc.ABC):
     @abc.abstractmethod
     def _lease(
         self, op: LeaseStep, session_id: str, name: str, owner: str, ttl_ms: int
-    ) -> Step[bool]: ...
+    ) -> Step[int]: ...
 
     @abc.abstractmethod
     def _lease_holder(self, session_id: str, name: str) -> Step[str | None]: ...

@@ -10,6 +10,7 @@ from __future__ import annotations
 import abc
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import ClassVar, Final, Self, TypeVar
 
 from ledger_bus.model.artifacts import ArtifactRef, check_sha, refs_in, resolved
@@ -23,7 +24,7 @@ from ledger_bus.model.ids import (
     check_name,
     parse_cursor,
 )
-from ledger_bus.model.prepared import Limits, PreparedAppend
+from ledger_bus.model.prepared import Fence, Limits, PreparedAppend, check_fence
 from ledger_bus.model.records import AppendResult, Delivery, RecordedEvent, SessionInfo
 from ledger_bus.store.families import ArchiveSource, ArchiveTarget, ServerAdmin
 from ledger_bus.store.steps import AppendPlan, Op, Step, run, step
@@ -77,7 +78,7 @@ class Log(abc.ABC):
 
     # -- the log ---------------------------------------------------------------------------------
 
-    def append(
+    def append(  # noqa: PLR0913  (the contract's append: four arguments, and two keywords)
         self,
         stream: StreamId,
         expected_version: ExpectedVersion,
@@ -85,6 +86,7 @@ class Log(abc.ABC):
         events: Sequence[object],
         *,
         durability: str | Durability | None = None,
+        fence: Fence | None = None,
     ) -> AppendResult:
         """Append events to a stream atomically.
 
@@ -96,19 +98,23 @@ class Log(abc.ABC):
             events: Event models, or dicts that validate into them.
             durability: what this append waits for ("local", "replicas:N", "aof",
                 "aof+replicas:N"), instead of the store's own durability.
+            fence: the lease the append is made under (Attempts.acquire_lease's token): once
+                that holding is over, the append is refused with LeaseLost and writes nothing.
 
         Returns:
             The versions and cursor the events took, and what was confirmed.
 
         Raises:
-            InvalidEvent, VersionConflict (HistoryRewound), IdempotencyConflict,
+            InvalidEvent, VersionConflict (HistoryRewound), IdempotencyConflict, LeaseLost,
             DurabilityNotConfirmed, BackendUnavailable, BackendRefused.
         """
         return self.run_op(
-            self.append_op(stream, expected_version, append_id, events, durability=durability)
+            self.append_op(
+                stream, expected_version, append_id, events, durability=durability, fence=fence
+            )
         )
 
-    def plan_append(
+    def plan_append(  # noqa: PLR0913  (the contract's append: four arguments, and two keywords)
         self,
         stream: StreamId,
         expected_version: ExpectedVersion,
@@ -116,13 +122,16 @@ class Log(abc.ABC):
         events: Sequence[object],
         *,
         durability: str | Durability | None = None,
+        fence: Fence | None = None,
     ) -> AppendPlan:
         """The append as a plan its driver carries out (AppendPlan); a store with no faster path
         than its operation plans that alone, made when the driver runs it."""
-        op = self.append_op(stream, expected_version, append_id, events, durability=durability)
+        op = self.append_op(
+            stream, expected_version, append_id, events, durability=durability, fence=fence
+        )
         return AppendPlan(None, lambda _: op)
 
-    def append_op(
+    def append_op(  # noqa: PLR0913  (the contract's append: four arguments, and two keywords)
         self,
         stream: StreamId,
         expected_version: ExpectedVersion,
@@ -130,21 +139,24 @@ class Log(abc.ABC):
         events: Sequence[object],
         *,
         durability: str | Durability | None = None,
+        fence: Fence | None = None,
     ) -> Op[AppendResult]:
         expected, prepared, wanted = self._prepare(
-            stream, expected_version, append_id, events, durability
+            stream, expected_version, append_id, events, durability, fence
         )
         return (yield from step(self._append(stream, expected, append_id, prepared, wanted)))
 
-    def _prepare(
+    def _prepare(  # noqa: PLR0913  (append's arguments, each checked here)
         self,
         stream: StreamId,
         expected_version: ExpectedVersion,
         append_id: str,
         events: Sequence[object],
         durability: str | Durability | None,
+        fence: Fence | None = None,
     ) -> tuple[int | None, PreparedAppend, Durability]:
-        """An append's arguments checked, its events prepared, and the durability it waits for."""
+        """An append's arguments checked, its events prepared (with the lease it is made under),
+        and the durability it waits for."""
         if not isinstance(stream, StreamId):
             raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
         expected = check_expected_version(expected_version)
@@ -161,6 +173,8 @@ class Log(abc.ABC):
         from ledger_bus.model.batch import prepare_append  # noqa: PLC0415  (pydantic, loaded by the first append: a reader's start pays nothing for it)
 
         prepared = prepare_append(stream.session_id, stream.name, append_id, events, self.limits)
+        if fence is not None:
+            prepared = replace(prepared, fence=check_fence(fence))
         return expected, prepared, wanted
 
     def read_stream(

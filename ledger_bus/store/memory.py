@@ -14,7 +14,7 @@ from ledger_bus.model.attempts import AttemptNote, Closes, DeclaresSafe, Flags, 
 from ledger_bus.model.durability import Durability
 from ledger_bus.model.errors import IdempotencyConflict, InvalidInput, NotFound, VersionConflict
 from ledger_bus.model.ids import CURSOR_ZERO, StreamId, cursor_ms, cursors_after, parse_cursor
-from ledger_bus.model.prepared import Limits, PreparedAppend
+from ledger_bus.model.prepared import Limits, PreparedAppend, lease_lost
 from ledger_bus.model.records import (
     AppendRecord,
     AppendResult,
@@ -61,6 +61,7 @@ class _Session:
     streams: dict[str, list[int]] = field(default_factory=dict)  # stream -> log positions
     idempotency: dict[tuple[str, str], tuple[str, int, int, str]] = field(default_factory=dict)
     leases: dict[str, tuple[str, float]] = field(default_factory=dict)  # name -> (owner, expiry)
+    fences: dict[str, int] = field(default_factory=dict)  # lease name -> its holding's token
     open: dict[str, OpenAttempt] = field(default_factory=dict)  # by attempt id
     safe: set[tuple[str, str]] = field(default_factory=set)  # (run, tool) declared safe
     groups: dict[str, _Group] = field(default_factory=dict)
@@ -206,6 +207,12 @@ class MemoryStore(EventStore):
                 if digest != prepared.digest:
                     raise IdempotencyConflict(str(stream), append_id)
                 return AppendResult(stream, first, last, cursor, deduplicated=True)
+            fence = prepared.fence
+            if fence is not None:
+                token = state.fences.get(fence.lease, 0)
+                holder = self._lease_holder(stream.session_id, fence.lease)
+                if token != fence.token or holder != fence.owner:
+                    raise lease_lost(fence, token)
             version = state.versions.get(stream.name, 0)
             if expected is not None and expected != version:
                 raise VersionConflict(str(stream), expected, version)
@@ -317,8 +324,12 @@ class MemoryStore(EventStore):
             state.generation += 1
             if stream is None:
                 # What idempotency needs stays (spec 3.9); everything else goes.
+                # Leases and their tokens too, as Redis keeps them (lease.lua): a holder goes on
+                # holding, and tokens only grow.
                 self._sessions_by_id[session_id] = _Session(
                     idempotency=state.idempotency,
+                    leases=state.leases,
+                    fences=state.fences,
                     generation=state.generation,
                     floor=state.newest(),
                     deleted_at=state.newest(),
@@ -397,19 +408,21 @@ class MemoryStore(EventStore):
                 return None
             return held[0]
 
-    def _lease(self, op: LeaseStep, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
+    def _lease(self, op: LeaseStep, session_id: str, name: str, owner: str, ttl_ms: int) -> int:
         with self._changed:
             state = self._session(session_id)
             holder = self._lease_holder(session_id, name)
             if op == "acquire" and holder not in (None, owner):
-                return False
+                return 0
             if op != "acquire" and holder != owner:
-                return False
+                return 0
             if op == "release":
                 del state.leases[name]
-            else:
-                state.leases[name] = (owner, time.monotonic() + ttl_ms / 1000)
-            return True
+                return 1
+            if holder is None:  # a new holding (lease.lua)
+                state.fences[name] = state.fences.get(name, 0) + 1
+            state.leases[name] = (owner, time.monotonic() + ttl_ms / 1000)
+            return state.fences[name]
 
     def _open_attempts(self, session_ids: list[str]) -> dict[str, list[OpenAttempt]]:
         with self._changed:

@@ -22,10 +22,11 @@ from ledger_bus.model.errors import (
     InvalidInput,
     LedgerError,
     SessionArchived,
+    UnexpectedReply,
     VersionConflict,
 )
 from ledger_bus.model.ids import ExpectedVersion, StreamId, cursor_ms
-from ledger_bus.model.prepared import PreparedAppend
+from ledger_bus.model.prepared import Fence, PreparedAppend, lease_lost
 from ledger_bus.model.records import AppendResult
 from ledger_bus.store.redis.client import RedisPipeline, ScriptArg
 from ledger_bus.store.redis.core import (
@@ -47,6 +48,7 @@ from ledger_bus.store.redis.replies import (
     Archived,
     Conflict,
     Duplicate,
+    Fenced,
     IdempotencyClash,
     NoArtifact,
     NoPermission,
@@ -88,10 +90,17 @@ def events_args(prepared: PreparedAppend) -> list[ScriptArg]:
     return args
 
 
+def fence_arg(fence: Fence | None) -> str:
+    """append.lua's ARGV[9]: the lease an append is made under, or "" for none."""
+    if fence is None:
+        return ""
+    return f"{fence.lease}\x1f{fence.owner}\x1f{fence.token}"
+
+
 class RedisAppend(RedisCore):
     """Appends and restores, on either driver."""
 
-    def append(
+    def append(  # noqa: PLR0913  (the contract's append: four arguments, and two keywords)
         self,
         stream: StreamId,
         expected_version: ExpectedVersion,
@@ -99,15 +108,18 @@ class RedisAppend(RedisCore):
         events: Sequence[object],
         *,
         durability: str | Durability | None = None,
+        fence: Fence | None = None,
     ) -> AppendResult:
         """EventStore.append. The common append goes out on this thread's held connection in
         one call (plan_append)."""
         held = self._held
         if held is None:
             return super().append(
-                stream, expected_version, append_id, events, durability=durability
+                stream, expected_version, append_id, events, durability=durability, fence=fence
             )
-        plan = self.plan_append(stream, expected_version, append_id, events, durability=durability)
+        plan = self.plan_append(
+            stream, expected_version, append_id, events, durability=durability, fence=fence
+        )
         reply = None
         if plan.request is not None:
             # NOSCRIPT, a lost connection, a failover: the general path knows what to do.
@@ -116,7 +128,7 @@ class RedisAppend(RedisCore):
         done = plan.finish(reply)
         return done if isinstance(done, AppendResult) else self.run_op(done)
 
-    def plan_append(
+    def plan_append(  # noqa: PLR0913  (the contract's append: four arguments, and two keywords)
         self,
         stream: StreamId,
         expected_version: ExpectedVersion,
@@ -124,6 +136,7 @@ class RedisAppend(RedisCore):
         events: Sequence[object],
         *,
         durability: str | Durability | None = None,
+        fence: Fence | None = None,
     ) -> AppendPlan:
         """EventStore.plan_append: the common append as one script call, outside the machinery
         of operations, which a single-event append feels (docs/performance.md has the figures).
@@ -132,9 +145,11 @@ class RedisAppend(RedisCore):
         the general path (`_append`)."""
         if durability is not None or self._default_confirmer is not None:
             return super().plan_append(
-                stream, expected_version, append_id, events, durability=durability
+                stream, expected_version, append_id, events, durability=durability, fence=fence
             )
-        expected, prepared, _ = self._prepare(stream, expected_version, append_id, events, None)
+        expected, prepared, _ = self._prepare(
+            stream, expected_version, append_id, events, None, fence
+        )
 
         def general(_: object = None) -> Op[AppendResult]:
             return self._append(stream, expected, append_id, prepared, self.durability)
@@ -154,7 +169,7 @@ class RedisAppend(RedisCore):
             reply = append_reply(raw)
             if isinstance(reply, Archived):
                 return general()
-            landed = self._landed(stream, expected, append_id, known, reply)
+            landed = self._landed(stream, expected, append_id, prepared, known, reply)
             result = self._result(stream, landed)
             target.acknowledge(result.last_version, landed.generation)
             ms = cursor_ms(result.cursor)
@@ -203,7 +218,7 @@ class RedisAppend(RedisCore):
         if listed is not None:
             committed = isinstance(reply, Appended | Duplicate)
             yield from self._settle_open_listing(session, listed, committed)
-        landed = self._landed(stream, expected, append_id, known, reply)
+        landed = self._landed(stream, expected, append_id, prepared, known, reply)
         result = self._result(stream, landed)
         if not result.deduplicated:
             yield from self._touch_index(session, cursor_ms(result.cursor))
@@ -256,11 +271,12 @@ class RedisAppend(RedisCore):
             target = self._remember(self._streams, stream, AppendTarget(self._keys_of(stream)))
         return target
 
-    def _landed(
+    def _landed(  # noqa: PLR0913  (the append as sent, and the reply to read against it)
         self,
         stream: StreamId,
         expected: int | None,
         append_id: str,
+        prepared: PreparedAppend,
         known: int,
         reply: AppendReply,
     ) -> Appended | Duplicate:
@@ -276,6 +292,8 @@ class RedisAppend(RedisCore):
             raise VersionConflict(str(stream), -1 if expected is None else expected, reply.version)
         if isinstance(reply, IdempotencyClash):
             raise IdempotencyConflict(str(stream), append_id)
+        if isinstance(reply, Fenced) and prepared.fence is not None:
+            raise lease_lost(prepared.fence, reply.token)
         raise self._refusal(stream, reply)
 
     @staticmethod
@@ -286,10 +304,14 @@ class RedisAppend(RedisCore):
         )
 
     @staticmethod
-    def _refusal(stream: StreamId, reply: Archived | NoArtifact | NoPermission) -> LedgerError:
+    def _refusal(
+        stream: StreamId, reply: Archived | Fenced | NoArtifact | NoPermission
+    ) -> LedgerError:
         """The error of a reply append.lua and restore.lua both give when they write nothing."""
         if isinstance(reply, Archived):
             return SessionArchived(stream.session_id, reply.where)
+        if isinstance(reply, Fenced):  # only an append that named a fence is fenced
+            return UnexpectedReply(f"append.lua refused an append without a fence: {reply}")
         if isinstance(reply, NoArtifact):
             return BackendUnavailable(
                 f"an artifact of the append kept going before the append: {reply.key}"
@@ -327,6 +349,7 @@ class RedisAppend(RedisCore):
             known,
             "1" if waits else "",
             generation,
+            fence_arg(prepared.fence),
             *events_args(prepared),
         ]
 

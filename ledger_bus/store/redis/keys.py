@@ -77,8 +77,13 @@ class Keys:
         return self.open_index(bucket_of(session_id))
 
     def lease(self, session_id: str, name: str) -> str:
-        """String: the owner token of a run's lease, with a TTL."""
+        """String: the owner of a lease (a run's, an adapter's session), with a TTL."""
         return f"{self.prefix}:{{{session_id}}}:lease:{name}"
+
+    def fences(self, session_id: str) -> str:
+        """Hash: lease name -> the token of its current holding (lease.lua); append.lua names it
+        from the tombstone's prefix, as it does the bounds."""
+        return f"{self.prefix}:{{{session_id}}}:fences"
 
     def group_dead_letters(self, session_id: str, group: str) -> str:
         """Stream: session log entries a consumer group gave up on, with why."""

@@ -237,11 +237,9 @@ class RedisReads(RedisCore):
         found.sort(key=lambda item: (-item[1], item[0]))
         return found if limit is None else found[:limit]
 
-    def _lease(
-        self, op: LeaseStep, session_id: str, name: str, owner: str, ttl_ms: int
-    ) -> Op[bool]:
-        keys = [self.keys.lease(session_id, name)]
-        args: list[ScriptArg] = [op, owner, ttl_ms]
+    def _lease(self, op: LeaseStep, session_id: str, name: str, owner: str, ttl_ms: int) -> Op[int]:
+        keys = [self.keys.lease(session_id, name), self.keys.fences(session_id)]
+        args: list[ScriptArg] = [op, owner, ttl_ms, name]
         return lease_reply((yield from self._retried(lambda: self._evalsha(LEASE, keys, args))))
 
     def _lease_holder(self, session_id: str, name: str) -> Op[str | None]:

@@ -156,11 +156,21 @@ class Rewound:
     version: int
 
 
+@dataclass(frozen=True, slots=True)
+class Fenced:
+    """The append named a lease holding that is over: the lease's current token is `token` (0:
+    none drawn), and nothing was written."""
+
+    kind: ClassVar[str] = "fenced"
+    token: int
+
+
 AppendReply = (
     Appended
     | Duplicate
     | IdempotencyClash
     | Archived
+    | Fenced
     | Conflict
     | Rewound
     | NoArtifact
@@ -172,7 +182,7 @@ def append_reply(reply: object) -> AppendReply:
     """append.lua's reply, one of:
     {"ok", first, last, cursor, opened, generation}: Appended;
     {"dup", first, last, cursor, generation of the original}: Duplicate;
-    {"idem"}: IdempotencyClash; {"archived", where}: Archived;
+    {"idem"}: IdempotencyClash; {"archived", where}: Archived; {"fenced", token}: Fenced;
     {"conflict", actual version}: Conflict; {"rewound", actual version}: Rewound;
     {"noartifact", key}: NoArtifact; {"noperm", command, key}: NoPermission."""
     script = "append.lua"
@@ -198,6 +208,8 @@ def append_reply(reply: object) -> AppendReply:
         return Rewound(_int(script, table, 1))
     if kind == "archived":
         return Archived(_text(script, table, 1))
+    if kind == "fenced":
+        return Fenced(_int(script, table, 1))
     if kind == "conflict":
         return Conflict(_int(script, table, 1))
     if kind == "noartifact":
@@ -210,6 +222,7 @@ _APPEND_LENGTHS: Final = {
     "dup": 5,
     "idem": 1,
     "archived": 2,
+    "fenced": 2,
     "conflict": 2,
     "rewound": 2,
     "noartifact": 2,
@@ -395,11 +408,13 @@ def artifact_put_reply(reply: object) -> bool:
     return _flag("artifact_put.lua", reply)
 
 
-def lease_reply(reply: object) -> bool:
-    """lease.lua's reply: 1 when the owner holds the lease afterwards (acquire, renew) or let
-    it go (release), True; 0 when another owner holds it or, for renew and release, it is gone,
-    False."""
-    return _flag("lease.lua", reply)
+def lease_reply(reply: object) -> int:
+    """lease.lua's reply: the holding's token (acquire, renew) or 1 (release) when the owner
+    holds the lease afterwards or let it go; 0 when another owner holds it or, for renew and
+    release, it is gone."""
+    if isinstance(reply, int) and not isinstance(reply, bool) and reply >= 0:
+        return reply
+    _refuse("lease.lua", reply)
 
 
 def forget_session_reply(reply: object) -> bool:

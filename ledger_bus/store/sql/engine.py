@@ -21,7 +21,7 @@ T = TypeVar("T")
 
 MIGRATIONS: Final = Path(__file__).with_name("migrations")
 # The newest migration; tests/stores/test_sql_store.py holds the two together.
-SCHEMA_HEAD: Final = "0005"
+SCHEMA_HEAD: Final = "0006"
 BOUND_TTL: Final = 5.0  # seconds a stream's bound, as read, is taken for its bound
 POLL_S: Final = 0.02  # how often a waiting read looks again
 

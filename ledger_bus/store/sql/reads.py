@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import (
     Connection,
     and_,
-    delete,
+    case,
     func,
     or_,
     select,
@@ -201,30 +201,43 @@ class SqlReads(SqlCore):
     def _lease_holder(self, session_id: str, name: str) -> str | None:
         return self._run(lambda c: self._holder(c, session_id, name, self._now(c)), write=False)
 
-    def _lease(self, op: LeaseStep, session_id: str, name: str, owner: str, ttl_ms: int) -> bool:
+    def _lease(self, op: LeaseStep, session_id: str, name: str, owner: str, ttl_ms: int) -> int:
         # One statement each, so that two racing acquires cannot both read "free" and both
-        # write: the database decides, on the row's key.
+        # write: the database decides, on the row's key. A lease's row stays when it is released
+        # or expires, keeping its token, so that every new holding draws a greater one.
         t = self.tables.leases
         mine = and_(t.c.session_id == session_id, t.c.name == name, t.c.owner == owner)
 
-        def change(conn: Connection) -> bool:
+        def change(conn: Connection) -> int:
             now = self._now(conn)
             statement: Any
             if op == "acquire":
                 new = self._upsert(t).values(
-                    session_id=session_id, name=name, owner=owner, expires_ms=now + ttl_ms
+                    session_id=session_id, name=name, owner=owner, expires_ms=now + ttl_ms, token=1
                 )
+                # The same owner keeps its holding (and token) while it lasts; a token of 0 is a
+                # holding from before leases were fenced, which draws one.
+                kept = and_(t.c.owner == new.excluded.owner, t.c.expires_ms > now, t.c.token > 0)
                 statement = new.on_conflict_do_update(
                     index_elements=[t.c.session_id, t.c.name],
-                    set_={"owner": new.excluded.owner, "expires_ms": new.excluded.expires_ms},
+                    set_={
+                        "owner": new.excluded.owner,
+                        "expires_ms": new.excluded.expires_ms,
+                        "token": case((kept, t.c.token), else_=t.c.token + 1),
+                    },
                     where=or_(t.c.expires_ms <= now, t.c.owner == new.excluded.owner),
                 )
             elif op == "renew":
                 statement = update(t).where(mine, t.c.expires_ms > now)
-                statement = statement.values(expires_ms=now + ttl_ms)
+                statement = statement.values(
+                    expires_ms=now + ttl_ms, token=case((t.c.token == 0, 1), else_=t.c.token)
+                )
             else:
-                statement = delete(t).where(mine, t.c.expires_ms > now)
-            return conn.execute(statement.returning(t.c.owner)).first() is not None
+                statement = update(t).where(mine, t.c.expires_ms > now).values(expires_ms=0)
+            row = conn.execute(statement.returning(t.c.token)).first()
+            if row is None:
+                return 0
+            return 1 if op == "release" else int(row.token)
 
         return self._run(change)
 

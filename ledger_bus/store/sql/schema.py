@@ -124,6 +124,9 @@ def tables(prefix: str = "lb") -> Tables:
         Column("name", NAME, primary_key=True),
         Column("owner", Text, nullable=False),
         Column("expires_ms", BigInteger, nullable=False),
+        # The token of the lease's current holding (0: none drawn yet); kept when the lease is
+        # released or expires, so that the next holding draws a greater one.
+        Column("token", BigInteger, nullable=False, server_default="0"),
     )
     groups = Table(
         f"{p}groups",

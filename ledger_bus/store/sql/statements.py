@@ -23,8 +23,9 @@ from sqlalchemy import TextClause, text
 
 from ledger_bus.model.attempts import AttemptNote, Closes, DeclaresSafe, Flags, Opens
 from ledger_bus.model.batch import PreparedAppend
-from ledger_bus.model.errors import IdempotencyConflict, VersionConflict
+from ledger_bus.model.errors import IdempotencyConflict, LeaseLost, LedgerError, VersionConflict
 from ledger_bus.model.ids import CURSOR_ZERO, StreamId, cursors_after, format_cursor, parse_cursor
+from ledger_bus.model.prepared import Fence, lease_lost
 from ledger_bus.model.records import AppendResult
 from ledger_bus.store.notes import note_text
 
@@ -32,6 +33,12 @@ from ledger_bus.store.notes import note_text
 def _sql(text: str, postgres: bool) -> str:
     """`:name` parameters as the driver wants them: sqlite3 takes them, psycopg `%(name)s`."""
     return re.sub(r":(\w+)", r"%(\1)s", text) if postgres else text
+
+
+_NOW_MS = {
+    True: "CAST(extract(epoch FROM clock_timestamp()) * 1000 AS bigint)",
+    False: ":now",  # SQLite's store keeps time by this process's clock (SqlCore._now)
+}
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,7 @@ class AppendSql:
     stream_read: str
     scan: str
     scan_after: str
+    fence: str
 
     @classmethod
     def build(cls, prefix: str, postgres: bool) -> AppendSql:
@@ -151,6 +159,14 @@ class AppendSql:
             "call": (
                 f"SELECT o_outcome, o_first, o_last, o_cursor FROM {p}append(:session, :stream,"
                 " :append_id, :expected, :digest, :payloads, :notes, :only_opens, :channel)"
+            ),
+            # The lease an append is made under, and the clock its expiry is read by: on
+            # PostgreSQL the server's, and the row held (FOR SHARE) to COMMIT, so that no new
+            # holding commits between this check and the append's own commit.
+            "fence": (
+                f"SELECT owner, token, expires_ms, {_NOW_MS[postgres]} FROM {p}leases"
+                " WHERE session_id = :session AND name = :lease"
+                + (" FOR SHARE" if postgres else "")
             ),
         }
         return cls(postgres, **{k: _sql(v, postgres) for k, v in statements.items()})
@@ -361,19 +377,21 @@ def _call(  # noqa: PLR0913  (one append's parts, as the store hands them to its
     if driver.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         driver.rollback()  # a connection handed back mid-transaction cannot change mode
     # Alone, the call is its own transaction: no BEGIN, no COMMIT to wait for. With artifacts,
-    # they are written first in the same transaction, kept only if the append commits.
-    driver.autocommit = not prepared.artifacts
+    # they are written first in the same transaction, kept only if the append commits; under a
+    # lease, its row is held from the check to the commit.
+    transaction = bool(prepared.artifacts) or prepared.fence is not None
+    driver.autocommit = not transaction
     try:
         with contextlib.closing(driver.cursor()) as cursor:  # see _read_postgres
-            if prepared.artifacts:
-                cursor.executemany(sql.artifact_add, artifact_rows(stream.session_id, prepared))
-            _prepared(cursor, sql.call, params)
-            outcome, first, last, newest = cursor.fetchone()
-        if prepared.artifacts:
-            if outcome == "dedup":
+            result = _call_on(sql, cursor, stream, append_id, prepared, params)
+        if transaction:
+            if result.deduplicated:
                 driver.rollback()
             else:
                 driver.commit()
+    except LedgerError:
+        driver.rollback()
+        raise
     except psycopg.Error as err:
         if not driver.closed and not driver.autocommit:
             driver.rollback()
@@ -387,6 +405,26 @@ def _call(  # noqa: PLR0913  (one append's parts, as the store hands them to its
     finally:
         if not driver.closed:
             driver.autocommit = False
+    return result
+
+
+def _call_on(  # noqa: PLR0913  (one append's parts, as the store hands them to its one statement)
+    sql: AppendSql,
+    cursor: Any,
+    stream: StreamId,
+    append_id: str,
+    prepared: PreparedAppend,
+    params: dict[str, Any],
+) -> AppendResult:
+    """_call's statements on its cursor: the fence's check, the artifacts, the function."""
+    if prepared.fence is not None:
+        found = _fenced_out(sql, cursor, stream, append_id, prepared)
+        if found is not None:
+            return found
+    if prepared.artifacts:
+        cursor.executemany(sql.artifact_add, artifact_rows(stream.session_id, prepared))
+    _prepared(cursor, sql.call, params)
+    outcome, first, last, newest = cursor.fetchone()
     return AppendResult(stream, first, last, newest, deduplicated=outcome == "dedup")
 
 
@@ -416,10 +454,12 @@ def _statements(  # noqa: PLR0913  (one append's parts, as the store hands them 
                 raise IdempotencyConflict(str(stream), append_id)
             _rollback(cursor)
             return AppendResult(stream, first, last_version, prior, deduplicated=True)
+        now = time.time_ns() // 1_000_000
+        if prepared.fence is not None:
+            _check_fence(sql, cursor, session_id, prepared.fence, now)
         version = version or 0
         if expected is not None and expected != version:
             raise VersionConflict(str(stream), expected, version)
-        now = time.time_ns() // 1_000_000
         cursors = cursors_after(last, now, len(prepared.payloads))
         rows = [
             {**key, "cursor": at, "version": version + n, "payload": payload}
@@ -475,6 +515,42 @@ def _write(  # noqa: PLR0913  (one append's parts, as the store hands them to it
         cursor.execute(sql.session_set_opened, {**values, "now": now})
     else:
         cursor.execute(sql.session_set, values)
+
+
+def _check_fence(
+    sql: AppendSql, cursor: Any, session_id: str, fence: Fence, now: int | None = None
+) -> None:
+    """Raise LeaseLost unless `fence` is the current holding of its lease (`now`: this
+    process's clock, on SQLite; PostgreSQL reads the server's)."""
+    cursor.execute(sql.fence, {"session": session_id, "lease": fence.lease, "now": now})
+    row = cursor.fetchone()
+    if row is None:
+        raise lease_lost(fence, 0)
+    owner, token, expires_ms, at = row
+    if owner != fence.owner or token != fence.token or expires_ms <= at:
+        raise lease_lost(fence, int(token))
+
+
+def _fenced_out(
+    sql: AppendSql, cursor: Any, stream: StreamId, append_id: str, prepared: PreparedAppend
+) -> AppendResult | None:
+    """On PostgreSQL, before the append's function: the append's earlier result when its
+    append_id was recorded before (rule 1 comes first, fence or not), else None once the fence
+    holds; LeaseLost (or IdempotencyConflict) when it does not."""
+    assert prepared.fence is not None
+    key = {"session": stream.session_id, "stream": stream.name, "append_id": append_id}
+    try:
+        _check_fence(sql, cursor, stream.session_id, prepared.fence)
+    except LeaseLost:
+        cursor.execute(sql.head, key)
+        head = cursor.fetchone()
+        if head is None or head[3] is None:
+            raise
+        _, _, _, digest, first, last_version, prior = head
+        if digest != prepared.digest:
+            raise IdempotencyConflict(str(stream), append_id) from None
+        return AppendResult(stream, first, last_version, prior, deduplicated=True)
+    return None
 
 
 def artifact_rows(session_id: str, prepared: PreparedAppend) -> list[dict[str, Any]]:
