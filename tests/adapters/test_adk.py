@@ -34,6 +34,7 @@ import ledger_bus as lb
 from ledger_bus import aio
 from ledger_bus.adapters.adk import LedgerSessionService
 from ledger_bus.adapters.adk.layout import CHECKPOINT_EVERY, EVENTS, session_of
+from ledger_bus.adapters.adk.service import _Out
 from ledger_bus.agent.recorder import UnresolvedAttempt
 from ledger_bus.exports.otel import spans_of
 from ledger_bus.model.ids import StreamId
@@ -668,7 +669,7 @@ def test_the_guard_stops_a_resumed_invocation_running_its_call_again(
     )
     assert refused == {"error": f"not run: {UnresolvedAttempt('call-1', 'deploy')}"}
     # The call this process asked for and is about to run is let through.
-    service._out["run"] = ("s", {"call-1"})
+    service._out["run"] = _Out("s", {"call-1"}, None)
     assert (
         asyncio.run(
             service.guard().before_tool_callback(

@@ -10,12 +10,15 @@ An ADK session (app, user, session id) is a ledger session of its own, `adk~<app
   says as the ledger's own events (adapters/adk/normalize.py), and every CHECKPOINT_EVERY events
   an `adk.state` mutation with the session-scoped state in full, so that the state at the head
   is read from the tail, however long the session;
-- what an operator writes into it (`ledger-bus resolve`): a call's outcome.
+- what an operator writes into it (`ledger-bus resolve`): a call's outcome;
+- rarely, an `adk.abort` mutation: the version an event was to take, taken by another writer
+  after the event's writer left its shared-state change pending too long (shared.py).
 
 What an app's sessions share is the app's ledger session, `adk.app~<app>`: its `adk.app` stream
 (the `app:` state: each change, with the state after it, so that a read takes the last record),
 an `adk.user.<user>` stream per user (the `user:` state, alike) and `adk.sessions`, the sessions
-made and deleted, which `list_sessions` reads.
+made and deleted, which `list_sessions` reads. An event's change of that state is an intent that
+its event's append commits (shared.py).
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ DIRECTORY: Final = "adk.sessions"
 HEADER: Final = "adk.session"
 EVENT: Final = "adk.event"
 CHECKPOINT: Final = "adk.state"
-DELTA: Final = "adk.delta"  # an app: or user: state change
+DELTA: Final = "adk.delta"  # an app: or user: state change (shared.py)
+ABORT: Final = "adk.abort"  # an event's version taken by another writer: its intents aborted
 CREATED: Final = "adk.created"
 DELETED: Final = "adk.deleted"
 

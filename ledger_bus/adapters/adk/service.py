@@ -19,9 +19,13 @@ call whose outcome the ledger holds but ADK never got (`ledger-bus resolve`) is 
 its function response, written as ADK's own event, so the agent's next model request carries
 the call with its response.
 
-app:/user: state is written to the app's streams just after the event that changes it (a
-ledger session of its own: not in the event's append). A process that dies between the two
-leaves the change in the event and not in the shared state.
+app:/user: state lives in the app's ledger session; an event that changes it writes the change
+as an intent its own append commits (shared.py), so the two are seen together or not at all, and
+an append whose session was read before a change of a scope it changes is refused as stale.
+
+Leases. The run's lease, held while its calls are out, fences the session's appends made for
+that run: a process stopped past it (another took the run over, or it lapsed) writes nothing more
+(LeaseLost), whatever it had queued.
 """
 
 from __future__ import annotations
@@ -56,16 +60,18 @@ from ledger_bus.adapters.adk.layout import (
     CHECKPOINT_EVERY,
     CREATED,
     DELETED,
-    DELTA,
     DIRECTORY,
     EVENT,
     EVENTS,
     HEADER,
 )
 from ledger_bus.adapters.adk.normalize import normalized
+from ledger_bus.adapters.adk.shared import SCOPES, STALE, Change, SharedState
+from ledger_bus.adapters.adk.shared import stream_of as shared_stream
 from ledger_bus.agent.recorder import DEFAULT_LEASE_MS, UnresolvedAttempt
-from ledger_bus.model.errors import IdempotencyConflict, LedgerError, VersionConflict
+from ledger_bus.model.errors import IdempotencyConflict, LeaseLost, LedgerError, VersionConflict
 from ledger_bus.model.ids import ANY, StreamId
+from ledger_bus.model.prepared import Fence
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store import connect
 from ledger_bus.store.async_store import AsyncStore
@@ -74,11 +80,6 @@ from ledger_bus.store.steps import Op
 
 T = TypeVar("T")
 
-# ADK's database service's words, so that a caller reads one message whichever service it runs.
-STALE: Final = (
-    "The session has been modified in storage since it was loaded. "
-    "Please reload the session before appending more events."
-)
 _FIRST_PAGE: Final = 64
 
 
@@ -96,9 +97,11 @@ class _Read:
     checkpoint: int = 0  # the version of the newest checkpoint (or the header)
     since_checkpoint: int = 0  # ADK events after it
 
-    @property
-    def at(self) -> Position:
-        return Position(self.head, self.since_checkpoint, self.checkpoint)
+    def at(self, shared: dict[str, int]) -> Position:
+        """Where the read stands, with the versions of the shared state read beside it."""
+        return Position(
+            self.head, self.since_checkpoint, self.checkpoint, shared["app"], shared["user"]
+        )
 
     @property
     def updated(self) -> float:
@@ -111,19 +114,24 @@ class _Read:
 @dataclass(frozen=True)
 class Position:
     """Where a Session stands in its stream, kept as ADK's storage marker: the version it was
-    read (or written) at, the ADK events since the newest state checkpoint, and its version."""
+    read (or written) at, the ADK events since the newest state checkpoint, and its version; and
+    the versions of its app's and user's state as read (shared.py; -1: not known)."""
 
     version: int
     since: int
     checkpoint: int
+    app: int = -1
+    user: int = -1
 
     def marker(self) -> str:
-        return f"{self.version}/{self.since}/{self.checkpoint}"
+        return f"{self.version}/{self.since}/{self.checkpoint}/{self.app}/{self.user}"
 
     @classmethod
     def of(cls, marker: str) -> Position:
-        version, since, checkpoint = (int(part) for part in marker.split("/"))
-        return cls(version, since, checkpoint)
+        return cls(*(int(part) for part in marker.split("/")))
+
+    def shared(self) -> dict[str, int]:
+        return {"app": self.app, "user": self.user}
 
 
 def _dump(event: Event) -> dict[str, Any]:
@@ -228,7 +236,7 @@ class _Guard(BasePlugin):
             return None
         events = tool_context.session.events
         answered = {r.id for e in events for r in e.get_function_responses()}
-        mine = {c for _, out in self.service._out.values() for c in out}
+        mine = {c for out in self.service._out.values() for c in out.calls}
         current = tool_context.function_call_id
         for event in events:
             for call in event.get_function_calls():
@@ -239,6 +247,15 @@ class _Guard(BasePlugin):
                 if replayed or (same and event.invocation_id != tool_context.invocation_id):
                     return {"error": f"not run: {UnresolvedAttempt(call.id, tool.name)}"}
         return None
+
+
+@dataclass
+class _Out:
+    """A run whose function calls are out, its lease held while they are."""
+
+    ledger: str
+    calls: set[str]
+    fence: Fence | None
 
 
 class LedgerSessionService(BaseSessionService):
@@ -255,8 +272,10 @@ class LedgerSessionService(BaseSessionService):
         need(self.store, Deletes)
         self.lease_ttl_ms = lease_ttl_ms
         self.owner = uuid.uuid4().hex
-        # Runs whose function calls are out: run -> (ledger session, the calls not answered yet).
-        self._out: dict[str, tuple[str, set[str]]] = {}
+        self.shared = SharedState(self.store)
+        # Runs whose function calls are out, each with its ledger session, the calls not
+        # answered yet, and the run's lease as held here (None: another process holds it).
+        self._out: dict[str, _Out] = {}
         self._renewer: asyncio.Task[None] | None = None
         self._locks: dict[tuple[int, str], tuple[asyncio.Lock, list[int]]] = {}
         self._owned = False
@@ -274,8 +293,10 @@ class LedgerSessionService(BaseSessionService):
         """Let the leases of calls still out go, and close the store if this service opened it."""
         if self._renewer is not None:
             self._renewer.cancel()
-        for run, (session, _) in list(self._out.items()):
-            await self._drive(self.store.lease_op("release", session, f"run-{run}", self.owner, 0))
+        for run, out in list(self._out.items()):
+            await self._drive(
+                self.store.lease_op("release", out.ledger, f"run-{run}", self.owner, 0)
+            )
         self._out.clear()
         if self._owned:
             self.store.close()
@@ -319,13 +340,16 @@ class LedgerSessionService(BaseSessionService):
             "created": made,
         }
         ledger = layout.session_of(app_name, user_id, session_id)
-        version, shared = await self._drive(self._create_op(app_name, ledger, header, deltas))
+        version, (shared, read) = await self._drive(
+            self._create_op(app_name, ledger, header, deltas)
+        )
         state = {**deltas["session"], **shared}
-        return _handed(app_name, user_id, session_id, state, made, Position(version, 0, version))
+        at = Position(version, 0, version, read["app"], read["user"])
+        return _handed(app_name, user_id, session_id, state, made, at)
 
     def _create_op(
         self, app_name: str, ledger: str, header: dict[str, Any], deltas: dict[str, Any]
-    ) -> Op[tuple[int, dict[str, Any]]]:
+    ) -> Op[tuple[int, tuple[dict[str, Any], dict[str, int]]]]:
         app = layout.app_of(app_name)
         made = uuid.uuid4().hex  # a session made again after a delete is another append
         # Listed first: a crash before the header leaves a listing that reads as no session.
@@ -336,7 +360,8 @@ class LedgerSessionService(BaseSessionService):
         yield from self.store.append_op(StreamId(app, DIRECTORY), ANY, f"adk-made:{made}", [entry])
         # The shared state before the header: a create that fails between the two is made
         # again by a retry (the session is not there yet), its changes the same once more.
-        yield from self._deltas_op(app_name, str(header["user_id"]), deltas, f"made:{made}")
+        shared = {scope: deltas[scope] for scope in SCOPES if deltas.get(scope)}
+        yield from self.shared.plain_op(app_name, str(header["user_id"]), shared, f"made:{made}")
         try:
             done = yield from self.store.append_op(
                 StreamId(ledger, EVENTS), 0, f"adk-made:{made}", [header]
@@ -345,7 +370,10 @@ class LedgerSessionService(BaseSessionService):
             raise AlreadyExistsError(
                 f"Session with id {header['session_id']} already exists."
             ) from None
-        return done.last_version, (yield from self._shared_op(app_name, str(header["user_id"])))
+        own = (ledger, done.last_version)
+        return done.last_version, (
+            yield from self._shared_op(app_name, str(header["user_id"]), own)
+        )
 
     async def get_session(
         self,
@@ -362,7 +390,7 @@ class LedgerSessionService(BaseSessionService):
         found = await self._drive(self._get_op(app_name, user_id, ledger, want, after))
         if found is None:
             return None
-        read, shared = found
+        read, (shared, versions) = found
         raw = read.events
         if want is not None:
             raw = raw[-want:] if want else []
@@ -373,11 +401,12 @@ class LedgerSessionService(BaseSessionService):
             raw = raw[kept:]
         events = [Event.model_validate(e) for e in raw]
         state = {**read.state, **shared}
-        return _handed(app_name, user_id, session_id, state, read.updated, read.at, events)
+        at = read.at(versions)
+        return _handed(app_name, user_id, session_id, state, read.updated, at, events)
 
     def _get_op(
         self, app_name: str, user_id: str, ledger: str, want: int | None, after: float | None
-    ) -> Op[tuple[_Read, dict[str, Any]] | None]:
+    ) -> Op[tuple[_Read, tuple[dict[str, Any], dict[str, int]]] | None]:
         """The session read (its tail: enough for `want` events after `after`), with the calls
         an operator resolved given back as their responses first; and its app's and user's
         state."""
@@ -392,7 +421,7 @@ class LedgerSessionService(BaseSessionService):
             read = yield from self._read_op(stream, want, after)
         if read is None:
             return None
-        return read, (yield from self._shared_op(app_name, user_id))
+        return read, (yield from self._shared_op(app_name, user_id, (ledger, read.head)))
 
     def _read_op(self, stream: StreamId, want: int | None, after: float | None) -> Op[_Read | None]:
         """The stream read back from its head until it holds `want` ADK events (all of them when
@@ -471,28 +500,32 @@ class LedgerSessionService(BaseSessionService):
         """The run's lease held while its calls are out; let go once all are answered. A
         long-running call is not held: its answer may come from another process, much later."""
         for response in event.get_function_responses():
-            for _, out in self._out.values():
-                out.discard(response.id or "")
-        await self._let_go([r for r, (_, out) in self._out.items() if not out])
+            for out in self._out.values():
+                out.calls.discard(response.id or "")
+        await self._let_go([r for r, out in self._out.items() if not out.calls])
         waiting = event.long_running_tool_ids or set()
         calls = {c.id for c in event.get_function_calls() if c.id and c.id not in waiting}
         if not calls:
             return
         run = layout.run_of(event.invocation_id, event.author or AGENT)
         if run not in self._out:
-            await self._drive(
-                self.store.lease_op("acquire", ledger, f"run-{run}", self.owner, self.lease_ttl_ms)
+            lease = f"run-{run}"
+            token = await self._drive(
+                self.store.lease_op("acquire", ledger, lease, self.owner, self.lease_ttl_ms)
             )
-            self._out[run] = (ledger, set())
-        self._out[run][1].update(calls)
+            # Not taken: another live process holds the run, and this one writes unfenced, as
+            # any writer of the session may (its appends are still refused when stale).
+            fence = Fence(lease, self.owner, token) if token else None
+            self._out[run] = _Out(ledger, set(), fence)
+        self._out[run].calls.update(calls)
         if self._renewer is None or self._renewer.done():
             self._renewer = asyncio.get_running_loop().create_task(self._renew())
 
     async def _let_go(self, runs: Iterable[str]) -> None:
         for run in runs:
             found = self._out.pop(run, None)
-            if found is not None:
-                lease = self.store.lease_op("release", found[0], f"run-{run}", self.owner, 0)
+            if found is not None and found.fence is not None:
+                lease = self.store.lease_op("release", found.ledger, f"run-{run}", self.owner, 0)
                 await self._drive(lease)
         if not self._out and self._renewer is not None:
             self._renewer.cancel()  # nothing out: no task left behind on the caller's loop
@@ -501,12 +534,15 @@ class LedgerSessionService(BaseSessionService):
     async def _renew(self) -> None:
         while self._out:
             await asyncio.sleep(self.lease_ttl_ms / 3000)
-            for run, (session, _) in list(self._out.items()):
+            for run, out in list(self._out.items()):
+                if out.fence is None:
+                    continue
                 ttl = self.lease_ttl_ms
-                # The store away for a moment: the next renewal tries again.
+                # The store away for a moment: the next renewal tries again. A renewal that
+                # finds the lease lost needs no answer here: the run's next append is refused.
                 with contextlib.suppress(LedgerError):
                     await self._drive(
-                        self.store.lease_op("renew", session, f"run-{run}", self.owner, ttl)
+                        self.store.lease_op("renew", out.ledger, f"run-{run}", self.owner, ttl)
                     )
 
     # -- events -----------------------------------------------------------------------------
@@ -522,11 +558,15 @@ class LedgerSessionService(BaseSessionService):
         # version instead of being refused as stale.
         async with self._one_at_a_time(ledger):
             records = self._records(session, event)
+            run = layout.run_of(event.invocation_id, event.author or AGENT)
+            out = self._out.get(run)
+            fence = out.fence if out is not None else None
             try:
-                at = await self._drive(self._append_op(session, ledger, event, records))
-            except StaleSessionError:
-                # This run is over here: its calls still out are left to the reconciler.
-                await self._let_go([layout.run_of(event.invocation_id, event.author or AGENT)])
+                at = await self._drive(self._append_op(session, ledger, event, records, fence))
+            except (StaleSessionError, LeaseLost):
+                # This run is over here: its calls still out are left to the reconciler (or to
+                # the process that took the run over).
+                await self._let_go([run])
                 raise
             await self._hold(ledger, event)
             session.last_update_time = event.timestamp
@@ -568,7 +608,12 @@ class LedgerSessionService(BaseSessionService):
         return [native, *normalized(said, starts=starts, parent_run=parent)]
 
     def _append_op(
-        self, session: Session, ledger: str, event: Event, records: list[dict[str, Any]]
+        self,
+        session: Session,
+        ledger: str,
+        event: Event,
+        records: list[dict[str, Any]],
+        fence: Fence | None,
     ) -> Op[Position]:
         stream = StreamId(ledger, EVENTS)
         marker = session._storage_update_marker
@@ -585,24 +630,43 @@ class LedgerSessionService(BaseSessionService):
                 *records,
                 {"type": "mutation", "agent": AGENT, "kind": CHECKPOINT, "state": state},
             ]
-        try:
-            done = yield from self.store.append_op(
-                stream, at.version, f"adk-event:{event.id}", records
-            )
-        except VersionConflict as conflict:
-            if conflict.actual == 0:
-                raise SessionNotFoundError(f"Session {session.id} not found.") from None
-            raise StaleSessionError(STALE) from None
         delta = _session_util.extract_json_safe_state_delta(
             dict(event.actions.state_delta) if event.actions else {}
         )
-        yield from self._deltas_op(session.app_name, session.user_id, delta, f"{ledger}:{event.id}")
+        change = Change(
+            ledger,
+            at.version + 1,  # the event's record is its append's first
+            uuid.uuid4().hex,
+            {scope: delta[scope] for scope in SCOPES if delta.get(scope)},
+        )
+        shared = at.shared()
+        if change.deltas:
+            records[0]["nonce"] = change.nonce  # what commits the change's intents
+            written = yield from self.shared.intents_op(
+                session.app_name, session.user_id, change, shared
+            )
+            shared.update(written)
+        try:
+            done = yield from self.store.append_op(
+                stream, at.version, f"adk-event:{event.id}", records, fence=fence
+            )
+        except VersionConflict as conflict:  # the intents aborted: another record took their place
+            if conflict.actual == 0:
+                raise SessionNotFoundError(f"Session {session.id} not found.") from None
+            raise StaleSessionError(STALE) from None
+        except BaseException:
+            if change.deltas:  # nothing stands at the intents' place: take them back
+                yield from self.shared.cancel_op(session.app_name, session.user_id, change, written)
+            raise
         if checkpoints:  # the checkpoint is the append's last record
-            return Position(done.last_version, 0, done.last_version)
-        return Position(done.last_version, at.since + 1, at.checkpoint)
+            return Position(done.last_version, 0, done.last_version, shared["app"], shared["user"])
+        return Position(
+            done.last_version, at.since + 1, at.checkpoint, shared["app"], shared["user"]
+        )
 
     def _unmarked_op(self, stream: StreamId, session: Session) -> Op[Position]:
-        """A Session made by hand is at the head when its last event is the stored last one."""
+        """A Session made by hand is at the head when its last event is the stored last one
+        (its shared state taken as it is now)."""
         read = yield from self._read_op(stream, 1, None)
         if read is None:
             raise SessionNotFoundError(f"Session {session.id} not found.")
@@ -610,68 +674,39 @@ class LedgerSessionService(BaseSessionService):
         mine = session.events[-1].id if session.events else None
         if stored != mine:
             raise StaleSessionError(STALE)
-        return read.at
+        return read.at({"app": -1, "user": -1})
 
-    # -- what sessions share ----------------------------------------------------------------
+    # -- what sessions share (shared.py) ----------------------------------------------------
 
-    def _deltas_op(self, app_name: str, user_id: str, deltas: dict[str, Any], key: str) -> Op[None]:
-        """app: and user: state changes, each to its stream: the change and the state after it,
-        so that a read takes the last record alone. Appended at the version the state was read
-        at (two sessions changing one user's state at once: the second reads again); an append
-        id per change, so a retry writes it once."""
-        app = layout.app_of(app_name)
-        for scope, name in (("app", layout.APP_STATE), ("user", layout.user_stream(user_id))):
-            if not deltas.get(scope):
-                continue
-            stream = StreamId(app, name)
-            while True:
-                version, state = yield from self._scope_op(stream)
-                change = {
-                    "type": "mutation",
-                    "agent": AGENT,
-                    "kind": DELTA,
-                    "delta": deltas[scope],
-                    "state": {**state, **deltas[scope]},
-                }
-                try:
-                    yield from self.store.append_op(stream, version, f"adk-{scope}:{key}", [change])
-                    break
-                except VersionConflict:
-                    continue
-
-    def _scope_op(self, stream: StreamId) -> Op[tuple[int, dict[str, Any]]]:
-        """An app's or a user's state stream: its version, and the state its last record holds."""
-        version = yield from self.store.stream_version_op(stream)
-        if not version:
-            return 0, {}
-        [last] = yield from self.store.read_stream_op(stream, version - 1, 1)
-        return version, dict(last.fields.get("state") or {})
-
-    def _shared_op(self, app_name: str, user_id: str) -> Op[dict[str, Any]]:
-        """The app's and the user's state, prefixed as ADK hands them out."""
-        app = layout.app_of(app_name)
-        _, app_state = yield from self._scope_op(StreamId(app, layout.APP_STATE))
-        _, user_state = yield from self._scope_op(StreamId(app, layout.user_stream(user_id)))
-        return _prefixed(app_state, user_state)
+    def _shared_op(
+        self, app_name: str, user_id: str, own: tuple[str, int] | None = None
+    ) -> Op[tuple[dict[str, Any], dict[str, int]]]:
+        """The app's and the user's state, prefixed as ADK hands them out, and the versions read
+        (`own`: the reader's session and its head, as SharedState.read_op takes them)."""
+        app = yield from self.shared.read_op(shared_stream(app_name, user_id, "app"), own)
+        user = yield from self.shared.read_op(shared_stream(app_name, user_id, "user"), own)
+        return _prefixed(app.state, user.state), {"app": app.version, "user": user.version}
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
-        stream = StreamId(layout.app_of(app_name), layout.user_stream(user_id))
-        return (await self._drive(self._scope_op(stream)))[1]
+        stream = shared_stream(app_name, user_id, "user")
+        return (await self._drive(self.shared.read_op(stream))).state
 
     async def list_sessions(
         self, *, app_name: str, user_id: str | None = None
     ) -> ListSessionsResponse:
         found = await self._drive(self._list_op(app_name, user_id))
         sessions = [
-            _handed(app_name, user, session_id, {**read.state, **shared}, read.updated, read.at)
-            for (user, session_id), read, shared in found
+            _handed(
+                app_name, user, session_id, {**read.state, **state}, read.updated, read.at(versions)
+            )
+            for (user, session_id), read, (state, versions) in found
         ]
         sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
         return ListSessionsResponse(sessions=sessions)
 
     def _list_op(
         self, app_name: str, user_id: str | None
-    ) -> Op[list[tuple[tuple[str, str], _Read, dict[str, Any]]]]:
+    ) -> Op[list[tuple[tuple[str, str], _Read, tuple[dict[str, Any], dict[str, int]]]]]:
         live: dict[tuple[str, str], str] = {}
         listing = StreamId(layout.app_of(app_name), DIRECTORY)
         for record in (yield from self.store.read_stream_op(listing)):
@@ -682,8 +717,9 @@ class LedgerSessionService(BaseSessionService):
             elif f.get("kind") == DELETED:
                 live.pop(key, None)
         found = []
-        shared: dict[str, dict[str, Any]] = {}  # by user: the app's state read once, each user's
-        app = yield from self._scope_op(StreamId(layout.app_of(app_name), layout.APP_STATE))
+        # By user: the app's state read once, each user's once.
+        shared: dict[str, tuple[dict[str, Any], dict[str, int]]] = {}
+        app = yield from self.shared.read_op(shared_stream(app_name, "", "app"))
         for key, ledger in live.items():
             if user_id is not None and key[0] != user_id:
                 continue
@@ -691,10 +727,9 @@ class LedgerSessionService(BaseSessionService):
             if read is None:
                 continue
             if key[0] not in shared:
-                user = yield from self._scope_op(
-                    StreamId(layout.app_of(app_name), layout.user_stream(key[0]))
-                )
-                shared[key[0]] = _prefixed(app[1], user[1])
+                user = yield from self.shared.read_op(shared_stream(app_name, key[0], "user"))
+                versions = {"app": app.version, "user": user.version}
+                shared[key[0]] = (_prefixed(app.state, user.state), versions)
             found.append((key, read, shared[key[0]]))
         return found
 

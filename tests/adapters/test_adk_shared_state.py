@@ -1,0 +1,252 @@
+"""Google ADK's shared state (`app:`, `user:`) under concurrent writers and crashes, and the
+run's lease fencing the session's appends: LedgerSessionService loses no update of any scope,
+shows an event and its shared-state change together or not at all, and a process stopped past
+its lease writes nothing more."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.adk.errors import StaleSessionError
+
+import ledger_bus as lb
+from ledger_bus.adapters.adk import LedgerSessionService
+from ledger_bus.adapters.adk.layout import EVENTS, session_of
+from ledger_bus.store.base import EventStore
+from tests.support.adk_worker import APP, RECENT, USER, raised
+
+ROOT = Path(__file__).resolve().parents[2]
+WRITERS, TIMES = 4, 200
+
+
+def worker(*args: str, stdin: int | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.support.adk_worker", *args],
+        cwd=ROOT,
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def counters(service: LedgerSessionService, session_id: str) -> tuple[Any, Any, Any]:
+    session = asyncio.run(service.get_session(app_name=APP, user_id=USER, session_id=session_id))
+    assert session is not None
+    s = session.state
+    return s.get("counter"), s.get("user:counter"), s.get("app:counter")
+
+
+@pytest.mark.parametrize("store", ["memory", "redis"], indirect=True)
+def test_four_tasks_raising_every_scope_lose_no_update(store: EventStore) -> None:
+    # Given a session, and four tasks that each read it and raise a counter of every scope
+    service = LedgerSessionService(store)
+
+    async def writer(n: int) -> None:
+        for turn in range(TIMES):
+            while True:
+                session = await service.get_session(
+                    app_name=APP, user_id=USER, session_id="s", config=RECENT
+                )
+                assert session is not None
+                await asyncio.sleep(random.uniform(0, 0.002))
+                try:
+                    await service.append_event(session, raised(session, n * TIMES + turn))
+                    break
+                except StaleSessionError:
+                    continue
+
+    async def run() -> None:
+        await service.create_session(app_name=APP, user_id=USER, session_id="s")
+        await asyncio.gather(*(writer(n) for n in range(WRITERS)))
+
+    # When they run at once
+    asyncio.run(run())
+    # Then every raise of every scope counts
+    assert counters(service, "s") == (WRITERS * TIMES,) * 3
+
+
+@pytest.mark.slow
+def test_four_processes_raising_every_scope_lose_no_update(redis_url: str, prefix: str) -> None:
+    service = LedgerSessionService.from_url(redis_url, prefix=prefix)
+    asyncio.run(service.create_session(app_name=APP, user_id=USER, session_id="p"))
+    writers = [worker("count", redis_url, prefix, "p", str(TIMES)) for _ in range(WRITERS)]
+    refused = [int(w.communicate()[0]) for w in writers]
+    assert all(w.returncode == 0 for w in writers)
+    assert sum(refused) > 0, "the writers met: the test shows nothing otherwise"
+    assert counters(service, "p") == (WRITERS * TIMES,) * 3
+    asyncio.run(service.close())
+
+
+def test_a_reader_between_an_event_and_its_shared_change_sees_neither(
+    redis_url: str, prefix: str
+) -> None:
+    # Given writer A, held inside its append_event right after the append's first write
+    a = LedgerSessionService.from_url(redis_url, prefix=prefix)
+    b = LedgerSessionService.from_url(redis_url, prefix=prefix)
+    asyncio.run(a.create_session(app_name=APP, user_id=USER, session_id="h"))
+    reached, go = threading.Event(), threading.Event()
+    real = a.store.append_op
+    holding = threading.Event()
+
+    def append_op(*args: Any, **kwargs: Any) -> Any:
+        done = yield from real(*args, **kwargs)
+        if holding.is_set():
+            holding.clear()
+            reached.set()
+            go.wait(30)
+        return done
+
+    a.store.append_op = append_op  # type: ignore[method-assign]
+
+    async def scenario() -> tuple[Any, int]:
+        session = await a.get_session(app_name=APP, user_id=USER, session_id="h")
+        assert session is not None
+        holding.set()
+        first = asyncio.create_task(a.append_event(session, raised(session, 1)))
+        await asyncio.to_thread(reached.wait, 30)
+        # When B reads meanwhile, and raises the counters on what it read
+        seen = await b.get_session(app_name=APP, user_id=USER, session_id="h")
+        assert seen is not None
+        view = (
+            seen.state.get("counter"),
+            seen.state.get("user:counter"),
+            seen.state.get("app:counter"),
+        )
+        landed = 0
+        try:
+            await b.append_event(seen, raised(seen, 2))
+            landed += 1
+        except StaleSessionError:
+            pass  # B read a change still pending (A is held between its two steps)
+        finally:
+            go.set()
+        with contextlib.suppress(StaleSessionError):
+            await first
+            landed += 1
+        return view, landed
+
+    view, landed = asyncio.run(scenario())
+    # Then B saw A's event with its shared change, or neither
+    assert view in ((None, None, None), (1, 1, 1))
+    # And every scope counts the appends that landed, no more, no less
+    assert counters(b, "h") == ((landed or None),) * 3
+    asyncio.run(a.close())
+    asyncio.run(b.close())
+
+
+def test_a_writer_killed_between_its_intents_and_its_event_leaves_neither_seen(
+    redis_url: str, prefix: str
+) -> None:
+    service = LedgerSessionService.from_url(redis_url, prefix=prefix)
+    asyncio.run(service.create_session(app_name=APP, user_id=USER, session_id="k"))
+    # Given a writer killed after its shared-state intents, before its event
+    torn = worker("torn", redis_url, prefix, "k")
+    torn.communicate()
+    assert torn.returncode == -signal.SIGKILL
+    # Then no reader sees its change in any scope
+    assert counters(service, "k") == (None, None, None)
+    other = asyncio.run(service.get_user_state(app_name=APP, user_id=USER))
+    assert "counter" not in other
+    # And the next writer waits for the dead one's change, aborts it (it read it pending, so
+    # its first append is refused as stale), and writes once it has read the session again
+    session = asyncio.run(service.get_session(app_name=APP, user_id=USER, session_id="k"))
+    assert session is not None
+    with pytest.raises(StaleSessionError):
+        asyncio.run(service.append_event(session, raised(session, 1)))
+    session = asyncio.run(service.get_session(app_name=APP, user_id=USER, session_id="k"))
+    assert session is not None
+    asyncio.run(service.append_event(session, raised(session, 1)))
+    assert counters(service, "k") == (1, 1, 1)
+    asyncio.run(service.close())
+
+
+# -- the run's lease fences the session's appends --------------------------------------------
+
+ROUNDS = 50
+TTL_MS = 200
+
+
+class Holder:
+    def __init__(self, url: str, prefix: str, ttl_ms: int):
+        self.process = worker("hold", url, prefix, str(ttl_ms), stdin=subprocess.PIPE)
+
+    def queue(self, line: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+
+    def answer(self) -> str:
+        assert self.process.stdout is not None
+        return self.process.stdout.readline().strip()
+
+    def ask(self, line: str) -> str:
+        self.queue(line)
+        return self.answer()
+
+    def close(self) -> None:
+        os.kill(self.process.pid, signal.SIGCONT)
+        self.process.kill()
+        self.process.communicate()
+
+
+@pytest.fixture
+def holders(redis_url: str, prefix: str) -> Iterator[tuple[Holder, Holder]]:
+    zombie, heir = Holder(redis_url, prefix, TTL_MS), Holder(redis_url, prefix, 10_000)
+    yield zombie, heir
+    zombie.close()
+    heir.close()
+
+
+def events_of(store: EventStore, session_id: str) -> list[str]:
+    """The ADK events' authors and kinds of call: what a session holds, briefly."""
+    found = []
+    for record in store.read_stream(lb.StreamId(session_of(APP, USER, session_id), EVENTS)):
+        event = record.fields.get("event")
+        if event is not None:
+            part = event["content"]["parts"][0]
+            found.append(next(iter(k for k in part if k.startswith("function"))))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("takeover", [False, True], ids=["nobody-took-over", "taken-over"])
+def test_a_service_stopped_past_its_runs_lease_writes_nothing_more(
+    holders: tuple[Holder, Holder], redis_url: str, prefix: str, takeover: bool
+) -> None:
+    zombie, heir = holders
+    store = lb.connect(redis_url, prefix=prefix)
+    for n in range(ROUNDS):
+        session, run = f"f{takeover:d}-{n}", f"run-{n}"
+        assert zombie.ask(f"make {session}") == "ok"
+        # Given a service whose run asked for a call (the run's lease held while it is out)
+        assert zombie.ask(f"ask {session} {run}") == "ok"
+        # When it is stopped past the lease, then continued with the call's answer queued
+        os.kill(zombie.process.pid, signal.SIGSTOP)
+        time.sleep(2 * TTL_MS / 1000)  # past the lease, however late its last renewal
+        if takeover:  # another process's runner asks for the run's call again (and holds it)
+            assert heir.ask(f"ask {session} {run}") == "ok"
+        zombie.queue(f"answer {session} {run}")
+        os.kill(zombie.process.pid, signal.SIGCONT)
+        # Then the answer is refused and nothing of it is stored
+        answer = zombie.answer()
+        assert answer.startswith("lost "), f"round {n}: {answer}"
+        if takeover:
+            # And the rightful holder answers
+            assert heir.ask(f"answer {session} {run}") == "ok", f"round {n}"
+            expected = ["function_call", "function_call", "function_response"]
+        else:
+            expected = ["function_call"]
+        assert events_of(store, session) == expected, f"round {n}"
+    store.close()

@@ -1,0 +1,158 @@
+"""Fenced leases, as a crash and a stop-the-world pause exercise them: a process stopped past its
+lease (SIGSTOP), then continued (SIGCONT) with its next write already queued, writes nothing,
+whether another process took the run over meanwhile or nobody did; and the rightful holder is
+never refused for what the stopped one tried.
+
+The Python recorder here, and the recorded calls the LangGraph and Agents SDK adapters make
+(adapters/calls.py); the TypeScript and Go SDKs have drills of their own in their test suites.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+import ledger_bus as lb
+from ledger_bus.adapters.calls import CallLedger, ToolStep
+from ledger_bus.agent.recorder import OutcomeNotRecorded
+from ledger_bus.store.base import EventStore
+
+ROUNDS = 50
+ZOMBIE_TTL_MS = 150  # the stopped process's lease: short, so that a round is short
+HOLDER_TTL_MS = 10_000  # the new holder's: it must not lapse while a round looks on
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Holder:
+    """A tests.support.lease_holder process, a command and its answer at a time."""
+
+    def __init__(self, url: str, prefix: str, session: str, ttl_ms: int):
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.lease_holder", url, prefix, session, str(ttl_ms)],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def queue(self, command: str) -> None:
+        """Write a command without waiting for its answer (the process may be stopped)."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+
+    def answer(self) -> str:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline().strip()
+        assert line, f"the holder ended (exit {self.process.poll()})"
+        return line
+
+    def ask(self, command: str) -> str:
+        self.queue(command)
+        answer = self.answer()
+        assert answer.startswith("ok"), f"{command}: {answer}"
+        return answer
+
+    def stop(self) -> None:
+        os.kill(self.process.pid, signal.SIGSTOP)
+
+    def cont(self) -> None:
+        os.kill(self.process.pid, signal.SIGCONT)
+
+    def close(self) -> None:
+        self.cont()
+        self.process.kill()
+        self.process.communicate()  # waits, and closes its pipes
+
+
+@contextmanager
+def holders(redis_url: str, prefix: str, session: str) -> Iterator[tuple[Holder, Holder]]:
+    zombie = Holder(redis_url, prefix, session, ZOMBIE_TTL_MS)
+    heir = Holder(redis_url, prefix, session, HOLDER_TTL_MS)
+    try:
+        yield zombie, heir
+    finally:
+        zombie.close()
+        heir.close()
+
+
+def bodies(store: EventStore, session: str, run: str) -> list[str]:
+    return [
+        str(e.get("body") or e.get("kind"))
+        for e in store.read_stream(lb.StreamId(session, f"run-{run}"))
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("takeover", [False, True], ids=["nobody-took-over", "taken-over"])
+def test_a_recorder_stopped_past_its_lease_writes_nothing_more(
+    redis_url: str, prefix: str, takeover: bool
+) -> None:
+    # Given a process whose run holds a short lease, and another that may take the run over
+    session = f"fenced-{takeover}"
+    store = lb.connect(redis_url, prefix=prefix)
+    refused = 0
+    with holders(redis_url, prefix, session) as (zombie, heir):
+        for n in range(ROUNDS):
+            run = f"r{n}"
+            zombie.ask(f"start {run}")
+            zombie.ask(f"say {run} before")
+            # When it is stopped past its lease
+            zombie.stop()
+            time.sleep(2 * ZOMBIE_TTL_MS / 1000)  # past the lease, however late its last renewal
+            if takeover:  # the heir holds the lease now, and has written nothing yet
+                heir.ask(f"take {run}")
+            # and continued with its next write already queued
+            zombie.queue(f"say {run} zombie")
+            zombie.cont()
+            # Then that write is refused, and nothing of it is stored
+            answer = zombie.answer()
+            assert answer.startswith("lost "), f"round {n}: {answer}"
+            refused += 1
+            zombie.ask(f"drop {run}")
+            assert "zombie" not in bodies(store, session, run), f"round {n}"
+            if takeover:
+                # And the rightful holder writes on
+                heir.ask(f"go {run}")
+                heir.ask(f"say {run} heir")
+                heir.ask(f"end {run}")
+                assert bodies(store, session, run) == [
+                    "run.started",
+                    "before",
+                    "run.resumed",
+                    "heir",
+                    "run.finished",
+                ], f"round {n}"
+            else:
+                assert bodies(store, session, run) == ["run.started", "before"], f"round {n}"
+    assert refused == ROUNDS
+    store.close()
+
+
+def test_a_recorded_call_whose_lease_another_took_records_no_outcome(
+    store: EventStore,
+) -> None:
+    # Given a framework's call begun (its request recorded under the call's lease)
+    ledger = CallLedger(store, agent="graph", lease_ttl_ms=60_000)
+    thread = lb.StreamId("calls-1", "thread")
+    done, begun = store.run_op(
+        ledger.begin_op(thread, ToolStep("call-1", "deploy", {"to": "prod"}, False))
+    )
+    assert not done
+    # When another process takes the call's lease over (this one was stopped past it)
+    lease = f"run-{begun.run_id}"
+    assert store.release_lease("calls-1", lease, begun.owner)
+    assert store.acquire_lease("calls-1", lease, "another-process", 60_000)
+    # Then this process's outcome is not recorded, and says why
+    with pytest.raises(OutcomeNotRecorded) as raised:
+        store.run_op(ledger.end_op(begun, "ok", {"deployed": True}))
+    assert isinstance(raised.value.__cause__, lb.LeaseLost)
+    assert [e.type for e in store.read_stream(thread)] == ["tool_call"]
