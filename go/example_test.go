@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	ledgerbus "github.com/ledger-bus/ledger-bus/go"
 	"github.com/ledger-bus/ledger-bus/go/model"
@@ -103,4 +104,40 @@ func ExampleConnect_session() {
 	// planner 1 step 0
 	// coder 1 step 1
 	// planner 2 step 2
+}
+
+// Fencing: appends made under a lease name the holding that drew their token, and a holder
+// whose holding is over (stopped past its lease while another process took over) writes
+// nothing more, whatever it had on its way.
+func ExampleWithFence() {
+	ctx := context.Background()
+	s, err := ledgerbus.Connect(ctx, "memory://")
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	stream, _ := ledgerbus.NewStreamID("task-42", "board")
+	token, err := s.Lease(ctx, store.Acquire, "task-42", "board-writer", "host-a", time.Minute)
+	if err != nil {
+		panic(err)
+	}
+	mine := ledgerbus.Fence{Lease: "board-writer", Owner: "host-a", Token: token}
+	if _, err := s.Append(ctx, stream, 0, "a1", []ledgerbus.Event{ledgerbus.Message("a", "mine")}, ledgerbus.WithFence(mine)); err != nil {
+		panic(err)
+	}
+	// host-a pauses past its lease; host-b takes it, drawing the next token.
+	_, _ = s.Lease(ctx, store.Release, "task-42", "board-writer", "host-a", 0) // (as its TTL would)
+	theirs, _ := s.Lease(ctx, store.Acquire, "task-42", "board-writer", "host-b", time.Minute)
+	fmt.Println("tokens", token, theirs)
+
+	_, err = s.Append(ctx, stream, 1, "a2", []ledgerbus.Event{ledgerbus.Message("a", "late")}, ledgerbus.WithFence(mine))
+	var lost *model.LeaseLostError
+	if errors.As(err, &lost) {
+		fmt.Println(errors.Is(err, ledgerbus.ErrLeaseLost), "the lease is at token", lost.Token)
+	}
+	fmt.Println(err)
+	// Output:
+	// tokens 1 2
+	// true the lease is at token 2
+	// lease board-writer: the holding of host-a (token 1) is over, another holding took it (token 2); nothing written
 }

@@ -33,6 +33,9 @@ type (
 	Durability = model.Durability
 	// ArtifactRef stands for a field kept apart, in reads that ask for references.
 	ArtifactRef = model.ArtifactRef
+	// Fence is a lease as its holder holds it, which appends made under it name: see
+	// model.Fence.
+	Fence = model.Fence
 	// Store is a store with every capability: what Connect returns.
 	Store = store.Store
 )
@@ -62,6 +65,7 @@ var (
 	ErrUnexpectedReply        = model.ErrUnexpectedReply
 	ErrRefused                = model.ErrRefused
 	ErrSessionArchived        = model.ErrSessionArchived
+	ErrLeaseLost              = model.ErrLeaseLost
 	ErrNotFound               = model.ErrNotFound
 	ErrDurabilityNotConfirmed = model.ErrDurabilityNotConfirmed
 )
@@ -90,6 +94,10 @@ func Mutation(agent, kind string, fields map[string]any) Event {
 
 // WithDurability has one append wait for its own durability instead of the store's.
 func WithDurability(d Durability) store.AppendOption { return store.WithDurability(d) }
+
+// WithFence makes one append under a lease holding: refused with ErrLeaseLost, nothing
+// written, once the holding is over (see store.WithFence).
+func WithFence(f Fence) store.AppendOption { return store.WithFence(f) }
 
 // Option changes how Connect opens a store.
 type Option func(*settings)

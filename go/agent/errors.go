@@ -9,8 +9,9 @@ import (
 )
 
 // The kinds of error a run meets around its calls, with the names the Python package gives
-// them. Test a returned error with errors.Is against these; each is also a model.ErrLedger.
-// The typed errors below carry what each says (errors.As).
+// them. Test a returned error with errors.Is against these; each is also a model.ErrLedger
+// (and ErrLeaseLost a model.ErrRefused). The typed errors below carry what each says
+// (errors.As).
 var (
 	// ErrRequestNotRecorded: a call's request could not be committed, so the call did not run.
 	ErrRequestNotRecorded = &kind{"RequestNotRecorded"}
@@ -23,7 +24,10 @@ var (
 	// ErrToolFailed: on resume, a call's recorded outcome was an error.
 	ErrToolFailed = &kind{"ToolFailed"}
 	// ErrLeaseLost: the run's lease expired or passed to another process; it may not write.
-	ErrLeaseLost = &kind{"LeaseLost"}
+	// It is model.ErrLeaseLost, the kind a store refuses a fenced append with (a
+	// *model.LeaseLostError), so errors.Is holds either way: a run whose renewal found the
+	// lease lost and a write the store refused are the same kind.
+	ErrLeaseLost = model.ErrLeaseLost
 	// ErrRunHeld: the run id's lease is held by another live process.
 	ErrRunHeld = &kind{"RunHeld"}
 )
@@ -40,7 +44,7 @@ func (k *kind) Is(target error) bool { return target == model.ErrLedger }
 // ("UnresolvedAttempt"), or model.Name(err) for the kinds every store returns.
 func Name(err error) string {
 	for _, k := range []*kind{ErrRequestNotRecorded, ErrOutcomeNotRecorded, ErrUnresolvedAttempt,
-		ErrToolFailed, ErrLeaseLost, ErrRunHeld} {
+		ErrToolFailed, ErrRunHeld} {
 		if errors.Is(err, k) {
 			return k.name
 		}
@@ -58,8 +62,11 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Msg }
 
-// Is reports whether target is this error's kind, or model.ErrLedger.
-func (e *Error) Is(target error) bool { return target == e.Kind || target == model.ErrLedger }
+// Is reports whether target is this error's kind or one of the kind's ancestors (a
+// LeaseLost is a model.ErrRefused), or model.ErrLedger.
+func (e *Error) Is(target error) bool {
+	return target == model.ErrLedger || errors.Is(e.Kind, target)
+}
 
 // Unwrap returns the cause, so errors.Is reaches a store's error kind beneath
 // (model.ErrVersionConflict, model.ErrBackendUnavailable).

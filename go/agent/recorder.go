@@ -62,6 +62,10 @@ type RecorderOptions struct {
 //     its call;
 //   - liveness: a run holds a lease, renewed in the background, so a crashed run is
 //     recognisable;
+//   - fencing: every write of a run is made under its lease (the holding's model.Fence), so
+//     a process that lost it (stopped past its TTL while another process took the run over)
+//     writes nothing more, whatever it had on its way: the store refuses it with
+//     ErrLeaseLost, atomically, and the run is lost (no more writes, no run.finished);
 //   - recovery: a run resumed from its stream returns recorded results instead of calling
 //     again, and stops at a call requested and never finished unless its tool is safe to
 //     replay (ErrUnresolvedAttempt).
@@ -268,6 +272,9 @@ type Run struct {
 	leaseWait time.Duration
 	fields    map[string]any
 	owner     string
+	// fence is the run's lease as this execution holds it, once taken: every write names it,
+	// so that one made after the holding is over (a process stopped past its TTL) is refused.
+	fence model.Fence
 
 	version     int64
 	history     history
@@ -308,6 +315,11 @@ func (run *Run) LeaseLost() bool { return run.lost.Load() }
 // LeaseName is the name of the run's lease, run-<run id>, as the reconciler looks for it.
 func (run *Run) LeaseName() string { return "run-" + run.id }
 
+// Fence is the run's lease as this execution holds it: the lease, this execution's owner
+// token and the token its holding drew. Every write of the run names it; so does
+// AppendUnderLease.
+func (run *Run) Fence() model.Fence { return run.fence }
+
 // -- lifetime -----------------------------------------------------------------------------
 
 // acquire takes the run's lease, waiting up to leaseWait for a crashed holder's to expire.
@@ -316,11 +328,12 @@ func (run *Run) acquire(ctx context.Context) error {
 	deadline := time.Now().Add(run.leaseWait)
 	pause := min(200*time.Millisecond, r.leaseTTL/5)
 	for {
-		held, err := r.attempts.Lease(ctx, store.Acquire, r.session, run.LeaseName(), run.owner, r.leaseTTL)
+		token, err := r.attempts.Lease(ctx, store.Acquire, r.session, run.LeaseName(), run.owner, r.leaseTTL)
 		if err != nil {
 			return err
 		}
-		if held {
+		if token > 0 {
+			run.fence = model.Fence{Lease: run.LeaseName(), Owner: run.owner, Token: token}
 			return nil
 		}
 		if !time.Now().Before(deadline) {
@@ -349,13 +362,15 @@ func (run *Run) startRenewing(ctx context.Context) {
 			case <-ticker.C:
 			}
 			ctx, cancel := context.WithTimeout(base, r.leaseTTL)
-			held, err := r.attempts.Lease(ctx, store.Renew, r.session, run.LeaseName(), run.owner, r.leaseTTL)
+			token, err := r.attempts.Lease(ctx, store.Renew, r.session, run.LeaseName(), run.owner, r.leaseTTL)
 			cancel()
 			switch {
 			case err != nil:
 				// Could not reach the store: tried again at the next renewal.
 				r.logger.Warn("run could not renew its lease; retrying", "run", run.id, "err", err)
-			case !held:
+			case token != run.fence.Token:
+				// 0: expired, or another's now. Another token than the run's own (its fences
+				// lost from under a held lease): the store would refuse its writes anyway.
 				r.logger.Error("run lost its lease", "run", run.id)
 				run.lost.Store(true)
 				return
@@ -412,9 +427,10 @@ func (run *Run) begin(ctx context.Context) error {
 	return err
 }
 
-// Finish records how the run ended, ok when err is nil, else error with err's text (nothing
-// after its lease was lost: it may not write then), and releases the lease. A second Finish
-// does nothing.
+// Finish records how the run ended, ok when err is nil, else error with err's text, and
+// releases the lease. A run that lost its lease records nothing, as it may not write: it
+// returns an error of kind ErrLeaseLost unless err is one already. A second Finish does
+// nothing.
 func (run *Run) Finish(ctx context.Context, err error) error {
 	if run.finished {
 		return nil
@@ -443,12 +459,9 @@ func (run *Run) Drop() {
 
 // -- writing ------------------------------------------------------------------------------
 
-// write appends one event to the run's stream, with the run's agent and id, and returns its
-// event id.
+// write appends one event to the run's stream under the run's lease, with the run's agent and
+// id, and returns its event id.
 func (run *Run) write(ctx context.Context, event model.Event, parents []string) (string, error) {
-	if run.lost.Load() {
-		return "", newError(ErrLeaseLost, nil, "run %s lost its lease; it may not write any more", run.id)
-	}
 	r := run.rec
 	full := make(model.Event, len(event)+3)
 	full["agent"], full["run_id"] = r.agent, run.id
@@ -464,7 +477,7 @@ func (run *Run) write(ctx context.Context, event model.Event, parents []string) 
 	if eventID == "" {
 		eventID = model.DeriveEventID(run.stream, appendID, 0)
 	}
-	result, err := r.log.Append(ctx, run.stream, run.version, appendID, []model.Event{full})
+	result, err := run.AppendUnderLease(ctx, run.stream, run.version, appendID, []model.Event{full})
 	if err != nil {
 		var unconfirmed *model.DurabilityNotConfirmedError
 		if errors.As(err, &unconfirmed) {
@@ -475,7 +488,8 @@ func (run *Run) write(ctx context.Context, event model.Event, parents []string) 
 			}
 			return eventID, nil
 		}
-		if !r.durable && errors.Is(err, model.ErrLedger) {
+		// A lost lease stops even a telemetry run's writes: it is no longer this run's record.
+		if !r.durable && errors.Is(err, model.ErrLedger) && !errors.Is(err, ErrLeaseLost) {
 			r.logger.Warn("telemetry write failed; going on", "run", run.id, "what", what(full), "err", err)
 			return eventID, nil
 		}
@@ -483,6 +497,25 @@ func (run *Run) write(ctx context.Context, event model.Event, parents []string) 
 	}
 	run.version = result.LastVersion
 	return eventID, nil
+}
+
+// AppendUnderLease appends events to a stream of the run's session under the run's lease, as
+// every write of the run is made: a framework's own record of the run beside the run's
+// stream (an adapter's conversation, a snapshot). Once the run has lost its lease it writes
+// nothing and returns an error of kind ErrLeaseLost; so it does when the store refuses the
+// append because the holding is over (a *model.LeaseLostError: the store checks the fence
+// before anything else, so a process stopped past its lease is told that, not a conflict with
+// what the run's next holder wrote under the same append_id), and the run is lost from then
+// on: whatever else this execution had on its way is refused too.
+func (run *Run) AppendUnderLease(ctx context.Context, stream model.StreamID, expected int64, appendID string, events []model.Event) (model.AppendResult, error) {
+	if run.lost.Load() {
+		return model.AppendResult{}, newError(ErrLeaseLost, nil, "run %s lost its lease; it may not write any more", run.id)
+	}
+	result, err := run.rec.log.Append(ctx, stream, expected, appendID, events, store.WithFence(run.fence))
+	if errors.Is(err, ErrLeaseLost) && !run.lost.Swap(true) {
+		run.rec.logger.Error("run lost its lease: a write was refused", "run", run.id, "err", err)
+	}
+	return result, err
 }
 
 // what names an event in a log line: a mutation by its kind, another by its type.
@@ -557,7 +590,7 @@ func (run *Run) Snapshot(ctx context.Context, state map[string]any) error {
 	appendID := fmt.Sprintf("%s:native:%d:%d", run.id, run.version, run.checkpoints)
 	event := model.Event{"type": model.TypeMutation, "agent": run.rec.agent, "run_id": run.id,
 		"kind": "native.checkpoint", "run_version": run.version, "state": state}
-	_, err := run.rec.log.Append(ctx, run.native, model.AnyVersion, appendID, []model.Event{event})
+	_, err := run.AppendUnderLease(ctx, run.native, model.AnyVersion, appendID, []model.Event{event})
 	return err
 }
 

@@ -603,3 +603,121 @@ func TestARunEndedByItsContextStillRecordsTheCallsOutcomeAndItsEnd(t *testing.T)
 		}
 	})
 }
+
+func TestAWriteOfARunWhoseLeaseIsOverIsRefused(t *testing.T) {
+	cases := []struct {
+		name string
+		// over ends the run's holding as its TTL would while its process is stopped, and does
+		// what another process may do meanwhile: the run's new holder, if it started.
+		over func(t *testing.T, s store.Store, rec *agent.Recorder, run *agent.Run) *agent.Run
+		// current is the lease's token once it is over, given the run's.
+		current func(mine int64) int64
+	}{
+		{"expired", func(t *testing.T, s store.Store, _ *agent.Recorder, run *agent.Run) *agent.Run {
+			release(t, s, run.LeaseName(), run.Fence().Owner)
+			return nil
+		}, func(mine int64) int64 { return mine }},
+		{"taken over, nothing written yet", func(t *testing.T, s store.Store, _ *agent.Recorder, run *agent.Run) *agent.Run {
+			release(t, s, run.LeaseName(), run.Fence().Owner)
+			if token, err := s.Lease(testContext(t), store.Acquire, "s", run.LeaseName(), "another", time.Minute); err != nil || token <= run.Fence().Token {
+				t.Fatalf("another process took the lease with token %d (%v)", token, err)
+			}
+			return nil
+		}, func(mine int64) int64 { return mine + 1 }},
+		{"taken over and written", func(t *testing.T, s store.Store, rec *agent.Recorder, run *agent.Run) *agent.Run {
+			release(t, s, run.LeaseName(), run.Fence().Owner)
+			// The new holder's run.resumed takes the append_id of the old one's next write.
+			return start(t, rec, agent.RunOptions{RunID: run.ID(), Resume: true})
+		}, func(mine int64) int64 { return mine + 1 }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			eachStore(t, func(t *testing.T, s store.Store) {
+				// Given a run whose renewals cannot save it (a minute apart), its lease over
+				ctx := testContext(t)
+				rec := newRecorder(t, s, "s", "coder", agent.RecorderOptions{LeaseTTL: time.Minute})
+				zombie := start(t, rec, agent.RunOptions{RunID: "r1"})
+				said(t)(zombie.Message(ctx, "one"))
+				heir := c.over(t, s, rec, zombie)
+				before := kinds(t, s, "s", "run-r1")
+
+				// When it writes, Then the store refuses it as a lost lease, not as a conflict to retry
+				_, err := zombie.Message(ctx, "zombie")
+				var lost *model.LeaseLostError
+				if !errors.Is(err, agent.ErrLeaseLost) || !errors.Is(err, model.ErrRefused) || !errors.As(err, &lost) {
+					t.Fatalf("the write after the lease was over returned %v, want the store's LeaseLost", err)
+				}
+				if mine := zombie.Fence(); lost.Fence != mine || lost.Token != c.current(mine.Token) {
+					t.Errorf("the refusal names %+v and token %d; the run held %+v", lost.Fence, lost.Token, mine)
+				}
+				// And the run is lost: nothing more is written, its tools do not run, no run.finished
+				if !zombie.LeaseLost() {
+					t.Error("the run does not know it lost its lease")
+				}
+				_, err = zombie.Call(ctx, "deploy", nil, func(context.Context) (any, error) {
+					t.Error("the tool ran without its request")
+					return nil, nil
+				})
+				if !errors.Is(err, agent.ErrRequestNotRecorded) || !errors.Is(err, agent.ErrLeaseLost) {
+					t.Errorf("a call after the refusal returned %v, want RequestNotRecorded of LeaseLost", err)
+				}
+				if err := zombie.Snapshot(ctx, map[string]any{"n": 1}); !errors.Is(err, agent.ErrLeaseLost) {
+					t.Errorf("a snapshot after the refusal returned %v", err)
+				}
+				if err := zombie.Finish(ctx, nil); !errors.Is(err, agent.ErrLeaseLost) {
+					t.Errorf("Finish of a lost run returned %v, want LeaseLost: its end was not recorded", err)
+				}
+				if got := kinds(t, s, "s", "run-r1"); !slices.Equal(got, before) {
+					t.Fatalf("the stream holds %v, want %v: nothing of the lost run's", got, before)
+				}
+				if n := len(readStream(t, s, "s", "native-r1")); n != 0 {
+					t.Fatalf("the lost run's snapshot landed: %d", n)
+				}
+				// And whoever holds the run next writes on
+				if heir == nil {
+					// (Another process that took the lease and wrote nothing lets it go first.)
+					if _, err := s.Lease(ctx, store.Release, "s", zombie.LeaseName(), "another", 0); err != nil {
+						t.Fatal(err)
+					}
+					heir = start(t, rec, agent.RunOptions{RunID: "r1", Resume: true})
+				}
+				said(t)(heir.Message(ctx, "two"))
+				if err := heir.Finish(ctx, nil); err != nil {
+					t.Fatal(err)
+				}
+				want := []string{"run.started", "message", "run.resumed", "message", "run.finished"}
+				if got := kinds(t, s, "s", "run-r1"); !slices.Equal(got, want) {
+					t.Errorf("the stream holds %v, want %v", got, want)
+				}
+			})
+		})
+	}
+}
+
+func TestAConflictWhileTheLeaseIsHeldIsAConflict(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		// Given a run holding its lease, and another writer's append at its next append_id
+		ctx := testContext(t)
+		rec := newRecorder(t, s, "s", "coder", agent.RecorderOptions{LeaseTTL: time.Minute})
+		run := start(t, rec, agent.RunOptions{RunID: "r1"})
+		defer run.Finish(ctx, nil)
+		stream := streamID(t, "s", "run-r1")
+		if _, err := s.Append(ctx, stream, 1, "r1:2", []model.Event{msg("x", "in between")}); err != nil {
+			t.Fatal(err)
+		}
+		// When the run writes, Then that is the conflict it is, and the run still holds its lease
+		_, err := run.Message(ctx, "mine")
+		if !errors.Is(err, model.ErrIdempotencyConflict) || errors.Is(err, agent.ErrLeaseLost) || run.LeaseLost() {
+			t.Fatalf("the write returned %v (lease lost: %v), want an IdempotencyConflict", err, run.LeaseLost())
+		}
+	})
+}
+
+// release lets owner's holding of the lease name of the session s go, as its TTL would.
+func release(t *testing.T, s store.Store, name, owner string) {
+	t.Helper()
+	released, err := s.Lease(testContext(t), store.Release, "s", name, owner, 0)
+	if err != nil || released != 1 {
+		t.Fatalf("release of %s by %s: %d, %v", name, owner, released, err)
+	}
+}

@@ -10,7 +10,8 @@ import (
 // returned error with errors.Is against these; reach the data an error carries (versions, the
 // field of an invalid event) with errors.As and the typed errors below. A kind is also each of
 // its parents' kinds: an ErrHistoryRewound is an ErrVersionConflict, an ErrInvalidEvent an
-// ErrInvalidInput, an ErrUnsupported an ErrBackendRefused, and every one of them an ErrLedger.
+// ErrInvalidInput, an ErrUnsupported an ErrBackendRefused, an ErrLeaseLost an ErrRefused, and
+// every one of them an ErrLedger.
 var (
 	ErrLedger                 = errors.New("ledger error")
 	ErrInvalidInput           = &kind{"InvalidInput", ErrLedger}
@@ -24,6 +25,7 @@ var (
 	ErrUnexpectedReply        = &kind{"UnexpectedReply", ErrBackendRefused}
 	ErrRefused                = &kind{"Refused", ErrLedger}
 	ErrSessionArchived        = &kind{"SessionArchived", ErrRefused}
+	ErrLeaseLost              = &kind{"LeaseLost", ErrRefused}
 	ErrNotFound               = &kind{"NotFound", ErrLedger}
 	ErrDurabilityNotConfirmed = &kind{"DurabilityNotConfirmed", ErrLedger}
 )
@@ -89,7 +91,8 @@ func Name(err error) string {
 	for _, k := range []error{
 		ErrInvalidEvent, ErrInvalidInput, ErrHistoryRewound, ErrVersionConflict,
 		ErrIdempotencyConflict, ErrBackendUnavailable, ErrUnsupported, ErrUnexpectedReply,
-		ErrBackendRefused, ErrSessionArchived, ErrRefused, ErrNotFound, ErrDurabilityNotConfirmed,
+		ErrBackendRefused, ErrSessionArchived, ErrLeaseLost, ErrRefused, ErrNotFound,
+		ErrDurabilityNotConfirmed,
 	} {
 		if errors.Is(err, k) {
 			return k.Error()

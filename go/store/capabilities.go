@@ -26,7 +26,7 @@ type Log interface {
 	// Append writes events to stream if its version is expected (or model.AnyVersion): all of
 	// them or none, with consecutive versions. A retry with the same appendID and the same
 	// content returns the original result, Deduplicated; other content is an
-	// IdempotencyConflictError.
+	// IdempotencyConflictError. WithDurability and WithFence change one append.
 	Append(ctx context.Context, stream model.StreamID, expected int64, appendID string, events []model.Event, opts ...AppendOption) (model.AppendResult, error)
 	// ReadStream returns the stream's events with versions above opts.After, ascending.
 	ReadStream(ctx context.Context, stream model.StreamID, opts ReadStreamOptions) ([]model.RecordedEvent, error)
@@ -54,7 +54,7 @@ type Log interface {
 	Close() error
 }
 
-// LeaseStep is what a Lease call does with a run's lease.
+// LeaseStep is what a Lease call does with a lease.
 type LeaseStep string
 
 const (
@@ -63,13 +63,18 @@ const (
 	Release LeaseStep = "release"
 )
 
-// Attempts is run leases and the calls requested with no outcome yet: what a recorder needs
+// Attempts is leases and the calls requested with no outcome yet: what a recorder needs
 // besides the log.
 type Attempts interface {
-	// Lease acquires, renews or releases the lease name of a session, held by one owner token
-	// and expiring after ttl unless renewed: true when owner holds it afterwards (Acquire,
-	// Renew) or let it go (Release).
-	Lease(ctx context.Context, step LeaseStep, session, name, owner string, ttl time.Duration) (bool, error)
+	// Lease acquires, renews or releases the lease name of a session, held by one owner and
+	// expiring after ttl unless renewed. Acquire and Renew return the token of owner's holding
+	// when owner holds the lease afterwards: each new holding (the lease free or expired, then
+	// acquired) draws a greater token than any before it, and the same owner acquiring again
+	// while it holds the lease keeps its token. An append names the holding in a model.Fence
+	// (WithFence) and is refused once it is over. Release returns 1 when owner let the lease
+	// go. Each returns 0 when another owner holds the lease or, to renew or release, when it
+	// is gone (expired: whoever takes it next, owner included, draws a new token).
+	Lease(ctx context.Context, step LeaseStep, session, name, owner string, ttl time.Duration) (int64, error)
 	// OpenAttempts lists the session's requested calls with no terminal event yet.
 	OpenAttempts(ctx context.Context, session string) ([]model.OpenAttempt, error)
 }
@@ -182,11 +187,25 @@ type AppendOption func(*AppendSettings)
 type AppendSettings struct {
 	// Durability, when not nil, replaces the store's own for this append.
 	Durability *model.Durability
+	// Fence, when not nil, is the lease holding the append is made under.
+	Fence *model.Fence
 }
 
 // WithDurability has one append wait for its own durability instead of the store's.
 func WithDurability(d model.Durability) AppendOption {
 	return func(s *AppendSettings) { s.Durability = &d }
+}
+
+// WithFence makes one append under a lease holding, as Attempts.Lease drew its token: the
+// store checks, atomically with the write, that the holding still lasts (the lease held by
+// f.Owner, its token f.Token), and otherwise refuses the append with a
+// *model.LeaseLostError, writing nothing. The check comes before anything else: a writer whose
+// holding is over learns that, not a conflict to retry, nor another writer's append taken for
+// its own (the next holder may have used the same append_id at the same version), even for a
+// retry of an append it made while it held the lease. A fence that is no fence (Fence.Check)
+// is an error of kind model.ErrInvalidInput.
+func WithFence(f model.Fence) AppendOption {
+	return func(s *AppendSettings) { s.Fence = &f }
 }
 
 // Settings applies opts in order.
@@ -196,6 +215,15 @@ func Settings(opts []AppendOption) AppendSettings {
 		opt(&s)
 	}
 	return s
+}
+
+// CheckFence checks the fence an append's settings name, if any, as every store takes it: an
+// error of kind model.ErrInvalidInput when it is no fence.
+func (s AppendSettings) CheckFence() error {
+	if s.Fence == nil {
+		return nil
+	}
+	return s.Fence.Check()
 }
 
 // named is each capability as a refusal names it: the Python contract's words.

@@ -63,11 +63,6 @@ export class UnresolvedAttempt extends LedgerError {
   }
 }
 
-/** A run wrote after its lease expired or passed to another process. */
-export class LeaseLost extends LedgerError {
-  override name = "LeaseLost";
-}
-
 /** On resume, a call whose recorded outcome was an error. */
 export class ToolFailed extends LedgerError {
   override name = "ToolFailed";

@@ -7,6 +7,7 @@
 export { connect, type ConnectOptions, type ConnectedStore } from "./connect.js";
 export { EventStore, PAGE } from "./store/base.js";
 export {
+  type AppendOptions,
   type Attempts,
   type Capability,
   type CapabilityOf,
@@ -45,6 +46,7 @@ export { EVENT_TYPES } from "./model/events.js";
 export type { AppendResult, RecordedEvent, OpenAttempt } from "./model/records.js";
 export { eventLine, appendLine } from "./model/records.js";
 export { ArtifactRef } from "./model/artifacts.js";
+export type { Fence } from "./model/fences.js";
 export { DEFAULT_LIMITS, type Limits, prepareAppend, type PreparedAppend } from "./model/batch.js";
 export { canonicalBytes, MAX_DEPTH } from "./model/canonical.js";
 export {

@@ -7,6 +7,8 @@
  *   that write fails the tool does not run (RequestNotRecorded);
  * - outcomes: the `tool_result` (ok, or error with the exception) follows, linked to its call;
  * - liveness: a run holds a lease, renewed in the background, so a crashed run is recognisable;
+ *   every write names the lease's holding (a fence), so a run that lost its lease (stopped past
+ *   it, cut off) writes nothing more: LeaseLost, and the run is lost;
  * - recovery: a run resumed from its stream returns recorded results instead of calling again,
  *   and stops at a call that was requested and never finished unless the tool is safe to replay.
  *
@@ -23,7 +25,6 @@ import {
   type Delegation,
   failure,
   isAbandoned,
-  LeaseLost,
   OutcomeNotRecorded,
   requestEvent,
   RequestNotRecorded,
@@ -32,7 +33,8 @@ import {
   UnresolvedAttempt,
 } from "./calls.js";
 import { canonicalText, type Json } from "./model/canonical.js";
-import { DurabilityNotConfirmed, HistoryRewound, LedgerError } from "./model/errors.js";
+import { DurabilityNotConfirmed, HistoryRewound, LeaseLost, LedgerError } from "./model/errors.js";
+import type { Fence } from "./model/fences.js";
 import { ANY, deriveEventId, streamId, type StreamId, streamText } from "./model/ids.js";
 import type { AppendResult, RecordedEvent } from "./model/records.js";
 import { type Attempts, type Log, need } from "./store/capabilities.js";
@@ -175,6 +177,9 @@ export class Run {
   private readonly leaseWaitMs: number;
   private readonly fields: Record<string, unknown>;
   private readonly owner = randomUUID().replaceAll("-", "");
+  // The run's lease as this execution holds it, once taken: every write names it, so a write
+  // made after the holding is over (a process stopped past its TTL) is refused, not landed.
+  private fence: Fence | undefined;
   private history = emptyHistory();
   private calls = 0;
   private saidCount = 0;
@@ -212,10 +217,12 @@ export class Run {
   async begin(): Promise<void> {
     const { sessionId, leaseTtlMs: ttl } = this.recorder;
     const deadline = Date.now() + this.leaseWaitMs;
-    while (!(await this.store.lease("acquire", sessionId, this.leaseName, this.owner, ttl))) {
+    let token: number;
+    while (!(token = await this.store.lease("acquire", sessionId, this.leaseName, this.owner, ttl))) {
       if (Date.now() >= deadline) throw new LedgerError(`run ${this.runId} is held by another live process`);
       await sleep(Math.min(200, ttl / 5));
     }
+    this.fence = { lease: this.leaseName, owner: this.owner, token };
     this.renewer = setInterval(() => void this.renew(), ttl / 3);
     this.renewer.unref();
     try {
@@ -240,10 +247,10 @@ export class Run {
     }
   }
 
-  /** Record how the run ended (not after its lease was lost), and let the lease go. */
+  /** Record how the run ended (not after its lease was lost: it may not write then), and let the lease go. */
   async finish(err?: unknown): Promise<void> {
     try {
-      if (!(err instanceof LeaseLost)) {
+      if (!(err instanceof LeaseLost) && !this.lost) {
         const extra = err === undefined ? {} : { error: `${failure(err).error}: ${failure(err).message}` };
         await this.write({ type: "mutation", kind: "run.finished", status: err === undefined ? "ok" : "error", ...extra });
       }
@@ -257,6 +264,11 @@ export class Run {
    * leaves it, its open call for the reconciler to flag (tests use it for a crash in-process).
    */
   drop(): void {
+    this.lose();
+  }
+
+  /** The holding is over: no more renewals, and no more writes from this execution. */
+  private lose(): void {
     if (this.renewer) clearInterval(this.renewer);
     this.renewer = undefined;
     this.lost = true;
@@ -264,11 +276,8 @@ export class Run {
 
   private async renew(): Promise<void> {
     try {
-      const held = await this.store.lease("renew", this.recorder.sessionId, this.leaseName, this.owner, this.recorder.leaseTtlMs);
-      if (!held) {
-        this.lost = true;
-        if (this.renewer) clearInterval(this.renewer);
-      }
+      const token = await this.store.lease("renew", this.recorder.sessionId, this.leaseName, this.owner, this.recorder.leaseTtlMs);
+      if (!token) this.lose();
     } catch {
       // could not reach the store: tried again at the next renewal
     }
@@ -292,8 +301,11 @@ export class Run {
     const eventId = (full["event_id"] as string | undefined) ?? deriveEventId(this.recorder.sessionId, this.stream.name, appendId, 0);
     let result: AppendResult;
     try {
-      result = await this.store.append(this.stream, this.version, appendId, [full]);
-    } catch (err) {
+      result = await this.store.append(this.stream, this.version, appendId, [full], { fence: this.fence });
+    } catch (caught) {
+      // Whatever else this execution had queued is refused too, telemetry or not.
+      const err = this.lostFrom(caught);
+      if (err instanceof LeaseLost) throw err;
       if (err instanceof DurabilityNotConfirmed) {
         // The primary has it: the run's next event follows it, whatever becomes of this one.
         this.version = (err.result as AppendResult).lastVersion;
@@ -335,10 +347,23 @@ export class Run {
    */
   async snapshot(state: Record<string, unknown>): Promise<void> {
     this.checkpoints += 1;
+    if (this.lost) throw new LeaseLost(`run ${this.runId} lost its lease; it may not write any more`);
     const appendId = `${this.runId}:native:${this.version}:${this.checkpoints}`;
-    await this.store.append(this.native, ANY, appendId, [
-      { type: "mutation", agent: this.recorder.agent, run_id: this.runId, kind: "native.checkpoint", run_version: this.version, state },
-    ]);
+    const event = { type: "mutation", agent: this.recorder.agent, run_id: this.runId, kind: "native.checkpoint", run_version: this.version, state };
+    try {
+      await this.store.append(this.native, ANY, appendId, [event], { fence: this.fence });
+    } catch (err) {
+      throw this.lostFrom(err);
+    }
+  }
+
+  /**
+   * A refused write as this execution raises it: LeaseLost marks the run lost (the store checks
+   * the fence before anything else, so a write whose holding is over is always told so).
+   */
+  private lostFrom(err: unknown): unknown {
+    if (err instanceof LeaseLost) this.lose();
+    return err;
   }
 
   /** On resume: the newest snapshot and the events this run recorded after it. */

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { SessionManager, type SessionEntry } from "@earendil-works/pi-coding-agent";
 import { describe, expect, it } from "vitest";
 
-import { PiLedger } from "../src/adapters/pi.js";
+import { PiLedger, PiSessionTaken } from "../src/adapters/pi.js";
 import { streamId, UnresolvedAttempt, type EventStore } from "../src/index.js";
 import { fauxAssistantMessage, fauxText, fauxToolCall, nesting, scripted, tool } from "./support/pi.js";
 import { stores } from "./support/stores.js";
@@ -39,6 +39,13 @@ function shape(entries: SessionEntry[]): unknown[] {
     return { parent: parentId === null ? null : position.get(parentId), ...body };
   });
 }
+
+/** What the users said in a Pi session's stream, in order. */
+async function userSaid(store: EventStore, session: string, stream: string): Promise<unknown[]> {
+  return (await store.readStream(streamId(session, stream))).filter((e) => e.fields["type"] === "message" && e.fields["agent"] === "user").map((e) => e.fields["body"]);
+}
+
+const ownerOf = (pi: PiLedger): string => (pi as unknown as { owner: string }).owner;
 
 async function kinds(store: EventStore, session: string, stream: string): Promise<string[]> {
   return (await store.readStream(streamId(session, stream))).map((e) =>
@@ -313,5 +320,46 @@ describe.each(["memory", "redis"] as const)("the Pi adapter on %s", (kind) => {
     expect(results.map((m) => (m as { isError: boolean }).isError)).toEqual([true, true]);
     expect(await store.openAttempts("task")).toEqual([]);
     await lenient.close();
+  });
+  it("a session another process took over refuses this one's next write, stores nothing of it, and its holder goes on", async () => {
+    const store = open(kind);
+    const first = await PiLedger.open(store, { session: "task" });
+    first.sessionManager.appendMessage({ role: "user", content: "one", timestamp: 1 });
+    await first.flush();
+    // The first's holding is over, as a process stopped past its lease leaves it, and a second opens the session.
+    await store.lease("release", "task", `run-${first.streamName}`, ownerOf(first), 0);
+    const second = await PiLedger.open(store, { session: "task", piSession: first.piSession });
+    first.sessionManager.appendMessage({ role: "user", content: "zombie", timestamp: 2 });
+    const told = (await first.flush().catch((err: unknown) => err)) as Error;
+    expect(told).toBeInstanceOf(PiSessionTaken);
+    expect(told.message).toMatch(new RegExp(`^Pi session ${first.piSession} was taken over by another process \\(its lease lapsed and another process took it`));
+    expect(() => first.sessionManager.appendMessage({ role: "user", content: "zombie again", timestamp: 3 })).toThrow(PiSessionTaken);
+    await expect(first.close()).rejects.toBeInstanceOf(PiSessionTaken);
+    second.sessionManager.appendMessage({ role: "user", content: "two", timestamp: 4 });
+    await second.close();
+    expect(await userSaid(store, "task", first.streamName)).toEqual(["one", "two"]);
+    expect((await kinds(store, "task", first.streamName)).filter((k) => k.startsWith("run."))).toEqual(["run.started", "run.started", "run.finished"]);
+  });
+
+  it("a session whose lease expired with nobody taking it refuses the next write, and says so", async () => {
+    const store = open(kind);
+    const pi = await PiLedger.open(store, { session: "task", leaseTtlMs: 150 });
+    // A process stopped: its event loop runs nothing, renewals included, past the lease's TTL.
+    const stopped = Date.now() + 400;
+    while (Date.now() < stopped) {
+      // nothing runs meanwhile
+    }
+    pi.sessionManager.appendMessage({ role: "user", content: "late", timestamp: 1 });
+    const told = (await pi.flush().catch((err: unknown) => err)) as Error;
+    expect(told).toBeInstanceOf(PiSessionTaken);
+    expect(told.message).toMatch(new RegExp(`^Pi session ${pi.piSession} lost its lease: it expired`));
+    expect(told.message).not.toMatch(/taken over|another process (holds|took)/);
+    await expect(pi.close()).rejects.toBeInstanceOf(PiSessionTaken);
+    expect(await userSaid(store, "task", pi.streamName)).toEqual([]);
+    const again = await PiLedger.open(store, { session: "task", piSession: pi.piSession });
+    again.sessionManager.appendMessage({ role: "user", content: "on time", timestamp: 2 });
+    await again.close();
+    expect(await userSaid(store, "task", pi.streamName)).toEqual(["on time"]);
+    expect((await kinds(store, "task", pi.streamName)).filter((k) => k.startsWith("run."))).toEqual(["run.started", "run.started", "run.finished"]);
   });
 });

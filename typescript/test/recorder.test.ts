@@ -3,6 +3,7 @@
 import { describe, expect, it } from "vitest";
 
 import {
+  LeaseLost,
   LedgerError,
   Recorder,
   RequestNotRecorded,
@@ -119,6 +120,46 @@ describe.each(["memory", "redis"] as const)("the recorder on %s", (kind) => {
     await live.finish();
     const next = await recorder.start({ runId: "r1", resume: true });
     await next.finish();
+  });
+
+  it("a run whose lease another process took writes nothing more, and records no finish", async () => {
+    const store = open(kind);
+    const recorder = new Recorder(store, "s", "coder");
+    const first = await recorder.start({ runId: "r1" });
+    await first.message("before");
+    // The first's holding is over, as a process stopped past its TTL leaves it, and another resumes the run.
+    await store.lease("release", "s", "run-r1", (first as unknown as { owner: string }).owner, 0);
+    const second = await recorder.start({ runId: "r1", resume: true });
+    await expect(first.message("zombie")).rejects.toBeInstanceOf(LeaseLost);
+    let ran = false;
+    await expect(first.call("deploy", {}, () => { ran = true; })).rejects.toBeInstanceOf(RequestNotRecorded);
+    await expect(first.snapshot({ step: 2 })).rejects.toBeInstanceOf(LeaseLost);
+    await first.finish();
+    expect(ran).toBe(false);
+    await second.message("after");
+    await second.finish();
+    expect(await kinds(store, "s", "run-r1")).toEqual(["run.started", "message", "run.resumed", "message", "run.finished"]);
+    const said = (await store.readStream(streamId("s", "run-r1"))).map((e) => e.fields["body"]).filter(Boolean);
+    expect(said).toEqual(["before", "after"]);
+    expect(await store.streamVersion(streamId("s", "native-r1"))).toBe(0);
+  });
+
+  it("a run stopped past its lease, with nobody taking it, writes nothing when it goes on", async () => {
+    const store = open(kind);
+    const recorder = new Recorder(store, "s", "coder", { leaseTtlMs: 150 });
+    const run = await recorder.start({ runId: "r1" });
+    // A process stopped: its event loop runs nothing, renewals included, past the lease's TTL.
+    const stopped = Date.now() + 400;
+    while (Date.now() < stopped) {
+      // nothing runs meanwhile
+    }
+    await expect(run.message("late")).rejects.toBeInstanceOf(LeaseLost);
+    await run.finish();
+    expect(await kinds(store, "s", "run-r1")).toEqual(["run.started"]);
+    const next = await recorder.start({ runId: "r1", resume: true });
+    await next.message("on time");
+    await next.finish();
+    expect(await kinds(store, "s", "run-r1")).toEqual(["run.started", "run.resumed", "message", "run.finished"]);
   });
 
   it("a request that cannot be recorded stops the call", async () => {

@@ -28,6 +28,8 @@ describe("append.lua's replies", () => {
     [[b("dup"), 4, 5, b(CURSOR), 1], { kind: "dup", first: 4, last: 5, cursor: CURSOR, generation: 1 }],
     [[b("idem")], { kind: "idem" }],
     [[b("archived"), b("sqlite:///archive.db")], { kind: "archived", where: "sqlite:///archive.db" }],
+    [[b("fenced"), 3], { kind: "fenced", token: 3 }],
+    [[b("fenced"), 0], { kind: "fenced", token: 0 }],
     [[b("conflict"), 7], { kind: "conflict", version: 7 }],
     [[b("rewound"), 2], { kind: "rewound", version: 2 }],
     [[b("noartifact"), b("lb:{s}:art:ab")], { kind: "noartifact", key: "lb:{s}:art:ab" }],
@@ -46,6 +48,8 @@ describe("append.lua's replies", () => {
     ["a conflict without its version", [b("conflict")]],
     ["a version that is text", [b("rewound"), b("2")]],
     ["an idem with more", [b("idem"), 1]],
+    ["a fenced without its token", [b("fenced")]],
+    ["a token that is text", [b("fenced"), b("3")]],
     ["an empty reply", []],
     ["no array at all", 1],
     ["a nil", null],
@@ -55,16 +59,18 @@ describe("append.lua's replies", () => {
   });
 });
 
-describe("the replies of 1 or 0", () => {
+describe("the replies of a flag or a count", () => {
   it("artifact_put.lua: 1 is there, 0 is short", () => {
     expect(artifactPutReply(1)).toBe(true);
     expect(artifactPutReply(0)).toBe(false);
     expect(() => artifactPutReply(2)).toThrow(/^artifact_put\.lua replied 2/);
   });
 
-  it("lease.lua: 1 is held (or let go), 0 is not", () => {
-    expect(leaseReply(1)).toBe(true);
-    expect(leaseReply(0)).toBe(false);
+  it("lease.lua: the holding's token (release: 1), 0 when not held", () => {
+    expect(leaseReply(7)).toBe(7);
+    expect(leaseReply(1)).toBe(1);
+    expect(leaseReply(0)).toBe(0);
+    expect(() => leaseReply(-1)).toThrow(UnexpectedReply);
     expect(() => leaseReply(b("1"))).toThrow(UnexpectedReply);
     expect(() => leaseReply(null)).toThrow(UnexpectedReply);
   });
@@ -102,12 +108,17 @@ describe("replies from a real redis-server", () => {
   });
 
   /** append.lua called as the store calls it, its raw reply parsed. */
-  async function append(stream: string, expected: number, appendId: string, body: string, acknowledged = 0): Promise<unknown> {
+  async function append(stream: string, expected: number, appendId: string, body: string, acknowledged = 0, fence = ""): Promise<unknown> {
     const prepared = prepareAppend("s", stream, appendId, [msg(body)], store.limits);
     const k = store.keys;
     const keys = [k.log("s"), k.meta("s"), k.stream("s", stream), k.idempotency("s", stream), k.openAttempts("s"), k.safeTools("s"), k.tombstone("s")];
-    const args = [stream, expected, appendId, prepared.sha256, prepared.payloads.length, acknowledged, "", 0, ...prepared.payloads, luaNotes(prepared.notes)];
+    const args = [stream, expected, appendId, prepared.sha256, prepared.payloads.length, acknowledged, "", 0, fence, ...prepared.payloads, luaNotes(prepared.notes)];
     return appendReply(await store.evalsha(script("append"), keys, args));
+  }
+
+  async function lease(step: string, owner: string, name = "run-1"): Promise<number> {
+    const keys = [store.keys.lease("s", name), store.keys.fences("s")];
+    return leaseReply(await store.evalsha(script("lease"), keys, [step, owner, 10_000, name]));
   }
 
   it("append.lua: ok, then dup for the same append, idem for other content, conflict, rewound", async () => {
@@ -121,10 +132,17 @@ describe("replies from a real redis-server", () => {
     expect(await append("main", 1, "a3", "three", 5)).toEqual({ kind: "rewound", version: 1 });
   });
 
-  it("lease.lua: held by one owner, refused to another", async () => {
-    const keys = [store.keys.lease("s", "run-1")];
-    expect(leaseReply(await store.evalsha(script("lease"), keys, ["acquire", "me", 10_000]))).toBe(true);
-    expect(leaseReply(await store.evalsha(script("lease"), keys, ["acquire", "you", 10_000]))).toBe(false);
+  it("lease.lua: held by one owner with its token, refused to another; append.lua: fenced once the holding is over", async () => {
+    const mine = await lease("acquire", "me");
+    expect(mine).toBeGreaterThanOrEqual(1);
+    expect(await lease("acquire", "you")).toBe(0);
+    expect(await lease("renew", "me")).toBe(mine);
+    expect(await append("fenced", 0, "f1", "mine", 0, `run-1\x1fme\x1f${mine}`)).toMatchObject({ kind: "ok" });
+    expect(await lease("release", "me")).toBe(1);
+    const yours = await lease("acquire", "you");
+    expect(yours).toBe(mine + 1);
+    expect(await append("fenced", 1, "f2", "zombie", 0, `run-1\x1fme\x1f${mine}`)).toEqual({ kind: "fenced", token: yours });
+    expect(await append("fenced", 1, "f2", "yours", 0, `run-1\x1fyou\x1f${yours}`)).toMatchObject({ kind: "ok", last: 2 });
   });
 
   it("read_stream.lua: the stream's entries; artifact_put.lua: a short upload is 0", async () => {

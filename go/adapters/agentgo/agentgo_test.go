@@ -621,3 +621,74 @@ func TestASubagentWithoutARunOfItsOwnIsRefused(t *testing.T) {
 		t.Fatalf("a subagent recorded into its parent's run: %v", inside)
 	}
 }
+
+func TestAProcessWhoseLeaseWasTakenOverWritesNothingMore(t *testing.T) {
+	user := func(text string) agentgo.Message {
+		return agentgo.Message{Role: agentgo.RoleUser, Content: []agentgo.ContentBlock{{Type: agentgo.ContentText, Text: text}}}
+	}
+	deploy := agentgo.ToolExecution{Execution: agentgo.Execution{ID: "call-1", Kind: agentgo.ExecutionKindTool},
+		Call: agentgo.ToolCall{ID: "call-1", Name: "deploy", Args: json.RawMessage(`{}`)}}
+	for _, next := range []string{"message", "tool call"} {
+		t.Run(next, func(t *testing.T) {
+			// Given a run whose renewals cannot save it (a minute apart), one message committed
+			ctx := context.Background()
+			st := memory.New(memory.Options{})
+			f := newFixture(t, st, agentgo.Options{LeaseTTL: time.Minute})
+			stale, err := f.lg.Start(ctx, agentgo.RunOptions{RunID: "r1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := stale.CommitMessage(user("before")); err != nil {
+				t.Fatal(err)
+			}
+			// When its process stops past its lease and another resumes the run
+			released, err := st.Lease(ctx, store.Release, "s", "run-r1", stale.Fence().Owner, 0)
+			if err != nil || released != 1 {
+				t.Fatalf("release: %d, %v", released, err)
+			}
+			g := newFixture(t, st, agentgo.Options{LeaseTTL: time.Minute})
+			resumed, err := g.lg.Start(ctx, agentgo.RunOptions{RunID: "r1", Resume: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Then the stopped process's next write is refused, and its run halts
+			ran := false
+			if next == "message" {
+				err = stale.CommitMessage(user("zombie"))
+				var lost *model.LeaseLostError
+				if !errors.As(err, &lost) || lost.Token != resumed.Fence().Token {
+					t.Fatalf("the stale commit returned %v, want the store's LeaseLost naming token %d", err, resumed.Fence().Token)
+				}
+			} else {
+				_, err = f.lg.ToolMiddleware()(stale.Context(ctx), deploy, func(context.Context, agentgo.ToolExecution) (agentgo.ToolResult, error) {
+					ran = true
+					return agentgo.ToolResult{}, nil
+				})
+			}
+			if !errors.Is(err, agent.ErrLeaseLost) || !errors.Is(stale.Halted(), agent.ErrLeaseLost) || ran {
+				t.Fatalf("the stale %s: %v (halted: %v, the tool ran: %v)", next, err, stale.Halted(), ran)
+			}
+			if err := stale.Finish(ctx, err); err != nil {
+				t.Fatalf("the stale run's Finish: %v", err)
+			}
+			// And nothing of it is stored, while the new holder commits on
+			if err := resumed.CommitMessage(user("heir")); err != nil {
+				t.Fatal(err)
+			}
+			if err := resumed.Finish(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := summary(events(t, st, "run-r1")), []string{"mutation run.started", "message user",
+				"mutation run.resumed", "message user", "mutation run.finished"}; !slices.Equal(got, want) {
+				t.Fatalf("the run's record:\n got %q\nwant %q", got, want)
+			}
+			var said []string
+			for _, e := range events(t, st, "agentgo.r1") {
+				said = append(said, asJSON(t, e.Fields["message"].(map[string]any)["content"]))
+			}
+			if want := []string{`[{"text":"before","type":"text"}]`, `[{"text":"heir","type":"text"}]`}; !slices.Equal(said, want) {
+				t.Fatalf("the framework stream: %q", said)
+			}
+		})
+	}
+}

@@ -15,6 +15,12 @@
 //     the tool call that asked for it, is that run's child (delegation: its run.started
 //     follows from the call and names the parent run).
 //
+// Every write the adapter makes for a run (its calls' requests and outcomes, its messages in
+// both streams, its start and end) is made under the run's lease, fenced by the holding's
+// token: a process stopped past its lease (a long GC pause, SIGSTOP, a migrated VM) while
+// another process resumed the run is refused whatever it had on its way, atomically and with
+// nothing written (agent.ErrLeaseLost), and its run halts.
+//
 // Recovery: a process killed inside a tool leaves the call's attempt open, and the
 // reconciler flags it once the run's lease is gone. Resume the run (RunOptions.Resume), give
 // AgentGo its conversation back (AgentGo's HoldRuns, then SetMessages with Run.Messages, then

@@ -160,6 +160,11 @@ type Run struct {
 // agentgo.<ID>.
 func (r *Run) ID() string { return r.run.ID() }
 
+// Fence is the run's lease as this process holds it (agent.Run.Fence): every write the
+// adapter makes for the run names it, and so may a write of the application's own
+// (store.WithFence).
+func (r *Run) Fence() model.Fence { return r.run.Fence() }
+
 // Agent is the agent's name on the run's events.
 func (r *Run) Agent() string { return r.ledger.rec.Agent() }
 

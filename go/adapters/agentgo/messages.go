@@ -41,7 +41,10 @@ func (m Message) ToMessage() (Message, bool) { return m, true }
 // conversation.
 //
 // It refuses the message when the run has halted (a call unresolved, an outcome not
-// recorded), so that AgentGo stops instead of telling the model the call failed.
+// recorded, its lease lost), so that AgentGo stops instead of telling the model the call
+// failed. Both writes are made under the run's lease: once the holding is over (the process
+// stopped past its TTL, another taking the run over) each is refused with an error of kind
+// agent.ErrLeaseLost, nothing written, and the run halts.
 func (r *Run) CommitMessage(m AgentMessage) error {
 	msg, include := m.ToMessage()
 	if !include {
@@ -65,8 +68,10 @@ func (r *Run) CommitMessage(m AgentMessage) error {
 	event := model.Event{"type": model.TypeMutation, "kind": NativeKind, "agent": r.Agent(), "run_id": r.ID(),
 		"incarnation": r.run.Incarnation(), "message": contentOf(raw)}
 	appendID := fmt.Sprintf("%s:agentgo:%s:%d", r.ID(), r.owner, index+1)
-	if _, err := r.ledger.log.Append(ctx, r.native, index, appendID, []model.Event{event}); err != nil {
-		if errors.Is(err, model.ErrVersionConflict) {
+	// Under the run's lease, as the run's own writes are: a process stopped past its lease
+	// while another took the run over commits nothing, whatever AgentGo had on its way.
+	if _, err := r.run.AppendUnderLease(ctx, r.native, index, appendID, []model.Event{event}); err != nil {
+		if errors.Is(err, model.ErrVersionConflict) || errors.Is(err, agent.ErrLeaseLost) {
 			return r.halt(err) // another process writes this run's conversation now
 		}
 		return err

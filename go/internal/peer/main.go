@@ -4,13 +4,19 @@
 //
 //	peer URL PREFIX
 //
-// Requests: {"op": "append", "session", "stream", "expected", "append_id", "events"},
+// Requests: {"op": "append", "session", "stream", "expected", "append_id", "events", and
+// optionally "fence": {"lease", "owner", "token"}, the lease holding it is made under},
+// {"op": "lease", "session", "step" (acquire, renew or release), "name", "owner", "ttl_ms"}
+// (the holding's token, 1 for a release, 0 when not held),
 // {"op": "burst", "session", "stream", "count"} (appends one at a time, as fast as it can),
 // {"op": "ping"} (answered once connected), {"op": "scan", "session"}, {"op": "tail", "session",
 // "n"}, {"op": "digest", "events"}, {"op": "hang_in_tool", "session", "run_id", "tool", "args",
 // "lease_ms"} (replied to once the call's request is committed; the tool never returns),
 // {"op": "resume_call", ...the same} (the run resumed: the call's recorded outcome, or the error
-// that stops it). Replies: {"ok": ...} or {"error": <the error's kind>, "message": ...}, the
+// that stops it); a run held open across requests, as the Node peer holds one (a fencing
+// drill's): {"op": "run_start", "session", "run_id", "lease_ms", "resume"} (its version),
+// {"op": "run_message", "run_id", "body"} (its version after it), {"op": "run_finish",
+// "run_id"}. Replies: {"ok": ...} or {"error": <the error's kind>, "message": ...}, the
 // same as the Node peer's.
 package main
 
@@ -44,7 +50,7 @@ func main() {
 		os.Exit(model.ExitCode(err))
 	}
 	defer s.Close()
-	p := &peer{store: s}
+	p := &peer{store: s, runs: map[string]*agent.Run{}}
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 64<<20)
 	out := json.NewEncoder(os.Stdout)
@@ -68,6 +74,8 @@ func main() {
 
 type peer struct {
 	store store.Store
+	// runs are the runs held open (run_start), by run id.
+	runs map[string]*agent.Run
 }
 
 func (p *peer) handle(ctx context.Context, line []byte) (any, error) {
@@ -94,11 +102,24 @@ func (p *peer) handle(ctx context.Context, line []byte) (any, error) {
 		if v, ok := r["expected"].(int64); ok {
 			expected = v
 		}
-		result, err := p.store.Append(ctx, stream, expected, r["append_id"].(string), events(r["events"]))
+		var opts []store.AppendOption
+		if f, ok := r["fence"].(map[string]any); ok {
+			lease, _ := f["lease"].(string)
+			owner, _ := f["owner"].(string)
+			token, _ := f["token"].(int64)
+			opts = append(opts, store.WithFence(model.Fence{Lease: lease, Owner: owner, Token: token}))
+		}
+		result, err := p.store.Append(ctx, stream, expected, r["append_id"].(string), events(r["events"]), opts...)
 		if err != nil {
 			return nil, err
 		}
 		return appendLine(result), nil
+	case "lease":
+		name, _ := r["name"].(string)
+		owner, _ := r["owner"].(string)
+		step, _ := r["step"].(string)
+		ms, _ := r["ttl_ms"].(int64)
+		return p.store.Lease(ctx, store.LeaseStep(step), session, name, owner, time.Duration(ms)*time.Millisecond)
 	case "burst":
 		stream, err := model.NewStreamID(session, r["stream"].(string))
 		if err != nil {
@@ -134,6 +155,8 @@ func (p *peer) handle(ctx context.Context, line []byte) (any, error) {
 		return p.hangInTool(ctx, session, r)
 	case "resume_call":
 		return p.resumeCall(ctx, session, r)
+	case "run_start", "run_message", "run_finish":
+		return p.openRun(ctx, session, r)
 	}
 	return nil, fmt.Errorf("unknown op %v", r["op"])
 }
@@ -220,4 +243,40 @@ func (p *peer) resumeCall(ctx context.Context, session string, r request) (any, 
 		return nil, err
 	}
 	return map[string]any{"value": value, "ran": ran}, nil
+}
+
+// openRun starts a run held open across requests (resumed with "resume", waiting for a
+// stopped holder's lease), writes its next message, or finishes it.
+func (p *peer) openRun(ctx context.Context, session string, r request) (any, error) {
+	id, _ := r["run_id"].(string)
+	if r["op"] == "run_start" {
+		recorder, err := p.recorder(session, r)
+		if err != nil {
+			return nil, err
+		}
+		resume, _ := r["resume"].(bool)
+		opts := agent.RunOptions{RunID: id, Resume: resume}
+		if resume {
+			opts.LeaseWait = 10 * time.Second
+		}
+		run, err := recorder.Start(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		p.runs[id] = run
+		return run.Version(), nil
+	}
+	run, ok := p.runs[id]
+	if !ok {
+		return nil, model.Errorf(model.ErrInvalidInput, "run %s is not open here", id)
+	}
+	if r["op"] == "run_finish" {
+		delete(p.runs, id)
+		return nil, run.Finish(ctx, nil)
+	}
+	body, _ := r["body"].(string)
+	if _, err := run.Message(ctx, body); err != nil {
+		return nil, err
+	}
+	return run.Version(), nil
 }

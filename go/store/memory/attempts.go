@@ -16,43 +16,68 @@ type leaseKey struct {
 	name    string
 }
 
-// lease is a lease held: its owner token, until when.
+// lease is a lease held: its owner, until when.
 type lease struct {
 	owner string
 	until time.Time
 }
 
 // Lease acquires, renews or releases the lease name of session for owner, as the Redis store's
-// lease script does: true when owner holds it afterwards (Acquire, Renew) or let it go
-// (Release); false when another owner holds it or, to renew or release, when it is gone. To
-// acquire or renew, ttl must be a millisecond or more, the least Redis keeps a key for.
-func (s *Store) Lease(ctx context.Context, step store.LeaseStep, session, name, owner string, ttl time.Duration) (bool, error) {
+// lease script does: for Acquire and Renew, the token of owner's holding when owner holds the
+// lease afterwards (a new holding draws the lease's next token); for Release, 1 when owner let
+// it go; 0 when another owner holds it or, to renew or release, when it is gone. To acquire or
+// renew, ttl must be a millisecond or more, the least Redis keeps a key for.
+func (s *Store) Lease(ctx context.Context, step store.LeaseStep, session, name, owner string, ttl time.Duration) (int64, error) {
 	if err := store.CheckLease(step, session, name, ttl); err != nil {
-		return false, err
+		return 0, err
 	}
 	if err := s.lock(ctx); err != nil {
-		return false, err
+		return 0, err
 	}
 	defer s.mu.Unlock()
 	key := leaseKey{session, name}
 	now := s.now()
-	held, ok := s.leases[key]
-	if ok && !now.Before(held.until) {
-		delete(s.leases, key) // expired, as Redis would have let it go
-		ok = false
-	}
+	holder, held := s.holderLocked(key, now)
 	switch {
-	case step == store.Acquire && ok && held.owner != owner:
-		return false, nil
-	case step != store.Acquire && (!ok || held.owner != owner):
-		return false, nil
+	case step == store.Acquire && held && holder != owner:
+		return 0, nil
+	case step != store.Acquire && (!held || holder != owner):
+		return 0, nil
 	case step == store.Release:
 		delete(s.leases, key)
-	default:
-		s.leases[key] = lease{owner: owner, until: now.Add(ttl)}
-		s.sweepLocked(now)
+		return 1, nil
 	}
-	return true, nil
+	if !held {
+		s.fences[key]++ // a new holding: the same owner's again while it holds keeps its token
+	}
+	s.leases[key] = lease{owner: owner, until: now.Add(ttl)}
+	s.sweepLocked(now)
+	return s.fences[key], nil
+}
+
+// holderLocked is the owner of the lease key at now, and whether anyone holds it; an expired
+// lease is let go, as Redis lets its key go. The caller holds mu.
+func (s *Store) holderLocked(key leaseKey, now time.Time) (string, bool) {
+	held, ok := s.leases[key]
+	if ok && !now.Before(held.until) {
+		delete(s.leases, key)
+		ok = false
+	}
+	return held.owner, ok
+}
+
+// checkFenceLocked refuses an append made under fence in session unless its holding lasts:
+// the lease held by its owner, at its token. The caller holds mu.
+func (s *Store) checkFenceLocked(session string, fence *model.Fence) error {
+	if fence == nil {
+		return nil
+	}
+	key := leaseKey{session, fence.Lease}
+	holder, held := s.holderLocked(key, s.now())
+	if token := s.fences[key]; token != fence.Token || !held || holder != fence.Owner {
+		return &model.LeaseLostError{Fence: *fence, Token: token}
+	}
+	return nil
 }
 
 // minSweep is the fewest leases a sweep waits for.

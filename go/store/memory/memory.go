@@ -36,6 +36,9 @@ type Store struct {
 	mu       sync.Mutex
 	sessions map[string]*session
 	leases   map[leaseKey]lease
+	// fences holds each lease's current token, which a new holding draws: never swept, so
+	// that tokens only grow.
+	fences map[leaseKey]int64
 	// sweepAt is how many leases there may be before the expired ones are let go: twice as
 	// many as were live at the last sweep, so sweeping costs O(1) a lease.
 	sweepAt int
@@ -55,6 +58,7 @@ func New(opts Options) *Store {
 		now:      time.Now,
 		sessions: make(map[string]*session),
 		leases:   make(map[leaseKey]lease),
+		fences:   make(map[leaseKey]int64),
 		sweepAt:  minSweep,
 		changed:  make(chan struct{}),
 	}
@@ -181,9 +185,10 @@ func (s *Store) wait(ctx context.Context, changed <-chan struct{}, deadline time
 
 // Append writes events to stream by the rules of spec section 3.1, in their order:
 // a used append_id returns its original result (or an IdempotencyConflictError), a stale
-// expected version is a VersionConflictError, and otherwise every event is written. Only local
-// durability can be had of a memory store; asking for more is an error of kind
-// model.ErrInvalidInput.
+// expected version is a VersionConflictError, and otherwise every event is written. An append
+// made under a lease holding that is over (store.WithFence) is a *model.LeaseLostError,
+// checked before anything else, as the Redis store's script checks it. Only local durability can be had of a memory store; asking for more is an error
+// of kind model.ErrInvalidInput.
 func (s *Store) Append(ctx context.Context, stream model.StreamID, expected int64, appendID string, events []model.Event, opts ...store.AppendOption) (model.AppendResult, error) {
 	stream, err := model.NewStreamID(stream.Session, stream.Name)
 	if err != nil {
@@ -195,7 +200,11 @@ func (s *Store) Append(ctx context.Context, stream model.StreamID, expected int6
 	if err := model.CheckAppendID(appendID); err != nil {
 		return model.AppendResult{}, err
 	}
-	if d := store.Settings(opts).Durability; d != nil && !d.Local() {
+	settings := store.Settings(opts)
+	if err := settings.CheckFence(); err != nil {
+		return model.AppendResult{}, err
+	}
+	if d := settings.Durability; d != nil && !d.Local() {
 		return model.AppendResult{}, model.Errorf(model.ErrInvalidInput,
 			"a memory store keeps nothing beyond this process: durability %s cannot be had", d)
 	}
@@ -211,6 +220,10 @@ func (s *Store) Append(ctx context.Context, stream model.StreamID, expected int6
 	state := s.sessions[stream.Session]
 	if state == nil {
 		state = newSession() // kept only once the append writes
+	}
+	// The fence first of all, the append_id included, as the Redis store's script checks it.
+	if err := s.checkFenceLocked(stream.Session, settings.Fence); err != nil {
+		return model.AppendResult{}, err
 	}
 	key := appendKey{stream.Name, appendID}
 	if prior, ok := state.appendIDs[key]; ok {

@@ -101,34 +101,66 @@ func TestCursorsIncreaseWhenTheClockGoesBack(t *testing.T) {
 func TestLeaseExpiresByTheClock(t *testing.T) {
 	s, c := withClock(Options{})
 	ctx := context.Background()
-	lease := func(step store.LeaseStep, owner string) bool {
+	lease := func(step store.LeaseStep, owner string) int64 {
 		t.Helper()
-		held, err := s.Lease(ctx, step, "s", "run-1", owner, time.Second)
+		token, err := s.Lease(ctx, step, "s", "run-1", owner, time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return held
+		return token
 	}
-	if !lease(store.Acquire, "me") {
-		t.Fatal("not acquired")
+	if lease(store.Acquire, "me") != 1 {
+		t.Fatal("not acquired with the first token")
 	}
 	c.move(999 * time.Millisecond)
-	if lease(store.Acquire, "you") {
+	if lease(store.Acquire, "you") != 0 {
 		t.Fatal("taken 1ms before it expires")
 	}
-	if !lease(store.Renew, "me") {
-		t.Fatal("not renewed")
+	if lease(store.Renew, "me") != 1 {
+		t.Fatal("not renewed, with its token")
 	}
 	c.move(999 * time.Millisecond)
-	if lease(store.Acquire, "you") {
+	if lease(store.Acquire, "you") != 0 {
 		t.Fatal("taken though renewed")
 	}
 	c.move(time.Millisecond)
-	if lease(store.Renew, "me") {
+	if lease(store.Renew, "me") != 0 {
 		t.Fatal("renewed once expired")
 	}
-	if !lease(store.Acquire, "you") {
-		t.Fatal("not taken once expired")
+	if lease(store.Acquire, "you") != 2 {
+		t.Fatal("not taken once expired, with the next token")
+	}
+}
+
+func TestAFenceLapsesWithItsLeaseByTheClock(t *testing.T) {
+	// Given a holding of a lease of one second
+	s, c := withClock(Options{})
+	ctx := context.Background()
+	token, err := s.Lease(ctx, store.Acquire, "s", "run-1", "me", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fence := store.WithFence(model.Fence{Lease: "run-1", Owner: "me", Token: token})
+	stream := model.StreamID{Session: "s", Name: "main"}
+	one := []model.Event{model.Message("a", "one")}
+	// When its last millisecond comes, the append under it lands
+	c.move(999 * time.Millisecond)
+	if _, err := s.Append(ctx, stream, 0, "a1", one, fence); err != nil {
+		t.Fatal(err)
+	}
+	// Then, a millisecond later, nobody holding it, the next is refused and writes nothing
+	c.move(time.Millisecond)
+	_, err = s.Append(ctx, stream, 1, "a2", []model.Event{model.Message("a", "late")}, fence)
+	var lost *model.LeaseLostError
+	if !errors.As(err, &lost) || lost.Token != token {
+		t.Fatalf("an append under an expired lease: %v", err)
+	}
+	if v, _ := s.StreamVersion(ctx, stream); v != 1 {
+		t.Fatalf("version %d after the refusal, want 1", v)
+	}
+	// And so is a retry of the append recorded under it: the fence comes first
+	if _, err := s.Append(ctx, stream, 0, "a1", one, fence); !errors.As(err, &lost) {
+		t.Fatalf("the retry of a recorded append under a lapsed holding: %v", err)
 	}
 }
 
@@ -140,8 +172,8 @@ func TestLeaseArguments(t *testing.T) {
 			t.Errorf("acquire for %s: %v", ttl, err)
 		}
 	}
-	if held, err := s.Lease(ctx, store.Release, "s", "run-1", "me", 0); err != nil || held {
-		t.Errorf("releasing what nobody holds: %v, %v", held, err)
+	if released, err := s.Lease(ctx, store.Release, "s", "run-1", "me", 0); err != nil || released != 0 {
+		t.Errorf("releasing what nobody holds: %v, %v", released, err)
 	}
 }
 

@@ -46,7 +46,9 @@ const (
 // kept as artifacts are written first. A call whose reply is lost is retried with the same
 // append_id until the store's timeout, and lands once. An append whose durability (the
 // store's, or store.WithDurability's) is not confirmed in time is an
-// *model.DurabilityNotConfirmedError carrying what was committed.
+// *model.DurabilityNotConfirmedError carrying what was committed. An append made under a
+// lease (store.WithFence) whose holding is over is a *model.LeaseLostError: the script checks
+// the holding before anything else, the append_id included.
 func (s *Store) Append(ctx context.Context, stream model.StreamID, expected int64, appendID string, events []model.Event, opts ...store.AppendOption) (model.AppendResult, error) {
 	var none model.AppendResult
 	stream, err := model.NewStreamID(stream.Session, stream.Name)
@@ -59,8 +61,12 @@ func (s *Store) Append(ctx context.Context, stream model.StreamID, expected int6
 	if err := model.CheckAppendID(appendID); err != nil {
 		return none, err
 	}
+	settings := store.Settings(opts)
+	if err := settings.CheckFence(); err != nil {
+		return none, err
+	}
 	level := s.durability
-	if d := store.Settings(opts).Durability; d != nil {
+	if d := settings.Durability; d != nil {
 		level = *d
 	}
 	if err := checkDurability(level); err != nil {
@@ -83,9 +89,13 @@ func (s *Store) Append(ctx context.Context, stream model.StreamID, expected int6
 		// Written again even as a duplicate, so that the WAIT after it covers the original.
 		rewrite = "1"
 	}
-	args := make([]any, 0, 9+len(prepared.Payloads)+2*len(prepared.Uses))
+	fence := ""
+	if settings.Fence != nil {
+		fence = settings.Fence.LuaArg()
+	}
+	args := make([]any, 0, 10+len(prepared.Payloads)+2*len(prepared.Uses))
 	args = append(args, stream.Name, expected, appendID, string(digest), len(prepared.Payloads),
-		known, rewrite, generation)
+		known, rewrite, generation, fence)
 	for _, payload := range prepared.Payloads {
 		args = append(args, payload)
 	}
@@ -132,7 +142,7 @@ func (s *Store) Append(ctx context.Context, stream model.StreamID, expected int6
 		s.settleOpenListing(ctx, session, listed, reply.committed())
 	}
 	if !reply.committed() {
-		return none, s.refused(stream, expected, appendID, known, reply)
+		return none, s.refused(stream, expected, appendID, known, settings.Fence, reply)
 	}
 	result := model.AppendResult{
 		Stream:       stream,
@@ -199,9 +209,16 @@ func (s *Store) AcceptHistory(stream model.StreamID) {
 	}
 }
 
-// refused is the error of an append.lua reply that wrote nothing.
-func (s *Store) refused(stream model.StreamID, expected int64, appendID string, known int64, reply appendReply) error {
+// refused is the error of an append.lua reply that wrote nothing; fence is the holding the
+// append named (nil: none).
+func (s *Store) refused(stream model.StreamID, expected int64, appendID string, known int64, fence *model.Fence, reply appendReply) error {
 	switch reply.kind {
+	case appendFenced:
+		if fence == nil {
+			// Only an append that names a fence is fenced: the server runs another script.
+			return model.Errorf(model.ErrUnexpectedReply, "append.lua refused an append made under no lease: %q", reply.kind)
+		}
+		return &model.LeaseLostError{Fence: *fence, Token: reply.token}
 	case appendRewound:
 		return &model.VersionConflictError{Stream: stream, Expected: known, Actual: reply.version, Rewound: true}
 	case appendConflict:

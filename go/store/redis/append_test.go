@@ -403,21 +403,46 @@ func TestOpenAttemptsAndTheirIndex(t *testing.T) {
 func TestLease(t *testing.T) {
 	ctx := context.Background()
 	s, _, rdb := startStore(t, Options{})
-	held, err := s.Lease(ctx, store.Acquire, "sess", "run-r1", "me", time.Minute)
-	if err != nil || !held {
-		t.Fatalf("acquire: %v %v", held, err)
+	token, err := s.Lease(ctx, store.Acquire, "sess", "run-r1", "me", time.Minute)
+	if err != nil || token != 1 {
+		t.Fatalf("acquire: %v %v", token, err)
 	}
 	if owner := rdb.Get(ctx, "lb:{sess}:lease:run-r1").Val(); owner != "me" {
 		t.Fatalf("lease key holds %q", owner)
 	}
-	if held, _ := s.Lease(ctx, store.Acquire, "sess", "run-r1", "you", time.Minute); held {
+	// The token lives in the session's fences hash, by lease name, as every SDK reads it.
+	if held := rdb.HGet(ctx, "lb:{sess}:fences", "run-r1").Val(); held != "1" {
+		t.Fatalf("the fences hash holds %q for run-r1", held)
+	}
+	if token, _ := s.Lease(ctx, store.Acquire, "sess", "run-r1", "you", time.Minute); token != 0 {
 		t.Fatal("a held lease was acquired by another owner")
 	}
-	if ok, _ := s.Lease(ctx, store.Release, "sess", "run-r1", "me", 0); !ok {
+	if released, _ := s.Lease(ctx, store.Release, "sess", "run-r1", "me", 0); released != 1 {
 		t.Fatal("release")
+	}
+	if token, _ := s.Lease(ctx, store.Acquire, "sess", "run-r1", "you", time.Minute); token != 2 {
+		t.Fatalf("the next holding drew %d, want 2", token)
 	}
 	if _, err := s.Lease(ctx, "steal", "sess", "run-r1", "me", time.Minute); !errors.Is(err, model.ErrInvalidInput) {
 		t.Fatalf("an unknown step: %v", err)
+	}
+}
+
+func TestALeaseHeldBeforeFencingDrawsItsTokenWhenRenewed(t *testing.T) {
+	// Given a lease taken by an SDK from before fencing: its key, and no token
+	ctx := context.Background()
+	s, _, rdb := startStore(t, Options{})
+	if err := rdb.Set(ctx, "lb:{sess}:lease:run-r1", "me", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// When its owner renews it, Then the holding draws a token, which fences its appends
+	token, err := s.Lease(ctx, store.Renew, "sess", "run-r1", "me", time.Minute)
+	if err != nil || token != 1 {
+		t.Fatalf("renew: %v %v", token, err)
+	}
+	fence := store.WithFence(model.Fence{Lease: "run-r1", Owner: "me", Token: token})
+	if _, err := s.Append(ctx, streamID(t, "sess", "main"), 0, "a1", []model.Event{model.Message("a", "x")}, fence); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -12,23 +12,25 @@ import (
 )
 
 // Lease acquires, renews or releases the lease name of session for owner, in one call of
-// lease.lua: true when owner holds it afterwards (Acquire, Renew) or let it go (Release);
-// false when another owner holds it or, to renew or release, when it is gone. To acquire or
-// renew, ttl must be a millisecond or more, the least Redis keeps a key for. A run's lease is
-// named "run-<run_id>" (spec section 7).
-func (s *Store) Lease(ctx context.Context, step store.LeaseStep, session, name, owner string, ttl time.Duration) (bool, error) {
+// lease.lua: for Acquire and Renew, the token of owner's holding (1 or more) when owner holds
+// the lease afterwards; for Release, 1 when owner let it go; 0 when another owner holds it or,
+// to renew or release, when it is gone. A new holding draws the next token of the lease in
+// the session's fences hash (lb:{S}:fences, which no deletion removes, so tokens only grow).
+// To acquire or renew, ttl must be a millisecond or more, the least Redis keeps a key for. A
+// run's lease is named "run-<run_id>" (spec section 7).
+func (s *Store) Lease(ctx context.Context, step store.LeaseStep, session, name, owner string, ttl time.Duration) (int64, error) {
 	if err := store.CheckLease(step, session, name, ttl); err != nil {
-		return false, err
+		return 0, err
 	}
-	keys := []string{s.key(session, "lease:"+name)}
+	keys := s.leaseKeys(session, name)
 	var raw any
 	err := s.do(ctx, "EVALSHA lease.lua "+keys[0], func(ctx context.Context) error {
 		var err error
-		raw, err = lua.Lease.Run(ctx, s.rdb, keys, string(step), owner, ttl.Milliseconds()).Result()
+		raw, err = lua.Lease.Run(ctx, s.rdb, keys, string(step), owner, ttl.Milliseconds(), name).Result()
 		return err
 	})
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	return parseLeaseReply(raw)
 }

@@ -34,6 +34,13 @@ func (s *Store) appendKeys(session, stream string) []string {
 	}
 }
 
+// leaseKeys are the KEYS of lease.lua for the lease name of session: the lease (its owner,
+// with a TTL) and the session's fences (lease name -> the token of its current holding). The
+// append script names the same two from its tombstone key's prefix, as it does the bounds.
+func (s *Store) leaseKeys(session, name string) []string {
+	return []string{s.key(session, "lease:"+name), s.key(session, "fences")}
+}
+
 // artifactKey is the key of an artifact of a session, by its sha256.
 func (s *Store) artifactKey(session, sha256 string) string {
 	return s.key(session, "art:"+sha256)

@@ -21,6 +21,7 @@ const (
 	appendDup        = "dup"        // written before under this append_id
 	appendIdem       = "idem"       // the append_id was used for other events
 	appendArchived   = "archived"   // the session moved to an archive
+	appendFenced     = "fenced"     // the lease holding the append named is over
 	appendConflict   = "conflict"   // the expected version is not the stream's
 	appendRewound    = "rewound"    // the stream is shorter than acknowledged to this writer
 	appendNoArtifact = "noartifact" // an artifact written before the call is gone: again
@@ -36,6 +37,8 @@ type appendReply struct {
 	cursor                          string
 	// version: conflict and rewound, the stream's version.
 	version int64
+	// token: fenced, the lease's current token (0: none drawn).
+	token int64
 	// where: archived, the archive. key: noartifact and noperm; command: noperm.
 	where, key, command string
 }
@@ -104,6 +107,9 @@ func parseAppendReply(raw any) (appendReply, error) {
 	case appendArchived:
 		size = 2
 		r.where = f.str(1)
+	case appendFenced:
+		size = 2
+		r.token = f.integer(1)
 	case appendConflict, appendRewound:
 		size = 2
 		r.version = f.integer(1)
@@ -135,10 +141,16 @@ func flag(script string, raw any) (bool, error) {
 // when the upload came out short and must be written again.
 func parseArtifactPutReply(raw any) (bool, error) { return flag("artifact_put.lua", raw) }
 
-// parseLeaseReply reads lease.lua's reply: true when the owner holds the lease afterwards
-// (acquire, renew) or let it go (release); false when another owner holds it or, for renew and
-// release, it is gone.
-func parseLeaseReply(raw any) (bool, error) { return flag("lease.lua", raw) }
+// parseLeaseReply reads lease.lua's reply: the token of the holding (acquire, renew) or 1
+// (release) when the owner holds the lease afterwards or let it go; 0 when another owner holds
+// it or, for renew and release, it is gone.
+func parseLeaseReply(raw any) (int64, error) {
+	n, ok := raw.(int64)
+	if !ok || n < 0 {
+		return 0, unexpected("lease.lua", raw)
+	}
+	return n, nil
+}
 
 // parseEntries reads a reply of log entries as XRANGE gives them, [[id, [field, value, ...]],
 // ...], as go-redis's XMessage; script names the script for the error.

@@ -18,6 +18,8 @@ func TestAppendReplies(t *testing.T) {
 			appendReply{kind: appendDup, first: 3, last: 3, cursor: "18-1", generation: 2}},
 		{[]any{"idem"}, appendReply{kind: appendIdem}},
 		{[]any{"archived", "sqlite:///a.db"}, appendReply{kind: appendArchived, where: "sqlite:///a.db"}},
+		{[]any{"fenced", int64(7)}, appendReply{kind: appendFenced, token: 7}},
+		{[]any{"fenced", int64(0)}, appendReply{kind: appendFenced}},
 		{[]any{"conflict", int64(4)}, appendReply{kind: appendConflict, version: 4}},
 		{[]any{"rewound", int64(0)}, appendReply{kind: appendRewound}},
 		{[]any{"noartifact", "lb:{s}:art:ab"}, appendReply{kind: appendNoArtifact, key: "lb:{s}:art:ab"}},
@@ -40,6 +42,8 @@ func TestUnknownRepliesAreUnexpected(t *testing.T) {
 		[]any{"written", int64(1)},                                   // a kind no script gives
 		[]any{int64(1), int64(2)},                                    // no kind
 		[]any{"noperm", "XADD"},                                      // no key
+		[]any{"fenced"},                                              // no token
+		[]any{"fenced", "3"},                                         // a string for the token
 	} {
 		_, err := parseAppendReply(raw)
 		if !errors.Is(err, model.ErrUnexpectedReply) || !errors.Is(err, model.ErrBackendRefused) {
@@ -47,11 +51,18 @@ func TestUnknownRepliesAreUnexpected(t *testing.T) {
 		}
 	}
 	for _, raw := range []any{nil, int64(2), "1", []any{int64(1)}} {
+		if _, err := parseArtifactPutReply(raw); !errors.Is(err, model.ErrUnexpectedReply) {
+			t.Errorf("artifact_put %#v: %v", raw, err)
+		}
+	}
+	for _, raw := range []any{nil, int64(-1), "1", []any{int64(1)}} {
 		if _, err := parseLeaseReply(raw); !errors.Is(err, model.ErrUnexpectedReply) {
 			t.Errorf("lease %#v: %v", raw, err)
 		}
-		if _, err := parseArtifactPutReply(raw); !errors.Is(err, model.ErrUnexpectedReply) {
-			t.Errorf("artifact_put %#v: %v", raw, err)
+	}
+	for _, token := range []int64{0, 1, 9_000_000_000} {
+		if got, err := parseLeaseReply(token); err != nil || got != token {
+			t.Errorf("lease %d: %d, %v", token, got, err)
 		}
 	}
 	for _, raw := range []any{

@@ -26,8 +26,12 @@
  * shows, is recorded by the hooks alone, as a child of its parent call. While the session is
  * open it holds a lease (`run-pi.<id>`), so a process SIGKILLed inside a tool leaves an open
  * attempt the reconciler flags once the lease is gone, and a second process opening the session
- * is refused in one line. A writer whose lease lapsed (a stopped process) and that another took
- * over is told so (PiSessionTaken) at its next write, and writes nothing more.
+ * is refused in one line. Every append is made under the lease's fence (its holding's token), so
+ * a process whose lease lapsed (stopped past it, cut off from Redis) is refused by the store
+ * itself at its next write, whatever it had queued: PiSessionTaken, saying whether another
+ * process took the session over or the lease expired with nobody taking it; nothing of that
+ * write is stored, nothing more is written from it, and the holder of the session is never
+ * refused for what it tried.
  *
  * `resume()` completes what a crash left dangling on the active branch: a call whose outcome the
  * ledger holds (recorded, or given by `ledger-bus resolve`) gets that outcome as its tool result,
@@ -54,7 +58,8 @@ import {
 } from "@earendil-works/pi-coding-agent";
 
 import { UnresolvedAttempt } from "../calls.js";
-import { LedgerError, VersionConflict } from "../model/errors.js";
+import { LeaseLost, LedgerError, VersionConflict } from "../model/errors.js";
+import type { Fence } from "../model/fences.js";
 import { checkName, streamId, type StreamId } from "../model/ids.js";
 import type { RecordedEvent } from "../model/records.js";
 import { type Attempts, type Log, need } from "../store/capabilities.js";
@@ -76,8 +81,9 @@ type Fields = Record<string, unknown>;
 type Json = Record<string, unknown>;
 
 /**
- * A Pi session written by another process: this one's lease lapsed (it was stopped, or cut off
- * from Redis) and another took the session over. Nothing more is written from this one.
+ * This process's hold of a Pi session is over: its lease lapsed (it was stopped, or cut off from
+ * Redis), and another process took the session over, or nobody did and the lease expired. The
+ * write that found it out is not stored, and nothing more is written from this one.
  */
 export class PiSessionTaken extends LedgerError {
   override name = "PiSessionTaken";
@@ -125,6 +131,10 @@ export class PiLedger {
   private readonly owner = randomUUID();
   private renewer: NodeJS.Timeout | undefined;
   private leaseName = "";
+  // The session's lease as this process holds it: every append names it, so that once the
+  // holding is over the store refuses the append (nothing written), whatever this process had
+  // queued while it was stopped, and before any version check could take it for a retry.
+  private fence: Fence | undefined;
   private readonly safe: Set<string>;
   private readonly leaseTtlMs: number;
 
@@ -262,17 +272,19 @@ export class PiLedger {
   }
 
   /**
-   * Hold the session's lease while it is open, renewed as it runs. A renewal refused means
-   * another process took the session over: this one is told at its next write.
+   * Hold the session's lease while it is open, renewed as it runs. A renewal refused means the
+   * holding is over (for good: a new one would draw a new token); renewing stops, and the next
+   * write is refused by its fence, which tells whether another process took the session over.
    */
   private async hold(): Promise<void> {
     this.leaseName = `run-${this.stream.name}`;
-    const ok = await this.store.lease("acquire", this.session, this.leaseName, this.owner, this.leaseTtlMs);
-    if (!ok) throw new LedgerError(`Pi session ${this.stream.name.slice(3)} is open in another live process`);
+    const token = await this.store.lease("acquire", this.session, this.leaseName, this.owner, this.leaseTtlMs);
+    if (!token) throw new LedgerError(`Pi session ${this.stream.name.slice(3)} is open in another live process`);
+    this.fence = { lease: this.leaseName, owner: this.owner, token };
     this.renewer = setInterval(() => {
       void this.store.lease("renew", this.session, this.leaseName, this.owner, this.leaseTtlMs).then(
         (held) => {
-          if (!held) this.failed ??= this.taken("its lease lapsed and another process holds it");
+          if (!held) clearInterval(this.renewer);
         },
         () => undefined, // Redis away for a moment: the next renewal tries again
       );
@@ -285,8 +297,23 @@ export class PiLedger {
     await this.store.lease("release", this.session, this.leaseName, this.owner, 0).catch(() => false);
   }
 
-  private taken(why: string): PiSessionTaken {
-    return new PiSessionTaken(`Pi session ${this.stream.name.slice(3)} was taken over by another process (${why}): nothing more is written from this one; open it again to go on from what the ledger holds`);
+  private taken(why: string, cause?: unknown): PiSessionTaken {
+    return new PiSessionTaken(
+      `Pi session ${this.stream.name.slice(3)} was taken over by another process (${why}): nothing more is written from this one; open it again to go on from what the ledger holds`,
+      cause === undefined ? undefined : { cause },
+    );
+  }
+
+  /** What the store's refusal of an append under the lease means to the user, in one line. */
+  private lost(err: LeaseLost): PiSessionTaken {
+    const mine = this.fence?.token ?? 0;
+    if (err.token > mine) {
+      return this.taken(`its lease lapsed and another process took it: token ${err.token} after this one's ${mine}`, err);
+    }
+    return new PiSessionTaken(
+      `Pi session ${this.stream.name.slice(3)} lost its lease: it expired (this process was stopped or cut off past its ${this.leaseTtlMs} ms) and no other process holds it; this write was not stored, and nothing more is written from this one; open it again to go on from what the ledger holds`,
+      { cause: err },
+    );
   }
 
   // -- writing --------------------------------------------------------------------------------
@@ -327,10 +354,12 @@ export class PiLedger {
       // same versions, and its appends are not this one's retries.
       const appendId = `${this.stream.name}:${this.owner}:${this.version + 1}`;
       try {
-        const result = await this.store.append(this.stream, this.version, appendId, events);
+        const result = await this.store.append(this.stream, this.version, appendId, events, { fence: this.fence });
         this.version = result.lastVersion;
         return;
       } catch (err) {
+        // Refused before any version check: this process's hold is over, never a conflict to retry.
+        if (err instanceof LeaseLost) throw this.lost(err);
         // Another writer appended to the stream (an operator's resolution): take it in, go on.
         if (!(err instanceof VersionConflict) || tries > 3) throw err;
         for (const event of await this.store.readStream(this.stream, { after: this.version })) {

@@ -14,6 +14,7 @@ import {
 import { canonicalText, checkJson, JsonValueError } from "./canonical.js";
 import { InvalidEvent, InvalidInput } from "./errors.js";
 import { type Fields, givenFields } from "./events.js";
+import type { Fence } from "./fences.js";
 import { codePoints, eventIdDeriver } from "./ids.js";
 import { noteText, settled } from "./attempts.js";
 
@@ -49,6 +50,11 @@ export interface PreparedAppend {
   /** The fields moved out, each artifact once, and how often the payloads reference each. */
   artifacts: Artifact[];
   uses: [string, number][];
+  /**
+   * The lease the append is made under, checked on the server with the write; not part of the
+   * content (a retry of an append recorded under it still returns its result).
+   */
+  fence?: Fence;
 }
 
 function byteLength(text: string): number {

@@ -107,6 +107,21 @@ export class SessionArchived extends Refused {
   }
 }
 
+/**
+ * A write made under a lease whose holding is over: it expired, or another process took the
+ * lease and drew a newer token. Nothing was written, and the writer may not write under that
+ * holding any more. `token` is the lease's current token (0: none drawn).
+ */
+export class LeaseLost extends Refused {
+  override name = "LeaseLost";
+  constructor(
+    message: string,
+    readonly token = 0,
+  ) {
+    super(message);
+  }
+}
+
 /** What a call names does not exist: a session, stream, attempt or group. */
 export class NotFound extends LedgerError {
   override name = "NotFound";

@@ -8,6 +8,7 @@
 import { ArtifactRef, checkSha, refsIn, resolved } from "../model/artifacts.js";
 import { DEFAULT_LIMITS, type Limits, prepareAppend, type PreparedAppend } from "../model/batch.js";
 import { InvalidInput, NotFound } from "../model/errors.js";
+import { checkFence } from "../model/fences.js";
 import {
   checkAppendId,
   checkExpectedVersion,
@@ -20,6 +21,7 @@ import {
 } from "../model/ids.js";
 import type { AppendResult, RecordedEvent } from "../model/records.js";
 import type {
+  AppendOptions,
   Capability,
   IterOptions,
   Log,
@@ -64,12 +66,14 @@ export abstract class EventStore implements Log {
     expectedVersion: ExpectedVersion,
     appendId: string,
     events: readonly unknown[],
+    options: AppendOptions = {},
   ): Promise<AppendResult> {
     const ref = checkStream(stream);
     const expected = checkExpectedVersion(expectedVersion);
     checkAppendId(appendId);
+    const fence = options.fence === undefined ? undefined : checkFence(options.fence);
     const prepared = prepareAppend(ref.sessionId, ref.name, appendId, events, this.limits);
-    return this.appendPrepared(ref, expected, appendId, prepared);
+    return this.appendPrepared(ref, expected, appendId, fence === undefined ? prepared : { ...prepared, fence });
   }
 
   async readStream(stream: StreamId, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {

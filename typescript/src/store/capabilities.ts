@@ -9,11 +9,22 @@
  */
 
 import { Unsupported } from "../model/errors.js";
+import type { Fence } from "../model/fences.js";
 import type { ExpectedVersion, StreamId } from "../model/ids.js";
 import type { AppendResult, OpenAttempt, RecordedEvent } from "../model/records.js";
 import type { GroupBackend } from "./consumers.js";
 
 export type LeaseStep = "acquire" | "renew" | "release";
+
+export interface AppendOptions {
+  /**
+   * The lease the append is made under (the token `lease("acquire", ...)` returned): once that
+   * holding is over (the lease expired, or another owner took it), the append is refused with
+   * LeaseLost and writes nothing. After the appendId check: a retry of an append already
+   * recorded still returns its result.
+   */
+  fence?: Fence;
+}
 
 export interface ReadOptions {
   /** Put fields kept as artifacts back into their events (the default), or leave references. */
@@ -74,9 +85,16 @@ export interface Log extends Declared {
   /**
    * Append `events` to `stream` if its version is `expectedVersion` (or ANY): all of them or
    * none, with consecutive versions. A retry with the same `appendId` and the same content
-   * returns the original result, `deduplicated`; other content is IdempotencyConflict.
+   * returns the original result, `deduplicated`; other content is IdempotencyConflict. Made
+   * under `options.fence`, it is refused with LeaseLost once that lease's holding is over.
    */
-  append(stream: StreamId, expectedVersion: ExpectedVersion, appendId: string, events: readonly unknown[]): Promise<AppendResult>;
+  append(
+    stream: StreamId,
+    expectedVersion: ExpectedVersion,
+    appendId: string,
+    events: readonly unknown[],
+    options?: AppendOptions,
+  ): Promise<AppendResult>;
   /** A stream's events with versions above `after`, ascending. */
   readStream(stream: StreamId, options?: ReadStreamOptions): Promise<RecordedEvent[]>;
   /** A session's events after the cursor `after` (from the start when none), in commit order. */
@@ -101,10 +119,14 @@ export interface Log extends Declared {
 /** Runs' leases and the calls requested with no outcome yet: what a Recorder needs besides the log. */
 export interface Attempts {
   /**
-   * A run's lease (`name`), held by one owner token and expiring unless renewed: true when
-   * `owner` holds it afterwards ("acquire", "renew") or let it go ("release").
+   * A lease (`name`: a run's, an adapter's session), held by one owner and expiring unless
+   * renewed, and fenced. "acquire" and "renew" return the holding's token (>= 1) when `owner`
+   * holds it afterwards: a new holding draws a greater token than any before it, the same
+   * owner acquiring again while it holds keeps its token; appends made under the lease name it
+   * in their fence. "release" returns 1 when `owner` let it go. 0 when another owner holds it
+   * or, for "renew" and "release", when it is gone (expired: that holding is over for good).
    */
-  lease(step: LeaseStep, sessionId: string, name: string, owner: string, ttlMs: number): Promise<boolean>;
+  lease(step: LeaseStep, sessionId: string, name: string, owner: string, ttlMs: number): Promise<number>;
   /** The session's requested calls with no terminal event yet. */
   openAttempts(sessionId: string): Promise<OpenAttempt[]>;
 }

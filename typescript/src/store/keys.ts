@@ -46,6 +46,10 @@ export class Keys {
   lease(s: string, name: string): string {
     return this.of(s, `lease:${name}`);
   }
+  /** Hash: lease name -> the token of its current holding (lease.lua; append.lua reads it). */
+  fences(s: string): string {
+    return this.of(s, "fences");
+  }
   deadLetters(s: string, group: string): string {
     return this.of(s, `dead:${group}`);
   }

@@ -7,6 +7,7 @@
 import { unpack } from "../model/artifacts.js";
 import type { Limits, PreparedAppend } from "../model/batch.js";
 import { IdempotencyConflict, VersionConflict } from "../model/errors.js";
+import { leaseLost } from "../model/fences.js";
 import { checkName, CURSOR_ZERO, cursorsAfter, formatCursor, parseCursor, type StreamId, streamText } from "../model/ids.js";
 import type { AppendResult, OpenAttempt, RecordedEvent } from "../model/records.js";
 import { checkLease, EventStore } from "./base.js";
@@ -58,6 +59,9 @@ export class MemoryStore extends EventStore implements Attempts, Groups {
   private readonly data = new Map<string, Session>();
   private waiters: (() => void)[] = [];
   private readonly leases = new Map<string, { owner: string; until: number }>();
+  // "<session>\x1f<lease name>" -> the token of its current holding, kept when the lease
+  // goes, as lease.lua keeps lb:{S}:fences: tokens only grow.
+  private readonly fences = new Map<string, number>();
   /** The consumer groups on this store's session logs, for a Tailer. */
   readonly groups: MemoryGroups = new MemoryGroups({
     after: (session, after, count) => {
@@ -128,6 +132,13 @@ export class MemoryStore extends EventStore implements Attempts, Groups {
   ): Promise<AppendResult> {
     const session = this.session(stream.sessionId);
     const digest = prepared.sha256.toString("hex");
+    // First of all, as append.lua: a writer whose holding is over is told so whatever it sends.
+    const fence = prepared.fence;
+    if (fence !== undefined) {
+      const key = `${stream.sessionId}\x1f${fence.lease}`;
+      const token = this.fences.get(key) ?? 0;
+      if (token !== fence.token || this.holder(key) !== fence.owner) throw leaseLost(fence, token);
+    }
     const prior = session.appendIds.get(`${stream.name}\x1f${appendId}`);
     if (prior !== undefined) {
       if (prior.digest !== digest) throw new IdempotencyConflict(streamText(stream), appendId);
@@ -260,20 +271,25 @@ export class MemoryStore extends EventStore implements Attempts, Groups {
     return [...(this.data.get(sessionId)?.open.values() ?? [])];
   }
 
-  async lease(step: LeaseStep, sessionId: string, name: string, owner: string, ttlMs: number): Promise<boolean> {
+  /** Who holds the lease `key` ("<session>\x1f<name>") now; undefined once it expired. */
+  private holder(key: string): string | undefined {
+    const found = this.leases.get(key);
+    return found && found.until > Date.now() ? found.owner : undefined;
+  }
+
+  async lease(step: LeaseStep, sessionId: string, name: string, owner: string, ttlMs: number): Promise<number> {
     checkLease(sessionId, name);
     const key = `${sessionId}\x1f${name}`;
-    const found = this.leases.get(key);
-    const holder = found && found.until > Date.now() ? found.owner : undefined;
-    if (step === "acquire") {
-      if (holder !== undefined && holder !== owner) return false;
-      this.leases.set(key, { owner, until: Date.now() + ttlMs });
-      return true;
+    const holder = this.holder(key);
+    if (step === "acquire" ? holder !== undefined && holder !== owner : holder !== owner) return 0;
+    if (step === "release") {
+      this.leases.delete(key);
+      return 1;
     }
-    if (holder !== owner) return false;
-    if (step === "renew") this.leases.set(key, { owner, until: Date.now() + ttlMs });
-    else this.leases.delete(key);
-    return true;
+    // A new holding (the lease free, or expired) draws the next token, as lease.lua does.
+    if (holder === undefined) this.fences.set(key, (this.fences.get(key) ?? 0) + 1);
+    this.leases.set(key, { owner, until: Date.now() + ttlMs });
+    return this.fences.get(key) as number;
   }
 
   protected async artifactBytes(sessionId: string, sha256: string): Promise<Buffer | undefined> {

@@ -19,8 +19,10 @@ import {
   SessionArchived,
   BackendRefused,
   DurabilityNotConfirmed,
+  UnexpectedReply,
   VersionConflict,
 } from "../model/errors.js";
+import { type Fence, leaseLost } from "../model/fences.js";
 import { type Durability, durabilityName, isLocal, LOCAL } from "../model/durability.js";
 import {
   checkName,
@@ -53,6 +55,10 @@ export type RedisClient = Redis | Cluster;
 export type Arg = string | Buffer | number;
 
 const isCluster = (client: RedisClient): client is Cluster => client.isCluster;
+
+/** append.lua's ARGV[9]: the lease an append is made under, or "" for none. */
+const fenceArg = (fence: Fence | undefined): string =>
+  fence === undefined ? "" : `${fence.lease}\x1f${fence.owner}\x1f${fence.token}`;
 
 // How often the cross-session index is refreshed for one session by one store, at most.
 const INDEX_REFRESH_MS = 1000;
@@ -156,6 +162,7 @@ export class RedisStore extends EventStore implements Attempts, Groups {
       // Written again even as a duplicate, so that the WAIT after it covers the original write.
       waits ? "1" : "",
       generation,
+      fenceArg(prepared.fence),
       ...prepared.payloads,
       luaNotes(prepared.notes),
       ...prepared.uses.flat(),
@@ -180,7 +187,7 @@ export class RedisStore extends EventStore implements Attempts, Groups {
       done = await send();
     }
     if (listed !== undefined) await this.settleOpenListing(session, listed, done.kind === "ok" || done.kind === "dup");
-    if (done.kind !== "ok" && done.kind !== "dup") throw this.refusal(stream, expected, appendId, acknowledged, done);
+    if (done.kind !== "ok" && done.kind !== "dup") throw this.refusal(stream, expected, appendId, acknowledged, done, prepared.fence);
     const result: AppendResult = {
       stream,
       firstVersion: done.first,
@@ -299,6 +306,7 @@ export class RedisStore extends EventStore implements Attempts, Groups {
     appendId: string,
     known: number,
     reply: Exclude<AppendReply, { kind: "ok" | "dup" }>,
+    fence: Fence | undefined,
   ): Error {
     const name = streamText(stream);
     switch (reply.kind) {
@@ -315,6 +323,11 @@ export class RedisStore extends EventStore implements Attempts, Groups {
         return new IdempotencyConflict(name, appendId);
       case "archived":
         return new SessionArchived(stream.sessionId, reply.where);
+      case "fenced":
+        // Only an append that named a fence is fenced: else the server runs other scripts.
+        return fence === undefined
+          ? new UnexpectedReply(`append.lua refused an append without a fence: its lease's token is ${reply.token}`)
+          : leaseLost(fence, reply.token);
       case "noartifact":
         return new BackendUnavailable(`an artifact of the append kept going before the append: ${reply.key}`);
       case "noperm":
@@ -627,10 +640,10 @@ export class RedisStore extends EventStore implements Attempts, Groups {
     });
   }
 
-  async lease(step: LeaseStep, sessionId: string, name: string, owner: string, ttlMs: number): Promise<boolean> {
+  async lease(step: LeaseStep, sessionId: string, name: string, owner: string, ttlMs: number): Promise<number> {
     checkLease(sessionId, name);
-    const keys = [this.keys.lease(sessionId, name)];
-    return leaseReply(await this.run(() => this.evalsha(LEASE, keys, [step, owner, ttlMs])));
+    const keys = [this.keys.lease(sessionId, name), this.keys.fences(sessionId)];
+    return leaseReply(await this.run(() => this.evalsha(LEASE, keys, [step, owner, ttlMs, name])));
   }
 
   protected async artifactBytes(sessionId: string, sha256: string): Promise<Buffer | undefined> {

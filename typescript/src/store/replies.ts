@@ -18,7 +18,8 @@ export type Entry = [Buffer, Buffer[]];
 /**
  * append.lua's reply: "ok" (written), "dup" (written before by this appendId, with the
  * generation of the original), "idem" (the appendId was used for other events), "archived"
- * (the session moved to `where`), "conflict" and "rewound" (the stream's `version`),
+ * (the session moved to `where`), "fenced" (the append named a lease holding that is over:
+ * the lease's current `token`, 0 for none), "conflict" and "rewound" (the stream's `version`),
  * "noartifact" (an artifact written before the call is gone: the `key`), "noperm" (the ACL
  * refuses `command` on `key`). Nothing is written unless the kind is "ok".
  */
@@ -27,6 +28,7 @@ export type AppendReply =
   | { kind: "dup"; first: number; last: number; cursor: string; generation: number }
   | { kind: "idem" }
   | { kind: "archived"; where: string }
+  | { kind: "fenced"; token: number }
   | { kind: "conflict"; version: number }
   | { kind: "rewound"; version: number }
   | { kind: "noartifact"; key: string }
@@ -98,6 +100,9 @@ export function appendReply(reply: unknown): AppendReply {
     case "archived":
       read.length(2);
       return { kind, where: read.string(1) };
+    case "fenced":
+      read.length(2);
+      return { kind, token: read.integer(1) };
     case "conflict":
     case "rewound":
       read.length(2);
@@ -128,11 +133,13 @@ export function artifactPutReply(reply: unknown): boolean {
 }
 
 /**
- * lease.lua's reply: 1 when the owner holds the lease afterwards (acquire, renew) or let it go
- * (release), true; 0 when another owner holds it or, for renew and release, it is gone, false.
+ * lease.lua's reply: the holding's token (acquire, renew) or 1 (release) when the owner holds
+ * the lease afterwards or let it go; 0 when another owner holds it or, for renew and release,
+ * it is gone.
  */
-export function leaseReply(reply: unknown): boolean {
-  return flag("lease.lua", reply);
+export function leaseReply(reply: unknown): number {
+  if (typeof reply === "number" && Number.isSafeInteger(reply) && reply >= 0) return reply;
+  throw unexpected("lease.lua", reply);
 }
 
 /** Whether `value` is a log entry as XRANGE gives it. */

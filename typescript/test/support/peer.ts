@@ -9,13 +9,14 @@
  * Requests: {"op": "append", "session", "stream", "expected", "append_id", "events"},
  * {"op": "burst", "session", "stream", "count"} (appends one at a time, as fast as it can),
  * {"op": "ping"} (answered once connected), {"op": "scan", "session"}, {"op": "tail", "session", "n"}, {"op": "digest", "events"};
+ * a run held open across requests (the recorder's fencing drill): run_start, run_message, run_finish;
  * Pi's (on Node 22): pi_hang, pi_resume, pi_open, pi_turn, pi_close.
  * Replies: {"ok": ...} or {"error": <the error's class name>, "message": ...}.
  */
 
 import { createInterface } from "node:readline";
 
-import { connect, eventLine, appendLine, prepareAppend, Recorder, streamId, type RecordedEvent } from "../../src/index.js";
+import { connect, eventLine, appendLine, prepareAppend, Recorder, type Run, streamId, type RecordedEvent } from "../../src/index.js";
 
 // Pi is loaded by the requests that use it: it is most of a peer's start.
 const pi = async (): Promise<[typeof import("../../src/adapters/pi.js"), typeof import("./pi.js")]> =>
@@ -23,6 +24,8 @@ const pi = async (): Promise<[typeof import("../../src/adapters/pi.js"), typeof 
 
 // The Pi sessions this process holds open (pi_open), by Pi session id.
 const opened = new Map<string, import("../../src/adapters/pi.js").PiLedger>();
+// The runs this process holds open (run_start), by run id.
+const runs = new Map<string, Run>();
 
 const [url, prefix] = process.argv.slice(2);
 const store = connect(url, { prefix: prefix ?? "lb" });
@@ -77,6 +80,27 @@ async function handle(request: Request): Promise<unknown> {
       } finally {
         await run.finish();
       }
+    }
+    case "run_start": {
+      // A run started (or resumed, waiting for a stopped holder's lease) and held open.
+      const recorder = new Recorder(store, session, "node-agent", { leaseTtlMs: request["lease_ms"] as number });
+      const resume = Boolean(request["resume"]);
+      const run = await recorder.start({ runId: request["run_id"] as string, resume, leaseWaitMs: resume ? 10_000 : 0 });
+      runs.set(run.runId, run);
+      return run.version;
+    }
+    case "run_message": {
+      // The open run's next write: its stream's version after it.
+      const run = runs.get(request["run_id"] as string);
+      if (!run) throw new Error(`run ${String(request["run_id"])} is not open here`);
+      await run.message(request["body"] as string);
+      return run.version;
+    }
+    case "run_finish": {
+      const run = runs.get(request["run_id"] as string);
+      runs.delete(request["run_id"] as string);
+      await run?.finish();
+      return null;
     }
     case "pi_hang": {
       // A Pi agent whose model asks for `deploy`, which never returns: replied to once the

@@ -22,8 +22,13 @@
 -- ARGV[6]  the highest version of this stream acknowledged to this writer (0: none known)
 -- ARGV[7]  "1" to write even a duplicate (so that a WAIT after it covers the original write)
 -- ARGV[8]  the generation the version of ARGV[6] belongs to
--- ARGV[9 .. 8+n]     one msgpack payload per event, never decoded here
--- ARGV[9+n]          the events' notes for the attempt bookkeeping (events.attempt_note), one
+-- ARGV[9]  the fence: "<lease name>\31<owner>\31<token>" for an append made under a lease
+--          (lease.lua), or "" for none. Unless lb:{S}:lease:<name> is held by that owner and
+--          lb:{S}:fences names that token for it, the append is refused before anything else is
+--          looked at: its writer's holding is over (expired, or taken by another), even where
+--          nobody holds the lease now.
+-- ARGV[10 .. 9+n]    one msgpack payload per event, never decoded here
+-- ARGV[10+n]         the events' notes for the attempt bookkeeping (events.attempt_note), one
 --                    per event in order, each begun by \30:
 --                    o\31<attempt>\31<run>\31<tool>   a tool_call opens an attempt
 --                    c\31<attempt>                    a tool_result closes it
@@ -32,22 +37,23 @@
 --                    (empty)                           the event means nothing to attempts
 --                    One argument, read with plain finds: an argument per part cost the
 --                    client more to pack, and the server more to take in, than this reading.
--- ARGV[10+n ..]     per artifact of KEYS[9 ..], its sha256 and how many fields reference it
+-- ARGV[11+n ..]     per artifact of KEYS[9 ..], its sha256 and how many fields reference it
 --
 -- A stream named in lb:{S}:bounds (spec 3.12) is trimmed after the append: see trim() below.
 -- lb:{S}:bounds, lb:{S}:t:<stream>, lb:{S}:arts and lb:{S}:art:<sha256> are named from KEYS[7]'s
 -- prefix; they are in the session's slot.
 --
 -- Returns {"ok", first, last, cursor, opened, generation}, {"dup", first, last, cursor,
--- generation of the original}, {"idem"}, {"archived", where}, {"conflict", actual version},
+-- generation of the original}, {"idem"}, {"archived", where}, {"fenced", the lease's current
+-- token, or 0 when it has none}, {"conflict", actual version},
 -- {"rewound", actual version}, {"noartifact", key} (an artifact is gone: write it again) or
 -- {"noperm", command, key}. Nothing is written unless the reply is "ok". An append's events
 -- are consecutive in the session log (this script runs alone), which is what lets the stream
 -- index hold one entry per append.
 
 local n = tonumber(ARGV[5])
-local notes = ARGV[9 + n]
-local arts = 10 + n  -- where the artifacts' arguments begin
+local notes = ARGV[10 + n]
+local arts = 11 + n  -- where the artifacts' arguments begin
 
 -- An append that writes nothing drops the artifacts written for it that nothing references: a
 -- retry of an append recorded before, or refused, leaves nothing behind. (One written for an
@@ -59,6 +65,19 @@ local function reply(...)
     end
   end
   return {...}
+end
+
+local prefix = string.sub(KEYS[7], 1, -5)  -- lb:{S}:tomb -> lb:{S}:
+if ARGV[9] ~= '' then
+  -- First of all, the append_id included: a writer whose holding is over learns that, not a
+  -- conflict to retry nor another writer's append taken for its own (the next holder may have
+  -- used the same append_id at the same version), and the rightful holder is never refused for
+  -- what a zombie tried.
+  local name, owner, token = string.match(ARGV[9], '^(.*)\31(.*)\31(%d+)$')
+  local current = redis.call('HGET', prefix .. 'fences', name)
+  if current ~= token or redis.call('GET', prefix .. 'lease:' .. name) ~= owner then
+    return reply('fenced', tonumber(current) or 0)
+  end
 end
 
 local prior = redis.call('HGET', KEYS[4], ARGV[3])
@@ -105,7 +124,6 @@ if expected >= 0 and expected ~= version then
   return reply('conflict', version)
 end
 
-local prefix = string.sub(KEYS[7], 1, -5)  -- lb:{S}:tomb -> lb:{S}:
 local bound = redis.call('HGET', prefix .. 'bounds', ARGV[1])
 -- "<keep> <window ms>", or "<keep> <window ms> <only>": a bound for the appends whose
 -- append_id begins with <only> (a rewrite's own), inert for every other append.
@@ -177,7 +195,7 @@ for i = 1, n do
   -- which is slow: each version is formatted once, as an integer, and that text is what every
   -- write below uses.
   text = string.format('%d', version)
-  cursor = redis.call('XADD', KEYS[1], '*', 's', ARGV[1], 'v', text, 'p', ARGV[8 + i])
+  cursor = redis.call('XADD', KEYS[1], '*', 's', ARGV[1], 'v', text, 'p', ARGV[9 + i])
   first_cursor = first_cursor or cursor
   first_text = first_text or text
   local ends = string.find(notes, '\30', at + 1, true) or #notes + 1
