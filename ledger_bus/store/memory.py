@@ -201,6 +201,12 @@ class MemoryStore(EventStore):
         with self._changed:
             # A session is made only by an append that writes: one refused leaves no trace.
             state = self._sessions_by_id.get(stream.session_id) or _Session()
+            fence = prepared.fence
+            if fence is not None:  # first of all (append.lua)
+                token = state.fences.get(fence.lease, 0)
+                holder = self._lease_holder(stream.session_id, fence.lease)
+                if token != fence.token or holder != fence.owner:
+                    raise lease_lost(fence, token)
             prior = state.idempotency.get((stream.name, append_id))
             if prior is not None:
                 digest, first, last, cursor = prior

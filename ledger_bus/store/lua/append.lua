@@ -24,8 +24,9 @@
 -- ARGV[8]  the generation the version of ARGV[6] belongs to
 -- ARGV[9]  the fence: "<lease name>\31<owner>\31<token>" for an append made under a lease
 --          (lease.lua), or "" for none. Unless lb:{S}:lease:<name> is held by that owner and
---          lb:{S}:fences names that token for it, the append is refused: its writer's holding
---          is over (expired, or taken by another), even where nobody holds the lease now.
+--          lb:{S}:fences names that token for it, the append is refused before anything else is
+--          looked at: its writer's holding is over (expired, or taken by another), even where
+--          nobody holds the lease now.
 -- ARGV[10 .. 9+n]    one msgpack payload per event, never decoded here
 -- ARGV[10+n]         the events' notes for the attempt bookkeeping (events.attempt_note), one
 --                    per event in order, each begun by \30:
@@ -66,6 +67,19 @@ local function reply(...)
   return {...}
 end
 
+local prefix = string.sub(KEYS[7], 1, -5)  -- lb:{S}:tomb -> lb:{S}:
+if ARGV[9] ~= '' then
+  -- First of all, the append_id included: a writer whose holding is over learns that, not a
+  -- conflict to retry nor another writer's append taken for its own (the next holder may have
+  -- used the same append_id at the same version), and the rightful holder is never refused for
+  -- what a zombie tried.
+  local name, owner, token = string.match(ARGV[9], '^(.*)\31(.*)\31(%d+)$')
+  local current = redis.call('HGET', prefix .. 'fences', name)
+  if current ~= token or redis.call('GET', prefix .. 'lease:' .. name) ~= owner then
+    return reply('fenced', tonumber(current) or 0)
+  end
+end
+
 local prior = redis.call('HGET', KEYS[4], ARGV[3])
 if prior then
   local digest, first, last, cursor, written_in
@@ -96,17 +110,6 @@ local tomb = redis.call('HMGET', KEYS[7], 'generation', 'archive')
 if tomb[2] then
   -- The session is moving to (or has moved to) the archive, which answers for it from now on.
   return reply('archived', tomb[2])
-end
-local prefix = string.sub(KEYS[7], 1, -5)  -- lb:{S}:tomb -> lb:{S}:
-if ARGV[9] ~= '' then
-  -- After the append_id (a retry of an append made under the lease still returns its result)
-  -- and before the version: a writer whose holding is over learns that, not a conflict to
-  -- retry, and the rightful holder is never refused for what a zombie tried.
-  local name, owner, token = string.match(ARGV[9], '^(.*)\31(.*)\31(%d+)$')
-  local current = redis.call('HGET', prefix .. 'fences', name)
-  if current ~= token or redis.call('GET', prefix .. 'lease:' .. name) ~= owner then
-    return reply('fenced', tonumber(current) or 0)
-  end
 end
 local generation = tomb[1] or '0'
 local version = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')

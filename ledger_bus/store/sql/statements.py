@@ -23,7 +23,7 @@ from sqlalchemy import TextClause, text
 
 from ledger_bus.model.attempts import AttemptNote, Closes, DeclaresSafe, Flags, Opens
 from ledger_bus.model.batch import PreparedAppend
-from ledger_bus.model.errors import IdempotencyConflict, LeaseLost, LedgerError, VersionConflict
+from ledger_bus.model.errors import IdempotencyConflict, LedgerError, VersionConflict
 from ledger_bus.model.ids import CURSOR_ZERO, StreamId, cursors_after, format_cursor, parse_cursor
 from ledger_bus.model.prepared import Fence, lease_lost
 from ledger_bus.model.records import AppendResult
@@ -417,10 +417,8 @@ def _call_on(  # noqa: PLR0913  (one append's parts, as the store hands them to 
     params: dict[str, Any],
 ) -> AppendResult:
     """_call's statements on its cursor: the fence's check, the artifacts, the function."""
-    if prepared.fence is not None:
-        found = _fenced_out(sql, cursor, stream, append_id, prepared)
-        if found is not None:
-            return found
+    if prepared.fence is not None:  # first of all (append.lua); its row held to COMMIT
+        _check_fence(sql, cursor, stream.session_id, prepared.fence)
     if prepared.artifacts:
         cursor.executemany(sql.artifact_add, artifact_rows(stream.session_id, prepared))
     _prepared(cursor, sql.call, params)
@@ -448,15 +446,15 @@ def _statements(  # noqa: PLR0913  (one append's parts, as the store hands them 
             cursor.execute(sql.new_session, key)
             cursor.execute(sql.head, key)
             head = cursor.fetchone()
+        now = time.time_ns() // 1_000_000
+        if prepared.fence is not None:  # first of all (append.lua)
+            _check_fence(sql, cursor, session_id, prepared.fence, now)
         last, count, version, digest, first, last_version, prior = head
         if digest is not None:
             if digest != prepared.digest:
                 raise IdempotencyConflict(str(stream), append_id)
             _rollback(cursor)
             return AppendResult(stream, first, last_version, prior, deduplicated=True)
-        now = time.time_ns() // 1_000_000
-        if prepared.fence is not None:
-            _check_fence(sql, cursor, session_id, prepared.fence, now)
         version = version or 0
         if expected is not None and expected != version:
             raise VersionConflict(str(stream), expected, version)
@@ -529,28 +527,6 @@ def _check_fence(
     owner, token, expires_ms, at = row
     if owner != fence.owner or token != fence.token or expires_ms <= at:
         raise lease_lost(fence, int(token))
-
-
-def _fenced_out(
-    sql: AppendSql, cursor: Any, stream: StreamId, append_id: str, prepared: PreparedAppend
-) -> AppendResult | None:
-    """On PostgreSQL, before the append's function: the append's earlier result when its
-    append_id was recorded before (rule 1 comes first, fence or not), else None once the fence
-    holds; LeaseLost (or IdempotencyConflict) when it does not."""
-    assert prepared.fence is not None
-    key = {"session": stream.session_id, "stream": stream.name, "append_id": append_id}
-    try:
-        _check_fence(sql, cursor, stream.session_id, prepared.fence)
-    except LeaseLost:
-        cursor.execute(sql.head, key)
-        head = cursor.fetchone()
-        if head is None or head[3] is None:
-            raise
-        _, _, _, digest, first, last_version, prior = head
-        if digest != prepared.digest:
-            raise IdempotencyConflict(str(stream), append_id) from None
-        return AppendResult(stream, first, last_version, prior, deduplicated=True)
-    return None
 
 
 def artifact_rows(session_id: str, prepared: PreparedAppend) -> list[dict[str, Any]]:
