@@ -21,6 +21,7 @@ from ledger_bus.store.redis.replies import (
     Changed,
     Conflict,
     Duplicate,
+    Fenced,
     FinishedBefore,
     IdempotencyClash,
     MoreToDelete,
@@ -59,6 +60,7 @@ CURSOR = b"1700000000000-3"
         ([b"dup", 3, 4, CURSOR, 0], Duplicate(3, 4, "1700000000000-3", 0)),
         ([b"idem"], IdempotencyClash()),
         ([b"archived", b"sqlite:///cold.db"], Archived("sqlite:///cold.db")),
+        ([b"fenced", 4], Fenced(4)),
         ([b"conflict", 7], Conflict(7)),
         ([b"rewound", 2], Rewound(2)),
         ([b"noartifact", b"lb:{s}:art:ab"], NoArtifact("lb:{s}:art:ab")),
@@ -115,9 +117,13 @@ def test_each_reply_of_the_scripts_over_a_session_is_read_as_its_kind(
     assert parse(raw) == parsed
 
 
-@pytest.mark.parametrize(
-    "parse", [archive_abandon_reply, artifact_put_reply, lease_reply, forget_session_reply]
-)
+def test_lease_lua_gives_the_holdings_token_or_0() -> None:
+    assert lease_reply(7) == 7
+    assert lease_reply(1) == 1
+    assert lease_reply(0) == 0
+
+
+@pytest.mark.parametrize("parse", [archive_abandon_reply, artifact_put_reply, forget_session_reply])
 def test_the_scripts_of_one_flag_read_1_as_true_and_0_as_false(
     parse: Callable[[object], bool],
 ) -> None:
@@ -162,7 +168,7 @@ def test_read_stream_lua_gives_the_entries_with_their_fields_as_a_dict() -> None
         (delete_stream_reply, [b"changed"]),
         (archive_finish_reply, [b"moved"]),
         (archive_finish_reply, [b"none", 0]),
-        (lease_reply, 2),
+        (lease_reply, -1),
         (lease_reply, True),
         (lease_reply, [1]),
         (artifact_put_reply, None),
