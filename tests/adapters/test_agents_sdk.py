@@ -470,6 +470,7 @@ class RivalStore(MemoryStore):
         events: Sequence[object],
         *,
         durability: Any = None,
+        fence: lb.Fence | None = None,
     ) -> Op[AppendResult]:
         if self.watched is not None and self.rival is not None and append_id.startswith("oa:pop:"):
             watched, self.watched = self.watched, None  # the rival's own pop goes through
@@ -478,7 +479,9 @@ class RivalStore(MemoryStore):
                     self.lost += 1
             finally:
                 self.watched = watched
-        return super().append_op(stream, expected_version, append_id, events, durability=durability)
+        return super().append_op(
+            stream, expected_version, append_id, events, durability=durability, fence=fence
+        )
 
 
 def test_a_pop_that_keeps_losing_to_another_writer_tries_again_until_none_is_left() -> None:

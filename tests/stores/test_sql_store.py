@@ -534,7 +534,7 @@ def test_racing_first_acquires_and_group_creations_have_one_winner(sql_store: Sq
 
     def race(n: int) -> None:
         barrier.wait()
-        leases.append(sql_store.acquire_lease("race", "run-1", f"owner-{n}", 30_000))
+        leases.append(bool(sql_store.acquire_lease("race", "run-1", f"owner-{n}", 30_000)))
         groups.append(sql_store.group_create("race", "g", None))
 
     threads = [threading.Thread(target=race, args=(n,)) for n in range(6)]
