@@ -113,6 +113,25 @@ def bench_single(store: RedisStore, raw: redis.Redis, n: int) -> None:
     compare("single append, expected version vs XADD", ours, theirs, n, 1, "ops/s", ">= 0.7x")
 
 
+def bench_fenced(store: RedisStore, raw: redis.Redis, n: int) -> None:
+    """A recorder's write: a single append made under its run's lease (the script reads the
+    lease and its token before anything else)."""
+    ref = lb.StreamId("bench-fenced", "run")
+    fence = lb.Fence(
+        "run-bench", "bench", store.acquire_lease(ref.session_id, "run-bench", "bench", 600_000)
+    )
+    version = [0]
+
+    def ours(i: int) -> None:
+        store.append(ref, version[0], f"s{version[0]}", [tool_call(i)], fence=fence)
+        version[0] += 1
+
+    def theirs(_: int) -> None:
+        raw.xadd("raw:fenced", {"p": PAYLOAD})
+
+    compare("single append under a lease vs XADD", ours, theirs, n, 1, "ops/s", ">= 0.7x")
+
+
 def bench_batch(store: RedisStore, raw: redis.Redis, n: int, rounds: int = 15) -> None:
     ref = lb.StreamId("bench-batch", "run")
     # Fresh attempt ids in every append, as agents' calls have them: the open-attempts hash
@@ -293,6 +312,7 @@ def main() -> None:
             f"server: {server.binary} on port {server.port}; payload {len(PAYLOAD)} bytes msgpack"
         )
         bench_single(store, raw, n)
+        bench_fenced(store, raw, n)
         bench_batch(store, raw, max(5, n // 50))
         bench_server_time(n)
         bench_read(store, raw, 10_000)
