@@ -14,6 +14,8 @@ import json
 import logging
 import os
 import secrets
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Final, Protocol
 
@@ -24,6 +26,7 @@ from ledger_bus.model.files import replace_whole
 logger = logging.getLogger(__name__)
 
 PREFIX: Final = "lbt_"  # a token says what it is, so a scanner for leaked secrets finds one
+RECHECK_S: Final = 1.0  # a tokens file's content is read again at most this often
 
 
 def _digest(token: str) -> str:
@@ -39,16 +42,22 @@ class Tokens:
     @classmethod
     def load(cls, path: str) -> Tokens:
         """The tokens of the file at path (none when it does not exist yet)."""
-        if not os.path.exists(path):
+        try:
+            return cls.parse(_read(path), path)
+        except OSError as err:
+            raise InvalidInput(f"{path} is not a tokens file: {err}") from None
+
+    @classmethod
+    def parse(cls, data: bytes | None, path: str) -> Tokens:
+        """The tokens of a file's bytes (None: a file that does not exist yet)."""
+        if data is None:
             return cls({})
         try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-            entries = data["tokens"]
+            entries = json.loads(data)["tokens"]
             return cls(
                 {e["sha256"]: Identity(e["agent"], e["role"], e["sessions"]) for e in entries}
             )
-        except (OSError, ValueError, KeyError, TypeError) as err:
+        except (ValueError, KeyError, TypeError) as err:
             raise InvalidInput(f"{path} is not a tokens file: {err}") from None
 
     def identify(self, token: str) -> Identity | None:
@@ -67,15 +76,34 @@ class Identifies(Protocol):
     def identify(self, token: str) -> Identity | None: ...
 
 
+def _read(path: str) -> bytes | None:
+    """A file's bytes; None when it does not exist."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
 class TokenFile:
     """The tokens of a file, read again whenever the file has changed, so that a token made
     (or taken out of the file) while a server runs counts from the server's next request. A
-    file that cannot be read any more lets nobody in until it can: a server fails closed."""
+    file that cannot be read any more lets nobody in until it can: a server fails closed.
 
-    def __init__(self, path: str):
+    A change is seen by the file's inode, time and size, on every look; and by its content, read
+    again at most once every RECHECK_S: an edit in place that keeps the size and puts the time
+    back (a token's role changed from writer to reader, a digest spoiled) counts from then."""
+
+    def __init__(self, path: str, clock: Callable[[], float] = time.monotonic):
         self.path = path
+        self.clock = clock
         self._stamp = self._stat()
-        self._tokens = Tokens.load(path)  # a file that is no tokens file stops the start
+        try:
+            self._content = _read(path)
+        except OSError as err:
+            raise InvalidInput(f"{path} is not a tokens file: {err}") from None
+        self._tokens = Tokens.parse(self._content, path)  # no tokens file: no start
+        self._checked = clock()
 
     def _stat(self) -> tuple[int, int, int] | None:
         try:
@@ -86,15 +114,25 @@ class TokenFile:
         return st.st_ino, st.st_mtime_ns, st.st_size
 
     def identify(self, token: str) -> Identity | None:
-        stamp = self._stat()
-        if stamp != self._stamp:
-            self._stamp = stamp
-            try:
-                self._tokens = Tokens.load(self.path)
-            except InvalidInput as err:
-                logger.warning("%s; no token is accepted until it is one again", err)
-                self._tokens = Tokens({})
+        stamp, now = self._stat(), self.clock()
+        if stamp != self._stamp or now - self._checked >= RECHECK_S:
+            self._checked = now
+            self._look_again(stamp)
         return self._tokens.identify(token)
+
+    def _look_again(self, stamp: tuple[int, int, int] | None) -> None:
+        try:
+            content = _read(self.path)
+        except OSError as err:
+            content = f"unreadable: {err}".encode()  # never a tokens file: nobody gets in
+        if (stamp, content) == (self._stamp, self._content):
+            return
+        self._stamp, self._content = stamp, content
+        try:
+            self._tokens = Tokens.parse(content, self.path)
+        except InvalidInput as err:
+            logger.warning("%s; no token is accepted until it is one again", err)
+            self._tokens = Tokens({})
 
 
 def add_token(path: str, who: Identity) -> str:

@@ -32,6 +32,10 @@ from ledger_bus.store.steps import contended
 
 STREAM: Final = "dispatch"
 WRITER: Final = "dispatch-board"
+# The spawn-log's `agent`: who takes the work on. None when it is dispatched, unless known then;
+# filled in when the work returns. `by`: who opened it, where the opener is known (MCP).
+ASSIGNEE: Final = "agent"
+OPENER: Final = "by"
 
 OPEN_WORDS: Final = (
     "dispatched",
@@ -303,6 +307,8 @@ class Board:
             # An id or a closing given as a field would rewrite another dispatch, or close
             # this one as it opens.
             raise InvalidInput(f"a dispatch's fields may not set {', '.join(taken_over)}")
+        if fields.get(ASSIGNEE) is not None:
+            check_name(fields[ASSIGNEE], f"a dispatch's {ASSIGNEE}")
         if request_id is not None:
             check_name(request_id, "request_id")
             fields = {**fields, "request_id": request_id}
@@ -329,7 +335,7 @@ class Board:
             record = {
                 "id": dispatch_id,
                 "timestamp": _iso(now),
-                "agent": None,
+                ASSIGNEE: None,
                 "role": role,
                 "objective": objective,
                 **fields,
@@ -373,17 +379,26 @@ class Board:
 
         return self._update(dispatch_id, change)
 
-    def close(self, dispatch_id: str, outcome: str, now: datetime) -> dict[str, Any]:
-        """Set completedAt and the outcome, which must begin with a closed word."""
+    def close(
+        self, dispatch_id: str, outcome: str, now: datetime, returned_by: str | None = None
+    ) -> dict[str, Any]:
+        """Set completedAt and the outcome, which must begin with a closed word. `returned_by`,
+        the agent that closes it, is filled in as its agent when it has none and was opened by
+        another (the spawn-log's "back-filled on return"): the one that returns the work."""
         if not any(begins_with(outcome, word) for word in CLOSED_WORDS):
             raise InvalidInput(
                 f"outcome {outcome!r} does not begin with a closed word ({', '.join(CLOSED_WORDS)})"
             )
+        if returned_by is not None:
+            check_name(returned_by, "the agent that closes a dispatch")
 
         def change(record: dict[str, Any]) -> dict[str, Any]:
             if not is_open(record):
                 raise Refused(f"{dispatch_id} is closed already")
-            return {"completedAt": _iso(now), "outcome": outcome}
+            changes: dict[str, Any] = {"completedAt": _iso(now), "outcome": outcome}
+            if returned_by not in (None, record.get(OPENER)) and not record.get(ASSIGNEE):
+                changes[ASSIGNEE] = returned_by
+            return changes
 
         return self._update(dispatch_id, change)
 

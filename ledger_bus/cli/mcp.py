@@ -11,6 +11,7 @@ from typing import Any, cast
 import click
 
 from ledger_bus.access.identity import Identity, Role
+from ledger_bus.access.limits import Limits
 from ledger_bus.access.tokens import TokenFile, add_token
 from ledger_bus.cli.app import (
     BadInput,
@@ -27,13 +28,13 @@ ROLE_HELP = "reader: reads; writer: also posts and keeps the board; operator: al
 SESSIONS_HELP = "The sessions it may touch (a pattern: team-a-*)."
 
 
-def _extra() -> Any:
+def _extra() -> tuple[Any, Any]:
     """The `mcp` extra's modules, loaded here so that their absence is one line and exit 2."""
     try:
-        from ledger_bus.mcp import server  # noqa: PLC0415
+        from ledger_bus.mcp import http, server  # noqa: PLC0415
     except ImportError as err:
         raise BadInput(f"ledger-bus mcp needs {err.name}: pip install 'ledger-bus[mcp]'") from None
-    return server
+    return server, http
 
 
 def _identity(agent: str, role: str, pattern: str) -> Identity:
@@ -65,6 +66,27 @@ def _identity(agent: str, role: str, pattern: str) -> Identity:
 @click.option(
     "--tokens", "tokens_file", help="With --http: the tokens file (ledger-bus token makes one)."
 )
+@click.option(
+    "--max-mcp-sessions",
+    type=click.IntRange(1),
+    default=Limits.sessions,
+    show_default=True,
+    help="With --http: MCP sessions one token holds at once (a new one closes its oldest idle).",
+)
+@click.option(
+    "--max-waits",
+    type=click.IntRange(1),
+    default=Limits.waits,
+    show_default=True,
+    help="Waits one token (over stdio: the client) has in flight at once; more are refused.",
+)
+@click.option(
+    "--max-streams",
+    type=click.IntRange(1),
+    default=Limits.streams,
+    show_default=True,
+    help="Subscription streams one token (over stdio: the client) holds open at once.",
+)
 @pass_settings
 def mcp(
     settings: Settings,
@@ -75,6 +97,9 @@ def mcp(
     host: str,
     port: int,
     tokens_file: str | None,
+    max_mcp_sessions: int,
+    max_waits: int,
+    max_streams: int,
 ) -> None:
     """Serve the ledger to MCP clients: over stdio to a client that starts this command, acting
     as --agent; with --http, over streamable HTTP at http://HOST:PORT/mcp, each request acting
@@ -82,9 +107,12 @@ def mcp(
 
     Tools: sessions, tail, wait, post, open_calls, resolve, dispatch_open, dispatch_close,
     dispatch_list; resources: a session's tail and board; prompts: join_session,
-    report_change, dispatch_work. Needs the `mcp` extra (pip install 'ledger-bus[mcp]').
+    report_change, dispatch_work. Over HTTP on loopback only requests for a local host name,
+    from no other site's page, are answered; a token taken out of the file stops at once, its
+    open subscriptions at their next event. Needs the `mcp` extra (pip install
+    'ledger-bus[mcp]').
     """
-    server = _extra()
+    server, served = _extra()
     if settings.url is not None and settings.url.startswith("memory:"):
         raise BadInput("memory:// lives inside one process: give the server a Redis or SQL URL")
     if http == (agent is not None):
@@ -108,18 +136,15 @@ def mcp(
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     import_redis_without_its_meters()
     url = f"http://{host}:{port}/mcp"
-    built = server.build_server(settings.store(), who, tokens=known, url=url)
+    limits = Limits(sessions=max_mcp_sessions, waits=max_waits, streams=max_streams)
+    built = server.build_server(settings.store(), who, tokens=known, url=url, limits=limits)
     if not http:
         built.run()
         return
+    import uvicorn  # noqa: PLC0415  (the mcp extra's, as the SDK's own HTTP server is)
+
     say(f"serving MCP at {url}")
-    built.run(
-        "streamable-http",
-        host=host,
-        port=port,
-        streamable_http_path="/mcp",
-        transport_security=server.transport_security(host),
-    )
+    uvicorn.run(served.http_app(built, host, limits), host=host, port=port, log_level="warning")
 
 
 @cli.command()

@@ -6,6 +6,7 @@ import socket
 
 import click
 
+from ledger_bus.access.limits import Limits
 from ledger_bus.access.tokens import TokenFile
 from ledger_bus.cli.app import (
     BadInput,
@@ -31,12 +32,21 @@ from ledger_bus.store import DEFAULT_URL
     help="The tokens file (ledger-bus token makes one): every request needs one of its tokens. "
     "Needed beyond loopback.",
 )
+@click.option(
+    "--max-streams",
+    type=click.IntRange(1),
+    default=Limits.streams,
+    show_default=True,
+    help="Live event streams one token may hold open at once (without --tokens: all of them).",
+)
 @pass_settings
-def ui(settings: Settings, host: str, port: int, tokens_file: str | None) -> None:
+def ui(settings: Settings, host: str, port: int, tokens_file: str | None, max_streams: int) -> None:
     """A live, read-only web view of the ledger: sessions, timelines, open calls, groups.
 
-    Listens on loopback unless --host says otherwise; beyond loopback only with --tokens,
-    and then each request shows the sessions its token may read (any role's token may look).
+    Listens on loopback unless --host says otherwise, and there answers only requests for a
+    local host name from no other site's page; beyond loopback only with --tokens, and then
+    each request shows the sessions its token may read (any role's token may look). A token
+    taken out of the file ends the live streams it opened, at their next event or ping.
     Needs the `ui` extra (pip install 'ledger-bus[ui]').
     """
     # The [ui] extra: loaded here, so that its absence is said as one line and exit 2.
@@ -71,7 +81,9 @@ def ui(settings: Settings, host: str, port: int, tokens_file: str | None) -> Non
     location = without_password(settings.url or DEFAULT_URL)
     if settings.prefix != "lb":  # which ledger of that server (the demo's is lb-demo)
         location += f" · prefix {settings.prefix}"
-    app = create_app(open_store, location, tokens=tokens)
+    app = create_app(
+        open_store, location, tokens=tokens, host=host, limits=Limits(streams=max_streams)
+    )
     # Bound here, before the address is printed: a port taken is one line and exit 2, not the
     # address followed by the server's own error.
     listener = _listen(host, port)

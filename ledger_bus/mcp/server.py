@@ -10,10 +10,12 @@ Refused: ...`), and writes nothing.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any, Final, ParamSpec, TypeVar
 
 import anyio
@@ -21,6 +23,7 @@ from mcp import MCPError
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.settings import AuthSettings
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.subscriptions import (
@@ -29,15 +32,20 @@ from mcp.server.subscriptions import (
     ServerEvent,
     SubscriptionBus,
 )
-from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import INVALID_PARAMS, CallToolResult, GetPromptResult, InputRequiredResult
+from mcp_types import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    CallToolResult,
+    GetPromptResult,
+    InputRequiredResult,
+)
 from pydantic import ValidationError
 
 import ledger_bus
 from ledger_bus.access.identity import Identity
+from ledger_bus.access.limits import NO_TOKEN, Limits, Quota, key_of
 from ledger_bus.access.tokens import Identifies
 from ledger_bus.mcp import tools
-from ledger_bus.model.environment import is_loopback
 from ledger_bus.model.errors import InvalidInput, LedgerError, Refused
 from ledger_bus.store.base import EventStore
 
@@ -155,15 +163,41 @@ def _caller(identity: Identity | None) -> Callable[[], Identity]:
     return me
 
 
-def build_server(
+@dataclass(frozen=True)
+class Door:
+    """How the current request came in: what its token's limits are counted under (its digest,
+    or one key for all over stdio), who it is, and whether its token still names that
+    identity (a token taken out of the tokens file stops what it holds open)."""
+
+    key: str
+    who: Identity
+    still: Callable[[], bool]
+
+
+def _doors(me: Callable[[], Identity], tokens: Identifies | None) -> Callable[[], Door]:
+    def door() -> Door:
+        who = me()
+        token = get_access_token()
+        if tokens is None or token is None:
+            return Door(NO_TOKEN, who, lambda: True)
+        held = token.token
+        return Door(key_of(held), who, lambda: tokens.identify(held) == who)
+
+    return door
+
+
+def build_server(  # noqa: PLR0915  (the tools, resources and prompts, each a few lines)
     store: EventStore,
     identity: Identity | None = None,
     *,
     tokens: Identifies | None = None,
     url: str = "",
+    limits: Limits | None = None,
 ) -> MCPServer:
     """An MCP server on `store`, acting as `identity` (stdio), or, with `tokens`, as the
-    identity of each request's bearer token (streamable HTTP at `url`)."""
+    identity of each request's bearer token (streamable HTTP at `url`). `limits` bound what
+    one token holds at once: its waits and its subscription streams (and, over HTTP, its
+    sessions: ledger_bus/mcp/http.py)."""
     if (identity is None) == (tokens is None):
         raise InvalidInput("an MCP server acts as one identity, or as its tokens', not both")
     auth: dict[str, Any] = {}
@@ -176,14 +210,17 @@ def build_server(
                 issuer_url=url, resource_server_url=url, validate_token_resource=False
             ),
         }
+    limits = limits or Limits()
     waiting = anyio.CapacityLimiter(WAITS)
+    waits = Quota(limits.waits, "waits")
     me = _caller(identity)
+    door = _doors(me, tokens)
 
     # A subscription to a session's resources is told when the session grows: one watcher
     # for the server follows the sessions' last activity and publishes to the SDK's bus, which
     # delivers each event to the listen streams that asked for its URI (and its identity may
     # read). A failed call is the client's to read; the server logs only warnings (to stderr).
-    bus = _ReadersBus(InMemorySubscriptionBus(), me)
+    bus = _ReadersBus(InMemorySubscriptionBus(), door)
 
     @contextlib.asynccontextmanager
     async def watching(_: MCPServer) -> AsyncIterator[None]:
@@ -201,6 +238,7 @@ def build_server(
         subscriptions=bus,
         lifespan=watching,
         log_level="WARNING",
+        middleware=[_Subscriptions(Quota(limits.streams, "subscription streams"), door)],
         **auth,
     )
 
@@ -217,11 +255,14 @@ def build_server(
         n: int = tools.TAIL,
         types: list[str] | None = None,
         agents: list[str] | None = None,
+        before: str | None = None,
     ) -> dict[str, Any]:
-        """The session's last n events, oldest first, as context lines and as events, with
-        the cursor to wait after. types and agents keep only those (message, mutation,
-        tool_call, tool_result; agents by name)."""
-        return tools.tail(store, me(), session, n, types or [], agents or [])
+        """The session's last n events (before the cursor `before`, when given), oldest
+        first, as context lines and as events, with the cursor to wait after. types and agents
+        keep only those (message, mutation, tool_call, tool_result; agents by name). About a
+        megabyte of events at most: `truncated` says when fewer than n were given, and
+        `before` the cursor to ask the tail before, for the older ones."""
+        return tools.tail(store, me(), session, n, types or [], agents or [], before)
 
     @server.tool()
     async def wait(
@@ -229,12 +270,25 @@ def build_server(
     ) -> dict[str, Any]:
         """The events committed after the cursor `after` (none: the session's newest now),
         waiting up to timeout_s seconds (at most 30) for the first; with the cursor to wait
-        after next."""
-        # Waits hold a thread each for as long as they wait: they take turns among threads
-        # of their own, so that the other tools and the watcher never wait behind them.
-        who = ledger_errors(me)()
-        call = functools.partial(tools.wait, store, who, session, after, timeout_s)
-        return await anyio.to_thread.run_sync(ledger_errors(call), limiter=waiting)
+        after next. About a megabyte of events at most (`truncated` says when more are
+        there: wait again after the cursor)."""
+        came = ledger_errors(door)()
+        call = ledger_errors(
+            functools.partial(tools.wait, store, came.who, session, after, timeout_s)
+        )
+        if timeout_s == 0:  # answered at once, as a tail is: no turn behind the long waits
+            return await anyio.to_thread.run_sync(call)
+        # Waits hold a thread each for as long as they wait: they take turns among threads of
+        # their own, so that the other tools and the watcher never wait behind them, and each
+        # token holds a few of those at most, so that no token waits behind another's.
+        release = ledger_errors(waits.take)(came.key, came.who.agent)
+        try:
+            found = await anyio.to_thread.run_sync(call, limiter=waiting)
+        finally:
+            release()
+        if not came.still():
+            raise ToolError(_one_line(Refused(REVOKED)))
+        return found
 
     @server.tool()
     @ledger_errors
@@ -332,6 +386,8 @@ def build_server(
 
 IDENTITY: Final = "ledger_bus.identity"  # the claim of a verified token that holds its identity
 WAITS: Final = 32  # waits in flight at once; more take their turn
+PING_S: Final = 15.0  # how often an open subscription looks at its token, between events
+REVOKED: Final = "the token this was asked with is no longer in the tokens file"
 WATCH_EVERY_S: Final = 0.1
 WATCHED: Final = 100  # the most recently active sessions: one that just grew is among them
 
@@ -356,29 +412,85 @@ class _ReadersBus:
     """The SDK's bus, each subscriber told of the sessions its identity may read alone: the
     identity is taken when the subscription is made (in the request that makes it), and a
     subscription to another team's session is kept, as one to a resource that does not exist
-    is, and never told anything (else it would learn when that session grows)."""
+    is, and never told anything (else it would learn when that session grows). Before each
+    event, the subscriber's token is looked at again: one taken out of the tokens file is told
+    nothing more, and its stream is ended (_Subscriptions)."""
 
-    def __init__(self, bus: SubscriptionBus, me: Callable[[], Identity]):
+    def __init__(self, bus: SubscriptionBus, door: Callable[[], Door]):
         self.bus = bus
-        self.me = me
+        self.door = door
 
     async def publish(self, event: ServerEvent) -> None:
         await self.bus.publish(event)
 
     def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
         try:
-            reader: Identity | None = self.me()
+            came: Door | None = self.door()
         except LedgerError:
-            reader = None
+            came = None
+        revoked = _REVOKED.get(None)
 
         def deliver(event: ServerEvent) -> None:
             if isinstance(event, ResourceUpdated):
                 session = session_of(event.uri)
-                if reader is None or session is None or not reader.reads(session):
+                if came is None or session is None or not came.who.reads(session):
+                    return
+                if not came.still():
+                    if revoked is not None:
+                        revoked.set()
                     return
             listener(event)
 
         return self.bus.subscribe(deliver)
+
+
+# Set by _Subscriptions for the listen request it runs: the bus sets it when the token is out.
+_REVOKED: contextvars.ContextVar[anyio.Event] = contextvars.ContextVar("ledger_bus_revoked")
+
+
+class _Subscriptions:
+    """Server middleware for `subscriptions/listen`: each token holds at most its limit of
+    subscription streams at once (one more is refused, OverLimit), and a stream whose token
+    was taken out of the tokens file ends, at its next event (the bus says so) or at its next
+    ping (every PING_S), refused (Refused) rather than left open for ever."""
+
+    def __init__(self, quota: Quota, door: Callable[[], Door]):
+        self.quota = quota
+        self.door = door
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        if ctx.method != "subscriptions/listen":
+            return await call_next(ctx)
+        try:
+            came = self.door()
+            release = self.quota.take(came.key, came.who.agent)
+        except LedgerError as err:
+            raise MCPError(INVALID_REQUEST, _one_line(err)) from err
+        revoked = anyio.Event()
+        reset = _REVOKED.set(revoked)
+        answered: list[HandlerResult] = []
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._watch, came, revoked, group.cancel_scope)
+                answered.append(await call_next(ctx))
+                group.cancel_scope.cancel()
+        finally:
+            _REVOKED.reset(reset)
+            release()
+        if not answered:  # the watch ended it
+            raise MCPError(INVALID_REQUEST, _one_line(Refused(f"{REVOKED}: the stream ends")))
+        return answered[0]
+
+    @staticmethod
+    async def _watch(came: Door, revoked: anyio.Event, scope: anyio.CancelScope) -> None:
+        while not revoked.is_set():
+            with anyio.move_on_after(PING_S):
+                await revoked.wait()
+            if not came.still():
+                revoked.set()
+        scope.cancel()
 
 
 async def publish_growth(store: EventStore, bus: SubscriptionBus, seen: dict[str, int]) -> None:
@@ -399,17 +511,3 @@ async def _activity(store: EventStore) -> list[tuple[str, int]]:
     except LedgerError as err:
         logger.warning("watching the sessions for subscriptions: %s", _one_line(err))
         return []
-
-
-def transport_security(host: str) -> TransportSecuritySettings:
-    """The HTTP server's Host and Origin checks. On loopback, the SDK's own: only localhost
-    names (a web page's DNS rebinding cannot reach the ledger). Beyond it, whatever name
-    the clients reach the host by: every request is held by its bearer token instead."""
-    if is_loopback(host):
-        local = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
-        return TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=local,
-            allowed_origins=[f"http://{h}" for h in local],
-        )
-    return TransportSecuritySettings(enable_dns_rebinding_protection=False)

@@ -15,12 +15,12 @@ from ledger_bus.agent.filters import (
     NATIVE_PREFIXES,
     EventFilter,
     is_native,
-    select_tail,
 )
 from ledger_bus.agent.tailer import render_context
-from ledger_bus.board.dispatches import Board
-from ledger_bus.model.errors import InvalidInput
-from ledger_bus.model.ids import ANY, CURSOR_ZERO, StreamId, check_name
+from ledger_bus.board.dispatches import ASSIGNEE, OPENER, Board
+from ledger_bus.mcp import reads
+from ledger_bus.model.errors import InvalidInput, Refused
+from ledger_bus.model.ids import ANY, CURSOR_ZERO, StreamId, check_name, parse_cursor
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.operations.reconciler import FLAG_KIND
 from ledger_bus.operations.resolve import Outcome, resolve_attempt
@@ -51,39 +51,59 @@ def sessions(store: EventStore, who: Identity, limit: int) -> list[dict[str, Any
         looked *= 4
 
 
-def tail(  # noqa: PLR0913  (the session, and one argument per filter)
+def tail(  # noqa: PLR0913  (the session, and one argument per filter and place)
     store: EventStore,
     who: Identity,
     session: str,
     n: int,
     types: list[str],
     agents: list[str],
+    before: str | None = None,
 ) -> dict[str, Any]:
-    """The session's last n events (those of `types` and `agents` when given), as the context an
-    agent reads and as events, and the cursor to wait after."""
+    """The session's last n events (those of `types` and `agents` when given; before the
+    cursor `before`, when given), as many as one answer's bytes hold, as the context an agent
+    reads and as events, and the cursor to wait after."""
     who.may_read(session)
     _bounded(n, 0, MAX_TAIL, "n")
+    if before is not None:
+        _cursor(before, "before")
     # The head first, and the tail up to it: an event committed in between is after the
     # cursor given, for the next wait, and not lost between the two.
     head = _head(store, session)
     keep = EventFilter(types=tuple(types), agents=tuple(agents), native=False, until=head)
-    events = select_tail(store, session, n, keep) if head != CURSOR_ZERO else []
-    return _read(events, head)
+    events: list[RecordedEvent] = []
+    cut = False
+    if head != CURSOR_ZERO and n:
+        events, cut = reads.newest(store, session, n, keep, before)
+    # Cut short by the budget: the events before the first given are the next tail's.
+    return {**_read(events, head), "truncated": cut, "before": events[0].cursor if cut else None}
 
 
 def wait(
     store: EventStore, who: Identity, session: str, after: str | None, timeout_s: float
 ) -> dict[str, Any]:
     """What committed after the cursor `after` (none: the session's newest now), waiting up to
-    timeout_s for the first; with the cursor to wait after next, which moves past the
-    frameworks' native records too, though they are left out."""
+    timeout_s for the first, as much as one answer's bytes hold; with the cursor to wait after
+    next, which moves past the frameworks' native records too, though they are left out."""
     who.may_read(session)
     if not 0 <= timeout_s <= MAX_WAIT_S:
         raise InvalidInput(f"timeout_s must be between 0 and {MAX_WAIT_S:g}, got {timeout_s!r}")
     if after is None:
         after = _head(store, session)
-    found = store.wait_session(session, after, int(timeout_s * 1000))
-    return _read([e for e in found if not is_native(e)], found[-1].cursor if found else after)
+    # The first alone is waited for; what follows it is read within the answer's budget.
+    first = store.wait_session(session, after, int(timeout_s * 1000), 1)
+    if not first:
+        return {**_read([], after), "truncated": False}
+    found, cut = reads.following(store, session, first[0], lambda e: not is_native(e))
+    shown = [e for e in found if not is_native(e)]
+    return {**_read(shown, found[-1].cursor), "truncated": cut}
+
+
+def _cursor(value: str, name: str) -> None:
+    try:
+        parse_cursor(value)
+    except (InvalidInput, ValueError):
+        raise InvalidInput(f"{name} must be a cursor, got {value!r}") from None
 
 
 def _head(store: EventStore, session: str) -> str:
@@ -186,11 +206,27 @@ def board_open(  # noqa: PLR0913  (one argument per part of a dispatch)
     fields: dict[str, Any] | None,
     request_id: str | None = None,
 ) -> dict[str, Any]:
-    """Dispatch work: a new record on the session's board, its id minted; a retry under the
-    same request_id gives the dispatch the first call opened."""
+    """Dispatch work: a new record on the session's board, its id minted, opened `by` the
+    caller; a retry under the same request_id gives the dispatch the first call opened.
+
+    Its agent (the spawn-log's: who takes the work on) is none when the work is handed over, to
+    be filled in when it returns; or the caller's own, when it takes the work on itself. It
+    names no other agent: the caller holds no other's token, and the record would say that
+    agent took on work it never saw."""
     who.may_write(session)
+    given = dict(fields or {})
+    opener = given.pop(OPENER, who.agent)
+    if opener != who.agent:
+        raise Refused(
+            f"a dispatch is opened by its caller: {who.agent} may not open one as {opener!r}"
+        )
+    if given.get(ASSIGNEE) not in (None, who.agent):
+        raise Refused(
+            f"a dispatch's {ASSIGNEE} is who takes the work on: {who.agent} may name itself, or"
+            f" leave it to be filled in when the work returns, not {given[ASSIGNEE]!r}"
+        )
     dispatch_id = Board(store, session).open(
-        role, objective, _now(), {**(fields or {}), "by": who.agent}, request_id
+        role, objective, _now(), {**given, OPENER: who.agent}, request_id
     )
     return {"session": session, "id": dispatch_id}
 
@@ -198,9 +234,11 @@ def board_open(  # noqa: PLR0913  (one argument per part of a dispatch)
 def board_close(
     store: EventStore, who: Identity, session: str, dispatch_id: str, outcome: str
 ) -> dict[str, Any]:
-    """Close a dispatch with its outcome (which begins with a closed word: done, failed, ...)."""
+    """Close a dispatch with its outcome (which begins with a closed word: done, failed, ...).
+    The caller is its agent from then on when it had none and another opened it: the work
+    returned by the one that did it."""
     who.may_write(session)
-    return Board(store, session).close(dispatch_id, outcome, _now())
+    return Board(store, session).close(dispatch_id, outcome, _now(), returned_by=who.agent)
 
 
 def board_list(store: EventStore, who: Identity, session: str) -> list[dict[str, Any]]:

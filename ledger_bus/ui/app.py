@@ -31,10 +31,14 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import Receive, Scope, Send
 
+from ledger_bus.access.hosts import LocalOnly
+from ledger_bus.access.limits import Limits, OverLimit, Quota
 from ledger_bus.access.tokens import Identifies
 from ledger_bus.agent.filters import EventFilter, is_native
 from ledger_bus.exports.atif import write_events
+from ledger_bus.model.environment import is_loopback
 from ledger_bus.model.errors import (
     BackendUnavailable,
     InvalidInput,
@@ -48,7 +52,7 @@ from ledger_bus.model.records import RecordedEvent, SessionInfo
 from ledger_bus.store.async_store import AsyncStore
 from ledger_bus.ui import pages
 from ledger_bus.ui.folds import Folds
-from ledger_bus.ui.gate import TokenGate, identity_of
+from ledger_bus.ui.gate import TokenGate, door_of, identity_of
 from ledger_bus.ui.live import Hub
 
 TEMPLATES: Final = Path(__file__).resolve().parent / "templates"
@@ -58,7 +62,7 @@ SPOOLED: Final = 8 << 20  # bytes of a trajectory kept in memory before it goes 
 WINDOW: Final = 1_000  # events a trace window reads: the trace of any session paints this much
 NATIVE_READ: Final = 20  # times a window's size, the native records a window passes over
 MAX_WINDOW: Final = 10_000
-PING_S: Final = 15  # a comment on a quiet stream, so proxies and browsers keep it open
+PING_S: Final = 15.0  # a comment on a quiet stream, so proxies and browsers keep it open
 REFRESH_MS: Final = 3_000  # how often an open page fetches its panels again
 
 Opener = Callable[[], Awaitable[AsyncStore]]
@@ -117,17 +121,25 @@ async def trace_window(
             return kept, before
 
 
-def create_app(
+def create_app(  # noqa: PLR0913  (public: each a part of how the view is served)
     open_store: Opener,
     location: str = "",
     clock: Callable[[], datetime] | None = None,
     refresh_ms: int = REFRESH_MS,
     tokens: Identifies | None = None,
+    *,
+    host: str | None = None,
+    limits: Limits | None = None,
 ) -> Starlette:
     """The app; `open_store` gives the asyncio store at first use, `location` names it on pages,
     `clock` is the time the dispatch board's windows are judged by (now, unless given). With
-    `tokens`, every request needs one of them and sees the sessions its identity may read."""
-    view = View(open_store, location, clock or (lambda: datetime.now(UTC)), refresh_ms)
+    `tokens`, every request needs one of them and sees the sessions its identity may read.
+    `host` is the address it listens on: on loopback, a request must name a local host and
+    come from no other site's page (ledger_bus/access/hosts.py; None: the embedder's to say).
+    `limits` bound what one token holds at once (its live streams; one count for all without
+    tokens)."""
+    now = clock or (lambda: datetime.now(UTC))
+    view = View(open_store, location, now, refresh_ms, limits or Limits())
     routes = [
         Route("/", view.sessions),
         Route("/s/{session}", view.session),
@@ -138,10 +150,14 @@ def create_app(
         Route("/s/{session}/runs", view.runs),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
+    # The host first: a page of another site learns nothing, not even that a token is asked.
+    middleware = [] if host is None or not is_loopback(host) else [Middleware(LocalOnly)]
+    if tokens is not None:
+        middleware.append(Middleware(TokenGate, tokens=tokens))
     return Starlette(
         routes=routes,
         lifespan=view.lifespan,
-        middleware=[] if tokens is None else [Middleware(TokenGate, tokens=tokens)],
+        middleware=middleware,
         exception_handlers={LedgerError: view.failed, Exception: view.failed},
     )
 
@@ -151,7 +167,12 @@ class View:
     templates, the folds of runs and boards, and the hub of live streams."""
 
     def __init__(
-        self, open_store: Opener, location: str, now: Callable[[], datetime], refresh_ms: int
+        self,
+        open_store: Opener,
+        location: str,
+        now: Callable[[], datetime],
+        refresh_ms: int,
+        limits: Limits,
     ):
         self.open_store = open_store
         self.location = location
@@ -163,6 +184,7 @@ class View:
         self.row_macro = self.env.get_template("_row.html").module.row  # type: ignore[attr-defined]
         self.held: AsyncStore | None = None
         self.opening = asyncio.Lock()
+        self.streams = Quota(limits.streams, "live streams")  # open ones, by token
 
     @asynccontextmanager
     async def lifespan(self, _: Starlette) -> AsyncIterator[None]:
@@ -320,8 +342,15 @@ class View:
         def rendered(e: RecordedEvent) -> str:
             return str(self.row_macro(pages.Row(e), session_id))
 
-        rows = self.hub.rows(s, session_id, after, shown, rendered)
-        return EventSourceResponse(rows, ping=PING_S)
+        key, may_go_on = door_of(request.scope)
+        who = identity_of(request.scope)
+        # Given back when the stream ends, however it ends.
+        release = self.streams.take(key, "this view" if who is None else who.agent)
+        rows = self.hub.rows(
+            s, session_id, after, shown, rendered, ping_s=PING_S, may_go_on=may_go_on
+        )
+        # Its own pings, not sse-starlette's: each is a moment to look at the token again.
+        return HeldStream(rows, release, ping=0)
 
     async def failed(self, request: Request, exc: Exception) -> Response:
         status, title = _status_of(exc)
@@ -411,9 +440,26 @@ def clock_time(cursor: str) -> str:
     return format_time(cursor_ms(cursor))[11:23]
 
 
+class HeldStream(EventSourceResponse):
+    """An event stream that gives back what it held (its place among its token's streams)
+    once it has ended, whichever way."""
+
+    def __init__(self, content: Any, release: Callable[[], None], **options: Any):
+        super().__init__(content, **options)
+        self.release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.release()
+
+
 def _status_of(exc: Exception) -> tuple[int, str]:
     if isinstance(exc, NotFound):
         return 404, "Not found"
+    if isinstance(exc, OverLimit):
+        return 429, "Too many at once"
     if isinstance(exc, InvalidInput):
         return 400, "Bad request"
     if isinstance(exc, Refused):

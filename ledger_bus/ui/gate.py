@@ -7,12 +7,17 @@ Basic authentication, whatever the user name (browsers: the view answers 401 wit
 challenge, the browser asks for it once and sends it with every request after, the live
 event streams included). No login page and no cookie: nothing to forge across sites, and
 nothing kept on the server.
+
+A request that stays open (a live event stream) is asked again, at each event and each ping,
+whether its token still names the identity it came in with (`may_go_on`): a token taken out of
+the file ends the streams it opened there.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from typing import Final
 
 from starlette.datastructures import Headers
@@ -20,9 +25,11 @@ from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ledger_bus.access.identity import Identity
+from ledger_bus.access.limits import NO_TOKEN, key_of
 from ledger_bus.access.tokens import Identifies
 
 IDENTITY: Final = "ledger_bus.identity"  # where a request's identity waits in its scope
+DOOR: Final = "ledger_bus.door"  # and what its token's limits are counted under, and its check
 CHALLENGE: Final = 'Basic realm="ledger-bus", charset="UTF-8"'
 
 
@@ -56,7 +63,7 @@ class TokenGate:
             return
         token = token_of(Headers(scope=scope).get("authorization", ""))
         who = self.tokens.identify(token) if token else None
-        if who is None:
+        if token is None or who is None:
             said = "a token is needed" if token is None else "that token opens nothing here"
             refused = PlainTextResponse(
                 f"Unauthorized: {said} (ledger-bus token makes one)\n",
@@ -66,6 +73,7 @@ class TokenGate:
             await refused(scope, receive, send)
             return
         scope[IDENTITY] = who
+        scope[DOOR] = (key_of(token), lambda: self.tokens.identify(token) == who)
         await self.app(scope, receive, send)
 
 
@@ -73,3 +81,14 @@ def identity_of(scope: Scope) -> Identity | None:
     """The identity a request came in as; None when the view has no door (loopback)."""
     who: Identity | None = scope.get(IDENTITY)
     return who
+
+
+def _always() -> bool:
+    return True
+
+
+def door_of(scope: Scope) -> tuple[str, Callable[[], bool]]:
+    """What a request's limits are counted under (its token's digest; one key for all when the
+    view has no door), and whether its token still names the identity it came in with."""
+    door: tuple[str, Callable[[], bool]] = scope.get(DOOR, (NO_TOKEN, _always))
+    return door

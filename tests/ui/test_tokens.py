@@ -4,6 +4,8 @@ and then every request needs a token of it; any role's token may look, at its ow
 from __future__ import annotations
 
 import base64
+import os
+import time
 from pathlib import Path
 
 import httpx
@@ -111,3 +113,54 @@ def test_a_tokens_file_broken_or_gone_while_served_lets_nobody_in(
     again = add_token(str(path), Identity("viewer", "reader", "*"))
     assert tokens.identify(again) == Identity("viewer", "reader", "*")
     assert tokens.identify(token) is None
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "then"),
+    [
+        ('"role": "writer"', '"role": "reader"', Identity("alice", "reader", "team-a-*")),
+        ('"sha256": "', '"sha256": "0', None),  # the digest changed: the token is out
+    ],
+)
+def test_an_edit_of_the_same_size_with_its_mtime_put_back_is_noticed(
+    tmp_path: Path, old: str, new: str, then: Identity | None
+) -> None:
+    # Given a server's view of a tokens file
+    path = tmp_path / "tokens.json"
+    token = add_token(str(path), Identity("alice", "writer", "team-a-*"))
+    tokens = TokenFile(str(path))
+    assert tokens.identify(token) == Identity("alice", "writer", "team-a-*")
+    # When the file is edited in place to the same size, and its times are put back
+    stat = path.stat()
+    text = path.read_text()
+    edited = text.replace(old, new, 1)
+    if len(edited) != len(text):  # the digest's edit: a character in, its last one out
+        at = edited.index('"', edited.index(new) + len(new))
+        edited = edited[: at - 1] + edited[at:]
+    assert len(edited.encode()) == len(text.encode())
+    with open(path, "r+", encoding="utf-8") as f:  # the same file: same inode
+        f.write(edited)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert (path.stat().st_ino, path.stat().st_size) == (stat.st_ino, stat.st_size)
+    # Then the server sees the change within its bounded re-read (a second)
+    deadline = time.monotonic() + 5
+    while tokens.identify(token) != then and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert tokens.identify(token) == then
+
+
+def test_a_star_in_a_sessions_pattern_stays_within_one_segment_of_a_session_id() -> None:
+    one = Identity("a", "reader", "team-a/*")
+    assert one.reads("team-a/x")
+    assert not one.reads("team-a/x/y"), "* does not cross a /"
+    assert not one.reads("team-b/x")
+    assert not Identity("a", "reader", "team-a-*").reads("team-a-1/their-sub")
+    assert Identity("a", "reader", "team-a-*").reads("team-a-1")
+    # ** crosses segments, and * alone is every session, as it always was
+    assert Identity("a", "reader", "team-a/**").reads("team-a/x/y")
+    assert Identity("a", "reader", "team-a/**").reads("team-a/x")
+    assert not Identity("a", "reader", "team-a/**").reads("team-a")
+    assert Identity("a", "reader", "*").reads("org/user/thread")
+    assert Identity("a", "reader", "*/inbox").reads("bob/inbox")
+    assert not Identity("a", "reader", "*/inbox").reads("bob/x/inbox")
+    assert not Identity("a", "reader", "t?am/x").reads("t/am/x")
