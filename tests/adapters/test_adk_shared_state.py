@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from google.adk.errors import StaleSessionError
+from google.adk.errors.session_not_found_error import SessionNotFoundError
 
 import ledger_bus as lb
 from ledger_bus.adapters.adk import LedgerSessionService
@@ -160,17 +161,92 @@ def test_a_writer_killed_between_its_intents_and_its_event_leaves_neither_seen(
     assert counters(service, "k") == (None, None, None)
     other = asyncio.run(service.get_user_state(app_name=APP, user_id=USER))
     assert "counter" not in other
-    # And the next writer waits for the dead one's change, aborts it (it read it pending, so
-    # its first append is refused as stale), and writes once it has read the session again
-    session = asyncio.run(service.get_session(app_name=APP, user_id=USER, session_id="k"))
-    assert session is not None
-    with pytest.raises(StaleSessionError):
-        asyncio.run(service.append_event(session, raised(session, 1)))
-    session = asyncio.run(service.get_session(app_name=APP, user_id=USER, session_id="k"))
-    assert session is not None
-    asyncio.run(service.append_event(session, raised(session, 1)))
+    # And the next writer, reading again after each refusal, is refused while the dead one's
+    # change is younger than the patience a writer has for it, then aborts it and lands
+    refused = 0
+    while True:
+        session = asyncio.run(service.get_session(app_name=APP, user_id=USER, session_id="k"))
+        assert session is not None
+        try:
+            asyncio.run(service.append_event(session, raised(session, 1)))
+            break
+        except StaleSessionError:
+            refused += 1
+            assert refused < 1_000, "the dead writer's change is never aborted"
+            time.sleep(0.05)
+    assert refused > 0
     assert counters(service, "k") == (1, 1, 1)
     asyncio.run(service.close())
+
+
+def test_a_reader_never_sees_a_change_another_session_built_on_without_its_event(
+    memory_store: EventStore,
+) -> None:
+    # Given reader R, held right after it read session S's events
+    service = LedgerSessionService(memory_store)
+    held, go = threading.Event(), threading.Event()
+    real = memory_store.read_stream_op
+    holding = threading.Event()
+    s_events = lb.StreamId(session_of(APP, USER, "S"), EVENTS)
+
+    def read_stream_op(stream: lb.StreamId, *args: Any, **kwargs: Any) -> Any:
+        found = yield from real(stream, *args, **kwargs)
+        if stream == s_events and holding.is_set():
+            holding.clear()
+            held.set()
+            go.wait(30)
+        return found
+
+    memory_store.read_stream_op = read_stream_op  # type: ignore[method-assign]
+
+    async def scenario() -> tuple[int, Any]:
+        s = await service.create_session(app_name=APP, user_id=USER, session_id="S")
+        await service.create_session(app_name=APP, user_id=USER, session_id="T")
+        holding.set()
+        reader = asyncio.create_task(
+            service.get_session(app_name=APP, user_id=USER, session_id="S")
+        )
+        await asyncio.to_thread(held.wait, 30)
+        # When S's writer changes the app's state, and T's writer builds on that change
+        try:
+            await service.append_event(s, raised(s, 1))
+            t = await service.get_session(app_name=APP, user_id=USER, session_id="T")
+            assert t is not None
+            await service.append_event(t, raised(t, 2))
+        finally:
+            go.set()
+        seen = await reader
+        assert seen is not None
+        return len(seen.events), seen.state.get("app:counter")
+
+    # Then R sees S's event with the app's state after it (and T's), or neither
+    assert asyncio.run(scenario()) in ((0, None), (1, 2))
+
+
+@pytest.mark.parametrize("store", ["memory", "redis"], indirect=True)
+def test_a_sessions_deletion_keeps_its_committed_change_and_blocks_no_writer(
+    store: EventStore,
+) -> None:
+    service = LedgerSessionService(store)
+
+    async def scenario() -> tuple[Any, Any]:
+        # Given a session whose event changed the app's state (its intent last in the scope)
+        made = await service.create_session(app_name=APP, user_id=USER, session_id="gone")
+        await service.append_event(made, raised(made, 1))
+        # When the session is deleted, its old Session still held by a runner
+        await service.delete_session(app_name=APP, user_id=USER, session_id="gone")
+        other = await service.create_session(app_name=APP, user_id=USER, session_id="other")
+        seen = other.state.get("app:counter")
+        # Then an event on the old Session is refused, its intents taken back, and the next
+        # writer of the app's state builds on the committed change without waiting for it
+        with pytest.raises(SessionNotFoundError):
+            await service.append_event(made, raised(made, 2))
+        await service.append_event(other, raised(other, 3))
+        after = await service.get_session(app_name=APP, user_id=USER, session_id="other")
+        assert after is not None
+        return seen, after.state.get("app:counter")
+
+    assert asyncio.run(scenario()) == (1, 2)
 
 
 # -- the run's lease fences the session's appends --------------------------------------------

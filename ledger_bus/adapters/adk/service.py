@@ -67,20 +67,28 @@ from ledger_bus.adapters.adk.layout import (
 )
 from ledger_bus.adapters.adk.normalize import normalized
 from ledger_bus.adapters.adk.shared import SCOPES, STALE, Change, SharedState
-from ledger_bus.adapters.adk.shared import stream_of as shared_stream
 from ledger_bus.agent.recorder import DEFAULT_LEASE_MS, UnresolvedAttempt
-from ledger_bus.model.errors import IdempotencyConflict, LeaseLost, LedgerError, VersionConflict
+from ledger_bus.model.errors import (
+    BackendUnavailable,
+    DurabilityNotConfirmed,
+    IdempotencyConflict,
+    LeaseLost,
+    LedgerError,
+    VersionConflict,
+)
 from ledger_bus.model.ids import ANY, StreamId
-from ledger_bus.model.prepared import Fence
+from ledger_bus.model.prepared import Fence, lease_lost
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store import connect
 from ledger_bus.store.async_store import AsyncStore
 from ledger_bus.store.base import Attempts, Deletes, EventStore, need
-from ledger_bus.store.steps import Op
+from ledger_bus.store.steps import Op, Sleep
 
 T = TypeVar("T")
 
 _FIRST_PAGE: Final = 64
+# How often a read of a session and its shared state is made again while the session moves.
+_SHARED_READS: Final = 10
 
 
 @dataclass
@@ -421,7 +429,23 @@ class LedgerSessionService(BaseSessionService):
             read = yield from self._read_op(stream, want, after)
         if read is None:
             return None
-        return read, (yield from self._shared_op(app_name, user_id, (ledger, read.head)))
+        for n in range(_SHARED_READS):
+            shared = yield from self._shared_op(app_name, user_id, (ledger, read.head))
+            # Unmoved meanwhile, the session committed nothing whose change the shared state
+            # read could hold (another session's writer may have built on this one's intent,
+            # committed just after the session was read): read again until it stands still.
+            # Still moving after that (writers at it without a pause), the last read is handed
+            # out: an append based on it is refused anyway, the session having moved on.
+            if n == _SHARED_READS - 1 or (
+                (yield from self.store.stream_version_op(stream)) == read.head
+            ):
+                break
+            yield Sleep(0.001 * (n + 1))  # writers between their steps: let them through
+            again = yield from self._read_op(stream, want, after)
+            if again is None:
+                return None
+            read = again
+        return read, shared
 
     def _read_op(self, stream: StreamId, want: int | None, after: float | None) -> Op[_Read | None]:
         """The stream read back from its head until it holds `want` ADK events (all of them when
@@ -640,29 +664,45 @@ class LedgerSessionService(BaseSessionService):
             {scope: delta[scope] for scope in SCOPES if delta.get(scope)},
         )
         shared = at.shared()
+        written: dict[str, int] = {}
         if change.deltas:
+            if fence is not None:  # a holder whose holding is over writes no intent either
+                yield from self._still_held_op(ledger, fence)
             records[0]["nonce"] = change.nonce  # what commits the change's intents
             written = yield from self.shared.intents_op(
                 session.app_name, session.user_id, change, shared
             )
-            shared.update(written)
+            # A scope this Session never read (made by hand) stays unmarked: its state in the
+            # Session is not the one the intent followed.
+            shared.update({scope: v for scope, v in written.items() if shared[scope] != -1})
         try:
             done = yield from self.store.append_op(
                 stream, at.version, f"adk-event:{event.id}", records, fence=fence
             )
-        except VersionConflict as conflict:  # the intents aborted: another record took their place
-            if conflict.actual == 0:
-                raise SessionNotFoundError(f"Session {session.id} not found.") from None
-            raise StaleSessionError(STALE) from None
-        except BaseException:
-            if change.deltas:  # nothing stands at the intents' place: take them back
-                yield from self.shared.cancel_op(session.app_name, session.user_id, change, written)
+        except (BackendUnavailable, DurabilityNotConfirmed):
+            # The event may stand (it does, unconfirmed): its intents are left to be settled by
+            # whoever meets them, as a writer killed here leaves them.
+            raise
+        except LedgerError as refused:  # nothing stands at the intents' place from this append
+            yield from self.shared.cancel_op(session.app_name, session.user_id, change, written)
+            if isinstance(refused, VersionConflict):
+                if refused.actual == 0:
+                    raise SessionNotFoundError(f"Session {session.id} not found.") from None
+                raise StaleSessionError(STALE) from None
             raise
         if checkpoints:  # the checkpoint is the append's last record
             return Position(done.last_version, 0, done.last_version, shared["app"], shared["user"])
         return Position(
             done.last_version, at.since + 1, at.checkpoint, shared["app"], shared["user"]
         )
+
+    def _still_held_op(self, ledger: str, fence: Fence) -> Op[None]:
+        """LeaseLost unless this process still holds the run's lease as `fence` names it."""
+        token = yield from self.store.lease_op(
+            "renew", ledger, fence.lease, fence.owner, self.lease_ttl_ms
+        )
+        if token != fence.token:
+            raise lease_lost(fence, token)
 
     def _unmarked_op(self, stream: StreamId, session: Session) -> Op[Position]:
         """A Session made by hand is at the head when its last event is the stored last one
@@ -683,13 +723,13 @@ class LedgerSessionService(BaseSessionService):
     ) -> Op[tuple[dict[str, Any], dict[str, int]]]:
         """The app's and the user's state, prefixed as ADK hands them out, and the versions read
         (`own`: the reader's session and its head, as SharedState.read_op takes them)."""
-        app = yield from self.shared.read_op(shared_stream(app_name, user_id, "app"), own)
-        user = yield from self.shared.read_op(shared_stream(app_name, user_id, "user"), own)
-        return _prefixed(app.state, user.state), {"app": app.version, "user": user.version}
+        read = yield from self.shared.read_op(app_name, user_id, own)
+        versions = {scope: read[scope].version for scope in SCOPES}
+        return _prefixed(read["app"].state, read["user"].state), versions
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
-        stream = shared_stream(app_name, user_id, "user")
-        return (await self._drive(self.shared.read_op(stream))).state
+        read = await self._drive(self.shared.read_op(app_name, user_id, scopes=("user",)))
+        return read["user"].state
 
     async def list_sessions(
         self, *, app_name: str, user_id: str | None = None
@@ -719,7 +759,7 @@ class LedgerSessionService(BaseSessionService):
         found = []
         # By user: the app's state read once, each user's once.
         shared: dict[str, tuple[dict[str, Any], dict[str, int]]] = {}
-        app = yield from self.shared.read_op(shared_stream(app_name, "", "app"))
+        app = (yield from self.shared.read_op(app_name, "", scopes=("app",)))["app"]
         for key, ledger in live.items():
             if user_id is not None and key[0] != user_id:
                 continue
@@ -727,7 +767,7 @@ class LedgerSessionService(BaseSessionService):
             if read is None:
                 continue
             if key[0] not in shared:
-                user = yield from self.shared.read_op(shared_stream(app_name, key[0], "user"))
+                user = (yield from self.shared.read_op(app_name, key[0], scopes=("user",)))["user"]
                 versions = {"app": app.version, "user": user.version}
                 shared[key[0]] = (_prefixed(app.state, user.state), versions)
             found.append((key, read, shared[key[0]]))
@@ -750,4 +790,5 @@ class LedgerSessionService(BaseSessionService):
         }
         listing = StreamId(layout.app_of(app_name), DIRECTORY)
         yield from self.store.append_op(listing, ANY, f"adk-deleted:{uuid.uuid4().hex}", [entry])
+        yield from self.shared.seal_op(app_name, user_id, ledger)
         yield from self.store.delete_session_op(ledger)

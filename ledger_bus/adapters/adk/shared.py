@@ -6,35 +6,37 @@ state after a change; the event lives in its own session's stream, in another ha
 two cannot be one append. So an event that changes shared state is written in two steps, the
 event's own append the commit point:
 
-1. an *intent* appended to each scope's stream it changes, at the version of the scope the
-   session was read at (the Session's marker): the state after the change, the state before it,
-   and the event's place (its session, the version its record will take, a nonce the record
-   carries). A scope changed since the read refuses it: StaleSessionError, as for the session.
+1. an *intent* appended to each scope's stream it changes: the state after the change, the
+   state before it, and the event's place (its session, the version its record will take, a
+   nonce the record carries);
 2. the event, appended to its session at the version the session was read at.
+An intent is committed once its event's record stands at its place (the nonce matching), and
+aborted once another record does, or once its session no longer reaches the place (deleted, or
+rewound by a failover): final either way. Until then it is pending, and every reader takes the
+state before it. A writer that meets a pending intent waits for it (its writer is between two
+appends), and once the intent is PATIENCE_S old aborts it by taking the place (a writer killed
+or stopped between its steps); a writer that gives up between its steps cancels its own intents
+with a record of the state before them. Before a session is deleted, an intent of it still last
+in a scope is followed by the state it resolves to (a seal), so that the deletion, which takes
+the evidence of its outcome, changes no state.
 
-An intent is committed once its event's record stands at the version it names (the nonce
-matching), and aborted once another record stands there: both final, streams being append-only.
-Until then it is pending, and a reader takes the state before it; a writer that meets a pending
-intent waits for it (its writer is between the two steps), and past PATIENCE_S aborts it by
-taking the version the event would have taken (a writer killed between the steps). A writer that
-gives up between its steps cancels its own intents with a record of the state before them.
-
-A reader marks the version of each scope it read: the intent's when it took the intent's
-outcome, the one before it when it found the intent pending, so that an append based on that
-read is refused once the intent settles either way.
+A reader marks the version of each scope as it read it (the one before a pending intent), and an
+event that changes a scope is refused as stale (StaleSessionError) when a change of that scope
+came after the marked version: a record with a delta (cancels and seals have none), but for an
+intent its own writer cancelled.
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
+import contextlib
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from google.adk.errors import StaleSessionError
 
 from ledger_bus.adapters.adk import layout
 from ledger_bus.adapters.adk.layout import ABORT, AGENT, DELTA, EVENTS
-from ledger_bus.model.errors import VersionConflict
+from ledger_bus.model.errors import LedgerError, VersionConflict
 from ledger_bus.model.ids import StreamId
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import EventStore
@@ -46,15 +48,18 @@ STALE: Final = (
     "Please reload the session before appending more events."
 )
 SCOPES: Final = ("app", "user")
-# How long a writer waits for a pending intent to settle before it takes its event's version
-# (its writer is between two appends: milliseconds, unless it was killed or stopped there).
-PATIENCE_S: Final = 2.0
+# How old a pending intent may grow before a writer that meets it takes its event's place (its
+# writer is between two appends: milliseconds, unless it was killed or stopped there).
+PATIENCE_MS: Final = 2_000
 _POLL_S: Final = 0.005
+# How many changes a writer looks back over for one to its scope since its read; further back,
+# it is stale whatever they were.
+_LOOK_BACK: Final = 100
 
 
 @dataclass(frozen=True)
 class Scope:
-    """A scope's state as read: `version` is the one an append based on it must find."""
+    """A scope's state as read: `version` is what an event based on it must find since."""
 
     version: int
     state: dict[str, Any]
@@ -73,9 +78,24 @@ class Change:
     deltas: dict[str, dict[str, Any]]  # scope -> delta (only the scopes it changes)
 
 
+@dataclass
+class _Outcomes:
+    """Intents' outcomes found in one read, each looked for once: an event's intents in two
+    scopes are seen alike (both before, or both after)."""
+
+    found: dict[tuple[str, int, str], bool | None] = field(default_factory=dict)
+
+
 def stream_of(app_name: str, user_id: str, scope: str) -> StreamId:
     name = layout.APP_STATE if scope == "app" else layout.user_stream(user_id)
     return StreamId(layout.app_of(app_name), name)
+
+
+def _intent(record: RecordedEvent) -> tuple[str, int, str] | None:
+    found = record.fields.get("intent")
+    if found is None:
+        return None
+    return str(found["session"]), int(found["version"]), str(found["nonce"])
 
 
 class SharedState:
@@ -86,72 +106,112 @@ class SharedState:
 
     # -- reading ----------------------------------------------------------------------------
 
-    def read_op(self, stream: StreamId, own: tuple[str, int] | None = None) -> Op[Scope]:
-        """The scope's state as a reader takes it; `own`: the reader's session and the head it
-        read it at (an intent of that session's past the head is pending, as read)."""
+    def read_op(
+        self,
+        app_name: str,
+        user_id: str,
+        own: tuple[str, int] | None = None,
+        scopes: tuple[str, ...] = SCOPES,
+    ) -> Op[dict[str, Scope]]:
+        """The scopes' state as a reader takes it; `own`: the reader's session and the head it
+        read it at (an intent of that session past the head is pending, as read). The last
+        records are read first and each event's intents resolved once, so that a reader never
+        sees one scope of an event's change and not the other."""
+        last = {}
+        for scope in scopes:
+            last[scope] = yield from self._last_op(stream_of(app_name, user_id, scope))
+        outcomes = _Outcomes()
+        read = {}
+        for scope, record in last.items():
+            read[scope] = yield from self._resolved_op(record, own, outcomes)
+        return read
+
+    def _last_op(self, stream: StreamId) -> Op[RecordedEvent | None]:
         version = yield from self.store.stream_version_op(stream)
         if not version:
-            return Scope(0, {})
-        [last] = yield from self.store.read_stream_op(stream, version - 1, 1)
-        return (yield from self._resolved_op(last, own))
+            return None
+        found = yield from self.store.read_stream_op(stream, version - 1, 1)
+        return found[0] if found else None
 
-    def _resolved_op(self, last: RecordedEvent, own: tuple[str, int] | None) -> Op[Scope]:
+    def _resolved_op(
+        self, last: RecordedEvent | None, own: tuple[str, int] | None, outcomes: _Outcomes
+    ) -> Op[Scope]:
+        if last is None:
+            return Scope(0, {})
         f = last.fields
-        intent = f.get("intent")
+        intent = _intent(last)
         if intent is None:
             return Scope(last.version, dict(f.get("state") or {}))
-        session, at = str(intent["session"]), int(intent["version"])
+        session, at, _ = intent
         if own is not None and own[0] == session and at > own[1]:
             outcome = None  # committed or not, the reader's session was read before it
         else:
-            outcome = yield from self._outcome_op(session, at, str(intent["nonce"]))
+            if intent not in outcomes.found:
+                outcomes.found[intent] = yield from self._outcome_op(*intent)
+            outcome = outcomes.found[intent]
         if outcome is None:
             return Scope(last.version - 1, dict(f.get("before") or {}), last)
         return Scope(last.version, dict(f.get("state" if outcome else "before") or {}))
 
     def _outcome_op(self, session: str, at: int, nonce: str) -> Op[bool | None]:
         """An intent's outcome: True committed, False aborted, None pending."""
-        found = yield from self.store.read_stream_op(StreamId(session, EVENTS), at - 1, 1)
-        if not found:
-            return None
-        return found[0].fields.get("nonce") == nonce
-
-    def settled_op(self, stream: StreamId) -> Op[Scope]:
-        """The scope as a writer builds on it: a pending intent waited for, then aborted."""
-        deadline = time.monotonic() + PATIENCE_S
-        while True:
-            scope = yield from self.read_op(stream)
-            if scope.pending is None:
-                return scope
-            if time.monotonic() < deadline:
-                yield Sleep(_POLL_S)
-                continue
-            intent = scope.pending.fields["intent"]
-            # Named apart from the event's own "nonce": this record aborts the intent.
-            abort = {"type": "mutation", "agent": AGENT, "kind": ABORT, "aborts": intent["nonce"]}
-            at = int(intent["version"])
-            events = StreamId(str(intent["session"]), EVENTS)
-            try:  # its event's version taken: the intent can no longer commit
-                key = f"adk-abort:{intent['nonce']}"
-                yield from self.store.append_op(events, at - 1, key, [abort])
-            except VersionConflict:
-                pass  # something stands there already: the intent has settled
-            deadline = time.monotonic() + PATIENCE_S
+        events = StreamId(session, EVENTS)
+        found = yield from self.store.read_stream_op(events, at - 1, 1)
+        if found and found[0].version == at:
+            return found[0].fields.get("nonce") == nonce
+        # Its session short of the place's eve: deleted, or rewound, since; the event that was
+        # to take it was refused, or is gone with the session.
+        if (yield from self.store.stream_version_op(events)) < at - 1:
+            return False
+        return None
 
     # -- writing ----------------------------------------------------------------------------
+
+    def settled_op(self, stream: StreamId, marked: int = -1) -> Op[Scope]:
+        """The scope as a writer builds on it: a pending intent waited for until it is
+        PATIENCE_MS old, then aborted. `marked`: the version the writer read it at (-1: none),
+        which a pending intent past it makes stale at once (it is a change since, whatever
+        becomes of it)."""
+        while True:
+            [scope] = (yield from self.read_stream_scopes_op([stream])).values()
+            if scope.pending is None:
+                return scope
+            session, at, nonce = _intent(scope.pending) or ("", 0, "")
+            now = yield from self.store.now_ms_op()
+            if now - int(scope.pending.recorded_at.timestamp() * 1000) < PATIENCE_MS:
+                if marked != -1 and scope.pending.version > marked:
+                    raise StaleSessionError(STALE)  # a change since the read, whatever its fate
+                yield Sleep(_POLL_S)
+                continue
+            abort = {"type": "mutation", "agent": AGENT, "kind": ABORT, "aborts": nonce}
+            try:  # its event's place taken: the intent can no longer commit
+                key = f"adk-abort:{nonce}"
+                yield from self.store.append_op(StreamId(session, EVENTS), at - 1, key, [abort])
+            except VersionConflict:
+                pass  # something stands there already (or the session fell short of it)
+
+    def read_stream_scopes_op(self, streams: list[StreamId]) -> Op[dict[StreamId, Scope]]:
+        """read_op's resolution, for streams named whole."""
+        outcomes = _Outcomes()
+        read = {}
+        for stream in streams:
+            last = yield from self._last_op(stream)
+            read[stream] = yield from self._resolved_op(last, None, outcomes)
+        return read
 
     def intents_op(
         self, app_name: str, user_id: str, change: Change, read: dict[str, int]
     ) -> Op[dict[str, int]]:
-        """Step 1: the change's intents, each at the scope's version as `read` (a scope missing
-        from it, or at -1: as it is now). The versions they took; StaleSessionError when a
-        scope changed since the read (the intents written so far cancelled)."""
+        """Step 1: the change's intents, on each scope as settled. StaleSessionError when a
+        scope changed since the version `read` marks (-1: not known, taken as it is now); the
+        intents written so far are cancelled. Returns the versions the intents took."""
         written: dict[str, int] = {}
         try:
             for scope, delta in change.deltas.items():
                 stream = stream_of(app_name, user_id, scope)
-                now = yield from self.settled_op(stream)
-                if read.get(scope, -1) not in (-1, now.version):
+                marked = read.get(scope, -1)
+                now = yield from self.settled_op(stream, marked)
+                if marked != -1 and (yield from self._changed_since_op(stream, marked, now)):
                     raise StaleSessionError(STALE)
                 record = {
                     "type": "mutation",
@@ -172,16 +232,32 @@ class SharedState:
                 except VersionConflict:
                     raise StaleSessionError(STALE) from None
                 written[scope] = done.last_version
-        except BaseException:
+        except (StaleSessionError, LedgerError):
             yield from self.cancel_op(app_name, user_id, change, written)
             raise
         return written
 
+    def _changed_since_op(self, stream: StreamId, marked: int, now: Scope) -> Op[bool]:
+        """Whether a change of the scope (a record with a delta) came after `marked`."""
+        if now.version == marked:
+            return False
+        if now.version - marked > _LOOK_BACK or now.version < marked:
+            return True
+        since = yield from self.store.read_stream_op(stream, marked, now.version - marked)
+        # An intent its writer took back (its cancel among them) changed nothing; one aborted
+        # otherwise counts, as finding that out would cost a read of its place.
+        cancelled = {record.fields.get("cancels") for record in since}
+        return any(
+            record.fields.get("delta") and (_intent(record) or ("", 0, ""))[2] not in cancelled
+            for record in since
+        )
+
     def cancel_op(
         self, app_name: str, user_id: str, change: Change, written: dict[str, int]
     ) -> Op[None]:
-        """Undo intents whose event will not be written: the state before each, after it. One
-        that another writer built on already was settled by it (aborted)."""
+        """Undo intents whose event was refused: the state before each, after it (delta-less:
+        no change, for a reader's marker). One another writer built on already was settled by
+        it (aborted: its place holds no record of this nonce)."""
         for scope, version in written.items():
             stream = stream_of(app_name, user_id, scope)
             [intent] = yield from self.store.read_stream_op(stream, version - 1, 1)
@@ -197,7 +273,35 @@ class SharedState:
                 key = f"adk-cancel:{change.nonce}:{scope}"
                 yield from self.store.append_op(stream, version, key, [record])
             except VersionConflict:
-                pass
+                pass  # another writer came after it, having settled it
+
+    def seal_op(self, app_name: str, user_id: str, session: str) -> Op[None]:
+        """Before `session` is deleted: an intent of it still last in a scope (its outcome read
+        from the session, which is about to go) followed by the state it resolves to, as a
+        plain record, so that a committed change stays committed."""
+        for scope in SCOPES:
+            stream = stream_of(app_name, user_id, scope)
+            last = yield from self._last_op(stream)
+            intent = _intent(last) if last is not None else None
+            if last is None or intent is None or intent[0] != session:
+                continue
+            now = yield from self._resolved_op(last, None, _Outcomes())
+            if now.pending is not None:
+                now = yield from self.settled_op(stream)  # aborted, or committed meanwhile
+                if now.version != last.version:
+                    continue  # another writer came after it, having settled it
+            record = {
+                "type": "mutation",
+                "agent": AGENT,
+                "kind": DELTA,
+                "delta": {},
+                "state": now.state,
+                "seals": intent[2],
+            }
+            with contextlib.suppress(VersionConflict):
+                yield from self.store.append_op(
+                    stream, last.version, f"adk-seal:{intent[2]}", [record]
+                )
 
     def plain_op(
         self, app_name: str, user_id: str, deltas: dict[str, dict[str, Any]], key: str
