@@ -332,6 +332,9 @@ class AdkSide(Side):
         warm = self.loop.run_until_complete(self._create("warm-up"))
         for event in adk_turn(0):
             self.loop.run_until_complete(self.service.append_event(warm, event))
+        # Read again after the warm-up, as a Runner reads its session at each invocation: the
+        # warm-up changed the user's state, which a Session read before it may not change.
+        self.session = self.loop.run_until_complete(self._get(self.recent))
 
     async def _create(self, session_id: str) -> Any:
         return await self.service.create_session(

@@ -66,7 +66,7 @@ from ledger_bus.adapters.adk.layout import (
     HEADER,
 )
 from ledger_bus.adapters.adk.normalize import normalized
-from ledger_bus.adapters.adk.shared import SCOPES, STALE, Change, SharedState
+from ledger_bus.adapters.adk.shared import SCOPES, STALE, Change, Own, SharedState
 from ledger_bus.agent.recorder import DEFAULT_LEASE_MS, UnresolvedAttempt
 from ledger_bus.model.errors import (
     BackendUnavailable,
@@ -104,6 +104,9 @@ class _Read:
     outcomes: dict[str, RecordedEvent] = field(default_factory=dict)  # tool_results, by attempt
     checkpoint: int = 0  # the version of the newest checkpoint (or the header)
     since_checkpoint: int = 0  # ADK events after it
+    # Each record read: its version -> the nonce it carries ("" for none), so that an intent of
+    # this session's is resolved from the read itself (shared.py).
+    placed: dict[int, str] = field(default_factory=dict)
 
     def at(self, shared: dict[str, int]) -> Position:
         """Where the read stands, with the versions of the shared state read beside it."""
@@ -197,6 +200,7 @@ def _fold(records: list[RecordedEvent], head: int) -> _Read:
             read.checkpoint = record.version
     for record in records:
         f = record.fields
+        read.placed[record.version] = str(f.get("nonce") or "")
         if f.get("kind") == EVENT:
             read.events.append(f["event"])
             if record.version > read.checkpoint:
@@ -378,7 +382,7 @@ class LedgerSessionService(BaseSessionService):
             raise AlreadyExistsError(
                 f"Session with id {header['session_id']} already exists."
             ) from None
-        own = (ledger, done.last_version)
+        own = Own(ledger, done.last_version, {})
         return done.last_version, (
             yield from self._shared_op(app_name, str(header["user_id"]), own)
         )
@@ -430,7 +434,9 @@ class LedgerSessionService(BaseSessionService):
         if read is None:
             return None
         for n in range(_SHARED_READS):
-            shared = yield from self._shared_op(app_name, user_id, (ledger, read.head))
+            shared = yield from self._shared_op(
+                app_name, user_id, Own(ledger, read.head, read.placed)
+            )
             # Unmoved meanwhile, the session committed nothing whose change the shared state
             # read could hold (another session's writer may have built on this one's intent,
             # committed just after the session was read): read again until it stands still.
@@ -719,7 +725,7 @@ class LedgerSessionService(BaseSessionService):
     # -- what sessions share (shared.py) ----------------------------------------------------
 
     def _shared_op(
-        self, app_name: str, user_id: str, own: tuple[str, int] | None = None
+        self, app_name: str, user_id: str, own: Own | None = None
     ) -> Op[tuple[dict[str, Any], dict[str, int]]]:
         """The app's and the user's state, prefixed as ADK hands them out, and the versions read
         (`own`: the reader's session and its head, as SharedState.read_op takes them)."""

@@ -78,6 +78,16 @@ class Change:
     deltas: dict[str, dict[str, Any]]  # scope -> delta (only the scopes it changes)
 
 
+@dataclass(frozen=True)
+class Own:
+    """A reader's session as it read it: its ledger session, its head, and the nonces of the
+    records it read by version (those it did not read are looked for in the store)."""
+
+    session: str
+    head: int
+    placed: dict[int, str]
+
+
 @dataclass
 class _Outcomes:
     """Intents' outcomes found in one read, each looked for once: an event's intents in two
@@ -110,7 +120,7 @@ class SharedState:
         self,
         app_name: str,
         user_id: str,
-        own: tuple[str, int] | None = None,
+        own: Own | None = None,
         scopes: tuple[str, ...] = SCOPES,
     ) -> Op[dict[str, Scope]]:
         """The scopes' state as a reader takes it; `own`: the reader's session and the head it
@@ -134,7 +144,7 @@ class SharedState:
         return found[0] if found else None
 
     def _resolved_op(
-        self, last: RecordedEvent | None, own: tuple[str, int] | None, outcomes: _Outcomes
+        self, last: RecordedEvent | None, own: Own | None, outcomes: _Outcomes
     ) -> Op[Scope]:
         if last is None:
             return Scope(0, {})
@@ -142,9 +152,11 @@ class SharedState:
         intent = _intent(last)
         if intent is None:
             return Scope(last.version, dict(f.get("state") or {}))
-        session, at, _ = intent
-        if own is not None and own[0] == session and at > own[1]:
+        session, at, nonce = intent
+        if own is not None and own.session == session and at > own.head:
             outcome = None  # committed or not, the reader's session was read before it
+        elif own is not None and own.session == session and at in own.placed:
+            outcome = own.placed[at] == nonce  # the place was read with the session
         else:
             if intent not in outcomes.found:
                 outcomes.found[intent] = yield from self._outcome_op(*intent)
