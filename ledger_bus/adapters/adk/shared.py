@@ -185,7 +185,8 @@ class SharedState:
         which a pending intent past it makes stale at once (it is a change since, whatever
         becomes of it)."""
         while True:
-            [scope] = (yield from self.read_stream_scopes_op([stream])).values()
+            last = yield from self._last_op(stream)
+            scope = yield from self._resolved_op(last, None, _Outcomes())
             if scope.pending is None:
                 return scope
             session, at, nonce = _intent(scope.pending) or ("", 0, "")
@@ -201,15 +202,6 @@ class SharedState:
                 yield from self.store.append_op(StreamId(session, EVENTS), at - 1, key, [abort])
             except VersionConflict:
                 pass  # something stands there already (or the session fell short of it)
-
-    def read_stream_scopes_op(self, streams: list[StreamId]) -> Op[dict[StreamId, Scope]]:
-        """read_op's resolution, for streams named whole."""
-        outcomes = _Outcomes()
-        read = {}
-        for stream in streams:
-            last = yield from self._last_op(stream)
-            read[stream] = yield from self._resolved_op(last, None, outcomes)
-        return read
 
     def intents_op(
         self, app_name: str, user_id: str, change: Change, read: dict[str, int]
