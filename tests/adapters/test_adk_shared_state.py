@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import random
 import signal
 import subprocess
@@ -28,16 +27,17 @@ from ledger_bus.adapters.adk import LedgerSessionService
 from ledger_bus.adapters.adk.layout import EVENTS, session_of
 from ledger_bus.store.base import EventStore
 from tests.support.adk_worker import APP, RECENT, USER, raised
+from tests.support.lines import LineProcess
 
 ROOT = Path(__file__).resolve().parents[2]
+WORKER = "tests.support.adk_worker"
 WRITERS, TIMES = 4, 200
 
 
-def worker(*args: str, stdin: int | None = None) -> subprocess.Popen[str]:
+def worker(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.support.adk_worker", *args],
+        [sys.executable, "-m", WORKER, *args],
         cwd=ROOT,
-        stdin=stdin,
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -255,32 +255,10 @@ ROUNDS = 50
 TTL_MS = 300  # long enough that a loaded machine does not let it lapse before the stop
 
 
-class Holder:
-    def __init__(self, url: str, prefix: str, ttl_ms: int):
-        self.process = worker("hold", url, prefix, str(ttl_ms), stdin=subprocess.PIPE)
-
-    def queue(self, line: str) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(line + "\n")
-        self.process.stdin.flush()
-
-    def answer(self) -> str:
-        assert self.process.stdout is not None
-        return self.process.stdout.readline().strip()
-
-    def ask(self, line: str) -> str:
-        self.queue(line)
-        return self.answer()
-
-    def close(self) -> None:
-        os.kill(self.process.pid, signal.SIGCONT)
-        self.process.kill()
-        self.process.communicate()
-
-
 @contextlib.contextmanager
-def holders(redis_url: str, prefix: str) -> Iterator[tuple[Holder, Holder]]:
-    zombie, heir = Holder(redis_url, prefix, TTL_MS), Holder(redis_url, prefix, 10_000)
+def holders(redis_url: str, prefix: str) -> Iterator[tuple[LineProcess, LineProcess]]:
+    zombie = LineProcess(WORKER, "hold", redis_url, prefix, str(TTL_MS))
+    heir = LineProcess(WORKER, "hold", redis_url, prefix, "10000")
     try:
         yield zombie, heir
     finally:
@@ -310,12 +288,12 @@ def drill(redis_url: str, prefix: str, takeover: bool) -> int:
             # Given a service whose run asked for a call (the run's lease held while it is out)
             assert zombie.ask(f"ask {session} {run}") == "ok"
             # When it is stopped past the lease, then continued with the call's answer queued
-            os.kill(zombie.process.pid, signal.SIGSTOP)
+            zombie.stop()
             time.sleep(2 * TTL_MS / 1000)  # past the lease, however late its last renewal
             if takeover:  # another process's runner asks for the run's call again (and holds it)
                 assert heir.ask(f"ask {session} {run}") == "ok"
             zombie.queue(f"answer {session} {run}")
-            os.kill(zombie.process.pid, signal.SIGCONT)
+            zombie.cont()
             # Then the answer is refused and nothing of it is stored
             answer = zombie.answer()
             assert answer.startswith("lost "), f"round {n}: {answer}"

@@ -9,15 +9,10 @@ The Python recorder here, and the recorded calls the LangGraph and Agents SDK ad
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
@@ -25,60 +20,19 @@ import ledger_bus as lb
 from ledger_bus.adapters.calls import CallLedger, ToolStep
 from ledger_bus.agent.recorder import OutcomeNotRecorded
 from ledger_bus.store.base import EventStore
+from tests.support.lines import LineProcess
 
 ROUNDS = 50
 ZOMBIE_TTL_MS = 250  # the stopped process's lease: short, so that a round is short, and long
 # enough that a loaded machine does not let it lapse before the stop
 HOLDER_TTL_MS = 10_000  # the new holder's: it must not lapse while a round looks on
-ROOT = Path(__file__).resolve().parents[2]
-
-
-class Holder:
-    """A tests.support.lease_holder process, a command and its answer at a time."""
-
-    def __init__(self, url: str, prefix: str, session: str, ttl_ms: int):
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.lease_holder", url, prefix, session, str(ttl_ms)],
-            cwd=ROOT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-
-    def queue(self, command: str) -> None:
-        """Write a command without waiting for its answer (the process may be stopped)."""
-        assert self.process.stdin is not None
-        self.process.stdin.write(command + "\n")
-        self.process.stdin.flush()
-
-    def answer(self) -> str:
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline().strip()
-        assert line, f"the holder ended (exit {self.process.poll()})"
-        return line
-
-    def ask(self, command: str) -> str:
-        self.queue(command)
-        answer = self.answer()
-        assert answer.startswith("ok"), f"{command}: {answer}"
-        return answer
-
-    def stop(self) -> None:
-        os.kill(self.process.pid, signal.SIGSTOP)
-
-    def cont(self) -> None:
-        os.kill(self.process.pid, signal.SIGCONT)
-
-    def close(self) -> None:
-        self.cont()
-        self.process.kill()
-        self.process.communicate()  # waits, and closes its pipes
+HOLDER = "tests.support.lease_holder"
 
 
 @contextmanager
-def holders(redis_url: str, prefix: str, session: str) -> Iterator[tuple[Holder, Holder]]:
-    zombie = Holder(redis_url, prefix, session, ZOMBIE_TTL_MS)
-    heir = Holder(redis_url, prefix, session, HOLDER_TTL_MS)
+def holders(redis_url: str, prefix: str, session: str) -> Iterator[tuple[LineProcess, LineProcess]]:
+    zombie = LineProcess(HOLDER, redis_url, prefix, session, str(ZOMBIE_TTL_MS))
+    heir = LineProcess(HOLDER, redis_url, prefix, session, str(HOLDER_TTL_MS))
     try:
         yield zombie, heir
     finally:
@@ -102,8 +56,8 @@ def drill(redis_url: str, prefix: str, takeover: bool) -> int:
     with holders(redis_url, prefix, session) as (zombie, heir):
         for n in range(ROUNDS):
             run = f"r{n}"
-            zombie.ask(f"start {run}")
-            zombie.ask(f"say {run} before")
+            zombie.ok(f"start {run}")
+            zombie.ok(f"say {run} before")
             # When it is stopped past its lease
             zombie.stop()
             time.sleep(2 * ZOMBIE_TTL_MS / 1000)  # past the lease, however late its last renewal
@@ -111,9 +65,9 @@ def drill(redis_url: str, prefix: str, takeover: bool) -> int:
             # ones its run.resumed holds the very append id the zombie's next write will use
             wrote_first = takeover and n % 2 == 1
             if takeover:
-                heir.ask(f"take {run}")
+                heir.ok(f"take {run}")
             if wrote_first:
-                heir.ask(f"go {run}")
+                heir.ok(f"go {run}")
             # and continued with its next write already queued
             zombie.queue(f"say {run} zombie")
             zombie.cont()
@@ -121,14 +75,14 @@ def drill(redis_url: str, prefix: str, takeover: bool) -> int:
             answer = zombie.answer()
             assert answer.startswith("lost "), f"round {n}: {answer}"
             refused += 1
-            zombie.ask(f"drop {run}")
+            zombie.ok(f"drop {run}")
             assert "zombie" not in bodies(store, session, run), f"round {n}"
             if takeover:
                 # And the rightful holder writes on
                 if not wrote_first:
-                    heir.ask(f"go {run}")
-                heir.ask(f"say {run} heir")
-                heir.ask(f"end {run}")
+                    heir.ok(f"go {run}")
+                heir.ok(f"say {run} heir")
+                heir.ok(f"end {run}")
                 assert bodies(store, session, run) == [
                     "run.started",
                     "before",
