@@ -15,7 +15,7 @@ COMPILE = $(UV) pip compile -q --universal --generate-hashes --custom-compile-co
 # allows, no lock: make test-latest) or `oldest` (the oldest: make test-oldest).
 RESOLVE ?= lock
 
-.PHONY: install fix lint test test-go test-fast test-latest test-oldest lock lock-check upgrade docs bench demo build clean
+.PHONY: install fix lint test test-go go-tidy test-fast test-latest test-oldest lock lock-check upgrade docs bench demo build clean
 
 # ledger-bus needs Python 3.11 or newer; a .venv made by an older one is made again.
 NEW_ENOUGH = -c 'import sys; sys.exit(sys.version_info < (3, 11))'
@@ -120,25 +120,61 @@ $(INSPECTOR): tests/inspector/package-lock.json $(NODE22)
 	cd tests/inspector && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && \
 	  touch node_modules/.installed
 
-# The Go SDK's modules (go/ and each adapter's, which the SDK builds without) and their tools
-# (go/tools/go.mod), from the committed go.sum files through the module proxy (Go 1.26 or newer).
+# The Go SDK's modules: go/go.work builds the SDK (go/), each adapter's module (go/adapters/*)
+# and each stand-in (go/standins/*: a module the module proxy does not serve, at the version an
+# adapter pins) together, each from its directory here. Their dependencies come from the
+# committed go.sum and go.work.sum files through the module proxy (Go 1.26 or newer). The tools
+# (go/tools/go.mod: staticcheck, modproxy) are a module outside the workspace, so that neither
+# the SDK's users nor its build list ever meet theirs: GOWORK=off for them.
 GO         ?= go
-GO_MODULES  = go $(wildcard go/adapters/*)
+GO_MODULES  = go $(patsubst %/go.mod,%,$(wildcard go/adapters/*/go.mod go/standins/*/go.mod))
+GO_TOOLS    = cd go/tools && GOWORK=off
 GO_DEPS     = $(VENV)/.go-downloaded
-$(GO_DEPS): $(foreach m,$(GO_MODULES),$(m)/go.sum) go/tools/go.sum | $(BIN)/activate
+$(GO_DEPS): $(wildcard go/go.work go/go.work.sum go/go.sum go/*/*/go.mod go/*/*/go.sum) \
+  go/tools/go.mod go/tools/go.sum | $(BIN)/activate
 	@$(GO) version >/dev/null 2>&1 || { echo "the Go SDK needs Go 1.26 or newer on the PATH"; exit 1; }
-	for m in $(GO_MODULES); do (cd $$m && $(GO) mod download) || exit 1; done
-	cd go && $(GO) mod download -modfile=tools/go.mod
+	cd go && $(GO) mod download
+	$(GO_TOOLS) $(GO) mod download
 	touch $@
 
-lint: install $(TS_DEPS) $(GO_DEPS)
+# staticcheck, built from go/tools/go.mod and run in each module of the workspace as it is (its
+# `go list` must see go.work, which `go tool -modfile=...` cannot: -modfile is refused in
+# workspace mode, and GOWORK=off would reach the run too).
+STATICCHECK = $(VENV)/go-tools/staticcheck
+$(STATICCHECK): go/tools/go.mod go/tools/go.sum $(GO_DEPS)
+	$(GO_TOOLS) $(GO) build -o $(abspath $@) honnef.co/go/tools/cmd/staticcheck
+
+# `go mod tidy` in every Go module (after a change of what they import or require), each as a
+# user's build meets it. For each adapter's: go mod tidy (and go get) ignore go.work's
+# replacements, so the modules go.work replaces are served at those versions
+# from this checkout (modproxy), and the rest come from the module cache, else the module proxy;
+# into a module cache of its own, so that no module made here is left in the shared one. Their
+# lines are then taken out of go.sum: a module's sum is its release's, not this checkout's.
+GO_TIDY   = $(VENV)/go-tidy
+GO_SERVED = $(shell awk '/=>/ {print ($$1 == "replace" ? $$2 : $$1)}' go/go.work)
+empty    :=
+comma    := ,
+go-tidy: $(GO_DEPS)
+	for m in go $(wildcard go/standins/*) go/tools; do (cd $$m && GOWORK=off $(GO) mod tidy) || exit 1; done
+	rm -rf $(GO_TIDY)
+	$(GO_TOOLS) $(GO) run ./modproxy -work ../go.work -o $(abspath $(GO_TIDY))/proxy
+	for m in $(patsubst %/go.mod,%,$(wildcard go/adapters/*/go.mod)); do (cd $$m && \
+	  GOPROXY=file://$(abspath $(GO_TIDY))/proxy,file://$$($(GO) env GOMODCACHE)/cache/download,$$($(GO) env GOPROXY) \
+	  GOMODCACHE=$(abspath $(GO_TIDY))/cache GOFLAGS="$$($(GO) env GOFLAGS) -modcacherw" \
+	  GONOSUMDB=$(subst $(empty) $(empty),$(comma),$(strip $(GO_SERVED))) GOWORK=off $(GO) mod tidy && \
+	  { grep -v $(foreach p,$(GO_SERVED),-e '^$(p) ') go.sum > go.sum.new; mv go.sum.new go.sum; }) || \
+	  exit 1; done
+	rm -rf $(GO_TIDY)
+
+lint: install $(TS_DEPS) $(GO_DEPS) $(STATICCHECK)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy ledger_bus tests scripts examples
 	cd typescript && npm run --silent lua && npm run --silent lint
 	@unformatted=$$(cd go && gofmt -l .); [ -z "$$unformatted" ] || { echo "gofmt: $$unformatted"; exit 1; }
-	for m in $(GO_MODULES); do (cd $$m && $(GO) vet ./... && \
-	  $(GO) tool -modfile=$(CURDIR)/go/tools/go.mod staticcheck ./...) || exit 1; done
+	for m in $(GO_MODULES); do (cd $$m && $(GO) vet ./... && $(abspath $(STATICCHECK)) ./...) || \
+	  exit 1; done
+	$(GO_TOOLS) $(GO) vet ./... && GOWORK=off $(abspath $(STATICCHECK)) ./...
 
 # The Agents SDK's own session tests, from the sdist of the version locked (its hash checked
 # against the lock's), for tests/adapters/test_agents_sdk_own_suite.py to run against
@@ -184,6 +220,7 @@ test: install $(SDK_TESTS)/.fetched $(HARBOR)/.installed $(TS_DEPS) $(NODE22) $(
 FUZZ_TIME ?= 150000x
 test-go: install $(GO_DEPS)
 	for m in $(GO_MODULES); do (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
+	$(GO_TOOLS) $(GO) test -race -count=1 ./...
 	cd go && for target in FuzzPrepareAppend FuzzCanonical FuzzUnpack; do \
 	  $(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZ_TIME) ./model/ || exit 1; done
 

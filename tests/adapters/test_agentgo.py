@@ -1,9 +1,13 @@
-"""The AgentGo adapter (go/adapters/agentgo) against a real Redis, from outside: a scripted
-AgentGo agent (two tools and a subagent) killed with SIGKILL inside a tool, its open call flagged
-by the Python reconciler, the resumed run halted at it until `ledger-bus resolve` decides it,
-then finished with the decided outcome and the tool not run again; the record read by the
-command line and exported as ATIF that Harbor's validator accepts. The adapter's own Go tests
-(`go test ./...` in go/adapters/agentgo) hold the rest."""
+"""The AgentGo adapter (go/adapters/agentgo) against a real Redis, from outside: a program wired
+as docs/go.md shows (AgentGo's agent, the adapter's middlewares, committer and hooks; a scripted
+model, three tools, one of them a subagent) SIGKILLed at each point a crash can meet a run
+(inside the provider, after the reply is recorded, between the batch's tools, inside a tool),
+then resumed through AgentGo's restore hook by another process, with the provider calls and
+tool runs counted; the call a kill inside a tool left open flagged by the Python reconciler, the
+resumed run halted at it until `ledger-bus resolve` decides it, then finished with the decided
+outcome and the tool not run again; the record read by the command line and exported as ATIF
+that Harbor's validator accepts. The adapter's own Go tests (`go test ./...` in
+go/adapters/agentgo) hold the rest."""
 
 from __future__ import annotations
 
@@ -12,6 +16,8 @@ import subprocess
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from ledger_bus.operations.reconciler import Reconciler, ReconcilerConfig
 from ledger_bus.store.base import EventStore
@@ -51,10 +57,10 @@ def _resume(redis_url: str, prefix: str, marks: Path) -> tuple[int, dict[str, An
     return done.returncode, json.loads(done.stdout.splitlines()[-1])
 
 
-def _killed_inside_deploy(redis_url: str, prefix: str, marks: Path) -> str:
-    """The scripted agent run until deploy runs, then SIGKILLed: deploy's attempt id."""
+def _killed_at(redis_url: str, prefix: str, marks: Path, point: str) -> None:
+    """The scripted agent run until it reaches point, then SIGKILLed there."""
     crashed = subprocess.Popen(
-        _scripted(redis_url, prefix, marks, "-hang"),
+        _scripted(redis_url, prefix, marks, "-hang", point),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -63,15 +69,20 @@ def _killed_inside_deploy(redis_url: str, prefix: str, marks: Path) -> str:
         assert crashed.stdout is not None
         line = crashed.stdout.readline()
         assert line, crashed.stderr.read() if crashed.stderr else ""
-        crashed.kill()  # SIGKILL, inside deploy
+        assert json.loads(line) == {"inside": point}
+        crashed.kill()  # SIGKILL, at the point
         crashed.wait()
-        return str(json.loads(line)["inside"])
     finally:
         if crashed.poll() is None:
             crashed.kill()
         for pipe in (crashed.stdout, crashed.stderr):
             if pipe is not None:
                 pipe.close()
+
+
+def _runs(marks: Path) -> dict[str, int]:
+    """How many times the provider was called and each tool ran, from the marks they left."""
+    return {f.name: len(f.read_text().splitlines()) for f in sorted(marks.iterdir())}
 
 
 def _flagged(store: EventStore) -> list[str]:
@@ -87,28 +98,67 @@ def _flagged(store: EventStore) -> list[str]:
     return [a["attempt_id"] for a in flags]
 
 
+ANSWER = {"answer": "deployed api 1.4.2 to prod", "messages": 7}
+
+
+@pytest.mark.parametrize(
+    ("point", "before", "after"),
+    [
+        # The provider asked for deploy's turn, its reply never recorded: asked again once.
+        ("model", {"lookup": 1, "model": 2, "research": 1}, {"model": 4}),
+        # The reply recorded, not yet committed: returned from the ledger, not asked again.
+        ("reply", {"lookup": 1, "model": 2, "research": 1}, {"model": 3}),
+        # Lookup's outcome recorded, research not begun: AgentGo asks for the turn again, the
+        # ledger answers it and lookup, and only research runs.
+        ("between", {"lookup": 1, "model": 1}, {"model": 3}),
+    ],
+)
+def test_a_run_killed_anywhere_resumes_through_agentgos_restore_without_buying_twice(
+    redis_url: str,
+    prefix: str,
+    redis_store: EventStore,
+    tmp_path: Path,
+    point: str,
+    before: dict[str, int],
+    after: dict[str, int],
+) -> None:
+    need_go()
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    _killed_at(redis_url, prefix, marks, point)
+    assert _runs(marks) == before
+
+    code, said = _resume(redis_url, prefix, marks)
+    assert (code, said) == (0, ANSWER)
+    assert _runs(marks) == {"deploy": 1, "lookup": 1, "research": 1, **after}
+    assert redis_store.open_attempts("ship") == []
+
+
 def test_a_killed_agentgo_run_is_flagged_resolved_and_resumed_without_running_the_tool_again(
     redis_url: str, prefix: str, redis_store: EventStore, tmp_path: Path
 ) -> None:
     need_go()
-    marks = tmp_path / "deploys"
-    attempt = _killed_inside_deploy(redis_url, prefix, marks)
-    assert len(marks.read_text().splitlines()) == 1
-    assert [a.attempt_id for a in redis_store.open_attempts("ship")] == [attempt]
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    _killed_at(redis_url, prefix, marks, "deploy")
+    assert _runs(marks) == {"deploy": 1, "lookup": 1, "model": 2, "research": 1}
+    (attempt,) = [a.attempt_id for a in redis_store.open_attempts("ship")]
+    assert attempt == "r1/tool/t2/call-1#1"  # AgentGo's turn 2, its call call-1
     assert _flagged(redis_store) == [attempt]
 
-    # Unresolved, the resumed run halts at the call: deploy does not run twice.
+    # Unresolved, the resumed run halts at the call: deploy does not run twice, and the model
+    # is not asked again for a reply the ledger holds.
     code, said = _resume(redis_url, prefix, marks)
     assert (code, said.get("error")) == (1, "UnresolvedAttempt"), said
-    assert len(marks.read_text().splitlines()) == 1
+    assert _runs(marks) == {"deploy": 1, "lookup": 1, "model": 2, "research": 1}
 
     resolved = ledger_cli(
         redis_url, prefix, "resolve", "ship", attempt, "--ok", '{"deployed": true}'
     )
     assert resolved.returncode == 0, resolved.stderr
     code, said = _resume(redis_url, prefix, marks)
-    assert (code, said) == (0, {"answer": "deployed api 1.4.2 to prod", "messages": 7})
-    assert len(marks.read_text().splitlines()) == 1
+    assert (code, said) == (0, ANSWER)
+    assert _runs(marks) == {"deploy": 1, "lookup": 1, "model": 3, "research": 1}
     assert redis_store.open_attempts("ship") == []
 
     _shown_by_tail(redis_url, prefix)
@@ -165,7 +215,7 @@ def _exported_as_atif(redis_url: str, prefix: str, tmp_path: Path) -> None:
     assert json.loads(deployed["content"]) == {"deployed": True}
     assert steps[3]["message"] == "deployed api 1.4.2 to prod"
     (sub,) = document["subagent_trajectories"]
-    assert sub["trajectory_id"] == "r1.call-2"
+    assert sub["trajectory_id"] == "r1.t1.call-2"
     assert [s.get("message") for s in sub["steps"]] == [
         "is 1.4.2 safe?",
         "1.4.2 has no known issues",

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	ag "github.com/compforge/agentgo"
+
 	"github.com/ledger-bus/ledger-bus/go/adapters/agentgo"
 	"github.com/ledger-bus/ledger-bus/go/internal/drill"
 	"github.com/ledger-bus/ledger-bus/go/internal/testredis"
@@ -49,20 +51,26 @@ func serveAgent(cfg drill.Config) {
 		ran := false
 		switch run := runs[req.Run]; {
 		case req.Op == "start":
-			runs[req.Run], err = lg.Start(ctx, agentgo.RunOptions{RunID: req.Run, Resume: req.Resume, LeaseWait: 10 * time.Second})
+			// Started, and restored as AgentGo's BeforeRun restores a run before its first commit.
+			var started *agentgo.Run
+			started, err = lg.Start(ctx, agentgo.RunOptions{RunID: req.Run, Resume: req.Resume, LeaseWait: 10 * time.Second})
+			if err == nil {
+				kind := map[bool]ag.RunKind{false: ag.RunKindPrompt, true: ag.RunKindContinue}[req.Resume]
+				_, err = started.Restore(ctx, ag.BeforeRunContext{Kind: kind})
+				runs[req.Run] = started
+			}
 		case run == nil:
 			err = model.Errorf(model.ErrInvalidInput, "no run %s here", req.Run)
 		case req.Op == "write" && req.Kind == "tool":
 			args, _ := json.Marshal(map[string]string{"text": req.Text})
-			call := agentgo.ToolExecution{Execution: agentgo.Execution{ID: req.Text, Kind: agentgo.ExecutionKindTool},
-				Call: agentgo.ToolCall{ID: req.Text, Name: "deploy", Args: args}}
-			_, err = tools(run.Context(ctx), call, func(context.Context, agentgo.ToolExecution) (agentgo.ToolResult, error) {
+			call := ag.ToolExecution{Execution: ag.Execution{ID: req.Text, Kind: ag.ExecutionKindTool, TurnIndex: 1},
+				Call: ag.ToolCall{ID: req.Text, Name: "deploy", Args: args}}
+			_, err = tools(run.Context(ctx), call, func(context.Context, ag.ToolExecution) (ag.ToolResult, error) {
 				ran = true
-				return agentgo.ToolResult{ToolCallID: req.Text, Content: json.RawMessage(`"deployed"`)}, nil
+				return ag.ToolResult{ToolCallID: req.Text, Content: json.RawMessage(`"deployed"`)}, nil
 			})
 		case req.Op == "write":
-			err = run.CommitMessage(agentgo.Message{Role: agentgo.RoleUser, Timestamp: time.Now().UTC(),
-				Content: []agentgo.ContentBlock{{Type: agentgo.ContentText, Text: req.Text}}})
+			err = run.CommitMessage(ag.UserMsg(req.Text))
 		case req.Op == "end":
 			delete(runs, req.Run)
 			err = run.Finish(ctx, nil)

@@ -2,7 +2,10 @@ module github.com/ledger-bus/ledger-bus/go/adapters/agentgo
 
 go 1.26.0
 
-require github.com/ledger-bus/ledger-bus/go v0.0.0
+require (
+	github.com/compforge/agentgo v0.0.2-0.20260826112438-691b2c90c5bb
+	github.com/ledger-bus/ledger-bus/go v0.1.0
+)
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -14,6 +17,3 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
-
-// The adapter is released with the SDK it is written against, from the same commit.
-replace github.com/ledger-bus/ledger-bus/go => ../..

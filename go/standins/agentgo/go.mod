@@ -1,0 +1,3 @@
+module github.com/compforge/agentgo
+
+go 1.25.0
