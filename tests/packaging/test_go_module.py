@@ -176,7 +176,8 @@ WIRING
 
 def documented_wiring() -> str:
     """docs/go.md's Go block that wires the AgentGo adapter."""
-    blocks = re.findall(r"```go\n(.*?)```", (ROOT / "docs" / "go.md").read_text("utf-8"), re.DOTALL)
+    page = (ROOT / "docs" / "go.md").read_text("utf-8")
+    blocks: list[str] = re.findall(r"```go\n(.*?)```", page, re.DOTALL)
     (wiring,) = [b for b in blocks if "agentgo.WithBeforeRun(run.Restore)" in b]
     return wiring
 
