@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import os
 import signal
@@ -14,6 +13,7 @@ from typing import IO, TYPE_CHECKING, Any, Final, NoReturn
 import click
 
 import ledger_bus
+from ledger_bus.agent.names import closest, find_session, named_sessions
 from ledger_bus.model.environment import ARCHIVE_ENV, DEFAULT_URL, URL_ENV
 from ledger_bus.model.errors import (
     BackendRefused,
@@ -25,6 +25,7 @@ from ledger_bus.model.errors import (
     NotFound,
     VersionConflict,
 )
+from ledger_bus.model.ids import check_name
 
 if TYPE_CHECKING:
     from ledger_bus.store import EventStore
@@ -74,19 +75,6 @@ def say(message: str) -> None:
     line = " ".join(message.splitlines()).translate(_ESCAPES)
     sys.stderr.write(f"ledger-bus: {line}\n".encode("utf-8", "backslashreplace").decode("utf-8"))
     sys.stderr.flush()
-
-
-def closest(name: str, known: Iterable[str], n: int = 3) -> list[str]:
-    """The names in `known` closest to `name`, case aside (`S1` finds `s1`): one that differs in
-    case alone first, then difflib's closest."""
-    by_folded: dict[str, list[str]] = {}
-    for candidate in known:
-        by_folded.setdefault(candidate.casefold(), []).append(candidate)
-    folded = name.casefold()
-    found = [c for c in by_folded.get(folded, []) if c != name]
-    for match in difflib.get_close_matches(folded, list(by_folded), n=n):
-        found += [c for c in by_folded[match] if c != name and c not in found]
-    return found[:n]
 
 
 def did_you_mean(name: str, known: Iterable[str], otherwise: str = "") -> str:
@@ -253,14 +241,47 @@ class Settings:
             say(f"{missing}: {then}")
 
     def session(self, session_id: str) -> EventStore:
-        """The store, once it is known to hold `session_id`: NotFound (exit 6) naming the
-        closest sessions it does hold, instead of printing nothing as if all were well."""
+        """The store, once it is known to hold `session_id`, named exactly (what a command that
+        deletes acts on): NotFound (exit 6) naming the sessions a framework knows by that id, or
+        the closest sessions it does hold, instead of printing nothing as if all were well."""
         store = self.store()
         if not store.session_exists(session_id):
             self.not_archived(session_id)
-            known = [s for s, _ in store.sessions(limit=1000)]
-            raise NotFound(f"no such session {session_id!r}{did_you_mean(session_id, known)}")
+            find_session(store, session_id, exact=True)
         return store
+
+    def named(self, name: str) -> tuple[EventStore, str]:
+        """The store and the session `name` names: that session, else the one session a
+        framework knows by that id (an ADK session id, a LangGraph thread id: agent/names.py).
+        NotFound (exit 6) naming each it may mean when there are several, else the closest."""
+        store = self.store()
+        try:
+            if store.session_exists(name):
+                return store, name
+            self.not_archived(name)
+        except InvalidInput:
+            pass  # a thread id need not be a session id: its session's name is its digest
+        try:
+            return store, find_session(store, name)
+        except NotFound:
+            check_name(name, "session id")  # a name no session can have is bad input (exit 2)
+            raise
+
+    def awaited(self, name: str, *, patient: bool = True) -> tuple[EventStore, str]:
+        """The store and the session a follower of `name` follows: that session, or the one a
+        framework knows by that id, or, while neither holds an event, `name` itself, waited for
+        (said on stderr). NotFound when `name` may mean several sessions."""
+        store = self.store(patient=patient)
+        check_name(name, "session id")  # a follower's session may be written: a name it can take
+        if store.session_exists(name):
+            return store, name
+        meant = named_sessions(store, name)
+        if len(meant) > 1:
+            find_session(store, name)  # NotFound, naming each
+        if meant:
+            return store, meant[0]
+        say(f"no session {name!r} yet: waiting for its first event")
+        return store, name
 
     def not_archived(self, session_id: str) -> None:
         """NotFound (exit 6) naming where `session_id` went, when it was archived from here."""

@@ -58,15 +58,16 @@ def export(
         raise BadInput(f"a trajectory is of the whole session: --format {form} takes no filter")
     if form != "otlp" and (endpoint is not None or content):
         raise BadInput("--endpoint and --content are for --format otlp")
+    if form == "otlp" and (endpoint is None or file is not None):
+        raise BadInput("--format otlp sends spans to --endpoint URL, and writes no FILE")
+    store, session = settings.named(session)
     if form == "atif":
-        export_trajectory(settings.session(session), session, file)
+        export_trajectory(store, session, file)
         return
     if form == "otlp":
-        if endpoint is None or file is not None:
-            raise BadInput("--format otlp sends spans to --endpoint URL, and writes no FILE")
-        export_spans(settings.session(session), session, endpoint, content)
+        assert endpoint is not None
+        export_spans(store, session, endpoint, content)
         return
-    store = settings.session(session)
     if file in (None, "-"):
         export_session(store, session, sys.stdout, keep)
         return

@@ -89,9 +89,7 @@ def follow(
     )
     check_name(group, "group name")  # bad input is said before anything else
     check_name(consumer, "consumer name")
-    store = settings.store(patient=not once)
-    if not store.session_exists(session):
-        say(f"no session {session!r} yet: waiting for its first event")
+    store, session = settings.awaited(session, patient=not once)
     tailer = Tailer(store, session, group, consumer, options)
     tailer.join(0)
     stop_on_sigterm()
@@ -131,7 +129,7 @@ def groups() -> None:
 @pass_settings
 def groups_list(settings: Settings, session: str, idle_ms: int) -> None:
     """Each group: consumers live and idle, pending, lag, last delivered, dead letters."""
-    store = settings.session(session)
+    store, session = settings.named(session)
     rows = [_group_row(store, session, stats) for stats in store.groups(session, idle_ms)]
     show_rows(settings, rows, f"{session}: consumer groups")
 
@@ -148,7 +146,8 @@ def _group_row(store: EventStore, session: str, stats: GroupStats) -> dict[str, 
 @pass_settings
 def groups_pending(settings: Settings, session: str, group: str, count: int) -> None:
     """Who holds which event, for how long, delivered how often; oldest first."""
-    entries = settings.session(session).group_pending_entries(session, group, count)
+    store, session = settings.named(session)
+    entries = store.group_pending_entries(session, group, count)
     show_rows(settings, [e.to_dict() for e in entries], f"{session}/{group}: pending")
 
 
@@ -159,7 +158,7 @@ def groups_pending(settings: Settings, session: str, group: str, count: int) -> 
 @pass_settings
 def groups_dead_letters(settings: Settings, session: str, group: str, replay: bool) -> None:
     """The group's dead letters; with --replay, each is pending again and its letter removed."""
-    store = settings.session(session)
+    store, session = settings.named(session)
     if replay:
         count = store.group_replay_dead_letters(session, group)
         show_record(settings, {"session": session, "group": group, "replayed": count})
@@ -175,7 +174,7 @@ def groups_dead_letters(settings: Settings, session: str, group: str, replay: bo
 def groups_delete(settings: Settings, session: str, group: str, yes: bool) -> None:
     """Remove a group, its pending list and its dead letters (the events stay). Without --yes,
     say what would go, as `delete` does, and delete nothing."""
-    store = settings.session(session)
+    store, session = settings.named(session)
     if not yes:
         stats = store.group_stats(session, group)  # NotFound (exit 6) for no such group
         row = _group_row(store, session, stats)
@@ -195,5 +194,6 @@ def groups_delete(settings: Settings, session: str, group: str, yes: bool) -> No
 def groups_reset(settings: Settings, session: str, group: str, cursor: str) -> None:
     """Move a group's place: it delivers next what commits after CURSOR (0: from the start)."""
     target = CURSOR_ZERO if cursor == "0" else cursor
-    settings.session(session).group_reset(session, group, target)
+    store, session = settings.named(session)
+    store.group_reset(session, group, target)
     show_record(settings, {"session": session, "group": group, "after": target})

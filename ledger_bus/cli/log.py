@@ -20,7 +20,6 @@ from ledger_bus.cli.app import (
     did_you_mean,
     pass_settings,
     refs_option,
-    say,
     stop_on_sigterm,
 )
 from ledger_bus.cli.output import EventLines, emit, show_events, show_record, show_rows
@@ -89,9 +88,9 @@ def append(
 @pass_settings
 def read(settings: Settings, session: str, stream: str, after: int, limit: int | None) -> None:
     """A stream's events, ascending by version."""
-    ref = StreamId(session, stream)
-    store = streams_of(settings.session(session), session, (stream,))
-    events = store.read_stream(ref, after, limit)
+    store, session = settings.named(session)
+    store = streams_of(store, session, (stream,))
+    events = store.read_stream(StreamId(session, stream), after, limit)
     show_events(settings, events, f"{session}/{stream}")
 
 
@@ -122,7 +121,8 @@ def scan(
         after = None  # the start, as `--after 0` is for read
     elif after is not None:
         parse_cursor(after)
-    store = streams_of(settings.session(session), session, keep.streams)
+    store, session = settings.named(session)
+    store = streams_of(store, session, keep.streams)
     show_events(settings, itertools.islice(select(store, session, keep, after), limit), session)
 
 
@@ -137,13 +137,12 @@ def tail(settings: Settings, /, session: str, count: int, follow: bool, **filter
     """The session's last N events, oldest first; with --follow, then every new one."""
     keep = event_filter(filters)
     if not follow:
-        store = streams_of(settings.session(session), session, keep.streams)
+        store, session = settings.named(session)
+        store = streams_of(store, session, keep.streams)
         events = select_tail(store, session, count, keep)
         show_events(settings, events, session)
         return
-    store = settings.store(patient=True)
-    if not store.session_exists(session):
-        say(f"no session {session!r} yet: waiting for its first event")
+    store, session = settings.awaited(session)
     stop_on_sigterm()
     show = EventLines(settings)
     # One cursor splits what was there from what is new: the tail is read up to the session's
@@ -234,7 +233,8 @@ def sessions(
 @pass_settings
 def inspect(settings: Settings, session: str) -> None:
     """What a session holds: streams and versions, event count, first and last commit."""
-    info = settings.session(session).session_info(session).to_dict()
+    store, session = settings.named(session)
+    info = store.session_info(session).to_dict()
     if not settings.as_table:
         emit(info)
         return
@@ -256,7 +256,8 @@ def artifact(settings: Settings, session: str, sha256: str, file: str | None) ->
 
     `read`, `scan`, `tail` and `export` with --refs show which fields are artifacts.
     """
-    data = settings.session(session).artifact(session, sha256)
+    store, session = settings.named(session)
+    data = store.artifact(session, sha256)
     if file in (None, "-"):
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ledger_bus.agent.names import named_sessions
 from ledger_bus.cli.app import (
     EXIT_AT_RISK,
     EXIT_BACKEND_REFUSED,
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
 @pass_settings
 def unresolved(settings: Settings, session: str) -> None:
     """Each tool_call of the session that has no tool_result, oldest first."""
-    store = settings.session(session)
+    store, session = settings.named(session)
     reconciler = Reconciler(store)
     now = store.now_ms()
     attempts = store.open_attempts(session)
@@ -285,8 +286,9 @@ def resolve(
         result, kind = parse_json(error_json, "--error"), "error"
     else:
         kind = "retried" if retried_as else "unknown"
+    store, session = settings.named(session)
     cursor = resolve_attempt(
-        settings.store(),
+        store,
         session,
         attempt,
         kind,  # type: ignore[arg-type]
@@ -387,6 +389,12 @@ def acl(settings: Settings, names: str) -> None:
     sys.stdout.write(acl_file(settings.prefix, passwords, check_name(names, "user name")))
 
 
+SPENT = (
+    "the append ids stay spent: an append that reuses one writes nothing (the same events: its"
+    " old result; others: IdempotencyConflict, exit 4); write again with new ones"
+)
+
+
 @cli.command()
 @click.argument("session")
 @click.argument("stream", required=False)
@@ -395,8 +403,12 @@ def acl(settings: Settings, names: str) -> None:
 def delete(settings: Settings, session: str, stream: str | None, yes: bool) -> None:
     """Delete a session's events (or one stream's) from the ledger, for good (spec 3.9).
 
-    The append ids stay recorded, so a late retry of an old append never writes its events back;
-    the session (or stream) can be written again, from version 1.
+    SESSION is the session's own name (an ADK session's is adk~APP~USER~ID: `sessions` lists
+    them). The append ids stay spent: a late retry of an old append gets its old result back
+    and never writes its events again, and an append that reuses an id for other events is an
+    IdempotencyConflict (exit 4), so a script run again after a delete must make new ones (put
+    the deletion's generation in them, say). The session (or stream) can be written again, from
+    version 1.
     """
     if yes:
         # Safe to retry, as the API is: a session (or stream) deleted already, or never
@@ -412,7 +424,12 @@ def delete(settings: Settings, session: str, stream: str | None, yes: bool) -> N
         show_record(settings, done.to_dict())
         if not done.events:
             what = repr(session) if stream is None else f"{session!r} stream {stream!r}"
-            say(f"nothing to delete: {what} holds no events (deleted already, or never written)")
+            meant = named_sessions(store, session) if stream is None else []
+            hint = f"; did you mean {', '.join(meant)}?" if meant else ""
+            said = "holds no events (deleted already, or never written)"
+            say(f"nothing to delete: {what} {said}{hint}")
+            return
+        say(SPENT)
         return
     store = settings.session(session)
     info = store.session_info(session)
@@ -434,6 +451,7 @@ def delete(settings: Settings, session: str, stream: str | None, yes: bool) -> N
         },
     )
     say("nothing deleted: run again with --yes to delete")
+    say(SPENT)
 
 
 def open_archive(settings: Settings, to: str | None) -> EventStore:
@@ -522,9 +540,9 @@ def du(settings: Settings, sessions: tuple[str, ...], top: int) -> None:
     admin = store.server_admin()
     if admin is None:
         raise BadInput(f"du measures Redis memory; --url names {settings.url!r}")
-    for session in sessions:
-        settings.session(session)  # exit 6 for one that does not exist
-    names = list(sessions) or [s for s, _ in store.sessions()]
+    # Each named, by its own name or by the id its framework knows (exit 6 for none)
+    named = [settings.named(session)[1] for session in sessions]
+    names = named or [s for s, _ in store.sessions()]
     sizes: dict[str, dict[str, int]] = {}
     for start in range(0, len(names), 200):  # two round trips per 200 sessions
         sizes.update(admin.memory_of(names[start : start + 200]))

@@ -16,10 +16,11 @@ from ledger_bus.agent.filters import (
     EventFilter,
     is_native,
 )
+from ledger_bus.agent.names import find_session, named_sessions
 from ledger_bus.agent.tailer import render_context
 from ledger_bus.board.dispatches import ASSIGNEE, OPENER, Board
 from ledger_bus.mcp import reads
-from ledger_bus.model.errors import InvalidInput, Refused
+from ledger_bus.model.errors import InvalidInput, NotFound, Refused
 from ledger_bus.model.ids import ANY, CURSOR_ZERO, StreamId, check_name, parse_cursor
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.operations.reconciler import FLAG_KIND
@@ -36,6 +37,11 @@ OUTCOMES: Final = ("ok", "error", "unknown")
 OWN_KINDS: Final = frozenset({FLAG_KIND, "tool.declared"})
 OWN_PREFIXES: Final = ("run.", "dispatch.", "reconcile.", *NATIVE_PREFIXES)
 OWN_FIELDS: Final = frozenset({"event_id", "run_id", "step_id", "attempt_id", "parents"})
+# What a read of a session with no event says next: how a session comes to be.
+STARTS: Final = (
+    " (nothing was ever posted to it: a post starts it, and a wait with no cursor waits for its"
+    " first event)"
+)
 
 
 def sessions(store: EventStore, who: Identity, limit: int) -> list[dict[str, Any]]:
@@ -63,13 +69,12 @@ def tail(  # noqa: PLR0913  (the session, and one argument per filter and place)
     """The session's last n events (those of `types` and `agents` when given; before the
     cursor `before`, when given), as many as one answer's bytes hold, as the context an agent
     reads and as events, and the cursor to wait after."""
-    who.may_read(session)
     _bounded(n, 0, MAX_TAIL, "n")
     if before is not None:
         _cursor(before, "before")
     # The head first, and the tail up to it: an event committed in between is after the
     # cursor given, for the next wait, and not lost between the two.
-    head = _head(store, session)
+    session, head = _located(store, who, session)
     keep = EventFilter(types=tuple(types), agents=tuple(agents), native=False, until=head)
     events: list[RecordedEvent] = []
     cut = False
@@ -85,9 +90,9 @@ def wait(
     """What committed after the cursor `after` (none: the session's newest now), waiting up to
     timeout_s for the first, as much as one answer's bytes hold; with the cursor to wait after
     next, which moves past the frameworks' native records too, though they are left out."""
-    who.may_read(session)
     if not 0 <= timeout_s <= MAX_WAIT_S:
         raise InvalidInput(f"timeout_s must be between 0 and {MAX_WAIT_S:g}, got {timeout_s!r}")
+    session = _awaited(store, who, session)
     if after is None:
         after = _head(store, session)
     # The first alone is waited for; what follows it is read within the answer's budget.
@@ -97,6 +102,51 @@ def wait(
     found, cut = reads.following(store, session, first[0], lambda e: not is_native(e))
     shown = [e for e in found if not is_native(e)]
     return {**_read(shown, found[-1].cursor), "truncated": cut}
+
+
+def _found(store: EventStore, who: Identity, name: str) -> str:
+    """The session `name` names for the caller, among its own sessions: that session, or the
+    one a framework knows by that id (an ADK session id, a LangGraph thread id). NotFound,
+    as on the command line, when none holds an event (naming those it may mean); Refused for
+    another team's session; InvalidInput for a name no session can have."""
+    try:
+        return find_session(store, name, who.reads, then=STARTS)
+    except NotFound:
+        who.may_read(name)  # another team's, or no name at all, is said so first
+        raise
+
+
+def _located(store: EventStore, who: Identity, name: str) -> tuple[str, str]:
+    """The session `name` names for the caller (_found), and the cursor of its newest event."""
+    if _readable(who, name):
+        head = _head(store, name)
+        if head != CURSOR_ZERO:  # it holds events: no lookup beyond the one read
+            return name, head
+    found = _found(store, who, name)
+    return found, _head(store, found)
+
+
+def _awaited(store: EventStore, who: Identity, name: str) -> str:
+    """The session a wait on `name` waits on: that session, the one a framework knows by
+    that id, or, while none holds an event, `name` itself (its first event is waited for).
+    NotFound when `name` may mean several."""
+    if _readable(who, name) and store.session_exists(name):
+        return name
+    meant = named_sessions(store, name, who.reads)
+    if len(meant) == 1:
+        return meant[0]
+    if meant:
+        _found(store, who, name)  # NotFound, naming each
+    who.may_read(name)
+    return name
+
+
+def _readable(who: Identity, name: str) -> bool:
+    try:
+        check_name(name, "session id")
+    except InvalidInput:
+        return False
+    return who.reads(name)
 
 
 def _cursor(value: str, name: str) -> None:
@@ -173,7 +223,7 @@ def _own_vocabulary(kind: str | None, fields: dict[str, Any]) -> None:
 
 def open_calls(store: EventStore, who: Identity, session: str) -> list[dict[str, Any]]:
     """The calls requested and not finished in the session (flagged ones say so)."""
-    who.may_read(session)
+    session = _found(store, who, session)
     return [
         {**dataclasses.asdict(a), "flagged": a.flagged_cursor is not None}
         for a in need(store, Attempts).open_attempts(session)
@@ -189,9 +239,12 @@ def resolve(  # noqa: PLR0913  (public: one argument per part of a resolution)
     result: Any,
 ) -> dict[str, Any]:
     """Close an open call: ok or error with its result, or unknown (operators only)."""
-    who.may_operate(session)
+    if who.role != "operator":
+        who.may_operate(session)  # a role refused is said so, whether the session is there or not
     if outcome not in OUTCOMES:
         raise InvalidInput(f"an outcome is one of {', '.join(OUTCOMES)}, got {outcome!r}")
+    session = _found(store, who, session)
+    who.may_operate(session)
     decided = cast("Outcome", outcome)
     cursor = resolve_attempt(store, session, attempt_id, decided, result=result, agent=who.agent)
     return {"session": session, "attempt_id": attempt_id, "outcome": outcome, "cursor": cursor}
@@ -243,7 +296,7 @@ def board_close(
 
 def board_list(store: EventStore, who: Identity, session: str) -> list[dict[str, Any]]:
     """The dispatches in flight, each marked live (< 24 h) or stale (24-48 h)."""
-    who.may_read(session)
+    session = _found(store, who, session)
     return [
         {"window": where, **record} for where, record in Board(store, session).in_flight(_now())
     ]

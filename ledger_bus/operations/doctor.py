@@ -213,13 +213,7 @@ def _persistence(
             )
         )
     if appendonly == "no":
-        findings.append(
-            Finding(
-                "fail",
-                "persistence",
-                "appendonly no: a crash loses every append since the last snapshot",
-            )
-        )
+        findings.append(_no_aof(_config(client, "save")))
     elif appendonly == "yes":
         findings.append(Finding("ok", "persistence", "appendonly yes"))
     if appendonly == "yes" and fsync is not None:
@@ -244,6 +238,18 @@ def _persistence(
             )
         )
     return appendonly
+
+
+def _no_aof(save: str | None) -> Finding:
+    """What a server without an AOF loses: everything, without RDB snapshots (`save ""`);
+    what came after the last snapshot, with them."""
+    if save is not None and not save.strip():
+        said = 'appendonly no and no snapshots (save ""): a restart or a crash loses every append'
+    elif save is None:
+        said = "appendonly no: a crash loses every append since the last snapshot, if any are taken"
+    else:
+        said = f"appendonly no: a crash loses every append since the last snapshot (save {save})"
+    return Finding("fail", "persistence", said)
 
 
 def _fsync(fsync: str, durability: Fsync) -> Finding:

@@ -207,8 +207,6 @@ def test_every_tool_resource_and_prompt_through_the_sdks_client(
 
 def test_a_waiting_client_gets_what_another_agent_posts(store: EventStore) -> None:
     async def scenario(client: Client) -> None:
-        start = await _call(client, "tail", session="s", n=0)
-
         async def later() -> None:
             await asyncio.sleep(0.2)
             store.append(
@@ -219,7 +217,8 @@ def test_a_waiting_client_gets_what_another_agent_posts(store: EventStore) -> No
             )
 
         task = asyncio.create_task(later())
-        found = await _call(client, "wait", session="s", after=start["cursor"], timeout_s=5)
+        # Waited for before anyone posted: its first event (no cursor: the session's newest)
+        found = await _call(client, "wait", session="s", timeout_s=5)
         await task
         assert [e["body"] for e in found["events"]] == ["go"]
         assert found["cursor"] == found["events"][0]["cursor"]
@@ -501,15 +500,13 @@ def test_a_post_may_not_speak_for_the_ledger_a_run_or_a_framework(store: EventSt
 
 def test_cursors_lose_nothing_and_move_past_what_they_leave_out(store: EventStore) -> None:
     async def scenario(client: Client) -> None:
-        empty = await _call(client, "tail", session="new")
-        assert (empty["events"], empty["cursor"]) == ([], CURSOR_ZERO)
         store.append(
             ledger_bus.StreamId("new", "a"),
             0,
             "a:1",
             [{"type": "message", "agent": "a", "body": "first"}],
         )
-        found = await _call(client, "wait", session="new", after=empty["cursor"], timeout_s=1)
+        found = await _call(client, "wait", session="new", after=CURSOR_ZERO, timeout_s=1)
         assert [e["body"] for e in found["events"]] == ["first"]
         native = {"type": "mutation", "agent": "lg", "kind": "langgraph.checkpoint", "state": {}}
         store.append(ledger_bus.StreamId("new", "lg.ckpt"), 0, "lg:1", [native])
@@ -553,3 +550,66 @@ def test_a_resource_refused_says_why_in_one_line(store: EventStore) -> None:
             assert "\n" not in raised.value.error.message
 
     _run(build_server(store, Identity("alice", "reader", "team-a-x")), scenario)
+
+
+def test_a_read_of_a_session_that_does_not_exist_is_not_found_as_on_the_command_line(
+    store: EventStore,
+) -> None:
+    store.append(
+        ledger_bus.StreamId("orders-2026", "x"),
+        0,
+        "x",
+        [{"type": "message", "agent": "a", "body": "."}],
+    )
+
+    async def scenario(client: Client) -> None:
+        before = _everything(store)
+        lines = [
+            await _refusal(client, "tail", session="orders-2025"),
+            await _refusal(client, "open_calls", session="orders-2025"),
+            await _refusal(client, "dispatch_list", session="orders-2025"),
+        ]
+        for line in lines:
+            assert _error_name(line) == "NotFound", line
+            assert "no such session 'orders-2025'; did you mean orders-2026?" in line
+            assert "a post starts it" in line
+        with pytest.raises(MCPError) as raised:
+            await client.read_resource("ledger://sessions/orders-2025/tail")
+        assert raised.value.error.message.startswith("NotFound: no such session 'orders-2025'")
+        # Another team's session is refused as it was, whether it exists or not
+        assert _error_name(await _refusal(client, "tail", session="team-b-1")) == "Refused"
+        assert _everything(store) == before
+
+    _run(build_server(store, Identity("coder", "reader", "orders-*")), scenario)
+
+
+def test_a_session_is_found_by_the_id_its_framework_knows(store: EventStore) -> None:
+    # ADK sessions t1 (in shop) and t2 (in shop and in desk), as LedgerSessionService names them
+    for session in ("adk~shop~ann~t1", "adk~shop~ann~t2", "adk~desk~bob~t2"):
+        store.append(
+            ledger_bus.StreamId(session, "adk.events"),
+            0,
+            "e",
+            [{"type": "message", "agent": "adk", "body": session}],
+        )
+
+    async def everyone(client: Client) -> None:
+        tail = await _call(client, "tail", session="t1")
+        assert [e["session"] for e in tail["events"]] == ["adk~shop~ann~t1"]
+        assert await _call(client, "open_calls", session="t1") == []
+        quiet = await _call(client, "wait", session="t1", after=tail["cursor"], timeout_s=0)
+        assert quiet["cursor"] == tail["cursor"]
+        several = await _refusal(client, "tail", session="t2")
+        assert _error_name(several) == "NotFound"
+        assert "did you mean adk~desk~bob~t2, adk~shop~ann~t2?" in several
+
+    async def shop_only(client: Client) -> None:
+        # Of the two t2, the one its identity may read is the one it means; the other is
+        # neither found nor named
+        tail = await _call(client, "tail", session="t2")
+        assert [e["session"] for e in tail["events"]] == ["adk~shop~ann~t2"]
+        missing = await _refusal(client, "tail", session="t3")
+        assert "desk" not in missing
+
+    _run(build_server(store, Identity("ops", "operator")), everyone)
+    _run(build_server(store, Identity("shop", "reader", "adk~shop~*")), shop_only)
