@@ -15,7 +15,7 @@ COMPILE = $(UV) pip compile -q --universal --generate-hashes --custom-compile-co
 # allows, no lock: make test-latest) or `oldest` (the oldest: make test-oldest).
 RESOLVE ?= lock
 
-.PHONY: install fix lint test test-go go-tidy test-fast test-latest test-oldest lock lock-check upgrade docs bench demo build clean
+.PHONY: install fix lint test test-go go-tidy test-fast test-latest test-oldest lock lock-check upgrade docs bench demo build dist clean
 
 # ledger-bus needs Python 3.11 or newer; a .venv made by an older one is made again.
 NEW_ENOUGH = -c 'import sys; sys.exit(sys.version_info < (3, 11))'
@@ -254,9 +254,35 @@ docs: install
 	$(BIN)/pdoc --output-directory docs/api --no-search --no-show-source --docformat google \
 	  $(API_MODULES)
 
-# The wheel and the sdist, into dist/, built with the lock's setuptools.
+# The wheel and the sdist, into dist/, built with the lock's setuptools (`make dist` builds
+# them with the rest of a release).
 build: install
 	$(PY) -m build --no-isolation
+
+# Every artifact a release publishes, into a dist/ made afresh (docs/releasing.md): the wheel
+# and the sdist; the npm tarball, which packing builds (the prepack script) with the development
+# dependencies of its lock; the Go modules, the SDK and the AgentGo adapter, as the module proxy
+# serves a tag (dist/go, in its layout: GOPROXY=file://$PWD/dist/go), each what the commit
+# GO_REV holds (a release runs on its tag's checkout, where HEAD is the tag); and SHA256SUMS of
+# them all. One version for all, ledger_bus.__version__, which typescript/package.json must say.
+DIST_VERSION = $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' ledger_bus/__init__.py)
+GO_REV      ?= HEAD
+GO_RELEASED  = github.com/ledger-bus/ledger-bus/go=go \
+  github.com/ledger-bus/ledger-bus/go/adapters/agentgo=go/adapters/agentgo
+SHA256SUM   ?= sha256sum
+dist: install $(TS_DEPS) $(GO_DEPS)
+	@npm=$$(node -p 'require("./typescript/package.json").version'); \
+	[ -n "$(DIST_VERSION)" ] && [ "$$npm" = "$(DIST_VERSION)" ] || { echo "the versions differ: \
+	ledger_bus.__version__ says '$(DIST_VERSION)', typescript/package.json '$$npm'"; exit 1; }
+	@[ -z "$$(git status --porcelain -- go)" ] || echo "go/ has changes not committed: the Go \
+	modules in dist/ are $(GO_REV)'s, without them"
+	rm -rf dist && mkdir dist
+	$(PY) -m build --no-isolation --outdir dist
+	cd typescript && npm pack --loglevel=warn --pack-destination ../dist
+	$(GO_TOOLS) $(GO) run ./modproxy -vcs $(GO_REV) -o $(abspath dist/go) $(foreach m,$(GO_RELEASED),\
+	  $(firstword $(subst =, ,$(m)))@v$(DIST_VERSION)=$(abspath $(lastword $(subst =, ,$(m)))))
+	cd dist && find . -type f ! -name SHA256SUMS | sed 's|^\./||' | LC_ALL=C sort | \
+	  xargs $(SHA256SUM) > SHA256SUMS
 
 clean:
 	rm -rf $(VENV) .venv-oldest .venv-latest build dist *.egg-info .mypy_cache .ruff_cache \

@@ -32,7 +32,7 @@ from ledger_bus.model.ids import StreamId
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import PAGE, Attempts, Bounds, EventStore, need
 from ledger_bus.store.families import ArchiveSource, ArchiveTarget
-from ledger_bus.store.sql import DIGEST_PAGE, PageDigests
+from ledger_bus.store.restore import DIGEST_PAGE, PageDigests
 
 STEPS: Final = ("check", "mark", "copy", "verify", "remove")
 

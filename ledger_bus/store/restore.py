@@ -10,6 +10,7 @@ keeps the versions, cursors and event ids it was recorded with.
 from __future__ import annotations
 
 import abc
+import hashlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import ClassVar, Final, TypeVar
@@ -23,6 +24,38 @@ from ledger_bus.store.steps import Op, Step, step
 T = TypeVar("T")
 
 RESTORE_CHUNK: Final = 500  # events of one stream written in one call, at most
+
+DIGEST_PAGE: Final = 5000  # events a page digest covers
+
+
+class PageDigests:
+    """Digests of a session's events in commit order, a page of DIGEST_PAGE at a time: the
+    sha256 of each event's `<cursor>␟<stream>␟<version>␟` and payload bytes, run together.
+    What an archive is verified by (operations.archiving), the
+    same whoever computes it: here, beside the other backend-neutral parts of a restore, so that
+    verifying an archive needs no SQL driver."""
+
+    def __init__(self) -> None:
+        self.pages: list[tuple[int, str]] = []
+        self._hash = hashlib.sha256()
+        self._count = 0
+
+    def add(self, cursor: str, stream: str, version: int, payload: bytes) -> None:
+        self._hash.update(f"{cursor}\x1f{stream}\x1f{version}\x1f".encode())
+        self._hash.update(payload)
+        self._count += 1
+        if self._count == DIGEST_PAGE:
+            self._close()
+
+    def _close(self) -> None:
+        self.pages.append((self._count, self._hash.hexdigest()))
+        self._hash = hashlib.sha256()
+        self._count = 0
+
+    def finish(self) -> list[tuple[int, str]]:
+        if self._count:
+            self._close()
+        return self.pages
 
 
 @dataclass(frozen=True, slots=True)

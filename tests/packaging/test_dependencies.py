@@ -4,6 +4,7 @@ package works across those ranges where it leans on a dependency's insides."""
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 import tomllib
 from importlib.metadata import version
@@ -83,3 +84,24 @@ def test_asyncio_commands_are_packed_in_c_as_redis_py_packs_them() -> None:
         assert kind is not Connection
         assert ours == b"".join(Connection().pack_command(*command))
     assert ours.startswith(b"*7\r\n$4\r\nXADD\r\n")
+
+
+# An extra's modules import none of the SQL extras' drivers (a wheel installed with [langgraph]
+# alone has no SQLAlchemy): the adapters whose frameworks do not bring one.
+WITHOUT_SQL = ["ledger_bus.adapters.langgraph", "ledger_bus.adapters.openai_agents"]
+
+
+@pytest.mark.parametrize("module", WITHOUT_SQL)
+def test_an_adapter_imports_no_sql_driver(module: str) -> None:
+    # A fresh interpreter, SQLAlchemy and psycopg made unimportable.
+    code = f"""
+import importlib, sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("sqlalchemy", "psycopg"):
+            raise ModuleNotFoundError(f"No module named {{name!r}} (the [sql] extra's)")
+sys.meta_path.insert(0, Block())
+importlib.import_module({module!r})
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr.splitlines()[-1:]

@@ -1,5 +1,7 @@
-"""The wheel and the sdist, built as `make build` builds them and installed as a user installs
-them: into fresh venvs outside the checkout, run from a folder that is not the checkout."""
+"""The wheel and the sdist a release publishes, built by `make dist` in a fresh clone of this
+checkout, and installed as a user installs them: into fresh venvs outside the checkout, run from
+a folder that is not the checkout. What builds the release and the venvs, once a run, is here for
+tests/packaging/test_dist.py too."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import sys
 import time
 import tomllib
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,7 @@ pytestmark = pytest.mark.slow
 # held to the lock by constraints, so what the fresh venvs get is what CI tested.
 UV = Path(sys.prefix) / "uv" / "bin" / "uv"
 LOCK = ROOT / "requirements" / "dev.txt"
+VENV = Path(sys.prefix)
 # What pyproject.toml ships beside the modules: each pattern is looked for in the wheel.
 PACKAGE_DATA: list[str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"][
     "setuptools"
@@ -46,15 +49,90 @@ def run(*args: str | Path, cwd: Path, timeout: float = 300, **kw: object) -> str
     return str(done.stdout)
 
 
-@pytest.fixture(scope="module")
-def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sdist, and the wheel built from it, as `python -m build` makes them (with the locked
-    setuptools: --no-isolation)."""
+def fresh_clone(into: Path, *paths: str) -> Path:
+    """This checkout as a clone of it would be, in `into` (only `paths`, when given): the files
+    git lists (tracked or new, none that it ignores, none of what a build or an install left
+    here), committed, so that a build there starts from what a release starts from and sees the
+    changes made here."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *paths],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    for name in listed.stdout.split("\0"):
+        if name and (ROOT / name).is_file():  # (a tracked file deleted here is not copied)
+            (into / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, into / name)
+    # A repository of its own, with no configuration of the user's (hooks, signing).
+    git = {
+        **os.environ,
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        **dict.fromkeys(["GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"], "release"),
+        **dict.fromkeys(["GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"], "release@example.com"),
+    }
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "release"]):
+        run("git", *args, cwd=into, env=git)
+    return into
+
+
+def make_dist(clone: Path) -> Path:
+    """`make dist` in `clone`, with the venv running the tests as the one it uses (as installed:
+    -o, so that make neither installs into it nor downloads the Go modules again); its dist/."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    as_installed = ["-o", f"{VENV}/.installed", "-o", f"{VENV}/.go-downloaded"]
+    done = subprocess.run(
+        ["make", "--no-print-directory", "dist", f"VENV={VENV}", *as_installed],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, f"make dist: {done.stderr[-4000:]}{done.stdout[-4000:]}"
+    return clone / "dist"
+
+
+# What a run has made once, by the run's temporary folder and what was made: the release's
+# dist/, and the venvs of its wheel.
+_MADE: dict[tuple[Path, str | tuple[str, ...]], Path] = {}
+
+
+def _once(
+    factory: pytest.TempPathFactory, what: str | tuple[str, ...], make: Callable[[], Path]
+) -> Path:
+    key = (factory.getbasetemp(), what)
+    if key not in _MADE:
+        _MADE[key] = make()
+    return _MADE[key]
+
+
+def released(factory: pytest.TempPathFactory) -> Path:
+    """The dist/ of `make dist` in a fresh clone of this checkout, made once a run."""
     if not UV.exists():
         pytest.skip(f"no {UV}: run make install")
-    out = tmp_path_factory.mktemp("dist")
-    run(sys.executable, "-m", "build", "--no-isolation", "--outdir", out, ROOT, cwd=ROOT)
-    return out
+    return _once(factory, "dist", lambda: make_dist(fresh_clone(factory.mktemp("clone"))))
+
+
+def release_venv(factory: pytest.TempPathFactory, extras: tuple[str, ...]) -> Path:
+    """The bin folder of a fresh venv with the release's wheel and `extras` installed, made once
+    a run for each set of extras."""
+
+    def make() -> Path:
+        (wheel,) = released(factory).glob("ledger_bus-*.whl")
+        where = factory.mktemp("venv-" + ("-".join(extras) or "plain")) / "venv"
+        return fresh_venv(where, f"ledger-bus[{','.join(extras)}] @ {wheel.as_uri()}")
+
+    return _once(factory, extras, make)
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel and the sdist (built from the sdist) of the release."""
+    return released(tmp_path_factory)
 
 
 def fresh_venv(where: Path, requirement: str) -> Path:
@@ -89,14 +167,13 @@ def server() -> Iterator[LocalServer]:
 
 
 def test_the_wheel_installs_and_runs_outside_the_checkout(
-    dist: Path, server: LocalServer, tmp_path: Path
+    tmp_path_factory: pytest.TempPathFactory, server: LocalServer, tmp_path: Path
 ) -> None:
     # Given the wheel, installed with the extras for the view, the MCP server and the contract
     # suite into a fresh venv, used from a folder that is not the checkout
-    (wheel,) = dist.glob("ledger_bus-*.whl")
     home = tmp_path / "user"
     home.mkdir()
-    bin_ = fresh_venv(tmp_path / "venv", f"ledger-bus[ui,mcp,testing] @ {wheel.as_uri()}")
+    bin_ = release_venv(tmp_path_factory, ("mcp", "testing", "ui"))
     package = installed_package(bin_, home)
     assert ROOT not in package.parents, package
 
@@ -123,7 +200,7 @@ def test_the_wheel_installs_and_runs_outside_the_checkout(
     assert "4/4 tasks done" in demo
 
     # And the web view serves its pages and its static files
-    assert_the_view_serves(bin_, home, env)
+    assert_the_view_serves(bin_, home, env, showing="w1")
 
     # And the MCP server answers a client over stdio, and the skill it ships is printed
     assert_the_mcp_server_serves(bin_, home, env)
@@ -144,7 +221,9 @@ def test_the_wheel_installs_and_runs_outside_the_checkout(
     assert "failed" not in out, out
 
 
-def assert_the_view_serves(bin_: Path, home: Path, env: dict[str, str]) -> None:
+def assert_the_view_serves(bin_: Path, home: Path, env: dict[str, str], showing: str) -> None:
+    """The installed `ledger-bus ui` serves its page of sessions, `showing` among them, and its
+    static files."""
     port = free_port()
     log = home / "ui.log"
     with log.open("wb") as stderr:
@@ -157,7 +236,7 @@ def assert_the_view_serves(bin_: Path, home: Path, env: dict[str, str]) -> None:
         )
     try:
         page = fetch(f"http://127.0.0.1:{port}/", view, log)
-        assert "w1" in page
+        assert showing in page
         static = next((ROOT / "ledger_bus" / "ui" / "static").iterdir()).name
         assert fetch(f"http://127.0.0.1:{port}/static/{static}", view, log)
     finally:

@@ -1,7 +1,7 @@
 // Command modproxy writes Go modules from directories into a module proxy's layout, the
 // files a GOPROXY=file://DIR serves as proxy.golang.org serves its own:
 //
-//	modproxy [-time RFC3339] [-work go.work] -o DIR [path@version=dir...]
+//	modproxy [-time RFC3339] [-vcs REV] [-work go.work] -o DIR [path@version=dir...]
 //
 // For each argument it writes DIR/<path>/@v/<version>.mod (dir/go.mod as it is),
 // <version>.zip (the module's files, as `go mod download` would find them in a release: files
@@ -9,10 +9,15 @@
 // <version>.info ({"Version", "Time"}), and adds the version to DIR/<path>/@v/list. Paths and
 // versions are escaped as the go command escapes them (capitals as !c). A pseudo-version's time
 // is the one it carries and it is not listed (proxy.golang.org lists tagged versions only);
-// other versions take -time, else $SOURCE_DATE_EPOCH, else now. -work adds the modules a
-// go.work file replaces at a version with a directory (`replace path version => ./dir`): the
-// versions a workspace's modules require of one another, served from the workspace's own
-// directories.
+// other versions take -time, else $SOURCE_DATE_EPOCH, else (with -vcs) the revision's commit
+// time, else now. -work adds the modules a go.work file replaces at a version with a directory
+// (`replace path version => ./dir`): the versions a workspace's modules require of one another,
+// served from the workspace's own directories.
+//
+// With -vcs REV a module is what the git repository its directory is in holds at revision REV
+// (a tag, a commit, HEAD), as the module proxy makes a module from a tag: its go.mod and the
+// files `git archive` gives, so that neither a file git ignores (a build's output) nor a change
+// not committed enters. Without it, the directory's files as they are.
 //
 // dir/go.mod must declare path, and version must be a canonical semantic version that fits the
 // path's major version suffix. An error is one line on stderr: exit status 2 for a command line
@@ -27,6 +32,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -39,7 +45,7 @@ import (
 	"golang.org/x/mod/zip"
 )
 
-const usage = "usage: modproxy [-time RFC3339] [-work go.work] -o DIR [path@version=dir...]"
+const usage = "usage: modproxy [-time RFC3339] [-vcs REV] [-work go.work] -o DIR [path@version=dir...]"
 
 // usageError is a command line that says something else: a flag, an argument, a version, a
 // directory that is not the module named.
@@ -63,10 +69,11 @@ func main() {
 	}
 }
 
-// A module to write: path@version from the files of dir.
+// A module to write: path@version from the files of dir (at rev, when rev is not "").
 type target struct {
 	mod module.Version
 	dir string
+	rev string
 }
 
 func run(args []string, stdout io.Writer) error {
@@ -75,6 +82,7 @@ func run(args []string, stdout io.Writer) error {
 	out := flags.String("o", "", "the proxy's directory (made when missing)")
 	stamp := flags.String("time", "", "the time of versions that are not pseudo-versions (RFC 3339)")
 	work := flags.String("work", "", "a go.work file whose replacements to serve")
+	rev := flags.String("vcs", "", "the git revision to take each module from (default: its directory as it is)")
 	if err := flags.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(stdout, usage)
@@ -91,6 +99,9 @@ func run(args []string, stdout io.Writer) error {
 	if err != nil {
 		return usageError{err}
 	}
+	if strings.HasPrefix(*rev, "-") {
+		return usageError{fmt.Errorf("-vcs %q is not a revision", *rev)}
+	}
 	args = flags.Args()
 	if *work != "" {
 		replaced, err := workReplacements(*work)
@@ -101,7 +112,7 @@ func run(args []string, stdout io.Writer) error {
 	}
 	var targets []target
 	for _, arg := range args {
-		t, err := parseTarget(arg)
+		t, err := parseTarget(arg, *rev)
 		if err != nil {
 			return usageError{err}
 		}
@@ -118,7 +129,8 @@ func run(args []string, stdout io.Writer) error {
 	return nil
 }
 
-// releaseTime is the time of the versions that carry none: -time, $SOURCE_DATE_EPOCH or now.
+// releaseTime is the time of the versions that carry none: -time or $SOURCE_DATE_EPOCH; zero
+// when neither says one (then a revision's commit time, or now).
 func releaseTime(stamp string) (time.Time, error) {
 	if stamp != "" {
 		t, err := time.Parse(time.RFC3339, stamp)
@@ -134,7 +146,7 @@ func releaseTime(stamp string) (time.Time, error) {
 		}
 		return time.Unix(seconds, 0).UTC(), nil
 	}
-	return time.Now().UTC().Truncate(time.Second), nil
+	return time.Time{}, nil
 }
 
 // workReplacements are the replacements of a go.work file as path@version=dir arguments; each
@@ -163,8 +175,8 @@ func workReplacements(name string) ([]string, error) {
 	return args, nil
 }
 
-// parseTarget reads path@version=dir and checks it against dir/go.mod.
-func parseTarget(arg string) (target, error) {
+// parseTarget reads path@version=dir and checks it against dir/go.mod (at rev, when given).
+func parseTarget(arg, rev string) (target, error) {
 	spec, dir, ok := strings.Cut(arg, "=")
 	path, version, ok2 := strings.Cut(spec, "@")
 	if !ok || !ok2 || path == "" || version == "" || dir == "" {
@@ -177,8 +189,12 @@ func parseTarget(arg string) (target, error) {
 		return target{}, fmt.Errorf("%s@%s: not a canonical version (%s)", path,
 			version, module.CanonicalVersion(version))
 	}
+	t := target{module.Version{Path: path, Version: version}, dir, rev}
 	gomod := filepath.Join(dir, "go.mod")
-	data, err := os.ReadFile(gomod)
+	if rev != "" {
+		gomod = rev + ":" + gomod
+	}
+	data, err := t.goMod()
 	if err != nil {
 		return target{}, err
 	}
@@ -193,7 +209,61 @@ func parseTarget(arg string) (target, error) {
 		}
 		return target{}, fmt.Errorf("%s declares %s, not %s", gomod, declared, path)
 	}
-	return target{module.Version{Path: path, Version: version}, dir}, nil
+	return t, nil
+}
+
+// goMod is the module's go.mod file.
+func (t target) goMod() ([]byte, error) {
+	if t.rev == "" {
+		return os.ReadFile(filepath.Join(t.dir, "go.mod"))
+	}
+	// <rev>:./<path> names a path relative to the directory git runs in.
+	return git(t.dir, "show", t.rev+":./go.mod")
+}
+
+// writeZip writes the module's zip: its directory's files, or the revision's as `git archive`
+// gives them (from a repository's own checkout: CreateFromVCS refuses a linked worktree).
+func (t target) writeZip(w io.Writer) error {
+	if t.rev == "" {
+		return zip.CreateFromDir(w, t.mod, t.dir)
+	}
+	root, err := git(t.dir, "rev-parse", "--show-toplevel")
+	if err != nil {
+		return err
+	}
+	sub, err := git(t.dir, "rev-parse", "--show-prefix")
+	if err != nil {
+		return err
+	}
+	return zip.CreateFromVCS(w, t.mod, strings.TrimSpace(string(root)), t.rev,
+		strings.TrimSuffix(strings.TrimSpace(string(sub)), "/"))
+}
+
+// defaultTime is the module's time when neither -time nor $SOURCE_DATE_EPOCH says one: the
+// revision's commit time, else now.
+func (t target) defaultTime() (time.Time, error) {
+	if t.rev == "" {
+		return time.Now().UTC().Truncate(time.Second), nil
+	}
+	out, err := git(t.dir, "log", "-1", "--format=%cI", t.rev, "--")
+	if err != nil {
+		return time.Time{}, err
+	}
+	when, err := time.Parse(time.RFC3339, strings.TrimSpace(string(out)))
+	return when.UTC(), err
+}
+
+// git runs git in dir; its error says what git said.
+func git(dir string, args ...string) ([]byte, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	var failed *exec.ExitError
+	if errors.As(err, &failed) {
+		return nil, fmt.Errorf("git %s in %s: %s", strings.Join(args, " "), dir,
+			strings.TrimSpace(string(failed.Stderr)))
+	}
+	return out, err
 }
 
 // write puts one module version into the proxy: its zip, go.mod and info, then its line in list.
@@ -211,12 +281,10 @@ func write(out string, t target, when time.Time) error {
 		return err
 	}
 	base := filepath.Join(dir, escVersion)
-	if err := writeFile(base+".zip", func(w io.Writer) error {
-		return zip.CreateFromDir(w, t.mod, t.dir)
-	}); err != nil {
+	if err := writeFile(base+".zip", t.writeZip); err != nil {
 		return err
 	}
-	gomod, err := os.ReadFile(filepath.Join(t.dir, "go.mod"))
+	gomod, err := t.goMod()
 	if err != nil {
 		return err
 	}
@@ -228,6 +296,10 @@ func write(out string, t target, when time.Time) error {
 	}
 	if module.IsPseudoVersion(t.mod.Version) {
 		if when, err = module.PseudoVersionTime(t.mod.Version); err != nil {
+			return err
+		}
+	} else if when.IsZero() {
+		if when, err = t.defaultTime(); err != nil {
 			return err
 		}
 	}

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -145,6 +147,117 @@ func TestRefusesWhatItCannotServe(t *testing.T) {
 		{"-time", "now", "-o", "OUT", "example.com/m@v1.0.0=" + dir},
 		{"-work", work, "-o", "OUT"},
 		{"-work", filepath.Join(dir, "go.work"), "-o", "OUT"},
+	} {
+		out := t.TempDir()
+		for i := range args {
+			if args[i] == "OUT" {
+				args[i] = out
+			}
+		}
+		var bad usageError
+		if err := run(args, io.Discard); !errors.As(err, &bad) {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		}
+		if entries, _ := os.ReadDir(out); len(entries) != 0 {
+			t.Errorf("%q wrote %d entries", args, len(entries))
+		}
+	}
+}
+
+// gitRepo makes a git repository holding a module of path in its subdirectory go/, committed
+// at a known time, then changes its checkout: an edit, a file git ignores, a file not added.
+func gitRepo(t *testing.T, path string) (repo string, committed string) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git on the PATH")
+	}
+	repo = t.TempDir()
+	if err := os.Rename(moduleDir(t, path), filepath.Join(repo, "go")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, ".gitignore"), []byte("*.test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	committed = "2026-01-02T03:04:05Z"
+	for _, args := range [][]string{
+		{"init", "-q"},
+		{"add", "-A"},
+		{"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "v1"},
+	} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "GIT_COMMITTER_DATE="+committed, "GIT_AUTHOR_DATE="+committed,
+			"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %q: %v: %s", args, err, out)
+		}
+	}
+	for name, text := range map[string]string{
+		"go/m.go":      "package m // changed, not committed\n",
+		"go/m.test":    "a build's output, which git ignores\n",
+		"go/new.go":    "package m // not added\n",
+		"go/go.mod":    "module " + path + "\n\ngo 1.26\n\n// changed, not committed\n",
+		"go/inner/x.c": "not added\n",
+	} {
+		if err := os.WriteFile(filepath.Join(repo, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return repo, committed
+}
+
+func TestTakesAModuleFromARevision(t *testing.T) {
+	repo, committed := gitRepo(t, "example.com/m")
+	out := t.TempDir()
+	if err := run([]string{"-vcs", "HEAD", "-o", out, "example.com/m@v1.0.0=" + filepath.Join(repo, "go")},
+		io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	at := filepath.Join(out, "example.com", "m", "@v")
+	// The revision's go.mod and files, none of the checkout's changes; the nested module left
+	// out; the commit's time.
+	if got := read(t, filepath.Join(at, "v1.0.0.mod")); got != "module example.com/m\n\ngo 1.26\n" {
+		t.Errorf("v1.0.0.mod = %q", got)
+	}
+	z, err := zip.OpenReader(filepath.Join(at, "v1.0.0.zip"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	files := map[string]string{}
+	for _, f := range z.File {
+		r, err := f.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(r)
+		_ = r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[f.Name] = string(data)
+	}
+	want := map[string]string{
+		"example.com/m@v1.0.0/go.mod":         "module example.com/m\n\ngo 1.26\n",
+		"example.com/m@v1.0.0/m.go":           "package m\n",
+		"example.com/m@v1.0.0/inner/inner.go": "package inner\n",
+	}
+	if !maps.Equal(files, want) {
+		t.Errorf("the zip holds %q, want %q", files, want)
+	}
+	if got := read(t, filepath.Join(at, "v1.0.0.info")); got != `{"Version":"v1.0.0","Time":"`+committed+`"}`+"\n" {
+		t.Errorf("v1.0.0.info = %q", got)
+	}
+}
+
+func TestRefusesARevisionItCannotRead(t *testing.T) {
+	repo, _ := gitRepo(t, "example.com/m")
+	dir := filepath.Join(repo, "go")
+	for _, args := range [][]string{
+		{"-vcs", "no-such-revision", "-o", "OUT", "example.com/m@v1.0.0=" + dir},
+		{"-vcs", "--output=x", "-o", "OUT", "example.com/m@v1.0.0=" + dir},
+		{"-vcs", "HEAD", "-o", "OUT", "example.com/m@v1.0.0=" + filepath.Join(dir, "inner")},
+		{"-vcs", "HEAD", "-o", "OUT", "example.com/m@v1.0.0=" + t.TempDir()},
 	} {
 		out := t.TempDir()
 		for i := range args {

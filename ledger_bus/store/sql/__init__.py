@@ -22,14 +22,12 @@ from ledger_bus.store.sql.deletes import SqlDeletes
 from ledger_bus.store.sql.engine import MIGRATIONS, POLL_S, SCHEMA_HEAD, open_engine, sql_url
 from ledger_bus.store.sql.groups import SqlGroups
 from ledger_bus.store.sql.reads import SqlReads
-from ledger_bus.store.sql.restore import DIGEST_PAGE, PageDigests, SqlRestore
+from ledger_bus.store.sql.restore import SqlRestore
 
 __all__ = [
-    "DIGEST_PAGE",
     "MIGRATIONS",
     "POLL_S",
     "SCHEMA_HEAD",
-    "PageDigests",
     "SqlStore",
     "open_engine",
     "sql_url",

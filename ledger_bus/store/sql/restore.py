@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
@@ -28,43 +27,11 @@ from ledger_bus.model.records import (
     RecordedEvent,
 )
 from ledger_bus.store.families import ArchiveTarget
-from ledger_bus.store.restore import RestoreBatch
+from ledger_bus.store.restore import DIGEST_PAGE, PageDigests, RestoreBatch
 from ledger_bus.store.sql import statements
 from ledger_bus.store.sql.core import SqlCore
 
 RESTORE_BATCH: Final = 5000  # events restored per transaction
-
-
-DIGEST_PAGE: Final = 5000  # events a page digest covers
-
-
-class PageDigests:
-    """Digests of a session's events in commit order, a page of DIGEST_PAGE at a time: the
-    sha256 of each event's `<cursor>␟<stream>␟<version>␟` and payload bytes, run together.
-    What an archive is verified by (operations.archiving), the
-    same whoever computes it."""
-
-    def __init__(self) -> None:
-        self.pages: list[tuple[int, str]] = []
-        self._hash = hashlib.sha256()
-        self._count = 0
-
-    def add(self, cursor: str, stream: str, version: int, payload: bytes) -> None:
-        self._hash.update(f"{cursor}\x1f{stream}\x1f{version}\x1f".encode())
-        self._hash.update(payload)
-        self._count += 1
-        if self._count == DIGEST_PAGE:
-            self._close()
-
-    def _close(self) -> None:
-        self.pages.append((self._count, self._hash.hexdigest()))
-        self._hash = hashlib.sha256()
-        self._count = 0
-
-    def finish(self) -> list[tuple[int, str]]:
-        if self._count:
-            self._close()
-        return self.pages
 
 
 class SqlRestore(SqlCore, ArchiveTarget):
