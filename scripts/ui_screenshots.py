@@ -2,8 +2,9 @@
 
     python scripts/ui_screenshots.py      # writes docs/img/ui-*.png
 
-Starts a private Redis, records a small multi-agent session into it with the recorder, serves
-the view and photographs it in headless Chromium (Debian's `chromium`).
+Starts a private Redis, records a small multi-agent session into it with the recorder, a
+LangGraph thread and a Google ADK session (with the dev extras' frameworks), serves the view and
+photographs it in headless Chromium (Debian's `chromium`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from ledger_bus.agent.recorder import Recorder
 from ledger_bus.board.dispatches import Board
 from ledger_bus.demo.server import LocalServer
 from ledger_bus.operations.reconciler import Reconciler, ReconcilerConfig
-from ledger_bus.ui.app import create_app
+from ledger_bus.ui.app import create_app, session_path
 from tests.support.ui import FLAGS, served
 
 OUT = Path(__file__).resolve().parent.parent / "docs" / "img"
@@ -131,6 +132,19 @@ def thread(store: lb.EventStore, folder: Path) -> None:
     graph.invoke(question, config)
 
 
+def adk_session(store: lb.EventStore) -> str:
+    """Google ADK's Runner on the ledger: ann's four turns, one transferred to billing (the
+    scenario of the adapter's tests); the ledger session of hers."""
+    import asyncio
+
+    from ledger_bus.adapters.adk import LedgerSessionService
+    from ledger_bus.adapters.adk.layout import session_of
+    from tests.support.adk import APP, scenario
+
+    asyncio.run(scenario(LedgerSessionService(store)))
+    return session_of(APP, "ann", "s1")
+
+
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
@@ -139,6 +153,7 @@ def main() -> None:
         record(store)
         with tempfile.TemporaryDirectory() as folder:
             thread(store, Path(folder))
+        adk = adk_session(store)
         app = create_app(lambda: aio.connect(server.url), server.url)
         with served(app) as base, sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium, headless=True, args=FLAGS)
@@ -162,6 +177,9 @@ def main() -> None:
             page.wait_for_selector("#trace[data-ready]")
             page.click("#tab-conversation")
             page.screenshot(path=str(OUT / "ui-conversation.png"))
+            page.goto(f"{base}{session_path(adk)}")
+            page.wait_for_selector("#trace[data-ready]")
+            page.screenshot(path=str(OUT / "ui-adk.png"))
             browser.close()
         store.close()
     print(f"wrote {OUT}/ui-*.png")

@@ -28,7 +28,13 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
@@ -54,6 +60,7 @@ from ledger_bus.ui import pages
 from ledger_bus.ui.folds import Folds
 from ledger_bus.ui.gate import TokenGate, door_of, identity_of
 from ledger_bus.ui.live import Hub
+from ledger_bus.ui.words import counted
 
 TEMPLATES: Final = Path(__file__).resolve().parent / "templates"
 STATIC: Final = Path(__file__).resolve().parent / "static"
@@ -94,6 +101,7 @@ def environment() -> Environment:
     env.filters["clock"] = clock_time
     env.filters["cursor_time"] = lambda cursor: format_time(cursor_ms(cursor))
     env.globals["tokens_of"] = pages.tokens_of
+    env.globals["counted"] = counted
     env.filters["session_path"] = session_path
     return env
 
@@ -227,12 +235,18 @@ class View:
         return self.render("sessions.html", page=page, match=match)
 
     async def session(self, request: Request) -> Response:
-        session_id = _session(request)
+        s = await self.store()
+        try:
+            session_id = _session(request)
+        except (InvalidInput, Refused):  # no name of a session it may read: a framework's?
+            return await self.named(request, s)
         shown = _filters(request)
         before = _cursor(request.query_params.get("before"))
         depth = _int(request, "depth", -1)
-        s = await self.store()
-        info = await existing(s, session_id)
+        try:
+            info = await existing(s, session_id)
+        except NotFound:
+            return await self.named(request, s)
         runs = await self.folds.runs(s, info)
         hidden = frozenset(n.run_id for n in runs if depth >= 0 and n.depth > depth)
         shown = dataclasses.replace(shown, hidden_runs=hidden)
@@ -267,6 +281,32 @@ class View:
             live=before is None,
             window=WINDOW,
             **_session_links(request, session_id, page),
+        )
+
+    async def named(self, request: Request, s: AsyncStore) -> Response:
+        """The page of the one session a framework knows by the name the path gives (ADK's
+        session id, a LangGraph thread's id: ledger_bus/agent/names.py), among those the
+        request may read: a redirect to it; a page naming each when there are several. The
+        error the name met as a session's own name, when none is named so."""
+        name = _segment(request)
+        who = identity_of(request.scope)
+        meant = [
+            found
+            for found in await pages.named_sessions(s, name, None if who is None else who.reads)
+            if found != name
+        ]
+        if len(meant) == 1:
+            query = f"?{request.url.query}" if request.url.query else ""
+            return RedirectResponse(session_path(meant[0]) + query, status_code=307)
+        if not meant:
+            _session(request)  # raises what the name itself meets: invalid, refused
+            raise NotFound(f"no session {name!r} in this ledger")
+        return self.render(
+            "error.html",
+            404,
+            title="Not found",
+            message=f"no session {name!r} in this ledger; a framework knows these by that name:",
+            sessions=meant,
         )
 
     async def panels(self, request: Request) -> Response:
@@ -484,15 +524,20 @@ def session_path(session_id: str) -> str:
     return f"/s/~{encoded.decode().rstrip('=')}"
 
 
-def _session(request: Request) -> str:
-    segment = request.path_params["session"]
+def _segment(request: Request) -> str:
+    """The name the path gives, as session_path wrote it (not yet checked)."""
+    segment: str = request.path_params["session"]
     if segment.startswith("~"):
         try:
             data = base64.urlsafe_b64decode(segment[1:] + "=" * (-len(segment[1:]) % 4))
             segment = data.decode("utf-8")
         except (ValueError, UnicodeDecodeError):
             raise InvalidInput(f"not a session's path: {quoted(segment)}") from None
-    session_id = check_name(segment, "session id")
+    return segment
+
+
+def _session(request: Request) -> str:
+    session_id = check_name(_segment(request), "session id")
     who = identity_of(request.scope)
     if who is not None:
         who.may_read(session_id)  # another team's session is refused, whether it exists or not

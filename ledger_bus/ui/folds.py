@@ -1,8 +1,15 @@
 """What the session page shows beside its timeline: the runs with their delegations and status,
-and the dispatch board. Both are folds of streams of the session (its `run-<id>` streams, its
-`dispatch` stream), kept by the view per session and brought up to date from the version each
-was folded to, so a refresh reads only what committed since; the first look at a session reads
-those streams once, and never the session's other streams.
+and the dispatch board, each a fold kept by the view per session and brought up to date from
+where it was folded to, so a refresh reads only what committed since.
+
+The runs are what the session's events say, whichever adapter wrote them and in whichever
+stream: a run starts with `run.started` (or `run.resumed`) and ends with `run.finished`, both
+naming it (`run_id`, or a Recorder's `run-<id>` stream); its parent is the run its start names
+(`parent_run`) or the run whose `delegate` call named it (`args.child_run`). A Recorder keeps
+them in `run-<id>` streams, Google ADK in `adk.events` beside its own records, LangGraph in its
+checkpoint streams, the Agents SDK in `oa.runs`, Pi in `pi.<id>`, AgentGo in `run-<id>` beside
+`agentgo.<id>`: the fold reads the session's log, in commit order, once from its start and then
+from the cursor it reached. The board is the fold of the `dispatch` stream alone.
 """
 
 from __future__ import annotations
@@ -14,16 +21,19 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Final, TypeVar
 
-from ledger_bus.agent.filters import carries_runs
 from ledger_bus.board.dispatches import STREAM as DISPATCH_STREAM
 from ledger_bus.board.dispatches import BoardState, Window, is_open, window
-from ledger_bus.model.ids import StreamId
+from ledger_bus.model.ids import StreamId, parse_cursor
 from ledger_bus.model.records import RecordedEvent, SessionInfo
 from ledger_bus.store.async_store import AsyncStore
+from ledger_bus.store.base import PAGE
 
 T = TypeVar("T")
 KEPT_SESSIONS: Final = 256  # folds kept in memory, the least recently looked at dropped first
 RUN_PREFIX: Final = "run-"
+# Events a fold reads at a time: the store's own page, which it reads whatever is asked for
+# (reads of 200 made the first look at 100,000 events five times as long).
+FOLD_PAGE: Final = PAGE
 
 
 @dataclass
@@ -44,16 +54,36 @@ class RunNode:
 
 @dataclass
 class RunsFold:
-    """The session's runs, folded from their streams (`run-<id>`), each in its own order; the
-    other streams of the session are never read."""
+    """The session's runs, folded from its log in commit order."""
 
     first: str | None = None  # the session's first cursor then: another means it was rewritten
-    versions: dict[str, int] = field(default_factory=dict)  # how far each run stream is folded
+    last: str | None = None  # the cursor folded to
+    versions: dict[str, int] = field(default_factory=dict)  # each stream's version folded to
     runs: dict[str, RunNode] = field(default_factory=dict)
     delegated: dict[str, tuple[str, str]] = field(
         default_factory=dict
     )  # child -> parent, objective
     ordered: list[RunNode] | None = None  # the tree, as last made; None once an event changed it
+
+    def rewritten(self, info: SessionInfo) -> bool:
+        """Whether the session was deleted (or a stream of it) and written again since."""
+        streams = {s.name: s.version for s in info.streams}
+        return self.first != info.first_cursor or any(
+            streams.get(name, 0) < version for name, version in self.versions.items()
+        )
+
+    def behind(self, info: SessionInfo) -> bool:
+        """Whether the session holds events past the cursor folded to."""
+        if info.last_cursor is None:
+            return False
+        return self.last is None or parse_cursor(self.last) < parse_cursor(info.last_cursor)
+
+    def take(self, events: list[RecordedEvent]) -> None:
+        """Fold a page of the session's log, the next after the cursor folded to."""
+        for event in events:
+            self.apply(event)
+            self.versions[event.stream.name] = event.version
+            self.last = event.cursor
 
     def apply(self, event: RecordedEvent) -> None:
         run_id = _run_of(event)
@@ -165,19 +195,16 @@ class Folds:
     async def _runs_of(self, store: AsyncStore, info: SessionInfo) -> list[RunNode]:
         session_id = info.session_id
         fold = _kept(self._runs, session_id, RunsFold)
-        streams = {s.name: s.version for s in info.streams if carries_runs(s.name)}
-        rewritten = fold.first != info.first_cursor or any(
-            streams.get(name, 0) < version for name, version in fold.versions.items()
-        )
-        if fold.versions and rewritten:  # deleted and written again since
+        if fold.last is not None and fold.rewritten(info):
             fold = self._runs[session_id] = RunsFold()
         fold.first = info.first_cursor
-        for name, version in streams.items():
-            done = fold.versions.get(name, 0)
-            if version > done:
-                for event in await store.read_stream(StreamId(session_id, name), done):
-                    fold.apply(event)
-                fold.versions[name] = version
+        while fold.behind(info):  # up to what `info` saw: a session written on and on ends
+            page = await store.scan_session(
+                session_id, fold.last, FOLD_PAGE, resolve_artifacts=False
+            )
+            fold.take(page)
+            if len(page) < FOLD_PAGE:
+                break
         # Copies of the runs a look may find died (running, leased): "died" is of one look only.
         return [replace(n) if n.leased and n.status == "running" else n for n in fold.tree()]
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ledger_bus.agent.filters import EventFilter
+from ledger_bus.agent.names import SEARCHED, digested, sessions_named
 from ledger_bus.model.durations import duration_text
 from ledger_bus.model.ids import cursor_ms, previous_cursor
 from ledger_bus.model.jsontext import dumps
@@ -62,13 +63,16 @@ async def sessions_page(
     match: str = "",
     visible: Callable[[str], bool] | None = None,
 ) -> SessionsPage:
-    """Sessions by last activity, most recent first; `match` keeps those whose id contains it,
-    `visible` those a token's identity may read. What each row counts is read for the rows
-    shown only."""
+    """Sessions by last activity, most recent first; `match` keeps those whose id contains it
+    and those a framework knows by it (names.sessions_named: an ADK session by its session id,
+    a LangGraph thread by its thread id), `visible` those a token's identity may read. What
+    each row counts is read for the rows shown only."""
+    listed = await store.sessions()
+    named = set(sessions_named(match, [s for s, _ in listed])) if match else set()
     found = [
         (s, ms)
-        for s, ms in await store.sessions()
-        if match in s and (visible is None or visible(s))
+        for s, ms in listed
+        if (match in s or s in named) and (visible is None or visible(s))
     ]
     shown = found[offset : offset + limit]
     opened = await store.open_attempts_of([s for s, _ in shown]) if shown else {}
@@ -87,6 +91,16 @@ async def sessions_page(
             )
         )
     return SessionsPage(rows, len(found), offset, limit)
+
+
+async def named_sessions(
+    s: AsyncStore, name: str, readable: Callable[[str], bool] | None = None
+) -> list[str]:
+    """The sessions `readable` keeps that a user may mean by `name` (names.sessions_named),
+    among the most recently active (names.SEARCHED) and those named by its digest."""
+    known = [found for found, _ in await s.sessions(SEARCHED)]
+    known += [found for found in digested(name) if await s.session_exists(found)]
+    return sessions_named(name, [found for found in known if readable is None or readable(found)])
 
 
 @dataclass

@@ -1,17 +1,32 @@
 """The web view served for real: uvicorn on a free loopback port, on a thread of its own; and the
-flags Chromium runs with for the browser tests (and scripts/ui_screenshots.py, bench_ui.py)."""
+Chromium the browser tests drive, with its flags (scripts/ui_screenshots.py, bench_ui.py use
+them too)."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import os
+import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
+import pytest
 import uvicorn
 
 from ledger_bus.demo.server import free_port
+
+T = TypeVar("T")
+
+# Debian's package, unless LEDGER_BUS_CHROMIUM names another.
+CHROMIUM = os.environ.get("LEDGER_BUS_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+# The browser tests' mark: skipped, saying why, where there is no Chromium.
+needs_chromium = pytest.mark.skipif(
+    not os.path.exists(CHROMIUM), reason="no chromium: .ci/run installs Debian's package"
+)
 
 # As root, with no network beyond loopback: no sandbox, no background fetches.
 FLAGS = [
@@ -53,3 +68,15 @@ def view_app(url: str, prefix: str, **options: Any) -> Any:
     from ledger_bus.ui.app import create_app
 
     return create_app(lambda: aio.connect(url, prefix=prefix), url, **options)
+
+
+def in_thread(make: Callable[[], Awaitable[T]]) -> T:
+    """A coroutine run to its end on an event loop of its own, in a thread of its own: what a
+    browser test records with an asyncio framework (Playwright runs a loop in the test's
+    thread)."""
+
+    async def run() -> T:
+        return await make()
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, run()).result()

@@ -4,11 +4,8 @@ through its executable path): what a person sees, live."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,45 +19,9 @@ from ledger_bus.model.ids import CURSOR_ZERO, cursor_ms
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import EventStore
 from tests.support.events import call, msg, result
-from tests.support.ui import FLAGS, served, view_app
+from tests.support.ui import needs_chromium, served, view_app
 
-CHROMIUM = os.environ.get("LEDGER_BUS_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-
-pytestmark = pytest.mark.skipif(
-    not os.path.exists(CHROMIUM), reason="no chromium: .ci/run installs Debian's package"
-)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
-        yield launched
-        launched.close()
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context()
-    opened = context.new_page()
-    dialogs: list[str] = []
-
-    def dismissed(dialog: Any) -> None:  # an alert() would mean a payload ran
-        dialogs.append(dialog.message)
-        dialog.dismiss()
-
-    opened.on("dialog", dismissed)
-    opened.dialogs = dialogs
-    yield opened
-    context.close()
-
-
-@pytest.fixture
-def base(redis_url: str, prefix: str) -> Iterator[str]:
-    with served(view_app(redis_url, prefix)) as url:
-        yield url
+pytestmark = needs_chromium
 
 
 def test_a_filter_changes_what_is_visible(redis_store: EventStore, base: str, page: Any) -> None:
@@ -113,7 +74,8 @@ def test_an_appended_event_appears_without_reload_and_a_badge_clears_when_its_re
     # The result joined its call's row, as a reload shows it: no row of its own.
     live_rows = page.locator("#timeline tbody tr").all_inner_texts()
     assert len(live_rows) == 2
-    assert re.search(r"ok \d+ ms", page.locator(call_badge + " >> xpath=..").inner_text())
+    # its duration: ms, or s on a machine slow enough that the result came a second later
+    assert re.search(r"ok \d+(\.\d+)? m?s", page.locator(call_badge + " >> xpath=..").inner_text())
     assert page.locator('#open tr[data-attempt="t1"]').count() == 0, "no longer listed as open"
     page.reload()
     assert page.locator("#timeline tbody tr").all_inner_texts() == live_rows
@@ -333,68 +295,6 @@ def test_what_agents_write_runs_no_script_on_any_page_and_every_page_loads(
         # and bidi overrides show by name, never reordering the text around them
         assert "\u202e" not in page.locator("body").inner_text()
     assert page.dialogs == []
-
-
-def test_a_langgraph_thread_reads_as_its_conversation_with_no_serialized_state_on_screen(
-    redis_store: EventStore, base: str, page: Any, tmp_path: Any
-) -> None:
-    pytest.importorskip("langgraph")
-    from ledger_bus.adapters.langgraph import LedgerSaver
-    from tests.support.graphs import ask, build
-
-    graph = build(LedgerSaver(redis_store), tmp_path)
-    question, config = ask("lg-chat")
-    graph.invoke(question, config)
-
-    page.goto(f"{base}/s/lg-chat")
-    text = page.inner_text("#timeline")
-    # The conversation: the question, the model's calls with their tokens, both tool calls with
-    # their results and durations, the answer.
-    assert "charge and look up order-7" in text
-    assert "done: charged 5; order-7 shipped" in text
-    calls = page.locator("#timeline tr[data-type=tool_call]")
-    tools = calls.locator("td.text").all_inner_texts()
-    assert sum(t.startswith("model(") for t in tools) == 2
-    assert any(t.startswith("charge(") for t in tools)
-    assert any(t.startswith("lookup(") for t in tools)
-    for outcome in calls.locator("td.outcome").all_inner_texts():
-        assert re.search(r"^ok \d+ ms", outcome), outcome
-    tokens = page.locator("#timeline .tokens").all_inner_texts()
-    assert len(tokens) == 2
-    assert all(t.endswith("in · 30 out tokens") for t in tokens)
-    # No checkpoint, no pending writes, no base64 of the saver's serde on screen.
-    assert "langgraph.checkpoint" not in text
-    assert "langgraph.writes" not in text
-    assert not re.search(r"[A-Za-z0-9+/]{60,}", text)
-    # Asked for, the native records are there.
-    page.goto(f"{base}/s/lg-chat?native=1")
-    assert "langgraph.checkpoint" in page.inner_text("#timeline")
-
-
-def test_an_adk_session_reads_as_its_conversation_with_adks_records_out_of_sight(
-    redis_store: EventStore, base: str, page: Any
-) -> None:
-    pytest.importorskip("google.adk")
-    from ledger_bus.adapters.adk import LedgerSessionService
-    from ledger_bus.adapters.adk.layout import session_of
-    from tests.support.adk import APP, in_thread, scenario
-
-    in_thread(lambda: scenario(LedgerSessionService(redis_store)))
-    page.goto(f"{base}/s/{session_of(APP, 'ann', 's1')}")
-    text = page.inner_text("#timeline")
-    # The conversation: what was said on both sides, the model's calls with their tokens, the
-    # tool's calls with their results, the transfer as a delegation.
-    for said in ("weather in Paris?", "sunny in Oslo too", "I need a refund", "refund issued"):
-        assert said in text
-    tools = page.locator("#timeline tr[data-type=tool_call] td.text").all_inner_texts()
-    assert sum(t.startswith("model(") for t in tools) == 7
-    assert sum(t.startswith("lookup(") for t in tools) == 2
-    assert any(t.startswith("delegate(") for t in tools)
-    assert page.locator("#timeline .tokens").count() == 7
-    native = re.compile(r"adk\.event(?!s)")  # the record's kind, not the stream's name
-    assert not native.search(text)
-    page.goto(f"{base}/s/{session_of(APP, 'ann', 's1')}?native=1")
-    assert native.search(page.inner_text("#timeline"))
 
 
 # -- the trace view ------------------------------------------------------------------------------

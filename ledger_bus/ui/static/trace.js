@@ -32,7 +32,12 @@
       return "\u27e8U+" + c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0") + "\u27e9";
     });
   }
-  window.LedgerView = { cursorMs: cursorMs, duration: duration };
+  // A count in words that agree with it, as the server's pages write them (ledger_bus/ui/words.py
+  // counted): "1 run", "2 runs", "0 calls".
+  function counted(n, one, many) {
+    return n.toLocaleString("en") + " " + (n === 1 ? one : (many || one + "s"));
+  }
+  window.LedgerView = { cursorMs: cursorMs, duration: duration, counted: counted };
 
   const root = document.getElementById("trace");
   if (!root) { return; }
@@ -95,21 +100,34 @@
     state.calls.set(key, call);
   }
 
+  // The runs of a step's calls, its model call's first: the runs of the turn the trajectory put
+  // a call in (see home).
+  function stepRuns(step) {
+    const extra = step.extra || {};
+    const runs = extra.model_call && extra.model_call.run ? [extra.model_call.run] : [];
+    for (const call of step.tool_calls || []) {
+      const ledger = call.extra && call.extra.ledger;
+      if (ledger && ledger.run) { runs.push(ledger.run); }
+    }
+    return runs;
+  }
+
   function ingest(doc) {
     (function walk(trajectory) {
       for (const step of trajectory.steps || []) {
         const extra = step.extra || {};
+        const turn = stepRuns(step);
         if (extra.model_call) {
           addCall(extra.model_call, extra.model_call.tool_call_id, "model", "model", {
             agent: extra.agent, model: step.model_name || "", tokens: tokensOf(step.metrics),
-            text: step.message || "",
+            text: step.message || "", turn: turn,
           });
         }
         for (const call of step.tool_calls || []) {
           const ledger = call.extra && call.extra.ledger;
           if (!ledger) { continue; }
           addCall(ledger, call.tool_call_id, call.function_name, "tool", {
-            agent: extra.agent, text: JSON.stringify(call.arguments),
+            agent: extra.agent, text: JSON.stringify(call.arguments), turn: turn,
           });
         }
       }
@@ -177,14 +195,37 @@
     state.fitted = true;
   }
 
+  // The run a call is drawn under: its own. A call of no run that started (LangGraph's and the
+  // Agents SDK's recorded tools carry run ids of their own, which no run.started names; an
+  // Agents SDK handoff carries none) goes under the run that was running when it was asked for
+  // (the one that started last, when runs nest), else under the first run of its turn in the
+  // trajectory (LangGraph writes a node's run once it ran: the model's run that asked for the
+  // tools); "" when none is known (the session's own).
+  function home(call, known) {
+    if (known.has(call.run)) { return call.run; }
+    let running = null;
+    if (call.start !== undefined) {
+      for (const run of state.runs) {
+        const ended = run.ended_ms === null ? Infinity : run.ended_ms;
+        if (run.started_ms <= call.start && call.start <= ended &&
+            (running === null || run.started_ms >= running.started_ms)) { running = run; }
+      }
+    }
+    if (running !== null) { return running.run; }
+    for (const run of call.turn || []) { if (known.has(run)) { return run; } }
+    return "";
+  }
+
   // The rows, top to bottom: calls of no run the window knows (the session's own), then each
   // run in tree order with its calls under it, each group in the order the calls were made.
   function build() {
+    const known = new Set(state.runs.map(function (r) { return r.run; }));
     const byRun = new Map();
     for (const call of state.calls.values()) {
-      const list = byRun.get(call.run) || [];
+      const under = home(call, known);
+      const list = byRun.get(under) || [];
       list.push(call);
-      byRun.set(call.run, list);
+      byRun.set(under, list);
     }
     const made = function (a, b) {
       return (a.start === undefined ? -Infinity : a.start) - (b.start === undefined ? -Infinity : b.start);
@@ -194,29 +235,29 @@
       return c.end === undefined ? Infinity : c.end - (c.start === undefined ? c.end : c.start);
     };
     const order = state.slowest ? function (a, b) { return took(b) - took(a) || made(a, b); } : made;
-    const known = new Set(state.runs.map(function (r) { return r.run; }));
     const rows = [];
-    const loose = [];
-    for (const [run, calls] of byRun) { if (!known.has(run)) { loose.push.apply(loose, calls); } }
+    const loose = byRun.get("") || [];
     if (loose.length) {
       rows.push({ kind: "group", label: "session", depth: 0 });
-      loose.sort(order).forEach(function (c) { rows.push({ kind: c.kind, call: c, depth: 1 }); });
+      loose.sort(order).forEach(function (c) { rows.push({ kind: c.kind, call: c, depth: 1, under: "" }); });
     }
     for (const run of state.runs) {
       rows.push({ kind: "run", run: run, depth: run.depth });
       (byRun.get(run.run) || []).sort(order).forEach(function (c) {
-        rows.push({ kind: c.kind, call: c, depth: run.depth + 1 });
+        rows.push({ kind: c.kind, call: c, depth: run.depth + 1, under: run.run });
       });
     }
     return rows;
   }
+
+  function counts() { return counted(state.calls.size, "call") + " · " + counted(state.runs.length, "run"); }
 
   function render() {
     state.rows = build();
     if (state.fitted) { fit(); }
     wf.replaceChildren();
     const axis = el("div", "wf-axis");
-    axis.append(el("div", "wf-label muted", state.calls.size + " calls · " + state.runs.length + " runs"));
+    axis.append(el("div", "wf-label muted", counts()));
     const ticks = el("div", "wf-ticks");
     axis.append(ticks);
     wf.append(axis);
@@ -229,10 +270,9 @@
     dragToPan(ticks);
     place();
     filter();
-    const shown = state.calls.size ? state.calls.size : 0;
     range.textContent = visible(state.lo === null ? "" :
       clock(state.lo) + " – " + clock(state.hi) + " UTC · " + duration(state.hi - state.lo) +
-      (state.older ? " (newest " + cfg.window + " events per window)" : "") + (shown ? "" : ""));
+      (state.older ? " (the newest " + counted(Number(cfg.window), "event") + " a window)" : ""));
   }
 
   function drawRow(row) {
@@ -265,6 +305,7 @@
       const call = row.call;
       node.dataset.attempt = call.id;
       node.dataset.run = call.run;
+      node.dataset.under = row.under;
       node.dataset.tool = call.tool;
       label.textContent = visible(call.kind === "model" ? "model" + (call.model ? " " + call.model : "") : call.tool);
       label.title = visible(call.id);
@@ -607,8 +648,9 @@
     const key = keyOf(run, id);
     if (type === "tool_call") {
       if (state.calls.has(key)) { return; }
+      // Its turn, as a reload reads it from the trajectory: the latest model call's run.
       addCall({ run: run, requested: tr.dataset.cursor, status: "unresolved" }, id, tr.dataset.tool,
-        tr.dataset.tool === "model" ? "model" : "tool", { agent: tr.dataset.agent, text: "" });
+        tr.dataset.tool === "model" ? "model" : "tool", { agent: tr.dataset.agent, text: "", turn: latestModelRun() });
       if (state.slowest || (!rendering && !insert(state.calls.get(key)))) { renderSoon(); }
       return;
     }
@@ -627,28 +669,36 @@
     if (row) { mark(row); }
     placeSoon();
   });
+  function latestModelRun() {
+    let latest = null;
+    for (const call of state.calls.values()) {
+      if (call.kind === "model" && call.start !== undefined && (latest === null || call.start >= latest.start)) { latest = call; }
+    }
+    return latest === null ? [] : [latest.run];
+  }
   // The runs of the while change with events of their own streams: read again with the panels.
   // A call that came live goes in as one row, last under its run (calls come in the order they
   // were made), drawn alone: the other rows stay as they are. False when it has no place yet
   // (its run not in the tree, no rows): then the whole waterfall is drawn again.
   function insert(call) {
     const rows = state.rows;
+    const under = home(call, new Set(state.runs.map(function (r) { return r.run; })));
     let at = -1;
     let depth = 1;
-    if (rows.length && rows[0].kind === "group" && !state.runs.some(function (r) { return r.run === call.run; })) {
+    if (rows.length && rows[0].kind === "group" && under === "") {
       at = 0;
     } else {
-      at = rows.findIndex(function (r) { return r.kind === "run" && r.run.run === call.run; });
+      at = rows.findIndex(function (r) { return r.kind === "run" && r.run.run === under; });
       if (at < 0) { return false; }
       depth = rows[at].run.depth + 1;
     }
     while (at + 1 < rows.length && rows[at + 1].call) { at += 1; }
-    const row = { kind: call.kind, call: call, depth: depth };
+    const row = { kind: call.kind, call: call, depth: depth, under: under };
     rows.splice(at + 1, 0, row);
     rows[at].node.after(drawRow(row));
     placeRow(row);
-    const counts = wf.querySelector(".wf-axis .wf-label");
-    if (counts) { counts.textContent = state.calls.size + " calls · " + state.runs.length + " runs"; }
+    const label = wf.querySelector(".wf-axis .wf-label");
+    if (label) { label.textContent = counts(); }
     filter();
     if (state.fitted) { placeSoon(); }
     return true;
@@ -708,7 +758,7 @@
   function converse() {
     conversation.replaceChildren();
     if (state.older) {
-      conversation.append(el("p", "muted", "the newest " + cfg.window + " events: “earlier events” on the trace reads further back"));
+      conversation.append(el("p", "muted", "the newest " + counted(Number(cfg.window), "event") + ": “earlier events” on the trace reads further back"));
     }
     let turns = 0;
     for (const doc of state.docs) { turns += steps(doc, conversation); }
