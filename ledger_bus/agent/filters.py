@@ -33,17 +33,6 @@ NATIVE_PREFIXES: Final = ("langgraph.", "agents.", "pi.", "agentgo.", "adk.")
 NATIVE_KINDS: Final = frozenset({"native.checkpoint"})
 
 
-# Where runs are written: a Recorder's stream of each run (`run-<id>`); the Agents SDK's
-# session's `oa.runs`; a LangGraph thread's checkpoint streams, beside its tasks' writes; a Pi
-# session's stream (`pi.<id>`, the TypeScript SDK's Pi adapter).
-RUN_STREAM_PREFIXES: Final = ("run-", "oa.runs", "lg.ckpt", "pi.")
-
-
-def carries_runs(stream_name: str) -> bool:
-    """Whether a stream is one where runs start and finish (RUN_STREAM_PREFIXES)."""
-    return stream_name.startswith(RUN_STREAM_PREFIXES)
-
-
 def is_native(event: RecordedEvent) -> bool:
     """Whether an event is a framework's native record (NATIVE_PREFIXES, NATIVE_KINDS)."""
     if event.type != "mutation":

@@ -1,4 +1,4 @@
-// The npm package as a user gets it: `npm pack` (which builds it, by the `prepare` script),
+// The npm package as a user gets it: `npm pack` (which builds it, by the `prepack` script),
 // the tarball installed into an empty project outside the repository, both entry points
 // imported from plain Node and type-checked by a strict consumer, and an append and a read
 // through it on a redis-server of the test's own. Its dependencies come from the registry
