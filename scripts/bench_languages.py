@@ -1,8 +1,9 @@
 """The Go, TypeScript and Python SDKs side by side, each beside its own raw client (go-redis,
 ioredis, redis-py), in one run on one private server: a single-event append against one XADD
 round trip (target: >= 0.7x), a 100-event append against 100 pipelined XADDs, and the floor the
-append script's server time sets for a single-event append on this machine. Never part of the
-tests: wall-clock numbers depend on the machine.
+append script's server time sets for a single-event append on this machine. Each SDK's appends
+are also given as a ratio to Python's in the same run. Never part of the tests: wall-clock
+numbers depend on the machine.
 
     python scripts/bench_languages.py [--seconds 2]
 """
@@ -106,11 +107,14 @@ def main() -> None:
 
     print(f"{'':36}" + "".join(f"{name:>12}" for name in sides))
     row("raw XADD round trips/s", lambda m: m["raw_xadd"])
+    python = sides["Python"]
     row("single-event appends/s", lambda m: m["append_1"])
     row("  ratio to raw (target >= 0.7x)", lambda m: m["append_1"] / m["raw_xadd"], "x")
+    row("  ratio to Python's", lambda m: m["append_1"] / python["append_1"], "x")
     row("100 pipelined XADDs/s", lambda m: m["raw_xadd_100"])
     row("100-event appends/s", lambda m: m["append_100"])
     row("  ratio to raw", lambda m: m["append_100"] / m["raw_xadd_100"], "x")
+    row("  ratio to Python's", lambda m: m["append_100"] / python["append_100"], "x")
     # The floor: a single-event append is one round trip whose server side is the script, so
     # at best it takes a raw XADD's round trip with the XADD's server time swapped for the
     # script's (INFO commandstats, measured by the Go side on the same server).

@@ -197,15 +197,57 @@ func Resolve(fields Event, fetch func(ArtifactRef) ([]byte, error)) (Event, erro
 // Python decodes it to the same values (map keys come sorted; Python keeps its own order, and
 // no reader depends on either). fields holds plain JSON values (jsonValue's) and references.
 func pack(fields Event) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
-	if err := packValue(enc, map[string]any(fields)); err != nil {
+	p := newPacker(0, new(memberLists))
+	if err := p.add(fields); err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	return p.payloads()[0], nil
 }
 
-func packValue(enc *msgpack.Encoder, v any) error {
+// packer writes the payloads of one append one after another into one buffer, with one
+// encoder and member lists kept from one map to the next: an encoder, a buffer and a list of
+// keys for each event cost the append an allocation each.
+type packer struct {
+	buf     bytes.Buffer
+	enc     *msgpack.Encoder
+	members *memberLists
+	ends    []int
+}
+
+// newPacker is a packer whose buffer holds size bytes before it grows, sorting maps' members
+// in members: lists it borrows, which a canonical writer may share as long as the two do not
+// write at once.
+func newPacker(size int, members *memberLists) *packer {
+	p := &packer{members: members}
+	p.buf.Grow(size)
+	p.enc = msgpack.NewEncoder(&p.buf)
+	return p
+}
+
+// add packs the next event's fields.
+func (p *packer) add(fields Event) error {
+	if err := p.value(map[string]any(fields), 0); err != nil {
+		return err
+	}
+	p.ends = append(p.ends, p.buf.Len())
+	return nil
+}
+
+// payloads is each event's payload, in the order they were added, each a slice of the
+// packer's buffer of its own capacity.
+func (p *packer) payloads() [][]byte {
+	data := p.buf.Bytes()
+	out := make([][]byte, len(p.ends))
+	start := 0
+	for i, end := range p.ends {
+		out[i] = data[start:end:end]
+		start = end
+	}
+	return out
+}
+
+func (p *packer) value(v any, depth int) error {
+	enc := p.enc
 	switch x := v.(type) {
 	case nil:
 		return enc.EncodeNil()
@@ -224,44 +266,56 @@ func packValue(enc *msgpack.Encoder, v any) error {
 			return err
 		}
 		for _, item := range x {
-			if err := packValue(enc, item); err != nil {
+			if err := p.value(item, depth+1); err != nil {
 				return err
 			}
 		}
 		return nil
 	case map[string]any:
-		return packMap(enc, x)
+		return p.object(x, depth)
 	case Event:
-		return packMap(enc, x)
+		return p.object(x, depth)
 	case ArtifactRef:
-		var inner bytes.Buffer
-		ie := msgpack.NewEncoder(&inner)
-		if err := errors.Join(ie.EncodeArrayLen(3), ie.EncodeString(x.SHA256),
-			ie.EncodeInt(x.Size), ie.EncodeString(x.MediaType)); err != nil {
-			return err
-		}
-		if err := enc.EncodeExtHeader(ArtifactExt, inner.Len()); err != nil {
-			return err
-		}
-		_, err := enc.Writer().Write(inner.Bytes())
-		return err
+		return packRef(enc, x)
 	}
 	return fmt.Errorf("cannot pack %T", v)
 }
 
-func packMap(enc *msgpack.Encoder, m map[string]any) error {
-	if err := enc.EncodeMapLen(len(m)); err != nil {
+// object packs a map, its keys in byte order: a payload's bytes are the same every time.
+func (p *packer) object(m map[string]any, depth int) error {
+	if err := p.enc.EncodeMapLen(len(m)); err != nil {
 		return err
 	}
-	for _, key := range sortedKeys(m) {
-		if err := enc.EncodeString(key); err != nil {
+	members := p.members.sorted(m, depth, byBytes)
+	for _, kv := range members {
+		if err := p.enc.EncodeString(kv.key); err != nil {
 			return err
 		}
-		if err := packValue(enc, m[key]); err != nil {
+		if err := p.value(kv.value, depth+1); err != nil {
 			return err
 		}
 	}
+	p.members.release(depth, members)
 	return nil
+}
+
+// byBytes orders members by their keys' bytes, which is by code points.
+func byBytes(a, b keyValue) int { return strings.Compare(a.key, b.key) }
+
+// packRef packs a reference as its extension value, whose data is the msgpack of
+// [sha256, size, media type].
+func packRef(enc *msgpack.Encoder, ref ArtifactRef) error {
+	var inner bytes.Buffer
+	ie := msgpack.NewEncoder(&inner)
+	if err := errors.Join(ie.EncodeArrayLen(3), ie.EncodeString(ref.SHA256),
+		ie.EncodeInt(ref.Size), ie.EncodeString(ref.MediaType)); err != nil {
+		return err
+	}
+	if err := enc.EncodeExtHeader(ArtifactExt, inner.Len()); err != nil {
+		return err
+	}
+	_, err := enc.Writer().Write(inner.Bytes())
+	return err
 }
 
 // maxUnpackDepth bounds how deeply a payload may nest: twice what an event may, so that any

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -66,6 +67,10 @@ func noteOf(fields Event) string {
 // together), and its result's note still closes it should an earlier append have left it open.
 // It changes notes and returns it.
 func settled(notes []string) []string {
+	if !slices.ContainsFunc(notes, closesAttempt) {
+		// Nothing to settle: an append of calls alone, the common one.
+		return notes
+	}
 	opened := map[string][]int{}
 	for at, note := range notes {
 		kind, rest, _ := strings.Cut(note, noteSep)
@@ -81,6 +86,10 @@ func settled(notes []string) []string {
 		}
 	}
 	return notes
+}
+
+func closesAttempt(note string) bool {
+	return strings.HasPrefix(note, "c"+noteSep)
 }
 
 // LuaNotes is the notes of one append as the append script takes them in one argument: each

@@ -99,18 +99,21 @@ func PrepareAppend(stream StreamID, appendID string, events []Event, limits Limi
 		}
 	}
 	all := make([]Event, len(events))
-	parts := make([][]byte, len(events))
 	moved := make([][]keptApart, len(events))
+	writer := getWriter()
+	defer putWriter(writer)
+	digest := newArrayDigest()
 	total := 0
 	for index, raw := range events {
 		fields, err := givenFields(raw, index)
 		if err != nil {
 			return PreparedAppend{}, err
 		}
-		part, err := canonicalPlain(map[string]any(fields))
+		part, err := writer.canonical(map[string]any(fields))
 		if err != nil {
 			return PreparedAppend{}, &InvalidEventError{Reason: err.Error(), Index: index}
 		}
+		digest.add(part)
 		size := len(part)
 		if limits.ArtifactThreshold > 0 && size > limits.ArtifactThreshold {
 			if moved[index], size, err = moveOut(index, fields, size, limits); err != nil {
@@ -135,15 +138,16 @@ func PrepareAppend(stream StreamID, appendID string, events []Event, limits Limi
 				Index:  -1,
 			}
 		}
-		all[index], parts[index] = fields, part
+		all[index] = fields
 	}
 	prepared := PreparedAppend{
-		Digest:   digestOfParts(parts),
-		Fields:   all,
-		Payloads: make([][]byte, len(all)),
-		Notes:    make([]string, len(all)),
+		Digest: digest.hex(),
+		Fields: all,
+		Notes:  make([]string, len(all)),
 	}
 	derive := newIDDeriver(stream, appendID)
+	// The payloads are about the size of the canonical bytes, and an event id more each.
+	packed := newPacker(total+64*len(all), &writer.members)
 	seen := map[string]int{} // sha256 -> its place in Uses
 	for index, fields := range all {
 		if _, ok := fields["event_id"]; !ok {
@@ -169,12 +173,11 @@ func PrepareAppend(stream StreamID, appendID string, events []Event, limits Limi
 				prepared.Uses[at].Count++
 			}
 		}
-		packed, err := pack(payload)
-		if err != nil {
+		if err := packed.add(payload); err != nil {
 			return PreparedAppend{}, &InvalidEventError{Reason: err.Error(), Index: index}
 		}
-		prepared.Payloads[index] = packed
 	}
+	prepared.Payloads = packed.payloads()
 	settled(prepared.Notes)
 	return prepared, nil
 }

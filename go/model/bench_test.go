@@ -8,12 +8,17 @@ import (
 	"github.com/ledger-bus/ledger-bus/go/model"
 )
 
-// BenchmarkPrepareAppend100 is what the client does for a 100-event append before it sends
-// anything (validation, canonical bytes, digest, event ids, msgpack), with the ~300-byte
-// tool_call every comparison uses (scripts/bench.py's):
+// The client's work for an append before it sends anything (validation, canonical bytes,
+// digest, event ids, msgpack), with the ~300-byte tool_call every comparison uses
+// (scripts/bench.py's):
 //
-//	go test -run '^$' -bench PrepareAppend100 -cpuprofile cpu.out ./model/
-func BenchmarkPrepareAppend100(b *testing.B) {
+//	go test -run '^$' -bench PrepareAppend -benchmem -cpuprofile cpu.out ./model/
+
+func BenchmarkPrepareAppend100(b *testing.B) { benchmarkPrepareAppend(b, 100) }
+
+func BenchmarkPrepareAppend1(b *testing.B) { benchmarkPrepareAppend(b, 1) }
+
+func benchmarkPrepareAppend(b *testing.B, n int) {
 	args := map[string]any{
 		"query":   "jwt rotation policy for the auth service",
 		"path":    "/srv/app/auth/tokens.py",
@@ -21,7 +26,7 @@ func BenchmarkPrepareAppend100(b *testing.B) {
 		"flags":   []any{"recursive", "follow-symlinks"},
 		"context": strings.Repeat("x", 120),
 	}
-	events := make([]model.Event, 100)
+	events := make([]model.Event, n)
 	for k := range events {
 		events[k] = model.Event{
 			"type": "tool_call", "agent": "backend-dev", "tool": "code_search", "args": args,

@@ -2,15 +2,18 @@ package model
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"math"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
@@ -64,7 +67,8 @@ func fault(format string, args ...any) *jsonFault {
 // JSON cannot carry exactly, strings that are not valid UTF-8 and nesting deeper than
 // MaxDepth.
 func jsonValue(v any, depth int) (any, *jsonFault) {
-	// The common types first, without reflection.
+	// The common types first, without reflection; a value already plain is handed back as it
+	// came, since boxing it again would allocate.
 	switch x := v.(type) {
 	case nil:
 		return nil, nil
@@ -72,15 +76,21 @@ func jsonValue(v any, depth int) (any, *jsonFault) {
 		if !utf8.ValidString(x) {
 			return nil, fault("string is not valid UTF-8")
 		}
-		return x, nil
+		return v, nil
 	case bool:
-		return x, nil
+		return v, nil
 	case int64:
-		return safeInt(x)
+		if _, f := safeInt(x); f != nil {
+			return nil, f
+		}
+		return v, nil
 	case int:
 		return safeInt(int64(x))
 	case float64:
-		return finite(x)
+		if _, f := finite(x); f != nil {
+			return nil, f
+		}
+		return v, nil
 	case map[string]any:
 		return jsonObject(x, depth)
 	case Event:
@@ -206,20 +216,48 @@ func jsonObject(m map[string]any, depth int) (any, *jsonFault) {
 		return nil, fault("nested more than %d levels deep", MaxDepth)
 	}
 	out := make(map[string]any, len(m))
-	// In key order, so that of several faults the same one is named every time.
-	for _, key := range sortedKeys(m) {
-		if !utf8.ValidString(key) {
-			return nil, fault("object key %s is not valid UTF-8", strconv.Quote(key))
+	var first firstFault
+	for key, value := range m {
+		if v, f := member(key, value, depth); f != nil {
+			first.keep(key, f)
+		} else {
+			out[key] = v
 		}
-		v, f := jsonValue(m[key], depth+1)
-		if f != nil {
-			return nil, f.at("." + key)
-		}
-		out[key] = v
+	}
+	if first.fault != nil {
+		return nil, first.fault
 	}
 	return out, nil
 }
 
+// member is the value of an object's member as jsonValue makes it, the object standing at
+// nesting level depth, or the member's fault with its place.
+func member(key string, value any, depth int) (any, *jsonFault) {
+	if !utf8.ValidString(key) {
+		return nil, fault("object key %s is not valid UTF-8", strconv.Quote(key))
+	}
+	v, f := jsonValue(value, depth+1)
+	if f != nil {
+		return nil, f.at("." + key)
+	}
+	return v, nil
+}
+
+// firstFault is, of the faults of an object's members walked in map order, the one of the
+// member first in key order: the one a walk in key order meets first, so that of several
+// faults the same one is named every time without the keys of every object being sorted.
+type firstFault struct {
+	key   string
+	fault *jsonFault
+}
+
+func (ff *firstFault) keep(key string, f *jsonFault) {
+	if ff.fault == nil || key < ff.key {
+		ff.key, ff.fault = key, f
+	}
+}
+
+// jsonMap is jsonObject of a map of another type with string keys, converted as it is walked.
 func jsonMap(rv reflect.Value, depth int) (any, *jsonFault) {
 	if rv.Type().Key().Kind() != reflect.String {
 		if rv.Len() == 0 {
@@ -228,11 +266,23 @@ func jsonMap(rv reflect.Value, depth int) (any, *jsonFault) {
 		key := rv.MapKeys()[0]
 		return nil, fault("object key %s is not a string", fmt.Sprint(key.Interface()))
 	}
-	m := make(map[string]any, rv.Len())
-	for iter := rv.MapRange(); iter.Next(); {
-		m[iter.Key().String()] = iter.Value().Interface()
+	if depth > MaxDepth {
+		return nil, fault("nested more than %d levels deep", MaxDepth)
 	}
-	return jsonObject(m, depth)
+	out := make(map[string]any, rv.Len())
+	var first firstFault
+	for iter := rv.MapRange(); iter.Next(); {
+		key := iter.Key().String()
+		if v, f := member(key, iter.Value().Interface(), depth); f != nil {
+			first.keep(key, f)
+		} else {
+			out[key] = v
+		}
+	}
+	if first.fault != nil {
+		return nil, first.fault
+	}
+	return out, nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -257,37 +307,220 @@ func Canonical(v any) ([]byte, error) {
 	return canonicalPlain(plain)
 }
 
-// canonicalPlain is Canonical of a value jsonValue has made: encoding/json's bytes, brought
-// to RFC 8785 form (key order by UTF-16 code units, ECMAScript numbers, minimal escapes) by
-// jcs.Transform.
+// canonicalPlain is Canonical of a value jsonValue has made, in bytes of its own.
 func canonicalPlain(plain any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	// RFC 8785 escapes only what JSON must; jcs.Transform re-escapes strings in any case, and
-	// the HTML escapes would only cost it work.
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(plain); err != nil {
-		return nil, fmt.Errorf("canonical JSON: %w", err)
+	var w canonicalWriter
+	return w.canonical(plain)
+}
+
+// canonicalWriter writes the RFC 8785 bytes of plain JSON values (jsonValue's: nil, bool,
+// string, int64, float64, []any, map[string]any or Event, their strings and keys valid UTF-8)
+// straight from the values, into a buffer it keeps from one value to the next. It replaced
+// encoding/json's bytes brought to RFC 8785 form by jcs.Transform, which parsed again what
+// encoding/json had just written and cost most of an append's preparation; the tests hold the
+// two to the same bytes.
+type canonicalWriter struct {
+	buf     []byte
+	members memberLists
+}
+
+// writers are canonical writers kept from one append to the next, so that an append of one
+// event does not grow a buffer and member lists of its own.
+var writers = sync.Pool{New: func() any { return new(canonicalWriter) }}
+
+// maxKeptBuffer is the largest buffer a writer keeps when it is given back: an append of a
+// large event should not hold its memory for every later one.
+const maxKeptBuffer = 64 * 1024
+
+func getWriter() *canonicalWriter { return writers.Get().(*canonicalWriter) }
+
+// putWriter gives a writer back, its member lists emptied of the values they held, which
+// are the caller's.
+func putWriter(w *canonicalWriter) {
+	if cap(w.buf) > maxKeptBuffer {
+		w.buf = nil
 	}
-	out, err := jcs.Transform(bytes.TrimRight(buf.Bytes(), "\n"))
+	for _, members := range w.members {
+		clear(members[:cap(members)])
+	}
+	writers.Put(w)
+}
+
+// canonical is the RFC 8785 bytes of plain, in the writer's buffer: valid until its next use.
+func (w *canonicalWriter) canonical(plain any) ([]byte, error) {
+	buf, err := w.appendValue(w.buf[:0], plain, 0)
+	w.buf = buf
 	if err != nil {
 		return nil, fmt.Errorf("canonical JSON: %w", err)
 	}
-	return out, nil
+	return buf, nil
 }
 
-// digestOfParts is the lowercase hex sha256 of the canonical JSON array whose elements have
-// the canonical bytes parts: RFC 8785 writes an array as its elements' forms joined by commas,
-// between brackets, so this is the digest of the canonical form of the whole array.
-func digestOfParts(parts [][]byte) string {
-	h := sha256.New()
-	h.Write([]byte{'['})
-	for i, part := range parts {
-		if i > 0 {
-			h.Write([]byte{','})
-		}
-		h.Write(part)
+func (w *canonicalWriter) appendValue(buf []byte, v any, depth int) ([]byte, error) {
+	switch x := v.(type) {
+	case nil:
+		return append(buf, "null"...), nil
+	case bool:
+		return strconv.AppendBool(buf, x), nil
+	case string:
+		return appendString(buf, x), nil
+	case int64:
+		return appendInteger(buf, x)
+	case float64:
+		return appendNumber(buf, x)
+	case []any:
+		return w.appendArray(buf, x, depth)
+	case map[string]any:
+		return w.appendObject(buf, x, depth)
+	case Event:
+		return w.appendObject(buf, x, depth)
 	}
-	h.Write([]byte{']'})
-	return hex.EncodeToString(h.Sum(nil))
+	return buf, fmt.Errorf("%T is not a plain JSON value", v)
+}
+
+func (w *canonicalWriter) appendArray(buf []byte, items []any, depth int) ([]byte, error) {
+	buf = append(buf, '[')
+	for i, item := range items {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		var err error
+		if buf, err = w.appendValue(buf, item, depth+1); err != nil {
+			return buf, err
+		}
+	}
+	return append(buf, ']'), nil
+}
+
+func (w *canonicalWriter) appendObject(buf []byte, m map[string]any, depth int) ([]byte, error) {
+	members := w.members.sorted(m, depth, byUTF16)
+	buf = append(buf, '{')
+	for i, kv := range members {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(appendString(buf, kv.key), ':')
+		var err error
+		if buf, err = w.appendValue(buf, kv.value, depth+1); err != nil {
+			return buf, err
+		}
+	}
+	w.members.release(depth, members)
+	return append(buf, '}'), nil
+}
+
+// appendInteger writes an integer as ECMAScript writes the number: its decimal digits, for
+// every integer JSON carries exactly. One beyond +-MaxSafeInteger (jsonValue lets none through)
+// is written as the double a reader of its digits would make of it.
+func appendInteger(buf []byte, n int64) ([]byte, error) {
+	if n < -MaxSafeInteger || n > MaxSafeInteger {
+		return appendNumber(buf, float64(n))
+	}
+	return strconv.AppendInt(buf, n, 10), nil
+}
+
+// appendNumber writes a double as ECMAScript's Number.prototype.toString does, which RFC 8785
+// prescribes (-0 as 0, exponents from 1e21 and below 1e-6): the reference implementation's
+// own formatting.
+func appendNumber(buf []byte, f float64) ([]byte, error) {
+	text, err := jcs.NumberToJSON(f)
+	if err != nil {
+		return buf, err
+	}
+	return append(buf, text...), nil
+}
+
+// byUTF16 orders members as RFC 8785 does, by their keys' UTF-16 code units.
+func byUTF16(a, b keyValue) int { return compareUTF16(a.key, b.key) }
+
+// compareUTF16 orders two strings of valid UTF-8 by their UTF-16 code units, as RFC 8785
+// sorts object keys. That is their byte order but for one pair of ranges: a character beyond
+// the BMP (lead byte 0xF0-0xF4) is a surrogate pair in UTF-16, whose code units (0xD800-0xDFFF)
+// sort below those of U+E000-U+FFFF (lead byte 0xEE or 0xEF), where its UTF-8 sorts above
+// them. Two characters of the same lead byte, or of any other pair of ranges, compare in both
+// encodings as their code points do, so the first byte that differs decides.
+func compareUTF16(a, b string) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		ca, cb := a[i], b[i]
+		if ca == cb {
+			continue
+		}
+		if ca >= 0xee && cb >= 0xee && (ca >= 0xf0) != (cb >= 0xf0) {
+			return cmp.Compare(cb, ca)
+		}
+		return cmp.Compare(ca, cb)
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// keyValue is one member of an object.
+type keyValue struct {
+	key   string
+	value any
+}
+
+// memberLists are the members of the objects being written, sorted by key, a list for each
+// nesting level, kept from one object to the next so that ordering members allocates nothing
+// once the lists have grown, and each value is taken as its key is, not looked up again.
+type memberLists [][]keyValue
+
+// sorted is the members of m in the order compare gives, in the list of level depth: the list
+// is the caller's until it gives it back with release.
+func (l *memberLists) sorted(m map[string]any, depth int, compare func(a, b keyValue) int) []keyValue {
+	for len(*l) <= depth {
+		*l = append(*l, nil)
+	}
+	members := (*l)[depth][:0]
+	if cap(members) < len(m) {
+		members = make([]keyValue, 0, len(m))
+	}
+	for key, value := range m {
+		members = append(members, keyValue{key, value})
+	}
+	slices.SortFunc(members, compare)
+	return members
+}
+
+// release gives back the list of level depth, grown as it may have been.
+func (l *memberLists) release(depth int, members []keyValue) {
+	(*l)[depth] = members[:0]
+}
+
+// arrayDigest is the sha256 of a canonical JSON array taken from its elements' canonical
+// bytes one after another, each written once: RFC 8785 writes an array as its elements'
+// forms joined by commas, between brackets, so this is the digest of the canonical form of
+// the whole array.
+type arrayDigest struct {
+	h     hash.Hash
+	empty bool
+}
+
+// The punctuation of an array, as slices made once: a literal handed to Write would be
+// allocated on every call.
+var (
+	openBracket  = []byte{'['}
+	comma        = []byte{','}
+	closeBracket = []byte{']'}
+)
+
+func newArrayDigest() *arrayDigest {
+	d := &arrayDigest{h: sha256.New(), empty: true}
+	d.h.Write(openBracket)
+	return d
+}
+
+// add takes the next element's canonical bytes.
+func (d *arrayDigest) add(part []byte) {
+	if !d.empty {
+		d.h.Write(comma)
+	}
+	d.empty = false
+	d.h.Write(part)
+}
+
+// hex is the digest of the array of the elements added, in lowercase hex.
+func (d *arrayDigest) hex() string {
+	d.h.Write(closeBracket)
+	return hex.EncodeToString(d.h.Sum(nil))
 }

@@ -9,8 +9,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf16"
+
+	"github.com/gowebpki/jcs"
 )
 
 // conformance is the repository's conformance directory, which every implementation replays.
@@ -106,6 +110,78 @@ func TestConformanceCanonical(t *testing.T) {
 	}
 }
 
+// canonicalByTransform is the route the canonical writer replaced, kept as its reference:
+// encoding/json's bytes of a plain value (jsonValue's), brought to RFC 8785 form by the
+// reference implementation's jcs.Transform, which parses them again.
+func canonicalByTransform(plain any) ([]byte, error) {
+	text, err := marshalNoEscape(plain)
+	if err != nil {
+		return nil, err
+	}
+	return jcs.Transform(text)
+}
+
+// checkAgainstTransform fails unless the writer's bytes of v are the reference route's.
+func checkAgainstTransform(t testing.TB, v any, got []byte) {
+	t.Helper()
+	plain, f := jsonValue(v, 1)
+	if f != nil {
+		t.Fatalf("not a JSON value: %s", f.reason)
+	}
+	want, err := canonicalByTransform(plain)
+	if err != nil {
+		t.Fatalf("the reference refuses it: %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("the writer and jcs.Transform differ:\n writer    %q\n reference %q", got, want)
+	}
+}
+
+// TestCanonicalEdges holds the writer, and the reference route, to the edge cases of
+// testdata/canonical_edges.json: key order by UTF-16 code units, -0, 1e21, 5e-324, exponents,
+// escapes, lone surrogates.
+func TestCanonicalEdges(t *testing.T) {
+	doc := readJSON(t, filepath.Join("testdata", "canonical_edges.json")).(map[string]any)
+	for _, item := range doc["vectors"].([]any) {
+		vector := item.(map[string]any)
+		t.Run(vector["name"].(string), func(t *testing.T) {
+			value := decodeJSON(t, []byte(vector["json"].(string)))
+			got, err := Canonical(value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := vector["canonical"].(string); string(got) != want {
+				t.Errorf("\n got %q\nwant %q", got, want)
+			}
+			checkAgainstTransform(t, value, got)
+		})
+	}
+}
+
+// TestKeyOrderIsUTF16 compares compareUTF16 with the order of the keys' UTF-16 code units,
+// over keys from every range whose order differs between UTF-8 and UTF-16, and their
+// neighbours.
+func TestKeyOrderIsUTF16(t *testing.T) {
+	chars := []string{"", "\x00", "a", "z", "\u007f", "\u0080", "\u00e9", "\u07ff", "\u0800",
+		"\ud7ff", "\ue000", "\uefff", "\uf000", "\ufb33", "\ufffd", "\uffff", "\U00010000",
+		"\U0001f600", "\U0010ffff"}
+	var keys []string
+	for _, a := range chars {
+		for _, b := range chars {
+			keys = append(keys, a+b, "k"+a+"x"+b)
+		}
+	}
+	units := func(s string) []uint16 { return utf16.Encode([]rune(s)) }
+	for _, a := range keys {
+		for _, b := range keys {
+			got, want := compareUTF16(a, b), slices.Compare(units(a), units(b))
+			if (got < 0) != (want < 0) || (got == 0) != (want == 0) {
+				t.Fatalf("compareUTF16(%q, %q) = %d, UTF-16 order says %d", a, b, got, want)
+			}
+		}
+	}
+}
+
 func TestJCSVectors(t *testing.T) {
 	names, err := filepath.Glob(filepath.Join(conformance, "jcs", "input", "*.json"))
 	if err != nil || len(names) == 0 {
@@ -124,6 +200,7 @@ func TestJCSVectors(t *testing.T) {
 			if !bytes.Equal(got, want) {
 				t.Errorf("\n got %s\nwant %s", got, want)
 			}
+			checkAgainstTransform(t, readJSON(t, name), got)
 		})
 	}
 }
@@ -165,6 +242,7 @@ func TestCanonicalGoValues(t *testing.T) {
 			if string(got) != c.want {
 				t.Errorf("\n got %s\nwant %s", got, c.want)
 			}
+			checkAgainstTransform(t, c.value, got)
 		})
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/ledger-bus/ledger-bus/go/internal/pyrepr"
 )
@@ -311,35 +310,44 @@ func givenFields(raw Event, index int) (Event, error) {
 			}
 		}
 	}
-	names := sortedKeys(raw)
 	if kind != TypeMutation {
-		for _, name := range names {
-			if name != "type" && !slices.ContainsFunc(specs, func(f fieldSpec) bool { return f.name == name }) {
-				return nil, invalid(name, kind+" events have no such field")
-			}
+		if name, found := unknownField(raw, specs); found {
+			return nil, invalid(name, kind+" events have no such field")
 		}
 	}
 	fields := make(Event, len(raw))
-	for _, name := range names {
-		if !utf8.ValidString(name) {
-			return nil, invalid("", fmt.Sprintf("object key %s is not valid UTF-8", strconv.Quote(name)))
-		}
-		value := raw[name]
+	var first firstFault
+	for name, value := range raw {
 		if name == "type" {
 			fields[name] = kind // a named string type becomes a plain string
 			continue
 		}
 		// The event object is level 1, its fields' values level 2.
-		plain, f := jsonValue(value, 2)
+		plain, f := member(name, value, 1)
 		if f != nil {
-			f.at("." + name)
-			return nil, invalid(f.where(), f.reason)
-		}
-		if !isDefault(kind, name, plain) {
+			first.keep(name, f)
+		} else if !isDefault(kind, name, plain) {
 			fields[name] = plain
 		}
 	}
+	if f := first.fault; f != nil {
+		return nil, invalid(f.where(), f.reason)
+	}
 	return fields, nil
+}
+
+// unknownField is the first name in key order that is neither "type" nor a field of specs.
+func unknownField(raw Event, specs []fieldSpec) (string, bool) {
+	first, found := "", false
+	for name := range raw {
+		if name == "type" || (found && name >= first) {
+			continue
+		}
+		if !slices.ContainsFunc(specs, func(f fieldSpec) bool { return f.name == name }) {
+			first, found = name, true
+		}
+	}
+	return first, found
 }
 
 func checkParents(value any, index int) error {

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"crypto/sha1"
 	"fmt"
 	"strconv"
 	"strings"
@@ -190,11 +191,18 @@ func DeriveEventID(stream StreamID, appendID string, index int) string {
 }
 
 // newIDDeriver returns DeriveEventID for one append: the part common to all its events is
-// joined once.
+// joined once, and the name and the hash state are reused from one event to the next (the
+// derived ids do not share them).
 func newIDDeriver(stream StreamID, appendID string) func(index int) string {
-	prefix := []byte(stream.Session + "\x1f" + stream.Name + "\x1f" + appendID + "\x1f")
+	const sep = '\x1f'
+	name := make([]byte, 0, len(stream.Session)+len(stream.Name)+len(appendID)+3+20)
+	name = append(append(name, stream.Session...), sep)
+	name = append(append(name, stream.Name...), sep)
+	name = append(append(name, appendID...), sep)
+	prefix := len(name)
+	h := sha1.New()
 	return func(index int) string {
-		name := strconv.AppendInt(prefix[:len(prefix):len(prefix)], int64(index), 10)
-		return uuid.NewSHA1(eventIDNamespace, name).String()
+		name = strconv.AppendInt(name[:prefix], int64(index), 10)
+		return uuid.NewHash(h, eventIDNamespace, name, 5).String()
 	}
 }

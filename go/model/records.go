@@ -183,37 +183,58 @@ func appendJSON(buf []byte, value any) ([]byte, error) {
 
 // appendString appends s as a JSON string with the escapes JSON requires and no others: `"`,
 // `\` and the C0 controls (\b, \t, \n, \f, \r, else \u00XX), the rest as UTF-8, as RFC 8785
-// and the Python package write strings. Invalid UTF-8 becomes U+FFFD.
+// and the Python package write strings. Each byte that is not UTF-8 becomes U+FFFD, as
+// encoding/json has it. The runs between escapes are copied whole.
 func appendString(buf []byte, s string) []byte {
-	const hexDigits = "0123456789abcdef"
 	buf = append(buf, '"')
+	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c >= utf8.RuneSelf {
 			r, size := utf8.DecodeRuneInString(s[i:])
-			buf = utf8.AppendRune(buf, r)
+			if r == utf8.RuneError && size == 1 {
+				buf = utf8.AppendRune(append(buf, s[start:i]...), utf8.RuneError)
+				start = i + 1
+			}
 			i += size
 			continue
 		}
-		switch {
-		case c == '"' || c == '\\':
-			buf = append(buf, '\\', c)
-		case c == '\b':
-			buf = append(buf, '\\', 'b')
-		case c == '\t':
-			buf = append(buf, '\\', 't')
-		case c == '\n':
-			buf = append(buf, '\\', 'n')
-		case c == '\f':
-			buf = append(buf, '\\', 'f')
-		case c == '\r':
-			buf = append(buf, '\\', 'r')
-		case c < 0x20:
-			buf = append(buf, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		default:
-			buf = append(buf, c)
+		if plainASCII[c] {
+			i++
+			continue
 		}
+		buf = appendEscape(append(buf, s[start:i]...), c)
 		i++
+		start = i
 	}
-	return append(buf, '"')
+	return append(append(buf, s[start:]...), '"')
+}
+
+// plainASCII says which ASCII bytes a JSON string holds as they are: all but `"`, `\` and the
+// C0 controls.
+var plainASCII = func() (plain [utf8.RuneSelf]bool) {
+	for c := range plain {
+		plain[c] = c >= 0x20 && c != '"' && c != '\\'
+	}
+	return plain
+}()
+
+// appendEscape appends the escape of an ASCII byte JSON does not take as it is.
+func appendEscape(buf []byte, c byte) []byte {
+	const hexDigits = "0123456789abcdef"
+	switch c {
+	case '"', '\\':
+		return append(buf, '\\', c)
+	case '\b':
+		return append(buf, '\\', 'b')
+	case '\t':
+		return append(buf, '\\', 't')
+	case '\n':
+		return append(buf, '\\', 'n')
+	case '\f':
+		return append(buf, '\\', 'f')
+	case '\r':
+		return append(buf, '\\', 'r')
+	}
+	return append(buf, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 }

@@ -73,7 +73,7 @@ func TestUnpackTypes(t *testing.T) {
 		{"f32", func() error { return enc.EncodeFloat32(0.5) }},
 		{"f64", func() error { return enc.EncodeFloat64(1) }},
 		{"ref", func() error {
-			return packValue(enc, ArtifactRef{SHA256: strings.Repeat("0", 64), Size: 3, MediaType: MediaJSON})
+			return packRef(enc, ArtifactRef{SHA256: strings.Repeat("0", 64), Size: 3, MediaType: MediaJSON})
 		}},
 	} {
 		_ = enc.EncodeString(kv.k)
