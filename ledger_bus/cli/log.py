@@ -88,6 +88,7 @@ def append(
 @pass_settings
 def read(settings: Settings, session: str, stream: str, after: int, limit: int | None) -> None:
     """A stream's events, ascending by version."""
+    StreamId(session, stream)  # both names checked (bad input, exit 2) before any look-up
     store, session = settings.named(session)
     store = streams_of(store, session, (stream,))
     events = store.read_stream(StreamId(session, stream), after, limit)
