@@ -1,8 +1,8 @@
 """Every artifact a release publishes, as `make dist` builds them in a fresh clone of this
-checkout (once a run: test_wheel.released), each installed and run outside the repository: the
-wheel in a fresh venv for each extra pyproject.toml names, the npm tarball in a fresh npm
-project, the Go modules through a module proxy that is dist/go itself; and SHA256SUMS over them
-all."""
+checkout (once a run, shared with the other tests of the release: tests/support/release.py),
+each installed and run outside the repository: the wheel in a fresh venv for each extra
+pyproject.toml names, the npm tarball in a fresh npm project, the Go modules through a module
+proxy that is dist/go itself; and SHA256SUMS over them all."""
 
 from __future__ import annotations
 
@@ -32,14 +32,10 @@ from tests.packaging.test_go_module import (
     outside,
     proxy,  # noqa: F401  (the fixture: the modules modproxy serves from this checkout)
 )
-from tests.packaging.test_wheel import (
-    assert_the_view_serves,
-    fresh_clone,
-    release_venv,
-    released,
-    run,
-)
+from tests.packaging.test_wheel import assert_the_view_serves
 from tests.support.helpers import ROOT
+from tests.support.npm import npm_env
+from tests.support.release import Release, fresh_clone, release_of, run
 
 # make dist runs once a run, in whichever test asks first: a minute or so, the npm install of
 # a fresh clone's development dependencies, the TypeScript build and the wheel's among it.
@@ -53,16 +49,22 @@ EXTRAS = sorted(set(PROJECT["optional-dependencies"]) - {"dev"})
 
 
 @pytest.fixture(scope="module")
-def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The release's dist/."""
-    return released(tmp_path_factory)
+def made(tmp_path_factory: pytest.TempPathFactory) -> Release:
+    """The release, and the venvs of its wheel."""
+    return release_of(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
-def venv_with(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+def release(made: Release) -> Path:
+    """The release's dist/."""
+    return made.dist()
+
+
+@pytest.fixture(scope="module")
+def venv_with(made: Release) -> Callable[..., Path]:
     """The bin folder of a fresh venv with the release's wheel and the extras named: one venv a
-    set of extras, made once a run."""
-    return lambda *extras: release_venv(tmp_path_factory, tuple(sorted(extras)))
+    set of extras, made once a run (shared with the other tests of the release)."""
+    return lambda *extras: made.venv(extras)
 
 
 def sums(release: Path) -> dict[str, str]:
@@ -110,16 +112,13 @@ def test_make_dist_builds_every_artifact_of_the_release_with_their_sums(release:
 
 # -- the npm package ---------------------------------------------------------------------------
 
-# npm as a user runs it: not as a script of a package, which npm would tell it through these.
-NPM_OWN = re.compile(r"^(npm_package_|npm_lifecycle_|npm_config_local_prefix$|INIT_CWD$)")
-
 
 def npm(*args: str | Path, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not NPM_OWN.match(k)}
+    """npm as a user runs it: not as a script of a package (tests.support.npm.npm_env)."""
     return subprocess.run(
         ["npm", *(str(a) for a in args), "--no-audit", "--no-fund"],
         cwd=cwd,
-        env=env,
+        env=npm_env(),
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -24,6 +24,7 @@ import ledger_bus
 from ledger_bus.demo.server import LocalServer
 from tests.support.gopeer import need_go
 from tests.support.helpers import ROOT, ledger_cli
+from tests.support.release import once_a_run
 
 VERSION = f"v{ledger_bus.__version__}"
 SDK = "github.com/ledger-bus/ledger-bus/go"
@@ -222,7 +223,11 @@ def module_cache() -> Path:
 def outside(proxy: Path, tmp_path: Path) -> dict[str, str]:
     """The environment of a user's go command, outside the repository, that fetches through
     `proxy` into a module cache of its own in `tmp_path`."""
-    flags = f"{os.environ.get('GOFLAGS', '')} -mod=mod -modcacherw".strip()
+    # -trimpath: without it a package's directory is part of its key in the build cache, and
+    # each test's module cache is a directory of its own, so every test (and every run) would
+    # compile the SDK and all it imports again; with it, what is compiled is reused whatever the
+    # cache's path. It changes only the file paths the binaries record.
+    flags = f"{os.environ.get('GOFLAGS', '')} -mod=mod -modcacherw -trimpath".strip()
     return {
         **os.environ,
         # go/go.work is the repository's: a user's module has none (and here none is found
@@ -269,8 +274,13 @@ def _copy_of_go(into: Path) -> Path:
 @pytest.fixture(scope="module")
 def proxy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A module proxy's directory serving the SDK and the adapter at this version, and the
-    AgentGo stand-in at the version the adapter pins."""
+    AgentGo stand-in at the version the adapter pins: made once a run, for the tests here,
+    test_dist.py's and tests/project/test_doc_blocks.py's."""
     need_go()
+    return once_a_run(tmp_path_factory, "go-proxy", lambda: _proxy(tmp_path_factory))
+
+
+def _proxy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("go-proxy")
     source = _copy_of_go(tmp / "checkout")
     tool = tmp / "modproxy"

@@ -1,7 +1,7 @@
 """The wheel and the sdist a release publishes, built by `make dist` in a fresh clone of this
-checkout, and installed as a user installs them: into fresh venvs outside the checkout, run from
-a folder that is not the checkout. What builds the release and the venvs, once a run, is here for
-tests/packaging/test_dist.py too."""
+checkout (once a run, shared with the other tests of the release: tests/support/release.py), and
+installed as a user installs them: into fresh venvs outside the checkout, run from a folder that
+is not the checkout."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 import tomllib
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,130 +20,22 @@ import pytest
 import ledger_bus
 from ledger_bus.demo.server import LocalServer, free_port
 from tests.support.helpers import ROOT
+from tests.support.release import Release, fresh_venv, release_of, run
 
-pytestmark = pytest.mark.slow
+# The release is made once a run, by whichever test asks first: this module's, when it runs
+# alone (make dist, then a venv).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-# uv as `make install` installs it (a venv of its own inside the one running the tests), versions
-# held to the lock by constraints, so what the fresh venvs get is what CI tested.
-UV = Path(sys.prefix) / "uv" / "bin" / "uv"
-LOCK = ROOT / "requirements" / "dev.txt"
-VENV = Path(sys.prefix)
 # What pyproject.toml ships beside the modules: each pattern is looked for in the wheel.
 PACKAGE_DATA: list[str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"][
     "setuptools"
 ]["package-data"]["ledger_bus"]
 
 
-def run(*args: str | Path, cwd: Path, timeout: float = 300, **kw: object) -> str:
-    done = subprocess.run(
-        [str(a) for a in args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        **kw,  # type: ignore[call-overload]
-    )
-    assert done.returncode == 0, f"{args}: {done.stderr}{done.stdout}"
-    return str(done.stdout)
-
-
-def fresh_clone(into: Path, *paths: str) -> Path:
-    """This checkout as a clone of it would be, in `into` (only `paths`, when given): the files
-    git lists (tracked or new, none that it ignores, none of what a build or an install left
-    here), committed, so that a build there starts from what a release starts from and sees the
-    changes made here."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *paths],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    for name in listed.stdout.split("\0"):
-        if name and (ROOT / name).is_file():  # (a tracked file deleted here is not copied)
-            (into / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, into / name)
-    # A repository of its own, with no configuration of the user's (hooks, signing).
-    git = {
-        **os.environ,
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_CONFIG_NOSYSTEM": "1",
-        **dict.fromkeys(["GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"], "release"),
-        **dict.fromkeys(["GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"], "release@example.com"),
-    }
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "release"]):
-        run("git", *args, cwd=into, env=git)
-    return into
-
-
-def make_dist(clone: Path) -> Path:
-    """`make dist` in `clone`, with the venv running the tests as the one it uses (as installed:
-    -o, so that make neither installs into it nor downloads the Go modules again); its dist/."""
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-    as_installed = ["-o", f"{VENV}/.installed", "-o", f"{VENV}/.go-downloaded"]
-    done = subprocess.run(
-        ["make", "--no-print-directory", "dist", f"VENV={VENV}", *as_installed],
-        cwd=clone,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, f"make dist: {done.stderr[-4000:]}{done.stdout[-4000:]}"
-    return clone / "dist"
-
-
-# What a run has made once, by the run's temporary folder and what was made: the release's
-# dist/, and the venvs of its wheel.
-_MADE: dict[tuple[Path, str | tuple[str, ...]], Path] = {}
-
-
-def _once(
-    factory: pytest.TempPathFactory, what: str | tuple[str, ...], make: Callable[[], Path]
-) -> Path:
-    key = (factory.getbasetemp(), what)
-    if key not in _MADE:
-        _MADE[key] = make()
-    return _MADE[key]
-
-
-def released(factory: pytest.TempPathFactory) -> Path:
-    """The dist/ of `make dist` in a fresh clone of this checkout, made once a run."""
-    if not UV.exists():
-        pytest.skip(f"no {UV}: run make install")
-    return _once(factory, "dist", lambda: make_dist(fresh_clone(factory.mktemp("clone"))))
-
-
-def release_venv(factory: pytest.TempPathFactory, extras: tuple[str, ...]) -> Path:
-    """The bin folder of a fresh venv with the release's wheel and `extras` installed, made once
-    a run for each set of extras."""
-
-    def make() -> Path:
-        (wheel,) = released(factory).glob("ledger_bus-*.whl")
-        where = factory.mktemp("venv-" + ("-".join(extras) or "plain")) / "venv"
-        return fresh_venv(where, f"ledger-bus[{','.join(extras)}] @ {wheel.as_uri()}")
-
-    return _once(factory, extras, make)
-
-
 @pytest.fixture(scope="module")
-def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel and the sdist (built from the sdist) of the release."""
-    return released(tmp_path_factory)
-
-
-def fresh_venv(where: Path, requirement: str) -> Path:
-    """A new venv at `where` with `requirement` installed in it; its bin folder."""
-    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
-    run(UV, "venv", "-q", "--python", sys.executable, where, cwd=where.parent, env=env)
-    run(
-        UV, "pip", "install", "-q", "--python", where / "bin" / "python", requirement,
-        "--constraint", LOCK, "--build-constraint", LOCK,
-        cwd=where.parent, env=env,
-    )  # fmt: skip
-    return where / "bin"
+def made(tmp_path_factory: pytest.TempPathFactory) -> Release:
+    """The release, and the venvs of its wheel."""
+    return release_of(tmp_path_factory)
 
 
 def installed_package(bin_: Path, cwd: Path) -> Path:
@@ -167,13 +58,13 @@ def server() -> Iterator[LocalServer]:
 
 
 def test_the_wheel_installs_and_runs_outside_the_checkout(
-    tmp_path_factory: pytest.TempPathFactory, server: LocalServer, tmp_path: Path
+    made: Release, server: LocalServer, tmp_path: Path
 ) -> None:
     # Given the wheel, installed with the extras for the view, the MCP server and the contract
     # suite into a fresh venv, used from a folder that is not the checkout
     home = tmp_path / "user"
     home.mkdir()
-    bin_ = release_venv(tmp_path_factory, ("mcp", "testing", "ui"))
+    bin_ = made.venv(("mcp", "testing", "ui"))
     package = installed_package(bin_, home)
     assert ROOT not in package.parents, package
 
@@ -279,10 +170,10 @@ def fetch(url: str, process: subprocess.Popen[bytes], log: Path, wait: float = 6
 
 
 def test_the_sdist_holds_what_the_wheel_does_and_installs_outside_the_checkout(
-    dist: Path, tmp_path: Path
+    made: Release, tmp_path: Path
 ) -> None:
     # Given the sdist, built into a wheel of the user's own by the installer
-    (sdist,) = dist.glob("ledger_bus-*.tar.gz")
+    sdist = made.sdist()
     home = tmp_path / "user"
     home.mkdir()
     bin_ = fresh_venv(tmp_path / "venv", str(sdist))

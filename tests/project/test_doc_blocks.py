@@ -2,14 +2,15 @@
 the repository, from a folder of the page's own (PYTHONPATH empty, nothing of the checkout on
 PATH), with only what the page says to install.
 
-- Python blocks run in a fresh venv of the wheel (built once from the checkout) with the
-  extras the block's `<!-- run: ledger-bus[EXTRA] -->` names, none without; a venv per set of
-  extras, made once a run. A page's consecutive Python blocks that say the same are one program
-  (tests/support/doc_blocks.py has the rules); `<!-- run: ... pytest -->` runs a block with
-  pytest.
+- Python blocks run in a fresh venv of the release's wheel (`make dist` in a fresh clone of the
+  checkout, once a run: tests/support/release.py) with the extras the block's
+  `<!-- run: ledger-bus[EXTRA] -->` names, none without; a venv per set of extras, made once a
+  run (shared with tests/packaging/test_dist.py and test_wheel.py where the extras agree). A
+  page's consecutive Python blocks that say the same are one program (tests/support/doc_blocks.py
+  has the rules); `<!-- run: ... pytest -->` runs a block with pytest.
 - Shell blocks run with `bash -e -o pipefail`, the venv's `ledger-bus` first on PATH.
 - JavaScript and TypeScript blocks run with node in a fresh npm project (`npm init -y`) with the
-  npm package's tarball installed, saved as the file their first line names (`// app.mjs`),
+  release's npm tarball installed, saved as the file their first line names (`// app.mjs`),
   else as `index.js`, what `npm init -y` makes the entry point.
 - Go blocks build in a module of their own outside the repository, the SDK fetched through
   tests/packaging/test_go_module.py's module proxy; docs/go.md's are that test's.
@@ -45,7 +46,7 @@ from tests.support import npm
 from tests.support.doc_blocks import Block, Unit, blocks_of, is_excerpt, kind_of, pages
 from tests.support.doc_runs import PageResult, PageRunner, Ran
 from tests.support.helpers import ROOT
-from tests.support.venvs import UV, Once, Venvs
+from tests.support.release import Once, release_of
 
 # Blocks another test runs, and which.
 ELSEWHERE = {
@@ -153,7 +154,7 @@ class GoModule:
     def __init__(self, proxy_dir: Path, where: Path):
         self.where = where
         self.env = outside(proxy_dir, where.parent)
-        self._once = Once()
+        self._once: Once[Path] = Once()
 
     def ready(self) -> Path:
         """The module, made the first time (its packages built once, to be ready sooner)."""
@@ -183,8 +184,7 @@ def page_runs(
 ) -> Iterator[dict[str, Future[PageResult]]]:
     """The pages the run selected, each run in a thread of a small pool (their programs wait on
     processes far more than they compute), what they need made meanwhile in others."""
-    if not UV.exists():
-        pytest.skip(f"no {UV}: run make install")
+    made = release_of(tmp_path_factory)
     selected = [
         item.callspec.params["page"]
         for item in request.session.items
@@ -192,20 +192,15 @@ def page_runs(
         and hasattr(item, "callspec")
     ]
     root = tmp_path_factory.mktemp("doc-blocks")
-    once = Once()
+    once: Once[Path] = Once()
 
     def node_project() -> Path:
-        def make() -> Path:
-            (root / "npm").mkdir()
-            return npm.project(root / "npm" / "project", npm.tarball(root / "npm"))
+        return once.get("npm", lambda: npm.project(root / "npm" / "project", made.npm_tarball()))
 
-        return once.get("npm", make)
-
-    venvs = Venvs(root / "venvs")
-    runner = PageRunner(root / "homes", venvs, node_project, None, Checks(), elsewhere)
+    runner = PageRunner(root / "homes", made.venv, node_project, None, Checks(), elsewhere)
     units = [unit for page in selected for unit in runner.units(page)]
     needed: list[Callable[[], Path]] = [
-        functools.partial(venvs.bin, extras)
+        functools.partial(made.venv, extras)
         for extras in sorted({u.extras for u in units if u.kind in ("python", "pytest", "shell")})
     ]
     if any(u.kind == "node" for u in units):

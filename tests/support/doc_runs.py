@@ -19,7 +19,6 @@ from ledger_bus.demo.server import LocalServer
 from tests.support.doc_blocks import Block, Unit, blocks_of, kind_of, units_of
 from tests.support.helpers import ROOT
 from tests.support.npm import npm_env
-from tests.support.venvs import Venvs
 
 # How long one program may take: a block that waits for something that never comes fails here.
 LIMIT = 90.0
@@ -99,22 +98,26 @@ def _in_checkout(path: str) -> bool:
     return Path(path).resolve().is_relative_to(ROOT)
 
 
+# Given a block's extras, the bin folder of a venv of the wheel with them installed.
+VenvOf = Callable[[tuple[str, ...]], Path]
+
+
 class PageRunner:
-    """Runs pages' blocks: Python and shell in venvs from `venvs`, JavaScript in the npm project
-    `node_project()` gives, Go through `go` (None: no Go here); `checks` says what else a
-    program must have done; blocks `elsewhere` names another test for are left to it."""
+    """Runs pages' blocks: Python and shell in the venvs `venv` gives, JavaScript in the npm
+    project `node_project()` gives, Go through `go` (None: no Go here); `checks` says what else
+    a program must have done; blocks `elsewhere` names another test for are left to it."""
 
     def __init__(
         self,
         homes: Path,
-        venvs: Venvs,
+        venv: VenvOf,
         node_project: Callable[[], Path],
         go: GoRunner | None,
         checks: Checks,
         elsewhere: Callable[[Block], str | None],
     ):
         self.homes = homes
-        self.venvs = venvs
+        self.venv = venv
         self.node_project = node_project
         self.go = go
         self.checks = checks
@@ -167,7 +170,7 @@ class PageRunner:
             return self.go(name, source, user_env(url, None))
         if unit.kind == "node":
             return self._node(unit, source, url)
-        bin_ = self.venvs.bin(unit.extras)
+        bin_ = self.venv(unit.extras)
         env = user_env(url, bin_)
         name = f"{unit.first.line}"
         if unit.kind == "shell":
