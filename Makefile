@@ -94,7 +94,7 @@ OLDEST_TESTS = tests/contract/test_canonical_json.py tests/contract/test_conform
 # On Python 3.11, the oldest the package supports, as the oldest dependencies have wheels for.
 test-oldest:
 	$(MAKE) --no-print-directory VENV=.venv-oldest RESOLVE=oldest PYTHON=python3.11 install
-	.venv-oldest/bin/pytest -q $(OLDEST_TESTS)
+	.venv-oldest/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(OLDEST_TESTS)
 
 fix: install
 	$(BIN)/ruff check --fix .
@@ -207,10 +207,16 @@ $(HARBOR)/.installed: $(LOCKS)/harbor.txt $(UVENV)/.installed
 	  $(HARBOR)/bin/python -c 'import harbor.utils.trajectory_validator' && touch $@; \
 	else echo 'no Python 3.12 or newer: the ATIF tests will skip'; fi
 
+# pytest on PYTEST_WORKERS processes (pytest-xdist), a test file each at a time: the tests wait
+# on servers and child processes far more than they compute, and each process starts its own
+# redis-server, cluster and PostgreSQL, so files run side by side as they run alone. `pytest`
+# alone (no -n) runs one file after another, as before.
+PYTEST_WORKERS ?= 3
+PYTEST = $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 test: install $(SDK_TESTS)/.fetched $(HARBOR)/.installed $(TS_DEPS) $(NODE22) $(INSPECTOR) test-go
 	cd typescript && npm test --silent
 	cd typescript && npm run --silent test:pi
-	$(BIN)/pytest -q
+	$(PYTEST)
 
 # The Go SDK's tests under the race detector (they start their own redis-server), then each
 # fuzz target for a bounded number of inputs (a target at a time: go test fuzzes one per run).
@@ -225,7 +231,7 @@ test-go: install $(GO_DEPS)
 	  $(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZ_TIME) ./model/ || exit 1; done
 
 test-fast: install
-	$(BIN)/pytest -q -m 'not slow'
+	$(PYTEST) -m 'not slow'
 
 bench: install
 	$(PY) scripts/bench.py

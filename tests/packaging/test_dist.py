@@ -25,8 +25,8 @@ import ledger_bus
 from tests.packaging.test_go_module import (
     ADAPTER,
     AGENTGO_PROGRAM,
-    PROGRAM,
     SDK,
+    documented_programs,
     documented_wiring,
     go,
     outside,
@@ -439,7 +439,7 @@ def test_the_go_modules_in_dist_are_what_modproxy_serves_and_go_gets_them_from_t
 
     # And the documented programs on the SDK and on the adapter find every package they import
     # there (test_go_module builds and runs them on modproxy's modules, which dist's are)
-    (user / "main.go").write_text(PROGRAM)
+    (user / "main.go").write_text(documented_programs()[0])
     (user / "agentgo").mkdir()
     (user / "agentgo" / "main.go").write_text(
         AGENTGO_PROGRAM.replace("WIRING", documented_wiring())

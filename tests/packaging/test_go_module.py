@@ -1,7 +1,8 @@
-"""The Go modules as a user gets them: the SDK (github.com/ledger-bus/ledger-bus/go) and the
-AgentGo adapter (github.com/ledger-bus/ledger-bus/go/adapters/agentgo) at this version, fetched
-with `go get` through a module proxy by a module of the user's own, outside the repository, that
-runs the README's and docs/go.md's examples against a redis-server. The proxy is a directory in
+"""The Go modules as a user gets them: the SDK (github.com/ledger-bus/ledger-bus/go) and the AgentGo
+adapter (github.com/ledger-bus/ledger-bus/go/adapters/agentgo) at this version, fetched with `go
+get` through a module proxy by a module of the user's own, outside the repository, that runs
+docs/go.md's AgentGo block against a redis-server (tests/project/test_doc_blocks.py runs the page's
+other programs, in a module that gets the SDK through the same proxy). The proxy is a directory in
 the proxy's layout (go/tools/modproxy) made from the repository's files, where proxy.golang.org
 serves a release's tags (go/v0.1.0, go/adapters/agentgo/v0.1.0); AgentGo, which proxy.golang.org
 does not serve, is its stand-in (go/standins/agentgo) at the version the adapter pins. Offline:
@@ -32,79 +33,6 @@ ADAPTER = f"{SDK}/adapters/agentgo"
 AGENTGO = "github.com/compforge/agentgo"
 GO = ROOT / "go"
 ADAPTER_DIR = GO / "adapters" / "agentgo"
-
-PROGRAM = """package main
-
-import (
-	"context"
-	"encoding/json"
-	"os"
-	"time"
-
-	ledgerbus "github.com/ledger-bus/ledger-bus/go"
-	"github.com/ledger-bus/ledger-bus/go/agent"
-	"github.com/ledger-bus/ledger-bus/go/model"
-	"github.com/ledger-bus/ledger-bus/go/store"
-)
-
-func main() {
-	if err := run(context.Background()); err != nil {
-		failed := map[string]any{"error": model.Name(err), "message": err.Error()}
-		_ = json.NewEncoder(os.Stdout).Encode(failed)
-		os.Exit(model.ExitCode(err))
-	}
-}
-
-func run(ctx context.Context) error {
-	s, err := ledgerbus.Connect(ctx, "", ledgerbus.WithPrefix("user"))
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	stream, err := model.NewStreamID("task-42", "run-coder")
-	if err != nil {
-		return err
-	}
-	done, err := s.Append(ctx, stream, 0, "coder:1", []model.Event{model.Message("coder", "on it")})
-	if err != nil {
-		return err
-	}
-	last, err := s.Tail(ctx, "task-42", store.TailOptions{N: 20})
-	if err != nil {
-		return err
-	}
-	wait := store.WaitOptions{After: last[len(last)-1].Cursor, Timeout: 50 * time.Millisecond}
-	fresh, err := s.WaitSession(ctx, "task-42", wait)
-	if err != nil {
-		return err
-	}
-	scanned := 0
-	for _, err := range s.Session(ctx, "task-42", store.IterOptions{}) {
-		if err != nil {
-			return err
-		}
-		scanned++
-	}
-	rec, err := agent.NewRecorder(s, "task-42", "coder", agent.RecorderOptions{})
-	if err != nil {
-		return err
-	}
-	run, err := rec.Start(ctx, agent.RunOptions{RunID: "r1"})
-	if err != nil {
-		return err
-	}
-	hits, err := agent.Call[[]string](ctx, run, "search", map[string]any{"q": "jwt"},
-		func(ctx context.Context) ([]string, error) { return []string{"a", "b"}, nil })
-	if err = run.Finish(ctx, err); err != nil {
-		return err
-	}
-	_, err = s.Append(ctx, stream, 0, "coder:2", []model.Event{model.Message("coder", "late")})
-	return json.NewEncoder(os.Stdout).Encode(map[string]any{
-		"first_version": done.FirstVersion, "tail": len(last), "fresh": len(fresh),
-		"scanned": scanned, "hits": hits, "conflict": model.Name(err),
-	})
-}
-"""
 
 # A program of the user's own around docs/go.md's AgentGo block (WIRING): a model and a tool of
 # its own, the store from LEDGER_BUS_URL.
@@ -173,6 +101,13 @@ WIRING
 	fmt.Println(msgs[len(msgs)-1].TextContent())
 }
 """
+
+
+def documented_programs() -> list[str]:
+    """docs/go.md's Go blocks that are whole programs."""
+    page = (ROOT / "docs" / "go.md").read_text("utf-8")
+    blocks: list[str] = re.findall(r"```go\n(.*?)```", page, re.DOTALL)
+    return [b for b in blocks if b.startswith("package main\n")]
 
 
 def documented_wiring() -> str:
@@ -313,26 +248,6 @@ def _user_module(tmp_path: Path, proxy: Path) -> tuple[Path, dict[str, str]]:
     made = go("mod", "init", "example.com/user", cwd=user, env=env)
     assert made.returncode == 0, made.stderr
     return user, env
-
-
-def test_a_user_gets_the_sdk_of_this_version_and_runs_the_documented_examples(
-    proxy: Path, tmp_path: Path
-) -> None:
-    user, env = _user_module(tmp_path, proxy)
-    (user / "main.go").write_text(PROGRAM)
-    got = go("get", f"{SDK}@{VERSION}", cwd=user, env=env)
-    assert got.returncode == 0, got.stderr
-    with LocalServer(appendonly=False) as server:
-        ran = go("run", ".", cwd=user, env={**env, "LEDGER_BUS_URL": server.url})
-    assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert json.loads(ran.stdout) == {
-        "first_version": 1,
-        "tail": 1,
-        "fresh": 0,
-        "scanned": 1,
-        "hits": ["a", "b"],
-        "conflict": "VersionConflict",
-    }
 
 
 def test_a_user_gets_the_agentgo_adapter_of_this_version_with_the_agentgo_it_pins(

@@ -12,8 +12,10 @@ PATH), with only what the page says to install.
 - JavaScript and TypeScript blocks run with node in a fresh npm project (`npm init -y`) with the
   release's npm tarball installed, saved as the file their first line names (`// app.mjs`),
   else as `index.js`, what `npm init -y` makes the entry point.
-- Go blocks build in a module of their own outside the repository, the SDK fetched through
-  tests/packaging/test_go_module.py's module proxy; docs/go.md's are that test's.
+- Go blocks that are whole programs build and run in a module of their own outside the
+  repository, the SDK fetched through tests/packaging/test_go_module.py's module proxy; a Go
+  block that is a part of a file (a test, the AgentGo adapter's Example) says which in
+  `<!-- excerpt of PATH -->`, and is held to it.
 - JSON and TOML blocks are parsed.
 
 Each page gets a redis-server the test starts, named by LEDGER_BUS_URL; a literal
@@ -48,11 +50,9 @@ from tests.support.doc_runs import PageResult, PageRunner, Ran
 from tests.support.helpers import ROOT
 from tests.support.release import Once, release_of
 
-# Blocks another test runs, and which.
-ELSEWHERE = {
-    ("docs/go.md", "go"): "tests/packaging/test_go_module.py (the AgentGo block as written; "
-    "the others as its PROGRAM, made of them)",
-}
+# Blocks another test runs, and which (by page and kind): none now; docs/go.md's AgentGo block
+# is an excerpt of the adapter's Example, and tests/packaging/test_go_module.py runs it as written.
+ELSEWHERE: dict[tuple[str, str], str] = {}
 
 # What a program must have done besides ending well: code run after it in its namespace
 # (Python), by the page and a line the program holds.
@@ -77,6 +77,12 @@ PRINTED = {
     ("README.md", "from ledger_bus.testing.contract import"): " passed",
     ("README.md", 'from "ledger-bus"'): "1\n",
     ("README.md", "ledgerbus.Connect("): "1\n",
+    (
+        "docs/go.md",
+        "ledgerbus.WithPrefix(",
+    ): "VersionConflict\n1 in the stream, 1 in the tail, 0 since\n1 tool_call ",
+    ("docs/go.md", "store.WithFence(fence)"): "error: <nil>\nrefused: LeaseLost",
+    ("docs/go.md", "agent.NewRecorder("): "[the jwt rotation policy]\n",
     ("docs/adapters.md", "LedgerSessionService("): "refunded",
     ("docs/adapters.md", "LedgerSession("): "refunded",
 }
