@@ -1,7 +1,8 @@
 """The Go SDK runs the same Lua scripts as this package: go/internal/lua/scripts/ holds copies of
-ledger_bus/store/lua/*.lua (made by `go generate ./internal/lua`, embedded in the Go binary), and
-every copy must be the original byte for byte, with no script missing on either side. The Go
-package's own test checks the same from its side."""
+ledger_bus/store/lua/*.lua and of their calling convention, protocol.json (made by `go generate
+./internal/lua`, embedded in the Go binary), and every copy must be the original byte for byte,
+with no script missing on either side. The Go package's own test checks the same from its
+side."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ REGENERATE = "run `go generate ./internal/lua` in go/"
 
 
 def _names(directory: Path) -> set[str]:
-    return {path.name for path in directory.glob("*.lua")}
+    return {path.name for path in directory.glob("*.lua")} | {"protocol.json"}
 
 
 def test_every_script_has_a_copy_and_every_copy_an_original() -> None:

@@ -14,7 +14,8 @@ const here = dirname(fileURLToPath(import.meta.url));
 const source = join(here, "..", "..", "ledger_bus", "store", "lua");
 const target = join(here, "..", "lua");
 mkdirSync(target, { recursive: true });
-const scripts = readdirSync(source).filter((n) => n.endsWith(".lua"));
+// The scripts, and protocol.json, their calling convention (test/protocol.test.ts reads it).
+const scripts = readdirSync(source).filter((n) => n.endsWith(".lua") || n === "protocol.json");
 for (const name of scripts) {
   const [from, to] = [join(source, name), join(target, name)];
   if (existsSync(to) && readFileSync(to).equals(readFileSync(from))) continue;

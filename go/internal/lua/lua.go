@@ -7,6 +7,7 @@ package lua
 //go:generate go run ./gen
 
 import (
+	"context"
 	"embed"
 	"io/fs"
 	"sort"
@@ -15,8 +16,16 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-//go:embed scripts/*.lua
+//go:embed scripts/*.lua scripts/protocol.json
 var files embed.FS
+
+// Protocol is the scripts' calling convention, ledger_bus/store/lua/protocol.json: each
+// script's KEYS, ARGV and reply kinds, which the store's key builders and reply parsers are
+// held to by their tests.
+func Protocol() []byte {
+	data, _ := files.ReadFile("scripts/protocol.json") // embedded: it cannot fail
+	return data
+}
 
 // The scripts the SDK runs, by the name of their file.
 var (
@@ -39,6 +48,32 @@ type Script struct {
 	Name   string
 	Source string
 	*redis.Script
+}
+
+// Run runs the script by EVALSHA. Where the server has not got it (a restart, a failover to a
+// node that never ran it, SCRIPT FLUSH), nothing of it ran: SCRIPT LOAD loads it (on every
+// primary of a cluster) and EVALSHA runs it again. Never EVAL, as go-redis's own Run falls
+// back to: the roles `ledger-bus acl` writes grant EVALSHA, EVALSHA_RO and SCRIPT LOAD, not
+// EVAL.
+func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd {
+	return s.loaded(ctx, c, func() *redis.Cmd { return s.EvalSha(ctx, c, keys, args...) })
+}
+
+// RunRO is Run by EVALSHA_RO, for a script that only reads.
+func (s *Script) RunRO(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd {
+	return s.loaded(ctx, c, func() *redis.Cmd { return s.EvalShaRO(ctx, c, keys, args...) })
+}
+
+func (s *Script) loaded(ctx context.Context, c redis.Scripter, run func() *redis.Cmd) *redis.Cmd {
+	cmd := run()
+	if err := cmd.Err(); err == nil || !redis.HasErrorPrefix(err, "NOSCRIPT") {
+		return cmd
+	}
+	if err := s.Load(ctx, c).Err(); err != nil {
+		cmd.SetErr(err)
+		return cmd
+	}
+	return run()
 }
 
 // Names lists the scripts embedded, without their ".lua", sorted.

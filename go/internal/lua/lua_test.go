@@ -42,6 +42,16 @@ func TestCopiesAreTheOriginalsByteForByte(t *testing.T) {
 	}
 }
 
+func TestTheProtocolIsTheOriginalByteForByte(t *testing.T) {
+	original, err := os.ReadFile(filepath.Join(originals, "protocol.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(Protocol(), original) {
+		t.Error("the copy of protocol.json differs from the original: run go generate ./internal/lua")
+	}
+}
+
 func TestEachScriptRunsItsOwnSource(t *testing.T) {
 	for _, s := range []*Script{
 		Append, ArchiveAbandon, ArchiveFinish, ArtifactPut, DeleteSession, DeleteStream,

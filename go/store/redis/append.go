@@ -111,10 +111,11 @@ func (s *Store) Append(ctx context.Context, stream model.StreamID, expected int6
 		}
 	}
 	if len(prepared.Artifacts) > 0 {
-		keys = append(keys, s.key(session, "arts"))
-		for _, artifact := range prepared.Artifacts {
-			keys = append(keys, s.artifactKey(session, artifact.SHA256))
+		shas := make([]string, len(prepared.Artifacts))
+		for i, artifact := range prepared.Artifacts {
+			shas[i] = artifact.SHA256
 		}
+		keys = append(keys, s.artifactKeys(session, shas)...)
 		if err := s.putArtifacts(ctx, session, prepared.Artifacts, false); err != nil {
 			return none, err
 		}
@@ -469,12 +470,12 @@ func (s *Store) putArtifacts(ctx context.Context, session string, artifacts []mo
 		}
 	}
 	for _, artifact := range todo {
-		upload := s.artifactKey(session, artifact.SHA256) + ":" + token(6)
+		names := s.artifactPutKeys(session, artifact.SHA256, token(6))
 		whole := false
 		for tries := 0; tries < writeTries && !whole; tries++ {
-			err := s.do(ctx, "HSET "+upload, func(ctx context.Context) error {
+			err := s.do(ctx, "HSET "+names[0], func(ctx context.Context) error {
 				var err error
-				whole, err = s.putArtifact(ctx, session, artifact, upload)
+				whole, err = s.putArtifact(ctx, artifact, names)
 				return err
 			})
 			if err != nil {
@@ -488,10 +489,11 @@ func (s *Store) putArtifacts(ctx context.Context, session string, artifacts []mo
 	return nil
 }
 
-// putArtifact writes one artifact under a name of its own, upload, a chunk per command, the
-// chunks after the first in one round trip, until artifact_put.lua names it; false when the
-// upload came out short.
-func (s *Store) putArtifact(ctx context.Context, session string, artifact model.Artifact, upload string) (bool, error) {
+// putArtifact writes one artifact under a name of its own, the upload (names[0]), a chunk per
+// command, the chunks after the first in one round trip, until artifact_put.lua names it
+// (names: its KEYS); false when the upload came out short.
+func (s *Store) putArtifact(ctx context.Context, artifact model.Artifact, names []string) (bool, error) {
+	upload := names[0]
 	var chunks [][]byte
 	for at := 0; at < len(artifact.Data); at += artifactChunk {
 		chunks = append(chunks, artifact.Data[at:min(at+artifactChunk, len(artifact.Data))])
@@ -520,7 +522,6 @@ func (s *Store) putArtifact(ctx context.Context, session string, artifact model.
 			return false, err
 		}
 	}
-	names := []string{upload, s.artifactKey(session, artifact.SHA256)}
 	raw, err := lua.ArtifactPut.Run(ctx, s.rdb, names, len(artifact.Data), len(chunks)).Result()
 	if err != nil {
 		return false, err

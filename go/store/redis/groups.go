@@ -518,11 +518,11 @@ func (s *Store) GroupPrune(ctx context.Context, session, group string, idle time
 	if err := s.checkGroup(session, group); err != nil {
 		return nil, err
 	}
-	log := s.key(session, "log")
+	keys := s.pruneConsumersKeys(session)
 	var reply any
-	err := s.groupCall(ctx, session, group, "EVALSHA prune_consumers.lua "+log, func(ctx context.Context) error {
+	err := s.groupCall(ctx, session, group, "EVALSHA prune_consumers.lua "+keys[0], func(ctx context.Context) error {
 		var err error
-		reply, err = lua.PruneConsumers.Run(ctx, s.rdb, []string{log}, group, max(0, idle).Milliseconds()).Result()
+		reply, err = lua.PruneConsumers.Run(ctx, s.rdb, keys, group, max(0, idle).Milliseconds()).Result()
 		return err
 	})
 	if err != nil {

@@ -21,6 +21,9 @@ func (s *Store) key(session, suffix string) string {
 	return s.prefix + ":{" + session + "}:" + suffix
 }
 
+// The KEYS of each script the store runs, in the order ledger_bus/store/lua/protocol.json gives
+// them (protocol_test.go holds each builder here to it).
+
 // appendKeys are the KEYS of append.lua for an append to stream, in its order.
 func (s *Store) appendKeys(session, stream string) []string {
 	return []string{
@@ -32,6 +35,31 @@ func (s *Store) appendKeys(session, stream string) []string {
 		s.key(session, "safe"),
 		s.key(session, "tomb"),
 	}
+}
+
+// artifactKeys are the KEYS append.lua takes after its own for an append whose events keep
+// fields as the artifacts shas.
+func (s *Store) artifactKeys(session string, shas []string) []string {
+	keys := []string{s.key(session, "arts")}
+	for _, sha := range shas {
+		keys = append(keys, s.artifactKey(session, sha))
+	}
+	return keys
+}
+
+// artifactPutKeys are the KEYS of artifact_put.lua: the upload token names, then the artifact.
+func (s *Store) artifactPutKeys(session, sha256, token string) []string {
+	return []string{s.artifactKey(session, sha256) + ":" + token, s.artifactKey(session, sha256)}
+}
+
+// readStreamKeys are the KEYS of read_stream.lua: the stream's index, then the session log.
+func (s *Store) readStreamKeys(session, stream string) []string {
+	return []string{s.key(session, "s:"+stream), s.key(session, "log")}
+}
+
+// pruneConsumersKeys are the KEYS of prune_consumers.lua: the session log its groups read.
+func (s *Store) pruneConsumersKeys(session string) []string {
+	return []string{s.key(session, "log")}
 }
 
 // leaseKeys are the KEYS of lease.lua for the lease name of session: the lease (its owner,

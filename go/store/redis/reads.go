@@ -148,7 +148,8 @@ func (s *Store) ReadStream(ctx context.Context, stream model.StreamID, opts stor
 // readStreamPage is up to count log entries of stream from version first on: read_stream.lua,
 // or its two reads where the server has no EVALSHA_RO.
 func (s *Store) readStreamPage(ctx context.Context, stream model.StreamID, first int64, count int) ([]redis.XMessage, error) {
-	index, log := s.key(stream.Session, "s:"+stream.Name), s.key(stream.Session, "log")
+	keys := s.readStreamKeys(stream.Session, stream.Name)
+	index, log := keys[0], keys[1]
 	s.mu.Lock()
 	script := !s.noReadScript
 	s.mu.Unlock()
@@ -156,7 +157,7 @@ func (s *Store) readStreamPage(ctx context.Context, stream model.StreamID, first
 		var raw any
 		err := s.do(ctx, "EVALSHA_RO read_stream.lua "+index, func(ctx context.Context) error {
 			var err error
-			raw, err = lua.ReadStream.RunRO(ctx, s.rdb, []string{index, log}, first, count).Result()
+			raw, err = lua.ReadStream.RunRO(ctx, s.rdb, keys, first, count).Result()
 			return err
 		})
 		if err == nil {

@@ -232,7 +232,7 @@ class RedisAppend(RedisCore):
     def _restore_batch(self, batch: RestoreBatch) -> Op[int]:
         stream, prepared = batch.stream, batch.prepared
         session = stream.session_id
-        keys = self._keys_of(stream)
+        keys = self.keys.restore_keys(session, stream.name)
         args: list[ScriptArg] = [
             stream.name,
             batch.first_version,
@@ -364,7 +364,8 @@ class RedisAppend(RedisCore):
         (append.lua, restore.lua): those are written first and their keys added, and written
         again when one went before the call ran (a deletion of the session, its TTL)."""
         if prepared.artifacts:
-            keys = [*keys, *self._artifact_keys(session, prepared.artifacts)]
+            shas: list[str] = [a.ref.sha256 for a in prepared.artifacts]
+            keys = [*keys, *self.keys.artifact_keys(session, shas)]
             yield from self._put_artifacts(session, prepared.artifacts, again=False)
         for _ in range(3):
             sent = yield from self._retried(lambda: send(keys))
@@ -372,14 +373,6 @@ class RedisAppend(RedisCore):
                 break
             yield from self._put_artifacts(session, prepared.artifacts, again=True)
         return sent
-
-    def _artifact_keys(self, session: str, artifacts: tuple[Artifact, ...]) -> list[str]:
-        """The KEYS an append with artifacts adds, in the order append.lua names them."""
-        keys = self.keys
-        return [
-            keys.artifact_uses(session),
-            *(keys.artifact(session, a.ref.sha256) for a in artifacts),
-        ]
 
     def _put_artifacts(
         self, session: str, artifacts: tuple[Artifact, ...], again: bool
@@ -396,10 +389,10 @@ class RedisAppend(RedisCore):
             there = yield from self._run(pipelined(present))
             todo = [a for a, found in zip(artifacts, there, strict=True) if not found]
         for artifact in todo:
-            upload = keys.artifact_upload(session, artifact.ref.sha256, secrets.token_hex(6))
+            token = secrets.token_hex(6)
             for _ in range(3):
                 if (
-                    yield from self._retried(partial(self._put_artifact, session, artifact, upload))
+                    yield from self._retried(partial(self._put_artifact, session, artifact, token))
                 ):
                     break
             else:
@@ -407,12 +400,15 @@ class RedisAppend(RedisCore):
                     f"artifact sha256:{artifact.ref.sha256} could not be written whole"
                 )
 
-    def _put_artifact(self, session: str, artifact: Artifact, upload: str) -> Op[bool]:
-        """Write one artifact under a name of its own, `upload`, until artifact_put.lua names
-        it: a hash of 1 MiB chunks, a chunk per command, so that no command holds the server
-        for long (one string grown to the size, or grown a chunk at a time, held it for tens of
-        milliseconds: docs/performance.md). False when the upload came out short."""
+    def _put_artifact(self, session: str, artifact: Artifact, token: str) -> Op[bool]:
+        """Write one artifact under a name of its own (its upload, by `token`) until
+        artifact_put.lua names it: a hash of 1 MiB chunks, a chunk per command, so that no
+        command holds the server for long (one string grown to the size, or grown a chunk at a
+        time, held it for tens of milliseconds: docs/performance.md). False when the upload came
+        out short."""
         sha, data = artifact.ref.sha256, memoryview(artifact.data)
+        names = self.keys.artifact_put_keys(session, sha, token)
+        upload = names[0]
         chunks = [data[at : at + ARTIFACT_CHUNK] for at in range(0, len(data), ARTIFACT_CHUNK)]
 
         def first(pipe: RedisPipeline) -> None:
@@ -427,22 +423,12 @@ class RedisAppend(RedisCore):
         yield pipelined(first, transaction=True)
         if len(chunks) > 1:
             yield pipelined(rest)
-        names = [upload, self.keys.artifact(session, sha)]
         args: list[ScriptArg] = [sum(len(c) for c in chunks), len(chunks)]
         return artifact_put_reply((yield from self._evalsha(ARTIFACT_PUT, names, args)))
 
     def _keys_of(self, stream: StreamId) -> list[str]:
         """The KEYS of an append to `stream`, in the order append.lua names them."""
-        session = stream.session_id
-        return [
-            self.keys.log(session),
-            self.keys.meta(session),
-            self.keys.stream(session, stream.name),
-            self.keys.idempotency(session, stream.name),
-            self.keys.open_attempts(session),
-            self.keys.safe_tools(session),
-            self.keys.tombstone(session),
-        ]
+        return self.keys.append_keys(stream.session_id, stream.name)
 
     def _list_open_session(self, session: str, due: bool = False) -> Op[str | None]:
         """List the session in the open-attempts index before an append that opens attempts: a

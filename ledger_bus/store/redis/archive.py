@@ -70,7 +70,7 @@ class RedisArchive(RedisCore, ArchiveSource):
 
     def abandon_archive(self, session_id: str, where: str) -> bool:
         """Take appends again, unless the archive has finished."""
-        keys, args = [self.keys.tombstone(session_id)], [where]
+        keys, args = self.keys.archive_abandon_keys(session_id), [where]
         raw = self.run_op(self._retried(lambda: self._evalsha(ARCHIVE_ABANDON, keys, args)))
         return archive_abandon_reply(raw)
 
@@ -110,14 +110,12 @@ class RedisArchive(RedisCore, ArchiveSource):
 
         def attempt() -> Op[ArchiveFinishReply]:
             layout = yield from session_layout(self.keys, session_id)
-            idem = [
-                self.keys.idempotency(session_id, name)
-                for name in sorted((yield from idempotency_streams(self.keys, session_id)))
-            ]
+            kept = sorted((yield from idempotency_streams(self.keys, session_id)))
+            keys = self.keys.archive_finish_keys(session_id, layout.streams, layout.groups, kept)
             now = yield from self.now_ms_op()
             streams = layout.streams
             args: list[ScriptArg] = [now, len(streams), events, where, len(layout.groups), *streams]
-            raw = yield from self._evalsha(ARCHIVE_FINISH, [*layout.keys, *idem], args)
+            raw = yield from self._evalsha(ARCHIVE_FINISH, keys, args)
             return archive_finish_reply(raw)
 
         for _ in range(SETTLE_TRIES):

@@ -60,7 +60,7 @@ class RedisDeletes(RedisCore):
             now = yield from self.now_ms_op()
             args: list[ScriptArg] = [now, len(layout.streams), *layout.streams]
             return delete_session_reply(
-                (yield from self._evalsha(DELETE_SESSION, layout.keys, args))
+                (yield from self._evalsha(DELETE_SESSION, layout.keys(self.keys), args))
             )
 
         for _ in range(SETTLE_TRIES):
@@ -73,14 +73,7 @@ class RedisDeletes(RedisCore):
 
     def _delete_stream(self, session_id: str, stream: str) -> Op[tuple[int, int]]:
         """(events deleted, generation) of a deletion of one stream, a few appends a call."""
-        keys = self.keys
-        script_keys = [
-            keys.log(session_id),
-            keys.meta(session_id),
-            keys.stream(session_id, stream),
-            keys.open_attempts(session_id),
-            keys.tombstone(session_id),
-        ]
+        script_keys = self.keys.delete_stream_keys(session_id, stream)
 
         def step() -> Op[DeleteStreamReply]:
             now = yield from self.now_ms_op()

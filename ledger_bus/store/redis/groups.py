@@ -236,7 +236,7 @@ class RedisGroups(RedisCore):
         )
 
     def _group_prune(self, session_id: str, group: str, idle_ms: int) -> Op[list[str]]:
-        keys = [self.keys.log(session_id)]
+        keys = self.keys.prune_consumers_keys(session_id)
         args: list[ScriptArg] = [group, idle_ms]
         removed = yield from self._group_call(
             lambda: self._evalsha(PRUNE_CONSUMERS, keys, args), session_id, group

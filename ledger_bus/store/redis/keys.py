@@ -7,6 +7,7 @@ tags of their own, so that on a cluster it spreads over the shards instead of ma
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ledger_bus.store.buckets import INDEX_BUCKETS, bucket_of
@@ -102,3 +103,79 @@ class Keys:
 
     def all_indexes(self) -> list[str]:
         return [self.index(bucket) for bucket in range(INDEX_BUCKETS)]
+
+    # -- each script's KEYS, in the order store/lua/protocol.json gives them (its test,
+    # tests/contract/test_script_protocol.py, holds every builder here to it) ------------------
+
+    def append_keys(self, session: str, stream: str) -> list[str]:
+        """append.lua's KEYS, and restore.lua's, but an append's artifacts'."""
+        return [
+            self.log(session),
+            self.meta(session),
+            self.stream(session, stream),
+            self.idempotency(session, stream),
+            self.open_attempts(session),
+            self.safe_tools(session),
+            self.tombstone(session),
+        ]
+
+    restore_keys = append_keys
+
+    def artifact_keys(self, session: str, artifacts: Iterable[str]) -> list[str]:
+        """The KEYS append.lua and restore.lua take after their own for a call whose events keep
+        fields as `artifacts` (their sha256s)."""
+        return [self.artifact_uses(session), *(self.artifact(session, a) for a in artifacts)]
+
+    def artifact_put_keys(self, session: str, sha256: str, token: str) -> list[str]:
+        return [self.artifact_upload(session, sha256, token), self.artifact(session, sha256)]
+
+    def lease_keys(self, session: str, name: str) -> list[str]:
+        return [self.lease(session, name), self.fences(session)]
+
+    def read_stream_keys(self, session: str, stream: str) -> list[str]:
+        return [self.stream(session, stream), self.log(session)]
+
+    def delete_session_keys(
+        self, session: str, streams: Iterable[str], groups: Iterable[str]
+    ) -> list[str]:
+        """delete_session.lua's KEYS for the `streams` and consumer `groups` the caller found."""
+        return [
+            self.log(session),
+            self.meta(session),
+            self.open_attempts(session),
+            self.safe_tools(session),
+            self.tombstone(session),
+            *(self.stream(session, name) for name in streams),
+            *(self.group_dead_letters(session, group) for group in groups),
+        ]
+
+    def delete_stream_keys(self, session: str, stream: str) -> list[str]:
+        return [
+            self.log(session),
+            self.meta(session),
+            self.stream(session, stream),
+            self.open_attempts(session),
+            self.tombstone(session),
+        ]
+
+    def archive_finish_keys(
+        self,
+        session: str,
+        streams: Iterable[str],
+        groups: Iterable[str],
+        idempotency_streams: Iterable[str],
+    ) -> list[str]:
+        """delete_session.lua's KEYS, then the append_id records of `idempotency_streams`."""
+        return [
+            *self.delete_session_keys(session, streams, groups),
+            *(self.idempotency(session, name) for name in idempotency_streams),
+        ]
+
+    def archive_abandon_keys(self, session: str) -> list[str]:
+        return [self.tombstone(session)]
+
+    def forget_session_keys(self, session: str) -> list[str]:
+        return [self.open_index_of(session)]
+
+    def prune_consumers_keys(self, session: str) -> list[str]:
+        return [self.log(session)]

@@ -107,7 +107,7 @@ class RedisReads(RedisCore):
         # and the log gives them. A view brought up to date (an adapter's every read) is one
         # call for what is new. A server without EVALSHA_RO (an emulation) makes the two
         # reads, pipelined, one after the other.
-        keys = [self.keys.stream(stream.session_id, stream.name), self.keys.log(stream.session_id)]
+        keys = self.keys.read_stream_keys(stream.session_id, stream.name)
         if self._read_script:
             try:
                 found = yield from self._retried(
@@ -238,7 +238,7 @@ class RedisReads(RedisCore):
         return found if limit is None else found[:limit]
 
     def _lease(self, op: LeaseStep, session_id: str, name: str, owner: str, ttl_ms: int) -> Op[int]:
-        keys = [self.keys.lease(session_id, name), self.keys.fences(session_id)]
+        keys = self.keys.lease_keys(session_id, name)
         args: list[ScriptArg] = [op, owner, ttl_ms, name]
         return lease_reply((yield from self._retried(lambda: self._evalsha(LEASE, keys, args))))
 
@@ -279,7 +279,7 @@ class RedisReads(RedisCore):
         return sorted(newest.items())
 
     def _forget_open_session(self, session_id: str, opened_before_ms: int) -> Op[bool]:
-        keys = [self.keys.open_index_of(session_id)]
+        keys = self.keys.forget_session_keys(session_id)
         pattern = f"{glob_escape(session_id)}{OPEN_MEMBER_SEP}*"
         args: list[ScriptArg] = [session_id, opened_before_ms, pattern]
         raw = yield from self._retried(lambda: self._evalsha(FORGET_SESSION, keys, args))

@@ -28,14 +28,16 @@ def kept_changing(session_id: str) -> BackendUnavailable:
 
 @dataclass(frozen=True, slots=True)
 class SessionLayout:
-    """A session's streams and consumer groups as found, and the KEYS of a script over the
-    whole session: log, meta, open attempts, safe tools, tombstone, then a stream index per
-    stream and a dead-letter stream per group, in their order. The scripts build no keys, and
-    check that what was found is still so."""
+    """A session's streams and consumer groups as found, for a script over the whole session
+    (delete_session.lua, archive_finish.lua), which checks that what was found is still so."""
 
+    session: str
     streams: list[str]
     groups: list[str]
-    keys: list[str]
+
+    def keys(self, keys: Keys) -> list[str]:
+        """delete_session.lua's KEYS for what was found."""
+        return keys.delete_session_keys(self.session, self.streams, self.groups)
 
 
 def session_layout(keys: Keys, session_id: str) -> Op[SessionLayout]:
@@ -53,19 +55,7 @@ def session_layout(keys: Keys, session_id: str) -> Op[SessionLayout]:
         groups = [text_of(g["name"]) for g in (yield group_infos)]
     except rx.ResponseError:  # no log: no group either
         groups = []
-    return SessionLayout(
-        streams,
-        groups,
-        [
-            log,
-            meta,
-            keys.open_attempts(session_id),
-            keys.safe_tools(session_id),
-            keys.tombstone(session_id),
-            *(keys.stream(session_id, name) for name in streams),
-            *(keys.group_dead_letters(session_id, group) for group in groups),
-        ],
-    )
+    return SessionLayout(session_id, streams, groups)
 
 
 def idempotency_streams(keys: Keys, session_id: str) -> Op[set[str]]:

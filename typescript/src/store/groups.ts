@@ -181,7 +181,7 @@ export class RedisGroups implements GroupBackend {
   async prune(session: string, group: string, idleMs: number): Promise<string[]> {
     this.check(session, group);
     const removed = await this.call(session, group, () =>
-      this.store.evalsha(PRUNE_CONSUMERS, [this.log(session)], [group, idleMs]),
+      this.store.evalsha(PRUNE_CONSUMERS, this.store.keys.pruneConsumersKeys(session), [group, idleMs]),
     );
     return pruneConsumersReply(removed);
   }

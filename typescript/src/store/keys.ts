@@ -68,4 +68,36 @@ export class Keys {
   allIndexes(): string[] {
     return Array.from({ length: INDEX_BUCKETS }, (_, bucket) => this.index(bucket));
   }
+
+  // Each script's KEYS, in the order ledger_bus/store/lua/protocol.json gives them
+  // (test/protocol.test.ts holds every builder here to it).
+
+  /** append.lua's KEYS for an append to `stream`, but its artifacts'. */
+  appendKeys(s: string, stream: string): string[] {
+    return [
+      this.log(s),
+      this.meta(s),
+      this.stream(s, stream),
+      this.idempotency(s, stream),
+      this.openAttempts(s),
+      this.safeTools(s),
+      this.tombstone(s),
+    ];
+  }
+  /** The KEYS append.lua takes after its own for events that keep fields as artifacts `shas`. */
+  artifactKeys(s: string, shas: string[]): string[] {
+    return [this.artifactUses(s), ...shas.map((sha) => this.artifact(s, sha))];
+  }
+  artifactPutKeys(s: string, sha: string, token: string): string[] {
+    return [this.artifactUpload(s, sha, token), this.artifact(s, sha)];
+  }
+  readStreamKeys(s: string, stream: string): string[] {
+    return [this.stream(s, stream), this.log(s)];
+  }
+  leaseKeys(s: string, name: string): string[] {
+    return [this.lease(s, name), this.fences(s)];
+  }
+  pruneConsumersKeys(s: string): string[] {
+    return [this.log(s)];
+  }
 }

@@ -151,7 +151,7 @@ export class RedisStore extends EventStore implements Attempts, Groups {
     if (written === undefined) this.written.set(key, (written = new Written()));
     const { acknowledged, generation } = written;
     const waits = !isLocal(this.durability);
-    let keys = this.appendKeys(stream);
+    let keys = this.keys.appendKeys(stream.sessionId, stream.name);
     const args: Arg[] = [
       stream.name,
       expected ?? -1,
@@ -170,7 +170,7 @@ export class RedisStore extends EventStore implements Attempts, Groups {
     const opens = prepared.notes.some(opensAttempt);
     const listed = opens ? await this.listOpenSession(session) : undefined;
     if (prepared.artifacts.length) {
-      keys = [...keys, ...this.artifactKeys(session, prepared.artifacts)];
+      keys = [...keys, ...this.keys.artifactKeys(session, prepared.artifacts.map((a) => a.ref.sha256))];
       await this.putArtifacts(session, prepared.artifacts, false);
     }
     let acks: unknown;
@@ -285,20 +285,6 @@ export class RedisStore extends EventStore implements Attempts, Groups {
     );
   }
 
-  private appendKeys(stream: StreamId): string[] {
-    const s = stream.sessionId;
-    const k = this.keys;
-    return [
-      k.log(s),
-      k.meta(s),
-      k.stream(s, stream.name),
-      k.idempotency(s, stream.name),
-      k.openAttempts(s),
-      k.safeTools(s),
-      k.tombstone(s),
-    ];
-  }
-
   /** The error an append refused by append.lua raises. */
   private refusal(
     stream: StreamId,
@@ -343,14 +329,17 @@ export class RedisStore extends EventStore implements Attempts, Groups {
     args: Arg[],
     readOnly = false,
   ): Promise<unknown> {
+    // By hand rather than through ioredis's defineCommand, which sends EVAL with the whole
+    // script on each new connection and never EVALSHA_RO: the roles `ledger-bus acl` writes
+    // grant EVALSHA, EVALSHA_RO and SCRIPT LOAD, not EVAL (test/acl.test.ts).
     const command = readOnly ? "EVALSHA_RO" : "EVALSHA";
     try {
       return await this.client.callBuffer(command, lua.sha, keys.length, ...keys, ...args);
     } catch (err) {
       if (!(err instanceof Error && err.message.startsWith("NOSCRIPT"))) throw err;
-      // The server has not got the script (a restart, a new node): EVAL loads it as it runs.
-      const load = readOnly ? "EVAL_RO" : "EVAL";
-      return await this.client.callBuffer(load, lua.text, keys.length, ...keys, ...args);
+      // The server has not got the script (a restart, a new node): nothing of it ran.
+      await this.loadScript(lua);
+      return await this.client.callBuffer(command, lua.sha, keys.length, ...keys, ...args);
     }
   }
 
@@ -401,13 +390,6 @@ export class RedisStore extends EventStore implements Attempts, Groups {
     }
   }
 
-  private artifactKeys(session: string, artifacts: Artifact[]): string[] {
-    return [
-      this.keys.artifactUses(session),
-      ...artifacts.map((a) => this.keys.artifact(session, a.ref.sha256)),
-    ];
-  }
-
   /**
    * Write the artifacts the session does not hold (all of them `again`), each under a name of
    * its own until artifact_put.lua names it: a hash of 1 MiB chunks, a chunk per command, so
@@ -423,7 +405,8 @@ export class RedisStore extends EventStore implements Attempts, Groups {
     }
     for (const artifact of todo) {
       const sha = artifact.ref.sha256;
-      const upload = this.keys.artifactUpload(session, sha, randomBytes(6).toString("hex"));
+      const names = this.keys.artifactPutKeys(session, sha, randomBytes(6).toString("hex"));
+      const upload = names[0] as string;
       const chunks: Buffer[] = [];
       for (let at = 0; at < artifact.data.length; at += ARTIFACT_CHUNK) {
         chunks.push(artifact.data.subarray(at, at + ARTIFACT_CHUNK));
@@ -436,7 +419,6 @@ export class RedisStore extends EventStore implements Attempts, Groups {
           .pexpire(upload, ARTIFACT_UPLOAD_TTL_MS)
           .exec();
         for (let n = 1; n < chunks.length; n++) await this.client.hset(upload, String(n), chunks[n] as Buffer);
-        const names = [upload, this.keys.artifact(session, sha)];
         return artifactPutReply(await this.evalsha(ARTIFACT_PUT, names, [artifact.data.length, chunks.length]));
       };
       let done = false;
@@ -473,7 +455,7 @@ export class RedisStore extends EventStore implements Attempts, Groups {
     after: number,
     count: number,
   ): Promise<RecordedEvent[]> {
-    const keys = [this.keys.stream(stream.sessionId, stream.name), this.keys.log(stream.sessionId)];
+    const keys = this.keys.readStreamKeys(stream.sessionId, stream.name);
     if (this.readScript) {
       try {
         const found = await this.run(() => this.evalsha(READ_STREAM, keys, [after + 1, count], true));
@@ -642,7 +624,7 @@ export class RedisStore extends EventStore implements Attempts, Groups {
 
   async lease(step: LeaseStep, sessionId: string, name: string, owner: string, ttlMs: number): Promise<number> {
     checkLease(sessionId, name);
-    const keys = [this.keys.lease(sessionId, name), this.keys.fences(sessionId)];
+    const keys = this.keys.leaseKeys(sessionId, name);
     return leaseReply(await this.run(() => this.evalsha(LEASE, keys, [step, owner, ttlMs, name])));
   }
 

@@ -1,6 +1,6 @@
 // Command gen copies the ledger's Lua scripts (ledger_bus/store/lua/*.lua, the one set every
-// language runs) into the lua package's scripts/ directory, byte for byte, for go:embed: a
-// package embeds files of its own directory only. A copy already right is left alone; a copy
+// language runs) and their calling convention (protocol.json) into the lua package's scripts/
+// directory, byte for byte, for go:embed: a package embeds files of its own directory only. A copy already right is left alone; a copy
 // whose original is gone is removed.
 //
 // Run it with `go generate ./internal/lua` from the module's directory.
@@ -14,6 +14,9 @@ import (
 	"path/filepath"
 	"strings"
 )
+
+// protocol is the description of the scripts' KEYS, ARGV and replies.
+const protocol = "protocol.json"
 
 func main() {
 	from := flag.String("from", "../../../ledger_bus/store/lua", "the directory of the original scripts")
@@ -33,6 +36,7 @@ func copyScripts(from, to string) error {
 	if len(originals) == 0 {
 		return fmt.Errorf("no .lua scripts in %s", from)
 	}
+	originals = append(originals, filepath.Join(from, protocol))
 	if err := os.MkdirAll(to, 0o755); err != nil {
 		return err
 	}
@@ -62,7 +66,7 @@ func copyScripts(from, to string) error {
 		return err
 	}
 	for _, entry := range copies {
-		if name := entry.Name(); strings.HasSuffix(name, ".lua") && !kept[name] {
+		if name := entry.Name(); (strings.HasSuffix(name, ".lua") || name == protocol) && !kept[name] {
 			if err := os.Remove(filepath.Join(to, name)); err != nil {
 				return err
 			}

@@ -3,7 +3,7 @@
 -- gives them. Read only: it runs with the caller's rights, and entries never change once
 -- written, so the result is what the two reads made one after the other would return.
 --
--- KEYS[1]  lb:{S}:stream:<name>   the stream index: an entry "<first version>-0" per append,
+-- KEYS[1]  lb:{S}:s:<stream>        the stream index: an entry "<first version>-0" per append,
 --                                 with c (its first cursor in the log) and n (its events)
 -- KEYS[2]  lb:{S}:log             the session log
 -- ARGV[1]  the first version wanted
