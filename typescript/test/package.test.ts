@@ -140,7 +140,7 @@ describe("the npm package, installed from its tarball", () => {
     rmSync(work, { recursive: true, force: true });
   });
 
-  it("ships the build, its types and the Lua scripts, and no tests or sources", () => {
+  it("ships the build, its types, the Lua scripts and their protocol.json, and no tests or sources", () => {
     const manifest = JSON.parse(readFileSync(join(PACKAGE, "package.json"), "utf8")) as {
       exports: Record<string, { types: string; import: string }>;
     };
@@ -148,14 +148,14 @@ describe("the npm package, installed from its tarball", () => {
       expect(files).toContain(entry.import.replace(/^\.\//, ""));
       expect(files).toContain(entry.types.replace(/^\.\//, ""));
     }
-    const scripts = readdirSync(LUA).filter((name) => name.endsWith(".lua")).sort();
+    const scripts = readdirSync(LUA).filter((name) => name.endsWith(".lua") || name === "protocol.json").sort();
     expect(files.filter((path) => path.startsWith("lua/")).sort()).toEqual(scripts.map((name) => `lua/${name}`));
     for (const name of scripts) {
       const installed = readFileSync(join(project, "node_modules", "ledger-bus", "lua", name));
       expect(installed.equals(readFileSync(join(LUA, name))), name).toBe(true);
     }
     // Nothing else: the compiled modules, their declarations and maps, the scripts, the manifest.
-    const shipped = /^(dist\/src\/.+\.(js|d\.ts|js\.map)|lua\/[^/]+\.lua|README\.md|package\.json)$/;
+    const shipped = /^(dist\/src\/.+\.(js|d\.ts|js\.map)|lua\/([^/]+\.lua|protocol\.json)|README\.md|package\.json)$/;
     expect(files.filter((path) => !shipped.test(path))).toEqual([]);
     expect(files.filter((path) => /(^|\/)test\/|\.test\./.test(path))).toEqual([]);
   });
