@@ -217,6 +217,28 @@ func Settings(opts []AppendOption) AppendSettings {
 	return s
 }
 
+// CheckAppend checks an append's arguments as every store takes them, in this order and before
+// anything else is looked at: the stream's name, the expected version, the append_id, and the
+// fence its options name. It returns the stream as checked and the append's settings; an
+// error of kind model.ErrInvalidInput names the first argument that is wrong.
+func CheckAppend(stream model.StreamID, expected int64, appendID string, opts []AppendOption) (model.StreamID, AppendSettings, error) {
+	checked, err := model.NewStreamID(stream.Session, stream.Name)
+	if err != nil {
+		return model.StreamID{}, AppendSettings{}, err
+	}
+	if err := model.CheckExpectedVersion(expected); err != nil {
+		return model.StreamID{}, AppendSettings{}, err
+	}
+	if err := model.CheckAppendID(appendID); err != nil {
+		return model.StreamID{}, AppendSettings{}, err
+	}
+	settings := Settings(opts)
+	if err := settings.CheckFence(); err != nil {
+		return model.StreamID{}, AppendSettings{}, err
+	}
+	return checked, settings, nil
+}
+
 // CheckFence checks the fence an append's settings name, if any, as every store takes it: an
 // error of kind model.ErrInvalidInput when it is no fence.
 func (s AppendSettings) CheckFence() error {

@@ -187,21 +187,12 @@ func (s *Store) wait(ctx context.Context, changed <-chan struct{}, deadline time
 // a used append_id returns its original result (or an IdempotencyConflictError), a stale
 // expected version is a VersionConflictError, and otherwise every event is written. An append
 // made under a lease holding that is over (store.WithFence) is a *model.LeaseLostError,
-// checked before anything else, as the Redis store's script checks it. Only local durability can be had of a memory store; asking for more is an error
-// of kind model.ErrInvalidInput.
+// checked before anything else, as the Redis store's script checks it. Its arguments are
+// checked first, as every store checks them (store.CheckAppend). Only local durability can be
+// had of a memory store; asking for more is an error of kind model.ErrInvalidInput.
 func (s *Store) Append(ctx context.Context, stream model.StreamID, expected int64, appendID string, events []model.Event, opts ...store.AppendOption) (model.AppendResult, error) {
-	stream, err := model.NewStreamID(stream.Session, stream.Name)
+	stream, settings, err := store.CheckAppend(stream, expected, appendID, opts)
 	if err != nil {
-		return model.AppendResult{}, err
-	}
-	if err := model.CheckExpectedVersion(expected); err != nil {
-		return model.AppendResult{}, err
-	}
-	if err := model.CheckAppendID(appendID); err != nil {
-		return model.AppendResult{}, err
-	}
-	settings := store.Settings(opts)
-	if err := settings.CheckFence(); err != nil {
 		return model.AppendResult{}, err
 	}
 	if d := settings.Durability; d != nil && !d.Local() {

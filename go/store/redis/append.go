@@ -51,18 +51,8 @@ const (
 // the holding before anything else, the append_id included.
 func (s *Store) Append(ctx context.Context, stream model.StreamID, expected int64, appendID string, events []model.Event, opts ...store.AppendOption) (model.AppendResult, error) {
 	var none model.AppendResult
-	stream, err := model.NewStreamID(stream.Session, stream.Name)
+	stream, settings, err := store.CheckAppend(stream, expected, appendID, opts)
 	if err != nil {
-		return none, err
-	}
-	if err := model.CheckExpectedVersion(expected); err != nil {
-		return none, err
-	}
-	if err := model.CheckAppendID(appendID); err != nil {
-		return none, err
-	}
-	settings := store.Settings(opts)
-	if err := settings.CheckFence(); err != nil {
 		return none, err
 	}
 	level := s.durability
