@@ -10,9 +10,9 @@ its arguments prepared, the preparation alone, and the preparation's floor, the 
 calls that it makes (one validation of the list, one orjson, one sha256, a sha1 per event id,
 ormsgpack per event) with none of the Python around them; against 100 pipelined XADDs. Last,
 the preparation stage by stage, in a loop and right after a round trip. docs/performance.md
-explains the figures.
+explains the figures. `--single` runs the single append's part alone.
 
-    python scripts/bench_breakdown.py
+    python scripts/bench_breakdown.py [--single]
 """
 
 from __future__ import annotations
@@ -20,8 +20,11 @@ from __future__ import annotations
 import gc
 import hashlib
 import statistics
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -41,6 +44,7 @@ from ledger_bus.model.batch import (
 from ledger_bus.model.events import validate_all_given
 from ledger_bus.model.ids import ANY, StreamId, event_id_deriver
 from ledger_bus.store.redis import RedisStore, load_script
+from ledger_bus.store.redis.acl import acl_file
 from ledger_bus.store.redis.scripts import LuaScript
 
 CALLS = 500
@@ -57,9 +61,25 @@ def cut(text: str, *edits: tuple[str, str]) -> str:
     return text
 
 
+ACL_CHECKS = APPEND[APPEND.index("local acl = redis.acl_") : APPEND.index("local first = ")]
+PRIOR = "local prior = redis.call('HGET', KEYS[4], ARGV[3])"
+RETURN_AT_ONCE = "do return {'ok', 1, 1, '1-1', 0, 0} end\n"
+
 # The append script with one of its parts cut out: what each part costs on the server.
 VARIANTS = {
     "the whole script": APPEND,
+    "without the ACL checks": cut(APPEND, (ACL_CHECKS, "")),
+    "without the bounds read": cut(
+        APPEND,
+        ("local bound = redis.call('HGET', prefix .. 'bounds', ARGV[1])", "local bound = nil"),
+    ),
+    "returning after its reads": cut(
+        APPEND, ("-- An artifact written before the call", RETURN_AT_ONCE + "--")
+    ),
+    "returning before its reads": cut(
+        APPEND,
+        (PRIOR, RETURN_AT_ONCE + PRIOR),
+    ),
     "without the idempotency record": cut(
         APPEND,
         ("local prior = redis.call('HGET', KEYS[4], ARGV[3])", "local prior = false"),
@@ -288,14 +308,47 @@ def main() -> None:
         for _ in range(2000):
             client.xadd("x", {"p": PAYLOAD})
         xadd = float(client.info("commandstats")["cmdstat_xadd"]["usec_per_call"])
-        print("server time per call (INFO commandstats), median of 5:")
+        with tempfile.TemporaryDirectory() as tmp:
+            server_us.update(under_the_writer_role(prepared, Path(tmp)))
+        print("server time per call (INFO commandstats), median of 5, and x a plain XADD's:")
         for name, found in server_us.items():
-            print(f"  {name:<46} {statistics.median(found):6.2f} us")
+            us = statistics.median(found)
+            print(f"  {name:<46} {us:6.2f} us {us / xadd:5.1f}x")
         print(f"  {'a plain XADD':<46} {xadd:6.2f} us")
         client.close()
 
 
+def under_the_writer_role(prepared: list[PreparedAppend], tmp: Path) -> dict[str, list[float]]:
+    """The whole script's server time, and without its ACL checks, for a user under the writer
+    role of `ledger-bus acl` (whose checks look at its key patterns), not the default user: on
+    a server of its own, started with those users, which `tmp` holds the file of."""
+    users = tmp / "users.acl"
+    users.write_text(acl_file("bw*", {"writer": "bench"}) + "user default on nopass ~* &* +@all\n")
+    with LocalServer(appendonly=False, extra=["--aclfile", str(users)]) as server:
+        admin = redis.Redis(port=server.port)
+        writer = redis.Redis(port=server.port, username="ledger-writer", password="bench")
+        under_role = {f"{name}, writer role": VARIANTS[name] for name in list(VARIANTS)[:2]}
+        found: dict[str, list[float]] = {name: [] for name in under_role}
+        for round_ in range(5):
+            for number, (name, source) in enumerate(under_role.items()):
+                call = caller(writer, source, f"bw{round_}-{number}", prepared)
+                admin.config_resetstat()
+                for _ in range(2000):
+                    call()
+                stats = admin.info("commandstats")["cmdstat_evalsha"]
+                found[name].append(float(stats["usec_per_call"]))
+        admin.config_resetstat()
+        for _ in range(2000):
+            admin.xadd("x", {"p": PAYLOAD})
+        xadd = float(admin.info("commandstats")["cmdstat_xadd"]["usec_per_call"])
+        found["a plain XADD, on the writer role's server"] = [xadd]
+        writer.close()
+        admin.close()
+    return found
+
+
 if __name__ == "__main__":
     main()
-    batch_parts()
-    preparation_stages()
+    if "--single" not in sys.argv[1:]:
+        batch_parts()
+        preparation_stages()
