@@ -14,7 +14,6 @@ key layout, the scripts, the statements and the decoding of replies are the core
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
 from typing import Any, Protocol, TypeVar, cast
@@ -145,9 +144,13 @@ class AsyncStore:
         )
         reply: object = None
         if plan.request is not None and self.client is not None:
-            with contextlib.suppress(rx.RedisError, OSError):  # the general path knows
+            try:
                 # on the asyncio client, a request's reply is an awaitable of it
                 reply = await cast(Awaitable[object], plan.request(self.requests))
+            except (rx.RedisError, OSError) as err:
+                if plan.failed is None:
+                    raise
+                plan.failed(err)  # named and counted; the general path makes the append
         done = plan.finish(reply)
         return done if isinstance(done, AppendResult) else await self.drive(done)
 

@@ -49,10 +49,12 @@ class AppendPlan:
     one, is the append in one call, which the driver sends at once on its fastest connection
     (a thread's held connection, the event loop's client); `finish` takes its reply (None when
     there was none, or the call failed) and gives the result, or the operation that ends the
-    append (the general path, which starts it over: its append_id makes it land once)."""
+    append (the general path, which starts it over: its append_id makes it land once). A
+    failure of the call is told to `failed`, which names and counts it, before `finish(None)`."""
 
     request: Request | None
     finish: Callable[[Any], AppendResult | Op[AppendResult]]
+    failed: Callable[[Exception], None] | None = None
 
 
 def call(request: Request) -> Op[Any]:

@@ -5,6 +5,7 @@ server dropped, Redis Cluster's redirections), and idempotency records in either
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 import time
@@ -296,6 +297,55 @@ def test_an_append_after_the_server_dropped_the_held_connection_lands_once(
     assert (result.first_version, result.deduplicated) == (2, False)
     assert [e.fields["body"] for e in redis_store.read_stream(ref)] == ["one", "two"]
     admin.close()
+
+
+def _warned(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "on the fast connection" in r.getMessage()]
+
+
+def test_a_failed_call_on_the_fast_connection_is_named_and_counted_and_the_append_lands_once(
+    redis_store: RedisStore, redis_server: LocalServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a store whose thread holds a connection, and a server that then lost its scripts
+    # (a restart, a failover to a node that never ran them). (A connection the server dropped
+    # is made again by redis-py beneath the call: the test above.)
+    ref = lb.StreamId("fast-flushed", "main")
+    redis_store.append(ref, 0, "a0", [msg("one")])
+    with redis.Redis.from_url(redis_server.url) as admin:
+        admin.script_flush()
+    before = redis_store.fast_call_failures
+    caplog.clear()
+    # When the next append's one call fails on it
+    with caplog.at_level(logging.WARNING, logger="ledger_bus.store"):
+        result = redis_store.append(ref, 1, "a1", [msg("two")])
+    # Then the failure is logged with its kind and counted, and the general path lands it once
+    assert redis_store.fast_call_failures == before + 1
+    (warning,) = _warned(caplog)
+    assert "NoScriptError" in warning
+    assert (result.first_version, result.deduplicated) == (2, False)
+    assert [e.fields["body"] for e in redis_store.read_stream(ref)] == ["one", "two"]
+
+
+def test_a_failed_call_on_the_event_loops_client_is_named_and_counted_too(
+    redis_server: LocalServer, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    ref = lb.StreamId("fast-aio", "main")
+
+    async def main() -> tuple[int, int]:
+        async with await aio.connect(redis_server.url, prefix=prefix) as store:
+            assert isinstance(store.core, RedisStore)
+            await store.append(ref, 0, "a0", [msg("one")])
+            with redis.Redis.from_url(redis_server.url) as admin:
+                admin.script_flush()
+            before = store.core.fast_call_failures
+            caplog.clear()
+            result = await store.append(ref, 1, "a1", [msg("two")])
+            return store.core.fast_call_failures - before, result.first_version
+
+    with caplog.at_level(logging.WARNING, logger="ledger_bus.store"):
+        assert asyncio.run(main()) == (1, 2)
+    (warning,) = _warned(caplog)
+    assert "NoScriptError" in warning
 
 
 def test_idempotency_records_of_the_older_form_still_deduplicate(redis_store: RedisStore) -> None:

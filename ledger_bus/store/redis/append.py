@@ -3,7 +3,6 @@ them, artifacts written before them, and restore."""
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -122,9 +121,10 @@ class RedisAppend(RedisCore):
         )
         reply = None
         if plan.request is not None:
-            # NOSCRIPT, a lost connection, a failover: the general path knows what to do.
-            with contextlib.suppress(rx.RedisError, OSError):
+            try:
                 reply = plan.request(held)
+            except (rx.RedisError, OSError) as err:
+                self.fast_call_failed(err)  # NOSCRIPT, a lost connection, a failover, ...
         done = plan.finish(reply)
         return done if isinstance(done, AppendResult) else self.run_op(done)
 
@@ -178,7 +178,9 @@ class RedisAppend(RedisCore):
             return result
 
         return AppendPlan(
-            lambda client: client.evalsha(APPEND.sha, len(keys), *keys, *args), finish
+            lambda client: client.evalsha(APPEND.sha, len(keys), *keys, *args),
+            finish,
+            self.fast_call_failed,
         )
 
     def _after_index(self, result: AppendResult) -> Op[AppendResult]:

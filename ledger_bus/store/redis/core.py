@@ -99,6 +99,20 @@ class RedisCore(EventStore):
         # A blocking client's appends run on a connection each thread holds (the asyncio
         # driver coalesces its appends into pipelines instead: store/redis/autopipe.py).
         self._held = HeldConnections(client) if isinstance(client, Redis | RedisCluster) else None
+        # How many appends' one call on the fast connection (a thread's held connection, the
+        # event loop's client) failed, each then made by the general path.
+        self.fast_call_failures = 0
+
+    def fast_call_failed(self, err: Exception) -> None:
+        """Name and count a failure of an append's one call on the fast connection: the general
+        path makes the append again (its append_id makes it land once), after a lost connection,
+        a failover, a server that lost its scripts (NOSCRIPT) or any error from Redis."""
+        self.fast_call_failures += 1
+        log.warning(
+            "an append's call on the fast connection failed (%s: %s); the general path makes it",
+            type(err).__name__,
+            err,
+        )
 
     def run_op(self, op: Op[T]) -> T:
         return run(op, self.client)
