@@ -36,7 +36,8 @@ from ledger_bus.agent.recorder import (
 from ledger_bus.agent.tailer import Tailer, TailerOptions
 from ledger_bus.model.errors import LedgerError
 from ledger_bus.model.records import Delivery, GroupStats, RecordedEvent
-from ledger_bus.store.async_store import AsyncStore, open_async
+from ledger_bus.store.async_store import AsyncStore
+from ledger_bus.store.async_urls import open_async
 
 log = logging.getLogger("ledger_bus.aio")
 

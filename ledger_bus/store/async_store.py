@@ -16,13 +16,11 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import redis.exceptions as rx
-from redis.utils import HIREDIS_AVAILABLE
 
 from ledger_bus.model.durability import Durability
-from ledger_bus.model.environment import without_password
 from ledger_bus.model.ids import ExpectedVersion, StreamId
 from ledger_bus.model.prepared import Fence, Limits
 from ledger_bus.model.records import (
@@ -48,11 +46,8 @@ from ledger_bus.store.base import (
     Restores,
     need,
 )
-from ledger_bus.store.redis.autopipe import Coalescing
-from ledger_bus.store.redis.connection import sentinels_of
 from ledger_bus.store.restore import restore_batches
-from ledger_bus.store.steps import Op, call, retried, run_async
-from ledger_bus.store.urls import SCHEMES, Opening, opening, redis_options, redis_settings
+from ledger_bus.store.steps import Op, run_async
 
 T = TypeVar("T")
 
@@ -61,7 +56,8 @@ class AsyncStore:
     """EventStore's contract, every method a coroutine; `await aio.connect(url)` gives one.
 
     `core` is the store whose operations run here (one that lacks a capability is refused where
-    the capability is used); `client`, the asyncio Redis client they run on; `bridged`, whether
+    the capability is used); `client`, the asyncio Redis client they run on (`requests`, what
+    stands in for it to make them; `closing`, how it goes); `bridged`, whether
     the core (a SQL store on an async engine) runs through SQLAlchemy's greenlet bridge; neither,
     on worker threads with the core's own blocking client.
     """
@@ -72,14 +68,19 @@ class AsyncStore:
         client: Any | None = None,
         *,
         bridged: bool = False,
-        coalesce: bool = False,
+        requests: Any | None = None,
+        closing: Callable[[], Awaitable[None]] | None = None,
     ):
         self.core = core
         self.client = client
         self.bridged = bridged
-        # What the operations' requests are made on: with `coalesce`, the client's EVALSHAs of
-        # one turn of the loop go out as one pipeline (store/redis/autopipe.py).
-        self.requests: Any = Coalescing(client) if coalesce else client
+        # What the operations' requests are made on: the client, or what stands in for it (a
+        # Redis client's EVALSHAs of one turn of the loop sent as one pipeline: the Redis
+        # opener's store/redis/autopipe.py).
+        self.requests: Any = client if requests is None else requests
+        # How the client goes, with what it opened beside it (a Sentinel's own clients): the
+        # opener's, else the client's aclose.
+        self._closing = closing
 
     @property
     def native(self) -> bool:
@@ -443,10 +444,10 @@ class AsyncStore:
 
     async def aclose(self) -> None:
         """Release connections; the store is not used afterwards."""
-        if self.client is not None:
+        if self._closing is not None:
+            await self._closing()
+        elif self.client is not None:
             await self.client.aclose()
-            for sentinel in sentinels_of(self.client):
-                await sentinel.aclose()
         elif self.bridged:
             await bridge(self.core.close)
         else:
@@ -459,75 +460,6 @@ class AsyncStore:
         await self.aclose()
 
 
-async def open_async(  # noqa: PLR0913  (connect's settings, each a keyword)
-    url: str | None = None,
-    *,
-    timeout: float = 10.0,
-    prefix: str = "lb",
-    limits: Limits | None = None,
-    durability: str | Durability | None = None,
-    archive: str | None = None,
-    resolve_artifacts: bool = True,
-) -> AsyncStore:
-    """ledger_bus.connect's URLs and options, for asyncio (ledger_bus.agent.aio.connect)."""
-    o = opening(url, timeout, prefix, limits, durability, archive, resolve_artifacts)
-    store: AsyncStore = await SCHEMES[o.scheme][1](o)
-    return store
-
-
-async def open_redis_async(o: Opening) -> AsyncStore:
-    """A Redis store on a `redis.asyncio` client (one server, Sentinel, cluster)."""
-    from redis.asyncio import Redis
-    from redis.asyncio.cluster import ClusterNode, RedisCluster
-    from redis.asyncio.retry import Retry
-    from redis.asyncio.sentinel import Sentinel
-    from redis.backoff import NoBackoff
-
-    from ledger_bus.store.redis import RedisStore
-    from ledger_bus.store.redis.connection import (
-        REDIS_ERRORS,
-        cluster_client,
-        cluster_failure,
-        final,
-        open_sentinel,
-        parsed,
-    )
-
-    url, scheme, timeout = o.url, o.scheme, o.timeout
-    options = redis_options(timeout, o.level)
-    options["retry"] = Retry(NoBackoff(), 0)  # the store retries, to a deadline of its own
-    client: Any
-    if scheme.endswith("+cluster"):
-        client = cluster_client(RedisCluster, ClusterNode, url, options)
-        settings = client.nodes_manager.connection_kwargs
-        settings["connection_class"] = packing_in_c(settings["connection_class"])
-        for node in client.nodes_manager.startup_nodes.values():
-            node.connection_class = packing_in_c(node.connection_class)
-        seed = without_password(url.replace("+cluster", "", 1))
-
-        async def initialize(cluster: Any) -> None:
-            try:
-                await cluster.initialize()
-            except rx.RedisClusterException as err:
-                raise cluster_failure(err, seed) from err
-
-        who = f"the cluster at {seed}"
-        await run_async(
-            retried(lambda: call(initialize), timeout, REDIS_ERRORS, final, who), client
-        )
-    else:
-        if scheme.endswith("+sentinel"):
-            client = open_sentinel(url, options, Sentinel)
-        else:
-            client = parsed(lambda: Redis.from_url(url, health_check_interval=30, **options))
-        pool = client.connection_pool
-        pool.connection_class = packing_in_c(pool.connection_class)
-    core = RedisStore(client, **redis_settings(options, o))
-    core.resolve_artifacts = o.resolve_artifacts
-    # A cluster's client sends each command to its slot's node: coalescing is for one server.
-    return AsyncStore(core, client, coalesce=not scheme.endswith("+cluster"))
-
-
 async def bridge(work: Callable[..., T], *args: Any) -> T:
     """`work(*args)` in a greenlet whose database calls SQLAlchemy awaits on this loop."""
     from sqlalchemy.util import greenlet_spawn
@@ -535,37 +467,4 @@ async def bridge(work: Callable[..., T], *args: Any) -> T:
     return await greenlet_spawn(work, *args)
 
 
-_PACKING: dict[type, type] = {}
-
-
-class _Packer(Protocol):
-    """What `packing_in_c` uses of redis-py's hiredis serializer."""
-
-    def pack(self, *args: Any) -> Any: ...
-
-
-def packing_in_c(kind: type) -> type:
-    """The asyncio connection class `kind`, packing commands with hiredis's C packer as
-    redis-py's blocking connections do: before redis-py 8.2 its own packs them in Python, a large
-    part of a single-event append under asyncio (docs/performance.md has the figures)."""
-    # redis-py 8.2 packs asyncio commands with hiredis itself (its Python packer then moved to
-    # `_pack_command_python`, the fallback it hands its serializer): nothing to add there.
-    if not HIREDIS_AVAILABLE or hasattr(kind, "_pack_command_python"):
-        return kind
-    found = _PACKING.get(kind)
-    if found is None:
-        from redis.connection import HiredisRespSerializer
-
-        # Typed as what is used of it: redis-py 8.2 gave the class an unannotated __init__.
-        make_packer: Callable[[], _Packer] = HiredisRespSerializer
-        packer = make_packer()
-
-        def pack_command(self: Any, *args: Any) -> list[bytes]:
-            packed: list[bytes] = packer.pack(*args)
-            return packed
-
-        found = _PACKING[kind] = type(kind.__name__, (kind,), {"pack_command": pack_command})
-    return found
-
-
-__all__ = ["AsyncStore", "open_async"]
+__all__ = ["AsyncStore", "bridge"]

@@ -8,7 +8,7 @@ URL's durability parameters, LEDGER_BUS_ARCHIVE for a Redis ledger alone.
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -95,21 +95,6 @@ def _memory(o: Opening) -> EventStore:
     return MemoryStore(o.limits)
 
 
-# The asyncio openers give an AsyncStore (store.async_store), which imports this module: they
-# import it when called, and are typed by what they return there.
-
-
-async def _on_threads(o: Opening) -> Any:
-    """A store of blocking primitives (memory, Redis read through its archive), its core run
-    on worker threads."""
-    import asyncio
-
-    from ledger_bus.store.async_store import AsyncStore
-
-    core = await asyncio.to_thread(open_store, o)
-    return AsyncStore(core)
-
-
 # -- Redis -------------------------------------------------------------------------------------
 
 
@@ -163,14 +148,6 @@ def _redis(o: Opening) -> EventStore:
     return RedisStore(client, **settings)
 
 
-async def _redis_async(o: Opening) -> Any:
-    if o.archive:  # the archive's store has blocking primitives only
-        return await _on_threads(o)
-    from ledger_bus.store.async_store import open_redis_async
-
-    return await open_redis_async(o)
-
-
 # -- SQL ---------------------------------------------------------------------------------------
 
 
@@ -214,17 +191,9 @@ def _sql(o: Opening) -> EventStore:
     return open_sql(o.url, o.level, o.prefix, o.limits, o.timeout)
 
 
-async def _sql_async(o: Opening) -> Any:
-    from ledger_bus.store.async_store import AsyncStore, bridge
-
-    sql = await bridge(open_sql, o.url, o.level, o.prefix, o.limits, o.timeout, True)
-    sql.resolve_artifacts = o.resolve_artifacts
-    return AsyncStore(sql, bridged=True)
-
-
 # -- the table ---------------------------------------------------------------------------------
 
-Openers = tuple[Callable[[Opening], EventStore], Callable[[Opening], Awaitable[Any]]]
+# Each scheme's opener; store/async_urls.py has the asyncio ones, by the same schemes.
 REDIS_SCHEMES: Final = (
     "redis",
     "rediss",
@@ -235,14 +204,14 @@ REDIS_SCHEMES: Final = (
     "rediss+sentinel",
 )
 SQL_SCHEMES: Final = ("sqlite", "postgresql", "postgres")
-SCHEMES: Final[dict[str, Openers]] = {
-    "memory": (_memory, _on_threads),
-    **dict.fromkeys(REDIS_SCHEMES, (_redis, _redis_async)),
-    **dict.fromkeys(SQL_SCHEMES, (_sql, _sql_async)),
+SCHEMES: Final[dict[str, Callable[[Opening], EventStore]]] = {
+    "memory": _memory,
+    **dict.fromkeys(REDIS_SCHEMES, _redis),
+    **dict.fromkeys(SQL_SCHEMES, _sql),
 }
 
 
 def open_store(o: Opening) -> EventStore:
-    store = SCHEMES[o.scheme][0](o)
+    store = SCHEMES[o.scheme](o)
     store.resolve_artifacts = o.resolve_artifacts
     return store

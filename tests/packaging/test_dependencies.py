@@ -72,7 +72,7 @@ def test_asyncio_commands_are_packed_in_c_as_redis_py_packs_them() -> None:
     # (the class is its own), before it the store adds it (the class is a subclass).
     from redis.asyncio.connection import Connection
 
-    from ledger_bus.store.async_store import packing_in_c
+    from ledger_bus.store.redis.aio import packing_in_c
 
     kind = packing_in_c(Connection)
     command = ("XADD", "k", "*", "f", b"\x00v", 7, 1.5)

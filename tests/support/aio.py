@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ledger_bus.store.async_store import AsyncStore, open_async
+from ledger_bus.store.async_store import AsyncStore
+from ledger_bus.store.async_urls import open_async
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.steps import Op
 

@@ -57,7 +57,8 @@ from ledger_bus.model.ids import ANY, ExpectedVersion, StreamId, derive_event_id
 from ledger_bus.model.records import AppendResult
 from ledger_bus.operations.retention import Retention, Sweeper
 from ledger_bus.store import connect
-from ledger_bus.store.async_store import AsyncStore, open_async
+from ledger_bus.store.async_store import AsyncStore
+from ledger_bus.store.async_urls import open_async
 from ledger_bus.store.base import Bounds, Deletes, EventStore, need
 from ledger_bus.store.steps import Op, Sleep
 
