@@ -295,19 +295,8 @@ def main() -> None:
                 found.append((time.perf_counter_ns() - start) / 1000)
             print(f"{label:<48} {statistics.median(found):7.1f} us")
 
-        server_us: dict[str, list[float]] = {name: [] for name in VARIANTS}
-        for round_ in range(5):
-            for number, (name, source) in enumerate(VARIANTS.items()):
-                call = caller(client, source, f"v{round_}-{number}", prepared)
-                client.config_resetstat()
-                for _ in range(2000):
-                    call()
-                stats = client.info("commandstats")["cmdstat_evalsha"]
-                server_us[name].append(float(stats["usec_per_call"]))
-        client.config_resetstat()
-        for _ in range(2000):
-            client.xadd("x", {"p": PAYLOAD})
-        xadd = float(client.info("commandstats")["cmdstat_xadd"]["usec_per_call"])
+        server_us = server_times(client, client, VARIANTS, "v", prepared)
+        xadd = xadd_server_time(client)
         with tempfile.TemporaryDirectory() as tmp:
             server_us.update(under_the_writer_role(prepared, Path(tmp)))
         print("server time per call (INFO commandstats), median of 5, and x a plain XADD's:")
@@ -316,6 +305,35 @@ def main() -> None:
             print(f"  {name:<46} {us:6.2f} us {us / xadd:5.1f}x")
         print(f"  {'a plain XADD':<46} {xadd:6.2f} us")
         client.close()
+
+
+def server_times(
+    admin: redis.Redis,
+    client: redis.Redis,
+    variants: Mapping[str, str],
+    prefix: str,
+    prepared: list[PreparedAppend],
+) -> dict[str, list[float]]:
+    """Each variant's server time per call (INFO commandstats, read by `admin`), called 2,000
+    times by `client` in each of five rounds, each round and variant under keys of its own."""
+    found: dict[str, list[float]] = {name: [] for name in variants}
+    for round_ in range(5):
+        for number, (name, source) in enumerate(variants.items()):
+            call = caller(client, source, f"{prefix}{round_}-{number}", prepared)
+            admin.config_resetstat()
+            for _ in range(2000):
+                call()
+            stats = admin.info("commandstats")["cmdstat_evalsha"]
+            found[name].append(float(stats["usec_per_call"]))
+    return found
+
+
+def xadd_server_time(admin: redis.Redis) -> float:
+    """A plain XADD's server time per call, of 2,000."""
+    admin.config_resetstat()
+    for _ in range(2000):
+        admin.xadd("x", {"p": PAYLOAD})
+    return float(admin.info("commandstats")["cmdstat_xadd"]["usec_per_call"])
 
 
 def under_the_writer_role(prepared: list[PreparedAppend], tmp: Path) -> dict[str, list[float]]:
@@ -328,20 +346,8 @@ def under_the_writer_role(prepared: list[PreparedAppend], tmp: Path) -> dict[str
         admin = redis.Redis(port=server.port)
         writer = redis.Redis(port=server.port, username="ledger-writer", password="bench")
         under_role = {f"{name}, writer role": VARIANTS[name] for name in list(VARIANTS)[:2]}
-        found: dict[str, list[float]] = {name: [] for name in under_role}
-        for round_ in range(5):
-            for number, (name, source) in enumerate(under_role.items()):
-                call = caller(writer, source, f"bw{round_}-{number}", prepared)
-                admin.config_resetstat()
-                for _ in range(2000):
-                    call()
-                stats = admin.info("commandstats")["cmdstat_evalsha"]
-                found[name].append(float(stats["usec_per_call"]))
-        admin.config_resetstat()
-        for _ in range(2000):
-            admin.xadd("x", {"p": PAYLOAD})
-        xadd = float(admin.info("commandstats")["cmdstat_xadd"]["usec_per_call"])
-        found["a plain XADD, on the writer role's server"] = [xadd]
+        found = server_times(admin, writer, under_role, "bw", prepared)
+        found["a plain XADD, on the writer role's server"] = [xadd_server_time(admin)]
         writer.close()
         admin.close()
     return found

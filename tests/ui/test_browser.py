@@ -541,10 +541,12 @@ def test_the_slow_and_the_failed_are_easy_to_find(
     ref = lb.StreamId("slow", "run-r")
     started = {"type": "mutation", "agent": "a", "kind": "run.started", "run_id": "r"}
     redis_store.append(ref, 0, "s", [started])
+    # Durations far apart: a loaded machine (the suite on three processes) can take tens of
+    # milliseconds between the two appends of the quick call.
     for attempt, pause, status in (
         ("quick", 0.0, "ok"),
-        ("slow", 0.3, "ok"),
-        ("broke", 0.05, "error"),
+        ("slow", 0.8, "ok"),
+        ("broke", 0.3, "error"),
     ):
         redis_store.append(ref, lb.ANY, f"{attempt}-c", [call(attempt, "r")])
         time.sleep(pause)
