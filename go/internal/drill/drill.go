@@ -173,7 +173,7 @@ func (p *Process) Queue(req Request) {
 		p.t.Fatal(err)
 	}
 	if _, err := p.in.Write(append(raw, '\n')); err != nil {
-		p.t.Fatalf("%s: %v", p.name, err)
+		p.t.Fatalf("%s: %v (it ended: %v)\n%s", p.name, err, p.cmd.Wait(), p.stderr)
 	}
 }
 
