@@ -149,9 +149,7 @@ class AsyncStore:
                 # on the asyncio client, a request's reply is an awaitable of it
                 reply = await cast(Awaitable[object], plan.request(self.requests))
             except (rx.RedisError, OSError) as err:
-                if plan.failed is None:
-                    raise
-                plan.failed(err)  # named and counted; the general path makes the append
+                plan.call_failed(err)  # named and counted; the general path makes the append
         done = plan.finish(reply)
         return done if isinstance(done, AppendResult) else await self.drive(done)
 

@@ -56,6 +56,13 @@ class AppendPlan:
     finish: Callable[[Any], AppendResult | Op[AppendResult]]
     failed: Callable[[Exception], None] | None = None
 
+    def call_failed(self, err: Exception) -> None:
+        """Tell `failed` that `request` failed with `err`, before `finish(None)`; with nothing to
+        tell, the failure is raised, never dropped."""
+        if self.failed is None:
+            raise err
+        self.failed(err)
+
 
 def call(request: Request) -> Op[Any]:
     """One request as an operation."""

@@ -124,7 +124,7 @@ class RedisAppend(RedisCore):
             try:
                 reply = plan.request(held)
             except (rx.RedisError, OSError) as err:
-                self.fast_call_failed(err)  # NOSCRIPT, a lost connection, a failover, ...
+                plan.call_failed(err)  # NOSCRIPT, a lost connection, a failover, ...
         done = plan.finish(reply)
         return done if isinstance(done, AppendResult) else self.run_op(done)
 
