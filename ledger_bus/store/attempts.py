@@ -10,7 +10,7 @@ from typing import ClassVar, Literal, TypeVar
 from ledger_bus.model.ids import check_name
 from ledger_bus.model.records import OpenAttempt
 from ledger_bus.store.buckets import INDEX_BUCKETS
-from ledger_bus.store.steps import Op, Step, step
+from ledger_bus.store.steps import Op
 
 T = TypeVar("T")
 # What a lease operation does: each backend runs the three as one primitive.
@@ -51,14 +51,14 @@ class Attempts(abc.ABC):
         if op == "acquire":
             check_name(session_id, "session id")
             check_name(name, "lease name")
-        return (yield from step(self._lease(op, session_id, name, owner, ttl_ms)))
+        return (yield from self._lease(op, session_id, name, owner, ttl_ms))
 
     def lease_alive(self, session_id: str, name: str) -> bool:
         """Whether anyone holds the lease `name` now."""
         return self.run_op(self.lease_alive_op(session_id, name))
 
     def lease_alive_op(self, session_id: str, name: str) -> Op[bool]:
-        return (yield from step(self._lease_holder(session_id, name))) is not None
+        return (yield from self._lease_holder(session_id, name)) is not None
 
     # -- open attempts: what the reconciler works from -------------------------------------------
 
@@ -72,7 +72,7 @@ class Attempts(abc.ABC):
         return self.run_op(self.open_attempts_of_op(session_ids))
 
     def open_attempts_of_op(self, session_ids: list[str]) -> Op[dict[str, list[OpenAttempt]]]:
-        found = yield from step(self._open_attempts(session_ids))
+        found = yield from self._open_attempts(session_ids)
         return {s: sorted(found.get(s, ()), key=lambda a: a.cursor) for s in session_ids}
 
     def safe_to_replay(self, session_id: str, run_id: str | None, tool: str) -> bool:
@@ -82,7 +82,7 @@ class Attempts(abc.ABC):
     def safe_to_replay_op(self, session_id: str, run_id: str | None, tool: str) -> Op[bool]:
         if run_id is None:
             return False
-        return (yield from step(self._safe_to_replay(session_id, run_id, tool)))
+        return (yield from self._safe_to_replay(session_id, run_id, tool))
 
     def sessions_with_open_attempts(
         self, buckets: Collection[int] | None = None
@@ -95,7 +95,7 @@ class Attempts(abc.ABC):
         self, buckets: Collection[int] | None = None
     ) -> Op[list[tuple[str, int]]]:
         chosen = range(INDEX_BUCKETS) if buckets is None else buckets
-        return (yield from step(self._open_sessions(chosen)))
+        return (yield from self._open_sessions(chosen))
 
     def forget_idle_session(self, session_id: str, opened_before_ms: int) -> bool:
         """Drop a session from the open-attempts index if it has none open and opened none since
@@ -103,28 +103,28 @@ class Attempts(abc.ABC):
         return self.run_op(self.forget_idle_session_op(session_id, opened_before_ms))
 
     def forget_idle_session_op(self, session_id: str, opened_before_ms: int) -> Op[bool]:
-        if (yield from step(self._open_attempts([session_id]))).get(session_id):
+        if (yield from self._open_attempts([session_id])).get(session_id):
             return False
-        return (yield from step(self._forget_open_session(session_id, opened_before_ms)))
+        return (yield from self._forget_open_session(session_id, opened_before_ms))
 
     # -- what a backend provides ----------------------------------------------------------------
 
     @abc.abstractmethod
     def _lease(
         self, op: LeaseStep, session_id: str, name: str, owner: str, ttl_ms: int
-    ) -> Step[int]: ...
+    ) -> Op[int]: ...
 
     @abc.abstractmethod
-    def _lease_holder(self, session_id: str, name: str) -> Step[str | None]: ...
+    def _lease_holder(self, session_id: str, name: str) -> Op[str | None]: ...
 
     @abc.abstractmethod
-    def _open_attempts(self, session_ids: list[str]) -> Step[dict[str, list[OpenAttempt]]]: ...
+    def _open_attempts(self, session_ids: list[str]) -> Op[dict[str, list[OpenAttempt]]]: ...
 
     @abc.abstractmethod
-    def _safe_to_replay(self, session_id: str, run_id: str, tool: str) -> Step[bool]: ...
+    def _safe_to_replay(self, session_id: str, run_id: str, tool: str) -> Op[bool]: ...
 
     @abc.abstractmethod
-    def _open_sessions(self, buckets: Collection[int]) -> Step[list[tuple[str, int]]]: ...
+    def _open_sessions(self, buckets: Collection[int]) -> Op[list[tuple[str, int]]]: ...
 
     @abc.abstractmethod
-    def _forget_open_session(self, session_id: str, opened_before_ms: int) -> Step[bool]: ...
+    def _forget_open_session(self, session_id: str, opened_before_ms: int) -> Op[bool]: ...

@@ -10,7 +10,7 @@ from typing import ClassVar, Final, TypeVar
 from ledger_bus.model.errors import InvalidInput
 from ledger_bus.model.ids import StreamId
 from ledger_bus.model.records import Bound
-from ledger_bus.store.steps import Op, Step, step
+from ledger_bus.store.steps import Op
 
 T = TypeVar("T")
 # How long a bounded stream keeps the append_id of an append it trimmed, unless declared otherwise.
@@ -70,7 +70,7 @@ class Bounds(abc.ABC):
         ):
             raise InvalidInput(f"only must be a non-empty string without spaces, got {only!r}")
         bound = None if keep is None else Bound(keep, dedup_window_ms, only)
-        yield from step(self._set_bound(stream, bound))
+        yield from self._set_bound(stream, bound)
 
     def stream_bound(self, stream: StreamId) -> Bound | None:
         """What `stream` keeps, if it was declared bounded."""
@@ -79,12 +79,12 @@ class Bounds(abc.ABC):
     def stream_bound_op(self, stream: StreamId) -> Op[Bound | None]:
         if not isinstance(stream, StreamId):
             raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
-        return (yield from step(self._bound(stream)))
+        return (yield from self._bound(stream))
 
     # -- what a backend provides ----------------------------------------------------------------
 
     @abc.abstractmethod
-    def _set_bound(self, stream: StreamId, bound: Bound | None) -> Step[None]: ...
+    def _set_bound(self, stream: StreamId, bound: Bound | None) -> Op[None]: ...
 
     @abc.abstractmethod
-    def _bound(self, stream: StreamId) -> Step[Bound | None]: ...
+    def _bound(self, stream: StreamId) -> Op[Bound | None]: ...

@@ -9,7 +9,7 @@ from typing import ClassVar, TypeVar
 from ledger_bus.model.errors import InvalidInput
 from ledger_bus.model.ids import StreamId, check_name
 from ledger_bus.model.records import Deletion
-from ledger_bus.store.steps import Op, Step, step
+from ledger_bus.store.steps import Op
 
 T = TypeVar("T")
 
@@ -35,7 +35,7 @@ class Deletes(abc.ABC):
 
     def delete_session_op(self, session_id: str) -> Op[Deletion]:
         check_name(session_id, "session id")
-        return (yield from step(self._delete(session_id, None)))
+        return (yield from self._delete(session_id, None))
 
     def delete_stream(self, stream: StreamId) -> Deletion:
         """Remove one stream's events from its session (spec 3.9), as delete_session does for a
@@ -45,9 +45,9 @@ class Deletes(abc.ABC):
     def delete_stream_op(self, stream: StreamId) -> Op[Deletion]:
         if not isinstance(stream, StreamId):
             raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
-        return (yield from step(self._delete(stream.session_id, stream.name)))
+        return (yield from self._delete(stream.session_id, stream.name))
 
     # -- what a backend provides ----------------------------------------------------------------
 
     @abc.abstractmethod
-    def _delete(self, session_id: str, stream: str | None) -> Step[Deletion]: ...
+    def _delete(self, session_id: str, stream: str | None) -> Op[Deletion]: ...

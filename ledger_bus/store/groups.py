@@ -10,7 +10,7 @@ from typing import ClassVar, Final, TypeVar
 from ledger_bus.model.errors import NotFound
 from ledger_bus.model.ids import check_name, parse_cursor
 from ledger_bus.model.records import Delivery, GroupStats, PendingEntry
-from ledger_bus.store.steps import Op, Step, step
+from ledger_bus.store.steps import Op
 
 T = TypeVar("T")
 
@@ -55,14 +55,14 @@ class Groups(abc.ABC):
         self._check_group(session_id, group)
         if after_cursor is not None:
             parse_cursor(after_cursor)
-        return (yield from step(self._group_create(session_id, group, after_cursor)))
+        return (yield from self._group_create(session_id, group, after_cursor))
 
     def group_exists(self, session_id: str, group: str) -> bool:
         return self.run_op(self.group_exists_op(session_id, group))
 
     def group_exists_op(self, session_id: str, group: str) -> Op[bool]:
         self._check_group(session_id, group)
-        return (yield from step(self._group_exists(session_id, group)))
+        return (yield from self._group_exists(session_id, group))
 
     def group_read(
         self, session_id: str, group: str, consumer: str, count: int, block_ms: int | None
@@ -76,9 +76,7 @@ class Groups(abc.ABC):
         self, session_id: str, group: str, consumer: str, count: int, block_ms: int | None
     ) -> Op[list[Delivery]]:
         self._check_group(session_id, group, consumer)
-        found = yield from step(
-            self._group_read(session_id, group, consumer, max(1, count), block_ms)
-        )
+        found = yield from self._group_read(session_id, group, consumer, max(1, count), block_ms)
         return (yield from self._resolved_deliveries(session_id, found))
 
     def group_pending(
@@ -92,7 +90,7 @@ class Groups(abc.ABC):
         self, session_id: str, group: str, consumer: str, count: int
     ) -> Op[list[Delivery]]:
         self._check_group(session_id, group, consumer)
-        found = yield from step(self._group_pending(session_id, group, consumer, max(1, count)))
+        found = yield from self._group_pending(session_id, group, consumer, max(1, count))
         return (yield from self._resolved_deliveries(session_id, found))
 
     def group_claim(
@@ -105,8 +103,8 @@ class Groups(abc.ABC):
         self, session_id: str, group: str, consumer: str, min_idle_ms: int, count: int
     ) -> Op[list[Delivery]]:
         self._check_group(session_id, group, consumer)
-        found = yield from step(
-            self._group_claim(session_id, group, consumer, max(0, min_idle_ms), max(1, count))
+        found = yield from self._group_claim(
+            session_id, group, consumer, max(0, min_idle_ms), max(1, count)
         )
         return (yield from self._resolved_deliveries(session_id, found))
 
@@ -120,7 +118,7 @@ class Groups(abc.ABC):
     ) -> Op[None]:
         self._check_group(session_id, group, consumer)
         if entry_ids:
-            yield from step(self._group_keep(session_id, group, consumer, entry_ids))
+            yield from self._group_keep(session_id, group, consumer, entry_ids)
 
     def group_ack(self, session_id: str, group: str, entry_ids: list[str]) -> int:
         """Mark events handled; returns how many were pending."""
@@ -130,7 +128,7 @@ class Groups(abc.ABC):
         self._check_group(session_id, group)
         if not entry_ids:
             return 0
-        return (yield from step(self._group_ack(session_id, group, entry_ids)))
+        return (yield from self._group_ack(session_id, group, entry_ids))
 
     def group_dead_letter(
         self, session_id: str, group: str, delivery: Delivery, reason: str
@@ -142,7 +140,7 @@ class Groups(abc.ABC):
         self, session_id: str, group: str, delivery: Delivery, reason: str
     ) -> Op[None]:
         self._check_group(session_id, group)
-        yield from step(self._group_dead_letter(session_id, group, delivery, reason))
+        yield from self._group_dead_letter(session_id, group, delivery, reason)
 
     def group_dead_letters(self, session_id: str, group: str) -> list[dict[str, str]]:
         """The group's dead letters, oldest first."""
@@ -150,7 +148,7 @@ class Groups(abc.ABC):
 
     def group_dead_letters_op(self, session_id: str, group: str) -> Op[list[dict[str, str]]]:
         self._check_group(session_id, group)
-        return (yield from step(self._group_dead_letters(session_id, group)))
+        return (yield from self._group_dead_letters(session_id, group))
 
     def group_stats(self, session_id: str, group: str, idle_ms: int = 3_600_000) -> GroupStats:
         """Lag, pending, and consumers live and idle (idle: nothing pending, no read for
@@ -161,7 +159,7 @@ class Groups(abc.ABC):
         self, session_id: str, group: str, idle_ms: int = 3_600_000
     ) -> Op[GroupStats]:
         self._check_group(session_id, group)
-        return (yield from step(self._group_stats(session_id, group, max(0, idle_ms))))
+        return (yield from self._group_stats(session_id, group, max(0, idle_ms)))
 
     def group_prune(self, session_id: str, group: str, idle_ms: int) -> list[str]:
         """Remove the consumers idle for `idle_ms` that hold nothing pending, atomically (a
@@ -170,7 +168,7 @@ class Groups(abc.ABC):
 
     def group_prune_op(self, session_id: str, group: str, idle_ms: int) -> Op[list[str]]:
         self._check_group(session_id, group)
-        return (yield from step(self._group_prune(session_id, group, max(0, idle_ms))))
+        return (yield from self._group_prune(session_id, group, max(0, idle_ms)))
 
     def groups(self, session_id: str, idle_ms: int = 3_600_000) -> list[GroupStats]:
         """Every consumer group of the session, by name."""
@@ -178,7 +176,7 @@ class Groups(abc.ABC):
 
     def groups_op(self, session_id: str, idle_ms: int = 3_600_000) -> Op[list[GroupStats]]:
         check_name(session_id, "session id")
-        found = yield from step(self._groups(session_id, max(0, idle_ms)))
+        found = yield from self._groups(session_id, max(0, idle_ms))
         return sorted(found, key=lambda g: g.group)
 
     def group_pending_entries(
@@ -191,7 +189,7 @@ class Groups(abc.ABC):
         self, session_id: str, group: str, count: int = 1000
     ) -> Op[list[PendingEntry]]:
         self._check_group(session_id, group)
-        return (yield from step(self._group_pending_entries(session_id, group, max(1, count))))
+        return (yield from self._group_pending_entries(session_id, group, max(1, count)))
 
     def group_delete(self, session_id: str, group: str) -> bool:
         """Remove the group and its dead letters; False when there was no such group."""
@@ -199,7 +197,7 @@ class Groups(abc.ABC):
 
     def group_delete_op(self, session_id: str, group: str) -> Op[bool]:
         self._check_group(session_id, group)
-        return (yield from step(self._group_delete(session_id, group)))
+        return (yield from self._group_delete(session_id, group))
 
     def group_reset(self, session_id: str, group: str, cursor: str) -> None:
         """Make the group deliver what commits after `cursor` next (what it holds stays pending)."""
@@ -208,9 +206,9 @@ class Groups(abc.ABC):
     def group_reset_op(self, session_id: str, group: str, cursor: str) -> Op[None]:
         self._check_group(session_id, group)
         parse_cursor(cursor)
-        if not (yield from step(self._group_exists(session_id, group))):
+        if not (yield from self._group_exists(session_id, group)):
             raise NotFound(f"no consumer group {group!r} on session {session_id!r}")
-        yield from step(self._group_reset(session_id, group, cursor))
+        yield from self._group_reset(session_id, group, cursor)
 
     def group_replay_dead_letters(self, session_id: str, group: str) -> int:
         """Put the group's dead letters back: each is pending again, idle long enough for any
@@ -220,9 +218,9 @@ class Groups(abc.ABC):
 
     def group_replay_dead_letters_op(self, session_id: str, group: str) -> Op[int]:
         self._check_group(session_id, group)
-        if not (yield from step(self._group_exists(session_id, group))):
+        if not (yield from self._group_exists(session_id, group)):
             raise NotFound(f"no consumer group {group!r} on session {session_id!r}")
-        return (yield from step(self._group_replay(session_id, group)))
+        return (yield from self._group_replay(session_id, group))
 
     @staticmethod
     def _check_group(session_id: str, group: str, consumer: str | None = None) -> None:
@@ -232,61 +230,61 @@ class Groups(abc.ABC):
             check_name(consumer, "consumer name")
 
     @abc.abstractmethod
-    def _group_create(self, session_id: str, group: str, after: str | None) -> Step[bool]: ...
+    def _group_create(self, session_id: str, group: str, after: str | None) -> Op[bool]: ...
 
     @abc.abstractmethod
-    def _group_exists(self, session_id: str, group: str) -> Step[bool]: ...
+    def _group_exists(self, session_id: str, group: str) -> Op[bool]: ...
 
     @abc.abstractmethod
     def _group_read(
         self, session_id: str, group: str, consumer: str, count: int, block_ms: int | None
-    ) -> Step[list[Delivery]]: ...
+    ) -> Op[list[Delivery]]: ...
 
     @abc.abstractmethod
     def _group_pending(
         self, session_id: str, group: str, consumer: str, count: int
-    ) -> Step[list[Delivery]]: ...
+    ) -> Op[list[Delivery]]: ...
 
     @abc.abstractmethod
     def _group_claim(
         self, session_id: str, group: str, consumer: str, min_idle_ms: int, count: int
-    ) -> Step[list[Delivery]]: ...
+    ) -> Op[list[Delivery]]: ...
 
     @abc.abstractmethod
     def _group_keep(
         self, session_id: str, group: str, consumer: str, entry_ids: list[str]
-    ) -> Step[None]: ...
+    ) -> Op[None]: ...
 
     @abc.abstractmethod
-    def _group_ack(self, session_id: str, group: str, entry_ids: list[str]) -> Step[int]: ...
+    def _group_ack(self, session_id: str, group: str, entry_ids: list[str]) -> Op[int]: ...
 
     @abc.abstractmethod
     def _group_dead_letter(
         self, session_id: str, group: str, delivery: Delivery, reason: str
-    ) -> Step[None]: ...
+    ) -> Op[None]: ...
 
     @abc.abstractmethod
-    def _group_dead_letters(self, session_id: str, group: str) -> Step[list[dict[str, str]]]: ...
+    def _group_dead_letters(self, session_id: str, group: str) -> Op[list[dict[str, str]]]: ...
 
     @abc.abstractmethod
-    def _group_stats(self, session_id: str, group: str, idle_ms: int) -> Step[GroupStats]: ...
+    def _group_stats(self, session_id: str, group: str, idle_ms: int) -> Op[GroupStats]: ...
 
     @abc.abstractmethod
-    def _group_prune(self, session_id: str, group: str, idle_ms: int) -> Step[list[str]]: ...
+    def _group_prune(self, session_id: str, group: str, idle_ms: int) -> Op[list[str]]: ...
 
     @abc.abstractmethod
-    def _groups(self, session_id: str, idle_ms: int) -> Step[list[GroupStats]]: ...
+    def _groups(self, session_id: str, idle_ms: int) -> Op[list[GroupStats]]: ...
 
     @abc.abstractmethod
     def _group_pending_entries(
         self, session_id: str, group: str, count: int
-    ) -> Step[list[PendingEntry]]: ...
+    ) -> Op[list[PendingEntry]]: ...
 
     @abc.abstractmethod
-    def _group_delete(self, session_id: str, group: str) -> Step[bool]: ...
+    def _group_delete(self, session_id: str, group: str) -> Op[bool]: ...
 
     @abc.abstractmethod
-    def _group_reset(self, session_id: str, group: str, cursor: str) -> Step[None]: ...
+    def _group_reset(self, session_id: str, group: str, cursor: str) -> Op[None]: ...
 
     @abc.abstractmethod
-    def _group_replay(self, session_id: str, group: str) -> Step[int]: ...
+    def _group_replay(self, session_id: str, group: str) -> Op[int]: ...

@@ -27,7 +27,7 @@ from ledger_bus.model.ids import (
 from ledger_bus.model.prepared import Fence, Limits, PreparedAppend, check_fence
 from ledger_bus.model.records import AppendResult, Delivery, RecordedEvent, SessionInfo
 from ledger_bus.store.families import ArchiveSource, ArchiveTarget, ServerAdmin
-from ledger_bus.store.steps import AppendPlan, Op, Step, run, step
+from ledger_bus.store.steps import AppendPlan, Op, immediate, run
 
 PAGE: Final = 1000
 REMEMBERED: Final = 10_000  # entries a per-store table keeps before it starts over
@@ -144,7 +144,7 @@ class Log(abc.ABC):
         expected, prepared, wanted = self._prepare(
             stream, expected_version, append_id, events, durability, fence
         )
-        return (yield from step(self._append(stream, expected, append_id, prepared, wanted)))
+        return (yield from self._append(stream, expected, append_id, prepared, wanted))
 
     def _prepare(  # noqa: PLR0913  (append's arguments, each checked here)
         self,
@@ -208,7 +208,7 @@ class Log(abc.ABC):
         out: list[RecordedEvent] = []
         while wanted is None or len(out) < wanted:
             count = PAGE if wanted is None else min(PAGE, wanted - len(out))
-            page = yield from step(self._read_stream(stream, after, count))
+            page = yield from self._read_stream(stream, after, count)
             out.extend(page)
             if len(page) < count:
                 break
@@ -273,7 +273,7 @@ class Log(abc.ABC):
         check_name(session_id, "session id")
         if after_cursor is not None:
             parse_cursor(after_cursor)
-        batch = yield from step(self._scan(session_id, after_cursor, page))
+        batch = yield from self._scan(session_id, after_cursor, page)
         return (yield from self._resolved(session_id, batch, resolve))
 
     def tail(
@@ -303,7 +303,7 @@ class Log(abc.ABC):
             parse_cursor(before)
         if not n:
             return []
-        found = yield from step(self._tail(session_id, n, before))
+        found = yield from self._tail(session_id, n, before)
         return (yield from self._resolved(session_id, found, resolve_artifacts))
 
     def wait_session(
@@ -321,7 +321,7 @@ class Log(abc.ABC):
         check_name(session_id, "session id")
         if after_cursor is not None:
             parse_cursor(after_cursor)
-        found = yield from step(self._wait(session_id, after_cursor, max(0, timeout_ms), limit))
+        found = yield from self._wait(session_id, after_cursor, max(0, timeout_ms), limit)
         return (yield from self._resolved(session_id, found, None))
 
     # -- artifacts (spec 3.11) ------------------------------------------------------------------
@@ -332,7 +332,7 @@ class Log(abc.ABC):
 
     def artifact_op(self, session_id: str, sha256: str) -> Op[bytes]:
         check_name(session_id, "session id")
-        data = yield from step(self._artifact(session_id, check_sha(sha256)))
+        data = yield from self._artifact(session_id, check_sha(sha256))
         if data is None:
             raise NotFound(f"no artifact sha256:{sha256} in session {session_id!r}")
         return data
@@ -378,7 +378,7 @@ class Log(abc.ABC):
     def stream_version_op(self, stream: StreamId) -> Op[int]:
         if not isinstance(stream, StreamId):
             raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
-        return (yield from step(self._stream_version(stream)))
+        return (yield from self._stream_version(stream))
 
     def session_exists(self, session_id: str) -> bool:
         """Whether any event was ever appended to the session."""
@@ -386,7 +386,7 @@ class Log(abc.ABC):
 
     def session_exists_op(self, session_id: str) -> Op[bool]:
         check_name(session_id, "session id")
-        return (yield from step(self._session_exists(session_id)))
+        return (yield from self._session_exists(session_id))
 
     def session_info(self, session_id: str, append_ids: bool = True) -> SessionInfo:
         """Return what a session holds: its streams and versions, counts, first and last cursor.
@@ -396,15 +396,16 @@ class Log(abc.ABC):
 
     def session_info_op(self, session_id: str, append_ids: bool = True) -> Op[SessionInfo]:
         check_name(session_id, "session id")
-        return (yield from step(self._session_info(session_id, append_ids)))
+        return (yield from self._session_info(session_id, append_ids))
 
     def session_count(self) -> int:
         """How many sessions hold events (those `sessions()` lists)."""
         return self.run_op(self.session_count_op())
 
     def session_count_op(self) -> Op[int]:
-        return (yield from step(self._session_count()))
+        return (yield from self._session_count())
 
+    @immediate
     def _session_count(self) -> int:
         return len(self.sessions())
 
@@ -413,7 +414,7 @@ class Log(abc.ABC):
         return self.run_op(self.sessions_op(limit))
 
     def sessions_op(self, limit: int | None = None) -> Op[list[tuple[str, int]]]:
-        return (yield from step(self._sessions(check_limit(limit))))
+        return (yield from self._sessions(check_limit(limit)))
 
     @staticmethod
     def _remember(table: dict[K, V], key: K, value: V) -> V:
@@ -445,8 +446,9 @@ class Log(abc.ABC):
         return self.run_op(self.now_ms_op())
 
     def now_ms_op(self) -> Op[int]:
-        return (yield from step(self._now_ms()))
+        return (yield from self._now_ms())
 
+    @immediate
     def _now_ms(self) -> int:
         return time.time_ns() // 1_000_000
 
@@ -469,37 +471,33 @@ class Log(abc.ABC):
         append_id: str,
         prepared: PreparedAppend,
         durability: Durability,
-    ) -> Step[AppendResult]: ...
+    ) -> Op[AppendResult]: ...
 
     @abc.abstractmethod
-    def _read_stream(
-        self, stream: StreamId, after: int, count: int
-    ) -> Step[list[RecordedEvent]]: ...
+    def _read_stream(self, stream: StreamId, after: int, count: int) -> Op[list[RecordedEvent]]: ...
 
     @abc.abstractmethod
-    def _scan(
-        self, session_id: str, after: str | None, count: int
-    ) -> Step[list[RecordedEvent]]: ...
+    def _scan(self, session_id: str, after: str | None, count: int) -> Op[list[RecordedEvent]]: ...
 
     @abc.abstractmethod
-    def _tail(self, session_id: str, n: int, before: str | None) -> Step[list[RecordedEvent]]: ...
+    def _tail(self, session_id: str, n: int, before: str | None) -> Op[list[RecordedEvent]]: ...
 
     @abc.abstractmethod
     def _wait(
         self, session_id: str, after: str | None, timeout_ms: int, count: int
-    ) -> Step[list[RecordedEvent]]: ...
+    ) -> Op[list[RecordedEvent]]: ...
 
     @abc.abstractmethod
-    def _stream_version(self, stream: StreamId) -> Step[int]: ...
+    def _stream_version(self, stream: StreamId) -> Op[int]: ...
 
     @abc.abstractmethod
-    def _session_exists(self, session_id: str) -> Step[bool]: ...
+    def _session_exists(self, session_id: str) -> Op[bool]: ...
 
     @abc.abstractmethod
-    def _artifact(self, session_id: str, sha256: str) -> Step[bytes | None]: ...
+    def _artifact(self, session_id: str, sha256: str) -> Op[bytes | None]: ...
 
     @abc.abstractmethod
-    def _session_info(self, session_id: str, append_ids: bool) -> Step[SessionInfo]: ...
+    def _session_info(self, session_id: str, append_ids: bool) -> Op[SessionInfo]: ...
 
     @abc.abstractmethod
-    def _sessions(self, limit: int | None) -> Step[list[tuple[str, int]]]: ...
+    def _sessions(self, limit: int | None) -> Op[list[tuple[str, int]]]: ...

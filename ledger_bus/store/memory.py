@@ -33,6 +33,7 @@ from ledger_bus.store.base import EventStore
 from ledger_bus.store.buckets import bucket_of
 from ledger_bus.store.groups import REPLAY_CONSUMER, REPLAY_IDLE_MS, dead_letter_fields
 from ledger_bus.store.restore import RestoreBatch
+from ledger_bus.store.steps import immediate
 
 
 @dataclass
@@ -186,6 +187,7 @@ class MemoryStore(EventStore):
             fields=unpack(payload),
         )
 
+    @immediate
     def _append(
         self,
         stream: StreamId,
@@ -204,7 +206,7 @@ class MemoryStore(EventStore):
             fence = prepared.fence
             if fence is not None:  # first of all (append.lua)
                 token = state.fences.get(fence.lease, 0)
-                holder = self._lease_holder(stream.session_id, fence.lease)
+                holder = self._holder(stream.session_id, fence.lease)
                 if token != fence.token or holder != fence.owner:
                     raise lease_lost(fence, token)
             prior = state.idempotency.get((stream.name, append_id))
@@ -216,7 +218,7 @@ class MemoryStore(EventStore):
             fence = prepared.fence
             if fence is not None:
                 token = state.fences.get(fence.lease, 0)
-                holder = self._lease_holder(stream.session_id, fence.lease)
+                holder = self._holder(stream.session_id, fence.lease)
                 if token != fence.token or holder != fence.owner:
                     raise lease_lost(fence, token)
             version = state.versions.get(stream.name, 0)
@@ -243,6 +245,7 @@ class MemoryStore(EventStore):
             self._changed.notify_all()
             return result
 
+    @immediate
     def _restore_batch(self, batch: RestoreBatch) -> int:
         stream = batch.stream
         with self._changed:
@@ -265,6 +268,7 @@ class MemoryStore(EventStore):
             self._changed.notify_all()
             return len(cursors)
 
+    @immediate
     def _read_stream(self, stream: StreamId, after: int, count: int) -> list[RecordedEvent]:
         with self._changed:
             state = self._sessions_by_id.get(stream.session_id)
@@ -275,7 +279,11 @@ class MemoryStore(EventStore):
             positions = positions[start : start + count]
             return [self._record(stream.session_id, state, p) for p in positions]
 
+    @immediate
     def _scan(self, session_id: str, after: str | None, count: int) -> list[RecordedEvent]:
+        return self._scan_now(session_id, after, count)
+
+    def _scan_now(self, session_id: str, after: str | None, count: int) -> list[RecordedEvent]:
         with self._changed:
             state = self._sessions_by_id.get(session_id)
             if state is None:
@@ -284,6 +292,7 @@ class MemoryStore(EventStore):
             stop = min(len(state.cursors), start + count)
             return [self._record(session_id, state, p) for p in range(start, stop)]
 
+    @immediate
     def _tail(self, session_id: str, n: int, before: str | None) -> list[RecordedEvent]:
         with self._changed:
             state = self._sessions_by_id.get(session_id)
@@ -294,6 +303,7 @@ class MemoryStore(EventStore):
                 end = bisect.bisect_left(state.cursors, before)
             return [self._record(session_id, state, p) for p in range(max(0, end - n), end)]
 
+    @immediate
     def _wait(
         self, session_id: str, after: str | None, timeout_ms: int, count: int
     ) -> list[RecordedEvent]:
@@ -303,22 +313,25 @@ class MemoryStore(EventStore):
                 cursors = self._session(session_id).cursors
                 after = cursors[-1] if cursors else CURSOR_ZERO
             while True:
-                found = self._scan(session_id, after, count)
+                found = self._scan_now(session_id, after, count)
                 remaining = deadline - time.monotonic()
                 if found or remaining <= 0:
                     return found
                 self._changed.wait(remaining)
 
+    @immediate
     def _stream_version(self, stream: StreamId) -> int:
         with self._changed:
             state = self._sessions_by_id.get(stream.session_id)
             return state.versions.get(stream.name, 0) if state else 0
 
+    @immediate
     def _session_exists(self, session_id: str) -> bool:
         with self._changed:
             state = self._sessions_by_id.get(session_id)
             return state is not None and bool(state.cursors)
 
+    @immediate
     def _delete(self, session_id: str, stream: str | None) -> Deletion:
         with self._changed:
             state = self._sessions_by_id.get(session_id)
@@ -352,6 +365,7 @@ class MemoryStore(EventStore):
             self._changed.notify_all()
             return Deletion(session_id, stream, gone, state.generation)
 
+    @immediate
     def _set_bound(self, stream: StreamId, bound: Bound | None) -> None:
         with self._changed:
             bounds = self._session(stream.session_id).bounds
@@ -360,21 +374,25 @@ class MemoryStore(EventStore):
             else:
                 bounds[stream.name] = bound
 
+    @immediate
     def _bound(self, stream: StreamId) -> Bound | None:
         with self._changed:
             state = self._sessions_by_id.get(stream.session_id)
             return None if state is None else state.bounds.get(stream.name)
 
+    @immediate
     def _artifact(self, session_id: str, sha256: str) -> bytes | None:
         with self._changed:
             state = self._sessions_by_id.get(session_id)
             return None if state is None else state.artifacts.get(sha256)
 
+    @immediate
     def _artifact_uses(self, session_id: str) -> dict[str, int]:
         with self._changed:
             state = self._sessions_by_id.get(session_id)
             return {} if state is None else dict(state.uses)
 
+    @immediate
     def _append_ids(self, session_id: str) -> list[AppendRecord]:
         with self._changed:
             state = self._sessions_by_id.get(session_id)
@@ -384,6 +402,7 @@ class MemoryStore(EventStore):
             for (stream, append_id), (digest, first, last, cursor) in found
         ]
 
+    @immediate
     def _session_info(self, session_id: str, append_ids: bool) -> SessionInfo:
         with self._changed:
             state = self._sessions_by_id.get(session_id) or _Session()
@@ -396,6 +415,7 @@ class MemoryStore(EventStore):
                 append_ids=len(state.idempotency) if append_ids else None,
             )
 
+    @immediate
     def _sessions(self, limit: int | None) -> list[tuple[str, int]]:
         with self._changed:
             found = [
@@ -406,7 +426,11 @@ class MemoryStore(EventStore):
         found.sort(key=lambda item: (-item[1], item[0]))
         return found if limit is None else found[:limit]
 
+    @immediate
     def _lease_holder(self, session_id: str, name: str) -> str | None:
+        return self._holder(session_id, name)
+
+    def _holder(self, session_id: str, name: str) -> str | None:
         with self._changed:
             state = self._sessions_by_id.get(session_id)
             held = state.leases.get(name) if state else None
@@ -414,10 +438,11 @@ class MemoryStore(EventStore):
                 return None
             return held[0]
 
+    @immediate
     def _lease(self, op: LeaseStep, session_id: str, name: str, owner: str, ttl_ms: int) -> int:
         with self._changed:
             state = self._session(session_id)
-            holder = self._lease_holder(session_id, name)
+            holder = self._holder(session_id, name)
             if op == "acquire" and holder not in (None, owner):
                 return 0
             if op != "acquire" and holder != owner:
@@ -430,6 +455,7 @@ class MemoryStore(EventStore):
             state.leases[name] = (owner, time.monotonic() + ttl_ms / 1000)
             return state.fences[name]
 
+    @immediate
     def _open_attempts(self, session_ids: list[str]) -> dict[str, list[OpenAttempt]]:
         with self._changed:
             found = {}
@@ -438,15 +464,18 @@ class MemoryStore(EventStore):
                 found[session_id] = list(state.open.values()) if state else []
             return found
 
+    @immediate
     def _safe_to_replay(self, session_id: str, run_id: str, tool: str) -> bool:
         with self._changed:
             state = self._sessions_by_id.get(session_id)
             return state is not None and (run_id, tool) in state.safe
 
+    @immediate
     def _open_sessions(self, buckets: Collection[int]) -> list[tuple[str, int]]:
         with self._changed:
             return sorted((s, ms) for s, ms in self._open_index.items() if bucket_of(s) in buckets)
 
+    @immediate
     def _forget_open_session(self, session_id: str, opened_before_ms: int) -> bool:
         with self._changed:
             if self._open_index.get(session_id, opened_before_ms) < opened_before_ms:
@@ -481,6 +510,7 @@ class MemoryStore(EventStore):
             out.append(Delivery(self._record(session_id, state, position), cursor, held.deliveries))
         return out
 
+    @immediate
     def _group_create(self, session_id: str, group: str, after: str | None) -> bool:
         with self._changed:
             state = self._session(session_id)
@@ -490,11 +520,13 @@ class MemoryStore(EventStore):
             state.groups[group] = _Group(start or CURSOR_ZERO)
             return True
 
+    @immediate
     def _group_exists(self, session_id: str, group: str) -> bool:
         with self._changed:
             state = self._sessions_by_id.get(session_id)
             return state is not None and group in state.groups
 
+    @immediate
     def _group_read(
         self, session_id: str, group: str, consumer: str, count: int, block_ms: int | None
     ) -> list[Delivery]:
@@ -512,6 +544,7 @@ class MemoryStore(EventStore):
                 found.last = fresh[-1]
             return self._deliver(session_id, state, found, consumer, fresh)
 
+    @immediate
     def _group_pending(
         self, session_id: str, group: str, consumer: str, count: int
     ) -> list[Delivery]:
@@ -520,6 +553,7 @@ class MemoryStore(EventStore):
             mine = sorted(c for c, held in found.pending.items() if held.consumer == consumer)
             return self._deliver(session_id, state, found, consumer, mine[:count])
 
+    @immediate
     def _group_claim(
         self, session_id: str, group: str, consumer: str, min_idle_ms: int, count: int
     ) -> list[Delivery]:
@@ -529,6 +563,7 @@ class MemoryStore(EventStore):
             idle = sorted(c for c, held in found.pending.items() if held.since <= oldest)
             return self._deliver(session_id, state, found, consumer, idle[:count])
 
+    @immediate
     def _group_keep(self, session_id: str, group: str, consumer: str, entry_ids: list[str]) -> None:
         with self._changed:
             _, found = self._group(session_id, group)
@@ -539,11 +574,13 @@ class MemoryStore(EventStore):
                 if held is not None:
                     held.consumer, held.since = consumer, now
 
+    @immediate
     def _group_ack(self, session_id: str, group: str, entry_ids: list[str]) -> int:
         with self._changed:
             _, found = self._group(session_id, group)
             return sum(found.pending.pop(cursor, None) is not None for cursor in entry_ids)
 
+    @immediate
     def _group_dead_letter(
         self, session_id: str, group: str, delivery: Delivery, reason: str
     ) -> None:
@@ -552,6 +589,7 @@ class MemoryStore(EventStore):
             found.dead.append(dead_letter_fields(delivery, reason))
             found.pending.pop(delivery.entry_id, None)
 
+    @immediate
     def _group_dead_letters(self, session_id: str, group: str) -> list[dict[str, str]]:
         with self._changed:
             state = self._sessions_by_id.get(session_id)
@@ -563,7 +601,11 @@ class MemoryStore(EventStore):
         oldest = time.monotonic() - idle_ms / 1000
         return [c for c, seen in found.seen.items() if c not in holding and seen <= oldest]
 
+    @immediate
     def _group_stats(self, session_id: str, group: str, idle_ms: int) -> GroupStats:
+        return self._stats(session_id, group, idle_ms)
+
+    def _stats(self, session_id: str, group: str, idle_ms: int) -> GroupStats:
         with self._changed:
             state, found = self._group(session_id, group)
             idle = len(self._idle_consumers(found, idle_ms))
@@ -577,6 +619,7 @@ class MemoryStore(EventStore):
                 last_delivered=found.last,
             )
 
+    @immediate
     def _group_prune(self, session_id: str, group: str, idle_ms: int) -> list[str]:
         with self._changed:
             _, found = self._group(session_id, group)
@@ -585,12 +628,14 @@ class MemoryStore(EventStore):
                 del found.seen[consumer]
             return removed
 
+    @immediate
     def _groups(self, session_id: str, idle_ms: int) -> list[GroupStats]:
         with self._changed:
             state = self._sessions_by_id.get(session_id)
             names = list(state.groups) if state else []
-        return [self._group_stats(session_id, name, idle_ms) for name in names]
+        return [self._stats(session_id, name, idle_ms) for name in names]
 
+    @immediate
     def _group_pending_entries(self, session_id: str, group: str, count: int) -> list[PendingEntry]:
         with self._changed:
             _, found = self._group(session_id, group)
@@ -602,15 +647,18 @@ class MemoryStore(EventStore):
                 for cursor, held in sorted(found.pending.items())[:count]
             ]
 
+    @immediate
     def _group_delete(self, session_id: str, group: str) -> bool:
         with self._changed:
             state = self._sessions_by_id.get(session_id)
             return state is not None and state.groups.pop(group, None) is not None
 
+    @immediate
     def _group_reset(self, session_id: str, group: str, cursor: str) -> None:
         with self._changed:
             self._group(session_id, group)[1].last = cursor
 
+    @immediate
     def _group_replay(self, session_id: str, group: str) -> int:
         with self._changed:
             state, found = self._group(session_id, group)

@@ -19,7 +19,7 @@ from ledger_bus.model.errors import InvalidEvent, InvalidInput, VersionConflict
 from ledger_bus.model.ids import StreamId, check_name, parse_cursor
 from ledger_bus.model.prepared import Limits, PreparedAppend
 from ledger_bus.model.records import AppendRecord, RecordedEvent
-from ledger_bus.store.steps import Op, Step, step
+from ledger_bus.store.steps import Op
 
 T = TypeVar("T")
 
@@ -155,7 +155,7 @@ class Restores(abc.ABC):
         )
 
     def restore_batch_op(self, batch: RestoreBatch) -> Op[int]:
-        return (yield from step(self._restore_batch(batch)))
+        return (yield from self._restore_batch(batch))
 
     def iter_append_ids(self, session_id: str) -> Iterator[AppendRecord]:
         """Yield what the store keeps of each append of a session for idempotency, in no
@@ -164,7 +164,7 @@ class Restores(abc.ABC):
 
     def append_ids_op(self, session_id: str) -> Op[list[AppendRecord]]:
         check_name(session_id, "session id")
-        return (yield from step(self._append_ids(session_id)))
+        return (yield from self._append_ids(session_id))
 
     def artifact_uses(self, session_id: str) -> dict[str, int]:
         """The session's artifacts (sha256) with how many event fields reference each."""
@@ -172,15 +172,15 @@ class Restores(abc.ABC):
 
     def artifact_uses_op(self, session_id: str) -> Op[dict[str, int]]:
         check_name(session_id, "session id")
-        return (yield from step(self._artifact_uses(session_id)))
+        return (yield from self._artifact_uses(session_id))
 
     # -- what a backend provides ----------------------------------------------------------------
 
     @abc.abstractmethod
-    def _restore_batch(self, batch: RestoreBatch) -> Step[int]: ...
+    def _restore_batch(self, batch: RestoreBatch) -> Op[int]: ...
 
     @abc.abstractmethod
-    def _append_ids(self, session_id: str) -> Step[list[AppendRecord]]: ...
+    def _append_ids(self, session_id: str) -> Op[list[AppendRecord]]: ...
 
     @abc.abstractmethod
-    def _artifact_uses(self, session_id: str) -> Step[dict[str, int]]: ...
+    def _artifact_uses(self, session_id: str) -> Op[dict[str, int]]: ...

@@ -13,17 +13,19 @@ is thrown back into the operation at its `yield`, so an operation catches what i
 
 from __future__ import annotations
 
+import functools
 import inspect
 import random
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Any, TypeVar, Union, cast
+from typing import Any, ParamSpec, TypeVar
 
 from ledger_bus.model.errors import BackendUnavailable, LedgerError
 from ledger_bus.model.records import AppendResult
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,9 +35,6 @@ class Sleep:
     seconds: float
 
 
-# What a backend primitive returns: an operation, or (a backend without a client of its own to
-# drive, or with a blocking one only) its value.
-Step = Union[T, "Op[T]"]
 # Applied to the driver's client (a backend's own, typed there: store/redis/client.py): the
 # reply, or (async client) an awaitable of it. What an operation is sent back at its `yield` is
 # that reply, which the operation's own parser reads (store/redis/replies.py).
@@ -69,13 +68,21 @@ def call(request: Request) -> Op[Any]:
     return (yield request)
 
 
-def step(value: Op[T] | T) -> Op[T]:
-    """What a backend primitive returns, as an operation: backends with a network write their
-    primitives as operations; a backend without one (memory), or whose driver looks blocking
-    (SQL: under asyncio, SQLAlchemy's greenlet bridge awaits its calls), returns values."""
-    if inspect.isgenerator(value):
-        return cast(T, (yield from value))
-    return cast(T, value)
+def immediate(primitive: Callable[P, T]) -> Callable[P, Op[T]]:
+    """A backend primitive that asks its driver for nothing, as the operation every primitive is.
+
+    A backend on the network (Redis) writes its primitives as operations that yield requests. One
+    without a network (memory), or whose driver looks blocking (SQL: under asyncio, SQLAlchemy's
+    greenlet bridge awaits its calls), does its work in place: `primitive`'s body runs when the
+    operation starts, and the operation yields nothing. So a primitive's type says what it is, and
+    the log runs every backend's the one way (`yield from`)."""
+
+    @functools.wraps(primitive)
+    def op(*args: P.args, **kwargs: P.kwargs) -> Op[T]:
+        yield from ()
+        return primitive(*args, **kwargs)
+
+    return op
 
 
 def retried(  # noqa: PLR0913  (the retry loop's settings, each a keyword)

@@ -20,13 +20,14 @@ from ledger_bus.store.async_store import AsyncStore
 from ledger_bus.store.base import CAPABILITIES, capabilities_of, need
 from ledger_bus.store.log import Log
 from ledger_bus.store.memory import MemoryStore
+from ledger_bus.store.steps import Op
 from ledger_bus.testing.contract import PARTS, log
 from tests.support.helpers import passed_in, pytest_elsewhere
 
 
 class LogOnlyStore(Log):
-    """A log and nothing else: the ten primitives the log asks for, kept by a memory store it
-    holds, so that it has no other capability to offer."""
+    """A log and nothing else: the ten primitives the log asks for (each an operation, as its
+    type says), kept by a memory store it holds, so that it has no other capability to offer."""
 
     tier = "log-only"
 
@@ -41,36 +42,36 @@ class LogOnlyStore(Log):
         append_id: str,
         prepared: PreparedAppend,
         durability: Durability,
-    ) -> AppendResult:
+    ) -> Op[AppendResult]:
         return self.kept._append(stream, expected, append_id, prepared, durability)
 
-    def _read_stream(self, stream: StreamId, after: int, count: int) -> list[RecordedEvent]:
+    def _read_stream(self, stream: StreamId, after: int, count: int) -> Op[list[RecordedEvent]]:
         return self.kept._read_stream(stream, after, count)
 
-    def _scan(self, session_id: str, after: str | None, count: int) -> list[RecordedEvent]:
+    def _scan(self, session_id: str, after: str | None, count: int) -> Op[list[RecordedEvent]]:
         return self.kept._scan(session_id, after, count)
 
-    def _tail(self, session_id: str, n: int, before: str | None) -> list[RecordedEvent]:
+    def _tail(self, session_id: str, n: int, before: str | None) -> Op[list[RecordedEvent]]:
         return self.kept._tail(session_id, n, before)
 
     def _wait(
         self, session_id: str, after: str | None, timeout_ms: int, count: int
-    ) -> list[RecordedEvent]:
+    ) -> Op[list[RecordedEvent]]:
         return self.kept._wait(session_id, after, timeout_ms, count)
 
-    def _stream_version(self, stream: StreamId) -> int:
+    def _stream_version(self, stream: StreamId) -> Op[int]:
         return self.kept._stream_version(stream)
 
-    def _session_exists(self, session_id: str) -> bool:
+    def _session_exists(self, session_id: str) -> Op[bool]:
         return self.kept._session_exists(session_id)
 
-    def _artifact(self, session_id: str, sha256: str) -> bytes | None:
+    def _artifact(self, session_id: str, sha256: str) -> Op[bytes | None]:
         return self.kept._artifact(session_id, sha256)
 
-    def _session_info(self, session_id: str, append_ids: bool) -> SessionInfo:
+    def _session_info(self, session_id: str, append_ids: bool) -> Op[SessionInfo]:
         return self.kept._session_info(session_id, append_ids)
 
-    def _sessions(self, limit: int | None) -> list[tuple[str, int]]:
+    def _sessions(self, limit: int | None) -> Op[list[tuple[str, int]]]:
         return self.kept._sessions(limit)
 
 
@@ -99,6 +100,7 @@ def test_a_store_that_is_only_a_log_passes_the_logs_part_of_the_shipped_suite(
             "from ledger_bus.model.records import AppendResult, RecordedEvent, SessionInfo",
             "from ledger_bus.store.log import Log",
             "from ledger_bus.store.memory import MemoryStore",
+            "from ledger_bus.store.steps import Op",
             "",
             textwrap.dedent(inspect.getsource(LogOnlyStore)),
         ]

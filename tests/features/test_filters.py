@@ -12,6 +12,7 @@ from ledger_bus.agent.filters import EventFilter, parse_bound, select, select_ta
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.memory import MemoryStore
+from ledger_bus.store.steps import Op
 from tests.support.helpers import ledger_cli
 
 
@@ -71,7 +72,7 @@ class Counting(MemoryStore):
 
     pages = 0
 
-    def _tail(self, session_id: str, n: int, before: str | None) -> list[RecordedEvent]:
+    def _tail(self, session_id: str, n: int, before: str | None) -> Op[list[RecordedEvent]]:
         self.pages += 1
         return super()._tail(session_id, n, before)
 

@@ -61,16 +61,16 @@ class TieredStore(RedisStore):
         return moved
 
     def _here_or_archived(
-        self, session_id: str, here: Callable[[], Op[T]], there: Callable[[], T]
+        self, session_id: str, here: Callable[[], Op[T]], there: Callable[[], Op[T]]
     ) -> Op[T]:
         """`there()` (the archive) for a session known to have moved; else `here()` (Redis),
         unless it found nothing and the session has moved since."""
         if self._archived.get(session_id, 0.0) > time.monotonic():
-            return there()
+            return (yield from there())
         found = yield from here()
         if found or not (yield from self._in_archive(session_id)):
             return found
-        return there()
+        return (yield from there())
 
     # -- reads: Redis first, the archive for the sessions moved to it --------------------------
 
@@ -107,7 +107,9 @@ class TieredStore(RedisStore):
         if not (yield from self._in_archive(session_id)):
             return (yield from super()._wait(session_id, after, timeout_ms, count))
         # An archived session takes no appends: what follows `after` is there already, or never.
-        found = self.archive._scan(session_id, after, count) if after is not None else []
+        found = (
+            (yield from self.archive._scan(session_id, after, count)) if after is not None else []
+        )
         if not found:
             yield Sleep(timeout_ms / 1000)
         return found
@@ -134,7 +136,7 @@ class TieredStore(RedisStore):
         info = yield from super()._session_info(session_id, append_ids)
         if info.events or not (yield from self._in_archive(session_id)):
             return info
-        return self.archive._session_info(session_id, append_ids)
+        return (yield from self.archive._session_info(session_id, append_ids))
 
     def _artifact(self, session_id: str, sha256: str) -> Op[bytes | None]:
         return (
@@ -147,14 +149,16 @@ class TieredStore(RedisStore):
 
     def _artifact_uses(self, session_id: str) -> Op[dict[str, int]]:
         if (yield from self._in_archive(session_id)):
-            return self.archive._artifact_uses(session_id)
+            return (yield from self.archive._artifact_uses(session_id))
         return (yield from super()._artifact_uses(session_id))
 
     def _append_ids(self, session_id: str) -> Op[list[AppendRecord]]:
-        return self._here_or_archived(
-            session_id,
-            lambda: super(TieredStore, self)._append_ids(session_id),
-            lambda: self.archive._append_ids(session_id),
+        return (
+            yield from self._here_or_archived(
+                session_id,
+                lambda: super(TieredStore, self)._append_ids(session_id),
+                lambda: self.archive._append_ids(session_id),
+            )
         )
 
     # -- writes ------------------------------------------------------------------------------------
@@ -191,10 +195,10 @@ class TieredStore(RedisStore):
     def _delete(self, session_id: str, stream: str | None) -> Op[Deletion]:
         if not (yield from self._in_archive(session_id)):
             return (yield from super()._delete(session_id, stream))
-        done = self.archive._delete(session_id, stream)
+        done = yield from self.archive._delete(session_id, stream)
         if stream is None:
             # Gone from the archive: the id is written again here, as its next generation.
-            self.end_archive(session_id, self.archive._append_ids(session_id))
+            self.end_archive(session_id, (yield from self.archive._append_ids(session_id)))
             self._archived.pop(session_id, None)
             generation = yield from self._generation_of(session_id)
             return Deletion(session_id, None, done.events, generation)

@@ -29,11 +29,13 @@ from ledger_bus.store.sql.errors import (
     classify,
     driver_error,
 )
+from ledger_bus.store.steps import immediate
 
 
 class SqlAppend(SqlCore):
     """Appends and bounds."""
 
+    @immediate
     def _append(
         self,
         stream: StreamId,
@@ -85,7 +87,7 @@ class SqlAppend(SqlCore):
         known = self._bounds.get(stream)
         if known is not None and known[0] > now:
             return known[1]
-        bound = self._bound(stream)
+        bound = self._bound_now(stream)
         self._remember(self._bounds, stream, (now + BOUND_TTL, bound))
         return bound
 
@@ -136,6 +138,7 @@ class SqlAppend(SqlCore):
         cutoff = format_cursor(max(0, self._now(conn) - bound.dedup_window_ms), 0)
         conn.execute(delete(i).where(*records, i.c.last_version < oldest, i.c.cursor < cutoff))
 
+    @immediate
     def _set_bound(self, stream: StreamId, bound: Bound | None) -> None:
         b = self.tables.bounds
         key = (b.c.session_id == stream.session_id, b.c.stream == stream.name)
@@ -156,7 +159,11 @@ class SqlAppend(SqlCore):
         self._run(write)
         self._remember(self._bounds, stream, (time.monotonic() + BOUND_TTL, bound))
 
+    @immediate
     def _bound(self, stream: StreamId) -> Bound | None:
+        return self._bound_now(stream)
+
+    def _bound_now(self, stream: StreamId) -> Bound | None:
         b = self.tables.bounds
         query = select(b.c.keep, b.c.dedup_ms, b.c.only).where(
             b.c.session_id == stream.session_id, b.c.stream == stream.name

@@ -57,7 +57,7 @@ from ledger_bus.store.sql.errors import (
 )
 from ledger_bus.store.sql.schema import Tables, tables
 from ledger_bus.store.sql.waits import Bridged, Waits
-from ledger_bus.store.steps import Op, call, retried, run
+from ledger_bus.store.steps import Op, call, immediate, retried, run
 
 T = TypeVar("T")
 
@@ -377,6 +377,7 @@ class SqlCore(EventStore):
             return int(conn.execute(select(now)).scalar_one())
         return time.time_ns() // 1_000_000
 
+    @immediate
     def _now_ms(self) -> int:
         return self._run(self._now, write=False)
 

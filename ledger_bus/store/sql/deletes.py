@@ -12,11 +12,13 @@ from sqlalchemy import (
 
 from ledger_bus.model.records import Deletion
 from ledger_bus.store.sql.core import SqlCore
+from ledger_bus.store.steps import immediate
 
 
 class SqlDeletes(SqlCore):
     """Deleting."""
 
+    @immediate
     def _delete(self, session_id: str, stream: str | None) -> Deletion:
         if self._absent:
             self._look_again()

@@ -24,6 +24,7 @@ from ledger_bus.model.records import (
 )
 from ledger_bus.store.groups import REPLAY_CONSUMER, REPLAY_IDLE_MS, dead_letter_fields
 from ledger_bus.store.sql.core import SqlCore
+from ledger_bus.store.steps import immediate
 
 
 class SqlGroups(SqlCore):
@@ -110,6 +111,7 @@ class SqlGroups(SqlCore):
             if cursor in rows
         ]
 
+    @immediate
     def _group_create(self, session_id: str, group: str, after: str | None) -> bool:
         g = self.tables.groups
 
@@ -120,11 +122,13 @@ class SqlGroups(SqlCore):
 
         return self._run(create)
 
+    @immediate
     def _group_exists(self, session_id: str, group: str) -> bool:
         g = self.tables.groups
         query = select(g.c.grp).where(g.c.session_id == session_id, g.c.grp == group)
         return self._run(lambda c: c.execute(query).first() is not None, write=False)
 
+    @immediate
     def _group_read(
         self, session_id: str, group: str, consumer: str, count: int, block_ms: int | None
     ) -> list[Delivery]:
@@ -163,6 +167,7 @@ class SqlGroups(SqlCore):
             .order_by(p.c.cursor)
         ).scalars()
 
+    @immediate
     def _group_pending(
         self, session_id: str, group: str, consumer: str, count: int
     ) -> list[Delivery]:
@@ -175,6 +180,7 @@ class SqlGroups(SqlCore):
 
         return self._run(pending)
 
+    @immediate
     def _group_claim(
         self, session_id: str, group: str, consumer: str, min_idle_ms: int, count: int
     ) -> list[Delivery]:
@@ -190,6 +196,7 @@ class SqlGroups(SqlCore):
 
         return self._run(claim)
 
+    @immediate
     def _group_keep(self, session_id: str, group: str, consumer: str, entry_ids: list[str]) -> None:
         p = self.tables.pending
 
@@ -208,6 +215,7 @@ class SqlGroups(SqlCore):
 
         self._run(keep)
 
+    @immediate
     def _group_ack(self, session_id: str, group: str, entry_ids: list[str]) -> int:
         p = self.tables.pending
 
@@ -225,6 +233,7 @@ class SqlGroups(SqlCore):
 
         return self._run(ack)
 
+    @immediate
     def _group_dead_letter(
         self, session_id: str, group: str, delivery: Delivery, reason: str
     ) -> None:
@@ -242,6 +251,7 @@ class SqlGroups(SqlCore):
 
         self._run(bury)
 
+    @immediate
     def _group_dead_letters(self, session_id: str, group: str) -> list[dict[str, str]]:
         dead = self.tables.dead_letters
         query = (
@@ -303,9 +313,11 @@ class SqlGroups(SqlCore):
             last_delivered=last,
         )
 
+    @immediate
     def _group_stats(self, session_id: str, group: str, idle_ms: int) -> GroupStats:
         return self._run(lambda conn: self._stats(conn, session_id, group, idle_ms), write=False)
 
+    @immediate
     def _group_prune(self, session_id: str, group: str, idle_ms: int) -> list[str]:
         c = self.tables.consumers
 
@@ -322,6 +334,7 @@ class SqlGroups(SqlCore):
 
         return self._run(prune)
 
+    @immediate
     def _groups(self, session_id: str, idle_ms: int) -> list[GroupStats]:
         g = self.tables.groups
 
@@ -333,6 +346,7 @@ class SqlGroups(SqlCore):
 
         return self._run(read, write=False)
 
+    @immediate
     def _group_pending_entries(self, session_id: str, group: str, count: int) -> list[PendingEntry]:
         p = self.tables.pending
 
@@ -354,6 +368,7 @@ class SqlGroups(SqlCore):
 
         return self._run(read, write=False)
 
+    @immediate
     def _group_delete(self, session_id: str, group: str) -> bool:
         t = self.tables
 
@@ -372,6 +387,7 @@ class SqlGroups(SqlCore):
 
         return self._run(drop)
 
+    @immediate
     def _group_reset(self, session_id: str, group: str, cursor: str) -> None:
         g = self.tables.groups
 
@@ -385,6 +401,7 @@ class SqlGroups(SqlCore):
 
         self._run(reset)
 
+    @immediate
     def _group_replay(self, session_id: str, group: str) -> int:
         t = self.tables
 

@@ -30,18 +30,24 @@ from ledger_bus.store.base import PAGE
 from ledger_bus.store.buckets import bucket_of
 from ledger_bus.store.sql import statements
 from ledger_bus.store.sql.core import SqlCore
+from ledger_bus.store.steps import immediate
 
 
 class SqlReads(SqlCore):
     """Everything the store reads, its leases and open attempts."""
 
+    @immediate
     def _read_stream(self, stream: StreamId, after: int, count: int) -> list[RecordedEvent]:
         # An adapter reads what is new in its stream on every call: the driver's own statement.
         values = {"session": stream.session_id, "stream": stream.name, "after": after, "n": count}
         rows = self._select(self._sql.stream_read, values)
         return self._records(stream.session_id, rows)
 
+    @immediate
     def _scan(self, session_id: str, after: str | None, count: int) -> list[RecordedEvent]:
+        return self._scan_now(session_id, after, count)
+
+    def _scan_now(self, session_id: str, after: str | None, count: int) -> list[RecordedEvent]:
         if after is None:
             values: dict[str, Any] = {"session": session_id, "n": count}
             rows = self._select(self._sql.scan, values)
@@ -50,6 +56,7 @@ class SqlReads(SqlCore):
             rows = self._select(self._sql.scan_after, values)
         return self._records(session_id, rows)
 
+    @immediate
     def _tail(self, session_id: str, n: int, before: str | None) -> list[RecordedEvent]:
         values = {"session": session_id, "n": n, "before": before}
         if before is None:
@@ -66,6 +73,7 @@ class SqlReads(SqlCore):
         engine = self._reads if self._absent else self.engine
         return self._retried(lambda: statements.read(engine, statement, values, self.postgres))
 
+    @immediate
     def _wait(
         self, session_id: str, after: str | None, timeout_ms: int, count: int
     ) -> list[RecordedEvent]:
@@ -74,11 +82,12 @@ class SqlReads(SqlCore):
             after = self._run(lambda c: self._last_cursor(c, session_id), write=False)
         with self._changes(session_id) as changed:
             while True:
-                found = self._scan(session_id, after, count)
+                found = self._scan_now(session_id, after, count)
                 if found or time.monotonic() >= deadline:
                     return found
                 changed(deadline - time.monotonic())
 
+    @immediate
     def _stream_version(self, stream: StreamId) -> int:
         v = self.tables.streams
         query = select(v.c.version).where(
@@ -86,11 +95,13 @@ class SqlReads(SqlCore):
         )
         return int(self._run(lambda c: c.execute(query).scalar() or 0, write=False))
 
+    @immediate
     def _session_exists(self, session_id: str) -> bool:
         s = self.tables.sessions
         query = select(s.c.events).where(s.c.session_id == session_id)
         return bool(self._run(lambda c: c.execute(query).scalar() or 0, write=False))
 
+    @immediate
     def _append_ids(self, session_id: str) -> list[AppendRecord]:
         i = self.tables.idempotency
         query = (
@@ -117,18 +128,21 @@ class SqlReads(SqlCore):
                 return found
             after = (rows[-1].stream, rows[-1].append_id)
 
+    @immediate
     def _artifact(self, session_id: str, sha256: str) -> bytes | None:
         a = self.tables.artifacts
         query = select(a.c.data).where(a.c.session_id == session_id, a.c.sha256 == sha256)
         found = self._run(lambda c: c.execute(query).scalar(), write=False)
         return None if found is None else bytes(found)
 
+    @immediate
     def _artifact_uses(self, session_id: str) -> dict[str, int]:
         a = self.tables.artifacts
         query = select(a.c.sha256, a.c.uses).where(a.c.session_id == session_id)
         rows = self._run(lambda c: c.execute(query).all(), write=False)
         return {row.sha256: int(row.uses) for row in rows}
 
+    @immediate
     def _session_info(self, session_id: str, append_ids: bool) -> SessionInfo:
         t = self.tables
 
@@ -170,11 +184,13 @@ class SqlReads(SqlCore):
 
         return self._run(read, write=False)
 
+    @immediate
     def _session_count(self) -> int:
         s = self.tables.sessions
         query = select(func.count()).select_from(s).where(s.c.events > 0)
         return int(self._run(lambda c: c.execute(query).scalar_one(), write=False))
 
+    @immediate
     def _sessions(self, limit: int | None) -> list[tuple[str, int]]:
         s = self.tables.sessions
         query = (
@@ -198,9 +214,11 @@ class SqlReads(SqlCore):
             return None
         return str(found.owner)
 
+    @immediate
     def _lease_holder(self, session_id: str, name: str) -> str | None:
         return self._run(lambda c: self._holder(c, session_id, name, self._now(c)), write=False)
 
+    @immediate
     def _lease(self, op: LeaseStep, session_id: str, name: str, owner: str, ttl_ms: int) -> int:
         # One statement each, so that two racing acquires cannot both read "free" and both
         # write: the database decides, on the row's key. A lease's row stays when it is released
@@ -241,6 +259,7 @@ class SqlReads(SqlCore):
 
         return self._run(change)
 
+    @immediate
     def _open_attempts(self, session_ids: list[str]) -> dict[str, list[OpenAttempt]]:
         o = self.tables.open_attempts
         if not session_ids:
@@ -262,6 +281,7 @@ class SqlReads(SqlCore):
             )
         return found
 
+    @immediate
     def _safe_to_replay(self, session_id: str, run_id: str, tool: str) -> bool:
         safe = self.tables.safe_tools
         query = select(safe.c.tool).where(
@@ -269,6 +289,7 @@ class SqlReads(SqlCore):
         )
         return self._run(lambda c: c.execute(query).first() is not None, write=False)
 
+    @immediate
     def _open_sessions(self, buckets: Collection[int]) -> list[tuple[str, int]]:
         s = self.tables.sessions
         query = select(s.c.session_id, s.c.opened_ms).where(s.c.opened_ms.is_not(None))
@@ -280,6 +301,7 @@ class SqlReads(SqlCore):
             if bucket_of(row.session_id) in wanted
         )
 
+    @immediate
     def _forget_open_session(self, session_id: str, opened_before_ms: int) -> bool:
         s = self.tables.sessions
         statement = (

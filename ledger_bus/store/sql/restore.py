@@ -30,6 +30,7 @@ from ledger_bus.store.families import ArchiveTarget
 from ledger_bus.store.restore import DIGEST_PAGE, PageDigests, RestoreBatch
 from ledger_bus.store.sql import statements
 from ledger_bus.store.sql.core import SqlCore
+from ledger_bus.store.steps import immediate
 
 RESTORE_BATCH: Final = 5000  # events restored per transaction
 
@@ -80,6 +81,7 @@ class SqlRestore(SqlCore, ArchiveTarget):
         flush()
         return written
 
+    @immediate
     def _restore_batch(self, batch: RestoreBatch) -> int:
         """EventStore.restore's batch: validated, its big fields kept as artifacts."""
         rows = statements.artifact_rows(batch.stream.session_id, batch.prepared)
