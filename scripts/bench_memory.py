@@ -28,6 +28,7 @@ import ledger_bus as lb
 from ledger_bus.adapters.langgraph import LedgerSaver
 from ledger_bus.adapters.langgraph.saver import DEFAULT_MAX_BYTES
 from ledger_bus.demo.server import LocalServer
+from ledger_bus.store.base import ServerAdmin
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_adapters import TEXT, graph_on
@@ -74,8 +75,11 @@ def main() -> None:
         grown = time.perf_counter() - start
         for n in range(1, args.threads):
             copy_records(store, "thread-0", f"thread-{n}")
-        admin = store.server_admin()
-        one = sum(admin.memory_of(["thread-0"])["thread-0"].values()) if admin else 0
+        one = (
+            sum(store.memory_of(["thread-0"])["thread-0"].values())
+            if isinstance(store, ServerAdmin)
+            else 0
+        )
         print(
             f"{args.threads} threads of {args.turns} turns: one grown in {grown:.0f} s,"
             f" {one / MIB:.1f} MiB of Redis each; cap {args.cap} MiB; RSS {rss_mib():.0f} MiB"

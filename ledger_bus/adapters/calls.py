@@ -186,7 +186,7 @@ class CallLedger:
         owner = uuid.uuid4().hex
         store, session = self.store, stream.session_id
         lease = f"run-{run_id}"
-        token = yield from store.lease_op("acquire", session, lease, owner, self.lease_ttl_ms)
+        token = yield from store.acquire_lease_op(session, lease, owner, self.lease_ttl_ms)
         if not token:
             raise LedgerError(f"{tool} call {step_id} is running in another live process")
         fence = Fence(lease, owner, token)
@@ -226,7 +226,7 @@ class CallLedger:
                     f"{tool} was not called: its request was not recorded: {err}"
                 ) from err
         except BaseException:
-            yield from store.lease_op("release", session, lease, owner, 0)
+            yield from store.release_lease_op(session, lease, owner)
             raise
         return False, Begun(stream, tool, step_id, attempt_id, run_id, call_id, fence)
 
@@ -294,16 +294,14 @@ class CallLedger:
             ) from err
         finally:
             lease = f"run-{begun.run_id}"
-            yield from self.store.lease_op(
-                "release", begun.stream.session_id, lease, begun.owner, 0
-            )
+            yield from self.store.release_lease_op(begun.stream.session_id, lease, begun.owner)
 
     def renew_op(self, begun: Begun) -> Op[bool]:
         lease = f"run-{begun.run_id}"
         return bool(
             (
-                yield from self.store.lease_op(
-                    "renew", begun.stream.session_id, lease, begun.owner, self.lease_ttl_ms
+                yield from self.store.renew_lease_op(
+                    begun.stream.session_id, lease, begun.owner, self.lease_ttl_ms
                 )
             )
         )

@@ -231,9 +231,7 @@ class Run:
         deadline = time.monotonic() + self._lease_wait_ms / 1000
         ttl = self.recorder.lease_ttl_ms
         while not (
-            token := (
-                yield from store.lease_op("acquire", session, self.lease_name, self._owner, ttl)
-            )
+            token := (yield from store.acquire_lease_op(session, self.lease_name, self._owner, ttl))
         ):
             if time.monotonic() >= deadline:
                 raise LedgerError(f"run {self.run_id} is held by another live process")
@@ -268,9 +266,7 @@ class Run:
 
     def release_op(self) -> Op[bool]:
         store, session = self.recorder.attempts, self.recorder.session_id
-        return bool(
-            (yield from store.lease_op("release", session, self.lease_name, self._owner, 0))
-        )
+        return bool((yield from store.release_lease_op(session, self.lease_name, self._owner)))
 
     def renew_op(self) -> Op[bool]:
         """Renew the lease once; False (and the run may not write any more) when it was lost.
@@ -278,7 +274,7 @@ class Run:
         store, session = self.recorder.attempts, self.recorder.session_id
         ttl = self.recorder.lease_ttl_ms
         try:
-            if not (yield from store.lease_op("renew", session, self.lease_name, self._owner, ttl)):
+            if not (yield from store.renew_lease_op(session, self.lease_name, self._owner, ttl)):
                 log.error("run %s lost its lease", self.run_id)
                 self._lost.set()
                 return False

@@ -285,9 +285,10 @@ class Settings:
 
     def not_archived(self, session_id: str) -> None:
         """NotFound (exit 6) naming where `session_id` went, when it was archived from here."""
+        from ledger_bus.store.families import ArchiveSource  # noqa: PLC0415  (the store's package, loaded by self.store(); this module's import leaves it out)
+
         store = self.store()
-        source = store.archive_source()
-        archived = source.archive_state(session_id)[0] if source is not None else None
+        archived = store.archive_state(session_id)[0] if isinstance(store, ArchiveSource) else None
         if archived is not None:
             raise NotFound(
                 f"session {session_id!r} is archived in {archived}: read it with --archive"

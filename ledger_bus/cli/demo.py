@@ -34,7 +34,7 @@ from ledger_bus.model.ids import CURSOR_ZERO, cursor_ms
 from ledger_bus.model.jsontext import format_time
 from ledger_bus.operations.reconciler import FLAG_KIND
 from ledger_bus.store import DEFAULT_URL, URL_ENV, RecordedEvent, connect
-from ledger_bus.store.base import EventStore
+from ledger_bus.store.base import EventStore, ServerAdmin
 
 DEMO_PREFIX: Final = "lb-demo"  # the demo's sessions stay apart from the ledger's own
 SESSION_START: Final = "demo"
@@ -301,8 +301,8 @@ class Watched:
 
 
 def _clean(settings: Settings) -> None:
-    admin = settings.store().server_admin()
-    if admin is None:
+    admin = settings.store()
+    if not isinstance(admin, ServerAdmin):
         raise Failure("the demo runs on Redis: name one with --url", EXIT_USAGE)
     removed = admin.purge_sessions(f"{SESSION_START}-")
     show_record(settings, {"prefix": settings.prefix, "removed": len(removed)})

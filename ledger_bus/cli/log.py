@@ -37,7 +37,7 @@ from ledger_bus.model.ids import (
 from ledger_bus.model.jsontext import format_time, parse_json_values
 from ledger_bus.model.records import AppendResult
 from ledger_bus.store import ARCHIVE_ENV
-from ledger_bus.store.base import EventStore
+from ledger_bus.store.base import EventStore, ServerAdmin, Tiered
 
 
 class ExpectedVersionType(click.ParamType):  # type: ignore[type-arg]
@@ -198,12 +198,11 @@ def sessions(
     Those on Redis; with --archived, those moved to the archive (spec 3.10).
     """
     store = settings.store()
-    admin = store.server_admin()
-    if rebuild and admin is not None:
-        admin.rebuild_index()
-    if archived and store.archive is None:
+    if rebuild and isinstance(store, ServerAdmin):
+        store.rebuild_index()
+    if archived and not isinstance(store, Tiered):
         raise BadInput(f"--archived lists an archive: name it with --archive (or {ARCHIVE_ENV})")
-    found = store.archive.sessions() if store.archive is not None and archived else store.sessions()
+    found = store.archive.sessions() if isinstance(store, Tiered) and archived else store.sessions()
     if active is not None:
         since = store.now_ms() - int(active * 1000)
         found = [(s, ms) for s, ms in found if ms >= since]

@@ -43,7 +43,13 @@ from ledger_bus.operations.reconciler import (
 )
 from ledger_bus.operations.resolve import open_for, resolve_attempt
 from ledger_bus.store import ARCHIVE_ENV, DEFAULT_URL, connect, split_durability
-from ledger_bus.store.base import DEFAULT_DEDUP_WINDOW_MS, EventStore
+from ledger_bus.store.base import (
+    DEFAULT_DEDUP_WINDOW_MS,
+    ArchiveSource,
+    ArchiveTarget,
+    EventStore,
+    ServerAdmin,
+)
 from ledger_bus.store.buckets import INDEX_BUCKETS
 
 if TYPE_CHECKING:
@@ -457,13 +463,13 @@ def delete(settings: Settings, session: str, stream: str | None, yes: bool) -> N
 def open_archive(settings: Settings, to: str | None) -> EventStore:
     """The SQL store that sessions of the Redis at --url move to: `to`, else --archive or
     LEDGER_BUS_ARCHIVE; BadInput (exit 2) for anything else."""
-    if settings.store().archive_source() is None:
+    if not isinstance(settings.store(), ArchiveSource):
         raise BadInput(f"archive moves sessions out of Redis; --url names {settings.url!r}")
     where = to or settings.archive or os.environ.get(ARCHIVE_ENV)
     if not where:
         raise BadInput(f"say where to archive: --to URL (or --archive, or {ARCHIVE_ENV})")
     cold = connect(where, timeout=settings.timeout, prefix=settings.prefix)
-    if cold.archive_target() is None:
+    if not isinstance(cold, ArchiveTarget):
         cold.close()
         raise BadInput(f"an archive is a SQL store (sqlite:///PATH, postgresql://...): {where!r}")
     return cold
@@ -537,9 +543,9 @@ def du(settings: Settings, sessions: tuple[str, ...], top: int) -> None:
     `artifacts` the large fields kept apart (spec 3.11).
     """
     store = settings.store()
-    admin = store.server_admin()
-    if admin is None:
+    if not isinstance(store, ServerAdmin):
         raise BadInput(f"du measures Redis memory; --url names {settings.url!r}")
+    admin = store
     # Each named, by its own name or by the id its framework knows (exit 6 for none)
     named = [settings.named(session)[1] for session in sessions]
     names = named or [s for s, _ in store.sessions()]

@@ -78,14 +78,13 @@ class _Copied(PageDigests):
 
 def archive_sides(hot: EventStore, cold: EventStore) -> tuple[ArchiveSource, ArchiveTarget]:
     """The sides of a move from `hot` to `cold`, or InvalidInput when either cannot take part."""
-    source, target = hot.archive_source(), cold.archive_target()
-    if source is None:
+    if not isinstance(hot, ArchiveSource):
         raise InvalidInput(f"sessions do not move out of a {hot.tier} store to an archive")
-    if target is None:
+    if not isinstance(cold, ArchiveTarget):
         raise InvalidInput(
             f"an archive is a SQL store (sqlite:///PATH, postgresql://...), not a {cold.tier} store"
         )
-    return source, target
+    return hot, cold
 
 
 def archive_session(

@@ -8,7 +8,7 @@ from typing import Any
 
 from ledger_bus.model.errors import LedgerError
 from ledger_bus.operations.reconciler import PassReport
-from ledger_bus.store.base import EventStore
+from ledger_bus.store.base import EventStore, ServerAdmin, Tiered
 
 log = logging.getLogger("ledger_bus.reconciler")
 
@@ -30,10 +30,9 @@ class StoreGauges:
                 "ledger_sessions", "Sessions holding events, by tier", labels=["tier"]
             )
             sessions.add_metric([store.tier], store.session_count())
-            if store.archive is not None:
+            if isinstance(store, Tiered):
                 sessions.add_metric(["archive"], store.archive.session_count())
-            admin = store.server_admin()
-            memory = admin.memory_info() if admin is not None else None
+            memory = store.memory_info() if isinstance(store, ServerAdmin) else None
         except LedgerError as err:  # a scrape while the store is down shows no gauge, not a 500
             log.warning("store gauges skipped: %s", err)
             return

@@ -28,7 +28,7 @@ from ledger_bus.model.errors import (
 from ledger_bus.model.ids import ANY, StreamId
 from ledger_bus.model.records import AppendResult, OpenAttempt
 from ledger_bus.operations.heartbeat import write_heartbeat
-from ledger_bus.store.base import Attempts, EventStore, need
+from ledger_bus.store.base import ArchiveSource, Attempts, EventStore, need
 from ledger_bus.store.buckets import INDEX_BUCKETS
 
 log = logging.getLogger("ledger_bus.reconciler")
@@ -265,7 +265,7 @@ class Reconciler:
         each, at most every config.archive_every_s; a session that may not move yet is said so
         and left, and a failure is logged, never fatal to the worker."""
         idle_s = self.config.archive_idle_s
-        if idle_s is None or self.archive is None or self.store.archive_source() is None:
+        if idle_s is None or self.archive is None or not isinstance(self.store, ArchiveSource):
             return
         now = time.monotonic()
         if now - self._archived_at < self.config.archive_every_s:

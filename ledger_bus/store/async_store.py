@@ -14,9 +14,8 @@ key layout, the scripts, the statements and the decoding of replies are the core
 from __future__ import annotations
 
 import asyncio
-import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
-from typing import Any, TypeVar, cast
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 import redis.exceptions as rx
 
@@ -26,30 +25,46 @@ from ledger_bus.model.prepared import Fence, Limits
 from ledger_bus.model.records import (
     AppendRecord,
     AppendResult,
-    Bound,
-    Deletion,
-    Delivery,
-    GroupStats,
-    OpenAttempt,
-    PendingEntry,
     RecordedEvent,
-    SessionInfo,
 )
 from ledger_bus.store.base import (
-    DEFAULT_DEDUP_WINDOW_MS,
     PAGE,
     Attempts,
     Bounds,
+    C,
     Deletes,
     EventStore,
     Groups,
+    Log,
     Restores,
+    declaring,
     need,
+    unsupported,
 )
 from ledger_bus.store.restore import restore_batches
-from ledger_bus.store.steps import Op, run_async
+from ledger_bus.store.steps import Op, declared, run_async
 
 T = TypeVar("T")
+S = TypeVar("S")
+P = ParamSpec("P")
+
+
+def forward(
+    steps: Callable[Concatenate[S, P], Op[T]],
+) -> Callable[Concatenate[AsyncStore, P], Coroutine[Any, Any, T]]:
+    """A contract operation on AsyncStore, by the steps that declare it (store/steps.py's
+    `operation`): `tail = forward(Log.tail_op)`. The steps are asked of the core (a backend's own
+    run), once the core is found to have the capability that declares them, and driven on the
+    event loop."""
+    name, capability = steps.__name__, declaring(steps)
+
+    async def forwarded(store: AsyncStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        if not isinstance(store.core, capability):
+            raise unsupported(store.core, capability)
+        found: Callable[P, Op[T]] = getattr(store.core, name)
+        return await store.drive(found(*args, **kwargs))
+
+    return declared(forwarded, steps)
 
 
 class AsyncStore:
@@ -95,28 +110,10 @@ class AsyncStore:
     def durability(self) -> Durability:
         return self.core.durability
 
-    # The core's capabilities beside the log, each asked for where it is first used (and kept
-    # once found): a core that lacks one is refused there, in one line (Unsupported).
-
-    @functools.cached_property
-    def _attempts(self) -> Attempts:
-        return need(self.core, Attempts)
-
-    @functools.cached_property
-    def _groups(self) -> Groups:
-        return need(self.core, Groups)
-
-    @functools.cached_property
-    def _bounds(self) -> Bounds:
-        return need(self.core, Bounds)
-
-    @functools.cached_property
-    def _deletes(self) -> Deletes:
-        return need(self.core, Deletes)
-
-    @functools.cached_property
-    def _restores(self) -> Restores:
-        return need(self.core, Restores)
+    def _having(self, capability: Callable[..., C]) -> C:
+        """The core as `capability`, which it is asked for where it is first used: a core that
+        lacks one is refused there, in one line (Unsupported)."""
+        return need(self.core, capability)
 
     async def drive(self, op: Op[T]) -> T:
         """Run one of the core's operations to its end."""
@@ -153,35 +150,52 @@ class AsyncStore:
         done = plan.finish(reply)
         return done if isinstance(done, AppendResult) else await self.drive(done)
 
-    async def read_stream(
-        self,
-        stream: StreamId,
-        after_version: int = 0,
-        limit: int | None = None,
-        *,
-        resolve_artifacts: bool | None = None,
-    ) -> list[RecordedEvent]:
-        """EventStore.read_stream."""
-        return await self.drive(
-            self.core.read_stream_op(
-                stream, after_version, limit, resolve_artifacts=resolve_artifacts
-            )
-        )
+    # -- the contract: each operation forwarded to its steps, declared once (Operation) --------
 
-    async def scan_session(
-        self,
-        session_id: str,
-        after_cursor: str | None = None,
-        limit: int | None = None,
-        *,
-        resolve_artifacts: bool | None = None,
-    ) -> list[RecordedEvent]:
-        """EventStore.scan_session."""
-        return await self.drive(
-            self.core.scan_session_op(
-                session_id, after_cursor, limit, resolve_artifacts=resolve_artifacts
-            )
-        )
+    read_stream = forward(Log.read_stream_op)
+    scan_session = forward(Log.scan_session_op)
+    tail = forward(Log.tail_op)
+    wait_session = forward(Log.wait_session_op)
+    artifact = forward(Log.artifact_op)
+    resolve = forward(Log.resolve_op)
+    stream_version = forward(Log.stream_version_op)
+    session_exists = forward(Log.session_exists_op)
+    session_info = forward(Log.session_info_op)
+    sessions = forward(Log.sessions_op)
+    session_count = forward(Log.session_count_op)
+    now_ms = forward(Log.now_ms_op)
+    artifact_uses = forward(Restores.artifact_uses_op)
+    delete_session = forward(Deletes.delete_session_op)
+    delete_stream = forward(Deletes.delete_stream_op)
+    bound_stream = forward(Bounds.bound_stream_op)
+    stream_bound = forward(Bounds.stream_bound_op)
+    acquire_lease = forward(Attempts.acquire_lease_op)
+    renew_lease = forward(Attempts.renew_lease_op)
+    release_lease = forward(Attempts.release_lease_op)
+    lease_alive = forward(Attempts.lease_alive_op)
+    open_attempts = forward(Attempts.open_attempts_op)
+    open_attempts_of = forward(Attempts.open_attempts_of_op)
+    safe_to_replay = forward(Attempts.safe_to_replay_op)
+    sessions_with_open_attempts = forward(Attempts.sessions_with_open_attempts_op)
+    forget_idle_session = forward(Attempts.forget_idle_session_op)
+    group_create = forward(Groups.group_create_op)
+    group_exists = forward(Groups.group_exists_op)
+    group_read = forward(Groups.group_read_op)
+    group_pending = forward(Groups.group_pending_op)
+    group_claim = forward(Groups.group_claim_op)
+    group_keep = forward(Groups.group_keep_op)
+    group_ack = forward(Groups.group_ack_op)
+    group_dead_letter = forward(Groups.group_dead_letter_op)
+    group_dead_letters = forward(Groups.group_dead_letters_op)
+    group_stats = forward(Groups.group_stats_op)
+    group_prune = forward(Groups.group_prune_op)
+    groups = forward(Groups.groups_op)
+    group_pending_entries = forward(Groups.group_pending_entries_op)
+    group_delete = forward(Groups.group_delete_op)
+    group_reset = forward(Groups.group_reset_op)
+    group_replay_dead_letters = forward(Groups.group_replay_dead_letters_op)
+
+    # -- what runs as more than one operation ------------------------------------------------------
 
     async def iter_session(
         self,
@@ -203,28 +217,6 @@ class AsyncStore:
                 return
             cursor = batch[-1].cursor
 
-    async def tail(
-        self,
-        session_id: str,
-        n: int = 20,
-        before: str | None = None,
-        *,
-        resolve_artifacts: bool | None = None,
-    ) -> list[RecordedEvent]:
-        """EventStore.tail."""
-        return await self.drive(
-            self.core.tail_op(session_id, n, before, resolve_artifacts=resolve_artifacts)
-        )
-
-    async def wait_session(
-        self, session_id: str, after_cursor: str | None, timeout_ms: int, limit: int = PAGE
-    ) -> list[RecordedEvent]:
-        """EventStore.wait_session: on Redis an XREAD BLOCK that holds a connection, not a
-        thread, for as long as it waits."""
-        return await self.drive(
-            self.core.wait_session_op(session_id, after_cursor, timeout_ms, limit)
-        )
-
     async def watch(
         self, session_id: str, after: str, block_ms: int = 5000
     ) -> AsyncIterator[RecordedEvent]:
@@ -238,205 +230,17 @@ class AsyncStore:
             if batch:
                 cursor = batch[-1].cursor
 
-    async def artifact(self, session_id: str, sha256: str) -> bytes:
-        """EventStore.artifact."""
-        return await self.drive(self.core.artifact_op(session_id, sha256))
-
-    async def artifact_uses(self, session_id: str) -> dict[str, int]:
-        """EventStore.artifact_uses."""
-        return await self.drive(self._restores.artifact_uses_op(session_id))
-
-    async def resolve(self, event: RecordedEvent) -> RecordedEvent:
-        """EventStore.resolve."""
-        return await self.drive(self.core.resolve_op(event))
-
-    async def stream_version(self, stream: StreamId) -> int:
-        """EventStore.stream_version."""
-        return await self.drive(self.core.stream_version_op(stream))
-
-    async def session_exists(self, session_id: str) -> bool:
-        """EventStore.session_exists."""
-        return await self.drive(self.core.session_exists_op(session_id))
-
-    async def session_info(self, session_id: str, append_ids: bool = True) -> SessionInfo:
-        """EventStore.session_info."""
-        return await self.drive(self.core.session_info_op(session_id, append_ids))
-
     async def restore(self, events: Iterable[RecordedEvent]) -> int:
         """EventStore.restore."""
         written = 0
         for batch in restore_batches(events, self.core.limits):
-            written += await self.drive(self._restores.restore_batch_op(batch))
+            written += await self.drive(self._having(Restores).restore_batch_op(batch))
         return written
-
-    async def delete_session(self, session_id: str) -> Deletion:
-        """EventStore.delete_session."""
-        return await self.drive(self._deletes.delete_session_op(session_id))
-
-    async def delete_stream(self, stream: StreamId) -> Deletion:
-        """EventStore.delete_stream."""
-        return await self.drive(self._deletes.delete_stream_op(stream))
-
-    async def bound_stream(
-        self,
-        stream: StreamId,
-        keep: int | None,
-        dedup_window_ms: int = DEFAULT_DEDUP_WINDOW_MS,
-        *,
-        only: str | None = None,
-    ) -> None:
-        """EventStore.bound_stream."""
-        await self.drive(self._bounds.bound_stream_op(stream, keep, dedup_window_ms, only=only))
-
-    async def stream_bound(self, stream: StreamId) -> Bound | None:
-        """EventStore.stream_bound."""
-        return await self.drive(self._bounds.stream_bound_op(stream))
-
-    async def sessions(self, limit: int | None = None) -> list[tuple[str, int]]:
-        """EventStore.sessions."""
-        return await self.drive(self.core.sessions_op(limit))
-
-    async def session_count(self) -> int:
-        """EventStore.session_count."""
-        return await self.drive(self.core.session_count_op())
-
-    async def now_ms(self) -> int:
-        """EventStore.now_ms."""
-        return await self.drive(self.core.now_ms_op())
-
-    # -- leases -------------------------------------------------------------------------------
-
-    async def acquire_lease(self, session_id: str, name: str, owner: str, ttl_ms: int) -> int:
-        """EventStore.acquire_lease."""
-        return await self.drive(self._attempts.lease_op("acquire", session_id, name, owner, ttl_ms))
-
-    async def renew_lease(self, session_id: str, name: str, owner: str, ttl_ms: int) -> int:
-        """EventStore.renew_lease."""
-        return await self.drive(self._attempts.lease_op("renew", session_id, name, owner, ttl_ms))
-
-    async def release_lease(self, session_id: str, name: str, owner: str) -> bool:
-        """EventStore.release_lease."""
-        return bool(
-            await self.drive(self._attempts.lease_op("release", session_id, name, owner, 0))
-        )
-
-    async def lease_alive(self, session_id: str, name: str) -> bool:
-        """EventStore.lease_alive."""
-        return await self.drive(self._attempts.lease_alive_op(session_id, name))
-
-    # -- open attempts --------------------------------------------------------------------------
-
-    async def open_attempts(self, session_id: str) -> list[OpenAttempt]:
-        """EventStore.open_attempts."""
-        found = await self.drive(self._attempts.open_attempts_of_op([session_id]))
-        return found[session_id]
-
-    async def open_attempts_of(self, session_ids: list[str]) -> dict[str, list[OpenAttempt]]:
-        """EventStore.open_attempts_of."""
-        return await self.drive(self._attempts.open_attempts_of_op(session_ids))
-
-    async def safe_to_replay(self, session_id: str, run_id: str | None, tool: str) -> bool:
-        """EventStore.safe_to_replay."""
-        return await self.drive(self._attempts.safe_to_replay_op(session_id, run_id, tool))
-
-    async def sessions_with_open_attempts(
-        self, buckets: Collection[int] | None = None
-    ) -> list[tuple[str, int]]:
-        """EventStore.sessions_with_open_attempts."""
-        return await self.drive(self._attempts.sessions_with_open_attempts_op(buckets))
-
-    async def forget_idle_session(self, session_id: str, opened_before_ms: int) -> bool:
-        """EventStore.forget_idle_session."""
-        return await self.drive(self._attempts.forget_idle_session_op(session_id, opened_before_ms))
 
     async def iter_append_ids(self, session_id: str) -> AsyncIterator[AppendRecord]:
         """EventStore.iter_append_ids."""
-        for record in await self.drive(self._restores.append_ids_op(session_id)):
+        for record in await self.drive(self._having(Restores).append_ids_op(session_id)):
             yield record
-
-    # -- consumer groups ------------------------------------------------------------------------
-
-    async def group_create(self, session_id: str, group: str, after_cursor: str | None) -> bool:
-        """EventStore.group_create."""
-        return await self.drive(self._groups.group_create_op(session_id, group, after_cursor))
-
-    async def group_exists(self, session_id: str, group: str) -> bool:
-        """EventStore.group_exists."""
-        return await self.drive(self._groups.group_exists_op(session_id, group))
-
-    async def group_read(
-        self, session_id: str, group: str, consumer: str, count: int, block_ms: int | None
-    ) -> list[Delivery]:
-        """EventStore.group_read."""
-        return await self.drive(
-            self._groups.group_read_op(session_id, group, consumer, count, block_ms)
-        )
-
-    async def group_pending(
-        self, session_id: str, group: str, consumer: str, count: int
-    ) -> list[Delivery]:
-        """EventStore.group_pending."""
-        return await self.drive(self._groups.group_pending_op(session_id, group, consumer, count))
-
-    async def group_claim(
-        self, session_id: str, group: str, consumer: str, min_idle_ms: int, count: int
-    ) -> list[Delivery]:
-        """EventStore.group_claim."""
-        return await self.drive(
-            self._groups.group_claim_op(session_id, group, consumer, min_idle_ms, count)
-        )
-
-    async def group_keep(
-        self, session_id: str, group: str, consumer: str, entry_ids: list[str]
-    ) -> None:
-        """EventStore.group_keep."""
-        await self.drive(self._groups.group_keep_op(session_id, group, consumer, entry_ids))
-
-    async def group_ack(self, session_id: str, group: str, entry_ids: list[str]) -> int:
-        """EventStore.group_ack."""
-        return await self.drive(self._groups.group_ack_op(session_id, group, entry_ids))
-
-    async def group_dead_letter(
-        self, session_id: str, group: str, delivery: Delivery, reason: str
-    ) -> None:
-        """EventStore.group_dead_letter."""
-        await self.drive(self._groups.group_dead_letter_op(session_id, group, delivery, reason))
-
-    async def group_dead_letters(self, session_id: str, group: str) -> list[dict[str, str]]:
-        """EventStore.group_dead_letters."""
-        return await self.drive(self._groups.group_dead_letters_op(session_id, group))
-
-    async def group_stats(
-        self, session_id: str, group: str, idle_ms: int = 3_600_000
-    ) -> GroupStats:
-        """EventStore.group_stats."""
-        return await self.drive(self._groups.group_stats_op(session_id, group, idle_ms))
-
-    async def group_prune(self, session_id: str, group: str, idle_ms: int) -> list[str]:
-        """EventStore.group_prune."""
-        return await self.drive(self._groups.group_prune_op(session_id, group, idle_ms))
-
-    async def groups(self, session_id: str, idle_ms: int = 3_600_000) -> list[GroupStats]:
-        """EventStore.groups."""
-        return await self.drive(self._groups.groups_op(session_id, idle_ms))
-
-    async def group_pending_entries(
-        self, session_id: str, group: str, count: int = 1000
-    ) -> list[PendingEntry]:
-        """EventStore.group_pending_entries."""
-        return await self.drive(self._groups.group_pending_entries_op(session_id, group, count))
-
-    async def group_delete(self, session_id: str, group: str) -> bool:
-        """EventStore.group_delete."""
-        return await self.drive(self._groups.group_delete_op(session_id, group))
-
-    async def group_reset(self, session_id: str, group: str, cursor: str) -> None:
-        """EventStore.group_reset."""
-        await self.drive(self._groups.group_reset_op(session_id, group, cursor))
-
-    async def group_replay_dead_letters(self, session_id: str, group: str) -> int:
-        """EventStore.group_replay_dead_letters."""
-        return await self.drive(self._groups.group_replay_dead_letters_op(session_id, group))
 
     # -- lifetime -------------------------------------------------------------------------------
 

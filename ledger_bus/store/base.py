@@ -10,8 +10,8 @@ A store is a log (store/log.py) and declares what else it can do by deriving fro
 Each is a small class: the public methods, checked once, over a few primitives a backend
 supplies. A caller that needs a capability asks for it (`need(store, Groups)`) and is refused in
 one line, Unsupported, by a store that lacks it; the stores of this package have them all
-(EventStore). The families of store/families.py (an archiving side, an archive side, a server
-side) are handed out by the log the same way, as what some stores have besides.
+(EventStore). What some stores have besides (store/families.py: an archiving side, an archive
+side, a server to watch, an archive read through) are capabilities too, asked for the same way.
 """
 
 from __future__ import annotations
@@ -23,13 +23,28 @@ from ledger_bus.model.errors import Unsupported
 from ledger_bus.store.attempts import Attempts
 from ledger_bus.store.bounds import DEFAULT_DEDUP_WINDOW_MS, Bounds
 from ledger_bus.store.deletes import Deletes
+from ledger_bus.store.families import ArchiveSource, ArchiveTarget, ServerAdmin, Tiered
 from ledger_bus.store.groups import Groups
 from ledger_bus.store.log import PAGE, REMEMBERED, Log
 from ledger_bus.store.restore import Restores
 
-C = TypeVar("C", Log, Attempts, Groups, Bounds, Deletes, Restores)
+C = TypeVar(
+    "C",
+    Log,
+    Attempts,
+    Groups,
+    Bounds,
+    Deletes,
+    Restores,
+    ArchiveSource,
+    ArchiveTarget,
+    ServerAdmin,
+    Tiered,
+)
 
-CAPABILITIES: Final[tuple[type[Log | Attempts | Groups | Bounds | Deletes | Restores], ...]] = (
+Capability = type[Log | Attempts | Groups | Bounds | Deletes | Restores]
+Family = ArchiveSource | ArchiveTarget | ServerAdmin | Tiered
+CAPABILITIES: Final[tuple[Capability, ...]] = (
     Log,
     Attempts,
     Groups,
@@ -48,6 +63,17 @@ def capabilities_of(store: object) -> list[str]:
     return [c.what for c in CAPABILITIES if isinstance(store, c)]
 
 
+def declaring(
+    steps: Callable[..., object],
+) -> type[Log | Attempts | Groups | Bounds | Deletes | Restores]:
+    """The capability whose class declares an operation's steps (`Groups.group_read_op`: Groups)."""
+    owner = steps.__qualname__.partition(".")[0]
+    for capability in CAPABILITIES:  # the class itself, or one of the halves it is made of
+        if owner in (base.__name__ for base in capability.__mro__):
+            return capability
+    raise TypeError(f"{steps.__qualname__} is no operation of the contract's capabilities")
+
+
 def need(store: object, capability: Callable[..., C]) -> C:
     """`store` as the capability a caller needs; Unsupported, in one line, when it lacks it.
 
@@ -56,8 +82,13 @@ def need(store: object, capability: Callable[..., C]) -> C:
     wanted = cast(type[C], capability)
     if isinstance(store, wanted):
         return store
+    raise unsupported(store, wanted)
+
+
+def unsupported(store: object, wanted: Capability | type[Family]) -> Unsupported:
+    """The one-line refusal of a store that lacks the capability `wanted`."""
     kind = getattr(store, "tier", None) or type(store).__name__
-    raise Unsupported(
+    return Unsupported(
         f"this store ({kind}) has no {wanted.what}: it has "
         + (", ".join(capabilities_of(store)) or "none of the contract's capabilities")
     )
@@ -68,13 +99,20 @@ __all__ = [
     "DEFAULT_DEDUP_WINDOW_MS",
     "PAGE",
     "REMEMBERED",
+    "ArchiveSource",
+    "ArchiveTarget",
     "Attempts",
     "Bounds",
+    "Capability",
     "Deletes",
     "EventStore",
     "Groups",
     "Log",
     "Restores",
+    "ServerAdmin",
+    "Tiered",
     "capabilities_of",
+    "declaring",
     "need",
+    "unsupported",
 ]

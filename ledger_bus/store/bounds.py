@@ -10,7 +10,7 @@ from typing import ClassVar, Final, TypeVar
 from ledger_bus.model.errors import InvalidInput
 from ledger_bus.model.ids import StreamId
 from ledger_bus.model.records import Bound
-from ledger_bus.store.steps import Op
+from ledger_bus.store.steps import Op, operation
 
 T = TypeVar("T")
 # How long a bounded stream keeps the append_id of an append it trimmed, unless declared otherwise.
@@ -26,14 +26,14 @@ class Bounds(abc.ABC):
     def run_op(self, op: Op[T]) -> T:
         """Run an operation to its end (the store's own driver: Log.run_op)."""
 
-    def bound_stream(
+    def bound_stream_op(
         self,
         stream: StreamId,
         keep: int | None,
         dedup_window_ms: int = DEFAULT_DEDUP_WINDOW_MS,
         *,
         only: str | None = None,
-    ) -> None:
+    ) -> Op[None]:
         """Declare `stream` bounded (spec 3.12): from its next append on, it keeps at least its
         newest `keep` events, trimming older ones a whole append at a time (with the references
         they held to artifacts); the append_id of a trimmed append is kept `dedup_window_ms`
@@ -45,16 +45,6 @@ class Bounds(abc.ABC):
         `only`: the bound trims at appends whose append_id begins with it, and at no other. A
         rewrite (append what stays, trim what came before) bounds its stream `only` for its own
         appends: a process killed inside it leaves a bound that trims nothing written after."""
-        self.run_op(self.bound_stream_op(stream, keep, dedup_window_ms, only=only))
-
-    def bound_stream_op(
-        self,
-        stream: StreamId,
-        keep: int | None,
-        dedup_window_ms: int = DEFAULT_DEDUP_WINDOW_MS,
-        *,
-        only: str | None = None,
-    ) -> Op[None]:
         if not isinstance(stream, StreamId):
             raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
         if keep is not None and (not isinstance(keep, int) or isinstance(keep, bool) or keep < 1):
@@ -72,14 +62,15 @@ class Bounds(abc.ABC):
         bound = None if keep is None else Bound(keep, dedup_window_ms, only)
         yield from self._set_bound(stream, bound)
 
-    def stream_bound(self, stream: StreamId) -> Bound | None:
-        """What `stream` keeps, if it was declared bounded."""
-        return self.run_op(self.stream_bound_op(stream))
+    bound_stream = operation(bound_stream_op)
 
     def stream_bound_op(self, stream: StreamId) -> Op[Bound | None]:
+        """What `stream` keeps, if it was declared bounded."""
         if not isinstance(stream, StreamId):
             raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
         return (yield from self._bound(stream))
+
+    stream_bound = operation(stream_bound_op)
 
     # -- what a backend provides ----------------------------------------------------------------
 

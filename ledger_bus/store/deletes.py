@@ -9,7 +9,7 @@ from typing import ClassVar, TypeVar
 from ledger_bus.model.errors import InvalidInput
 from ledger_bus.model.ids import StreamId, check_name
 from ledger_bus.model.records import Deletion
-from ledger_bus.store.steps import Op
+from ledger_bus.store.steps import Op, operation
 
 T = TypeVar("T")
 
@@ -23,7 +23,7 @@ class Deletes(abc.ABC):
     def run_op(self, op: Op[T]) -> T:
         """Run an operation to its end (the store's own driver: Log.run_op)."""
 
-    def delete_session(self, session_id: str) -> Deletion:
+    def delete_session_op(self, session_id: str) -> Op[Deletion]:
         """Remove every event of a session, with its streams, open attempts, consumer groups and
         dead letters (spec 3.9).
 
@@ -31,21 +31,19 @@ class Deletes(abc.ABC):
         original result (deduplicated) and never writes its events again; the session id can be
         written again, from version 1. Leases are left to expire.
         """
-        return self.run_op(self.delete_session_op(session_id))
-
-    def delete_session_op(self, session_id: str) -> Op[Deletion]:
         check_name(session_id, "session id")
         return (yield from self._delete(session_id, None))
 
-    def delete_stream(self, stream: StreamId) -> Deletion:
-        """Remove one stream's events from its session (spec 3.9), as delete_session does for a
-        whole session; the other streams keep theirs, cursors included."""
-        return self.run_op(self.delete_stream_op(stream))
+    delete_session = operation(delete_session_op)
 
     def delete_stream_op(self, stream: StreamId) -> Op[Deletion]:
+        """Remove one stream's events from its session (spec 3.9), as delete_session does for a
+        whole session; the other streams keep theirs, cursors included."""
         if not isinstance(stream, StreamId):
             raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
         return (yield from self._delete(stream.session_id, stream.name))
+
+    delete_stream = operation(delete_stream_op)
 
     # -- what a backend provides ----------------------------------------------------------------
 

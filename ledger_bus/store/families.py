@@ -1,17 +1,23 @@
-"""What some stores offer besides the contract, each a family of methods a store mixes in and
-hands out through the contract (EventStore.archive_source, .archive_target, .server_admin), so
-callers ask the store what it can do rather than which class it is."""
+"""What some stores offer besides the contract: capabilities as the contract's are (a store
+derives from those it has), which a caller asks a store for (`need(store, ServerAdmin)`, or
+`isinstance` where it goes on without), rather than asking which class it is."""
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, ClassVar
 
 from ledger_bus.model.records import AppendRecord, RecordedEvent
+
+if TYPE_CHECKING:
+    from ledger_bus.store.log import Log
 
 
 class ArchiveSource(abc.ABC):
     """A store sessions move out of, to an archive (operations.archiving; spec 3.10): Redis."""
+
+    what: ClassVar[str] = "archiving side (sessions move out of it)"
 
     @abc.abstractmethod
     def archive_state(self, session_id: str) -> tuple[str | None, bool]:
@@ -34,6 +40,8 @@ class ArchiveSource(abc.ABC):
 
 class ArchiveTarget(abc.ABC):
     """A store sessions move into, kept whole and verifiable (operations.archiving): SQL."""
+
+    what: ClassVar[str] = "archive side (sessions move into it)"
 
     @property
     @abc.abstractmethod
@@ -72,6 +80,8 @@ class ArchiveTarget(abc.ABC):
 class ServerAdmin(abc.ABC):
     """A store on a server whose memory an operator watches: Redis."""
 
+    what: ClassVar[str] = "server to watch (memory, indexes)"
+
     @abc.abstractmethod
     def memory_of(self, session_ids: list[str]) -> dict[str, dict[str, int]]:
         """Bytes each session takes, by kind of key."""
@@ -87,3 +97,12 @@ class ServerAdmin(abc.ABC):
     @abc.abstractmethod
     def purge_sessions(self, starting_with: str) -> list[str]:
         """Remove the sessions whose ids start with `starting_with`, whole; return their ids."""
+
+
+class Tiered(abc.ABC):
+    """A store with an archive beside it, which serves the sessions moved there (spec 3.10):
+    Redis opened with `archive=`."""
+
+    what: ClassVar[str] = "archive it reads through"
+
+    archive: Log  # the store the sessions moved to

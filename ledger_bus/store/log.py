@@ -26,8 +26,7 @@ from ledger_bus.model.ids import (
 )
 from ledger_bus.model.prepared import Fence, Limits, PreparedAppend, check_fence
 from ledger_bus.model.records import AppendResult, Delivery, RecordedEvent, SessionInfo
-from ledger_bus.store.families import ArchiveSource, ArchiveTarget, ServerAdmin
-from ledger_bus.store.steps import AppendPlan, Op, immediate, run
+from ledger_bus.store.steps import AppendPlan, Op, immediate, operation, run
 
 PAGE: Final = 1000
 REMEMBERED: Final = 10_000  # entries a per-store table keeps before it starts over
@@ -78,42 +77,6 @@ class Log(abc.ABC):
 
     # -- the log ---------------------------------------------------------------------------------
 
-    def append(  # noqa: PLR0913  (the contract's append: four arguments, and two keywords)
-        self,
-        stream: StreamId,
-        expected_version: ExpectedVersion,
-        append_id: str,
-        events: Sequence[object],
-        *,
-        durability: str | Durability | None = None,
-        fence: Fence | None = None,
-    ) -> AppendResult:
-        """Append events to a stream atomically.
-
-        Args:
-            stream: the stream to append to.
-            expected_version: the stream's version as the caller last saw it, or ANY.
-            append_id: unique within the stream; a retry with the same id and content returns the
-                original result with `deduplicated=True`.
-            events: Event models, or dicts that validate into them.
-            durability: what this append waits for ("local", "replicas:N", "aof",
-                "aof+replicas:N"), instead of the store's own durability.
-            fence: the lease the append is made under (Attempts.acquire_lease's token): once
-                that holding is over, the append is refused with LeaseLost and writes nothing.
-
-        Returns:
-            The versions and cursor the events took, and what was confirmed.
-
-        Raises:
-            InvalidEvent, VersionConflict (HistoryRewound), IdempotencyConflict, LeaseLost,
-            DurabilityNotConfirmed, BackendUnavailable, BackendRefused.
-        """
-        return self.run_op(
-            self.append_op(
-                stream, expected_version, append_id, events, durability=durability, fence=fence
-            )
-        )
-
     def plan_append(  # noqa: PLR0913  (the contract's append: four arguments, and two keywords)
         self,
         stream: StreamId,
@@ -141,10 +104,32 @@ class Log(abc.ABC):
         durability: str | Durability | None = None,
         fence: Fence | None = None,
     ) -> Op[AppendResult]:
+        """Append events to a stream atomically.
+
+        Args:
+            stream: the stream to append to.
+            expected_version: the stream's version as the caller last saw it, or ANY.
+            append_id: unique within the stream; a retry with the same id and content returns the
+                original result with `deduplicated=True`.
+            events: Event models, or dicts that validate into them.
+            durability: what this append waits for ("local", "replicas:N", "aof",
+                "aof+replicas:N"), instead of the store's own durability.
+            fence: the lease the append is made under (Attempts.acquire_lease's token): once
+                that holding is over, the append is refused with LeaseLost and writes nothing.
+
+        Returns:
+            The versions and cursor the events took, and what was confirmed.
+
+        Raises:
+            InvalidEvent, VersionConflict (HistoryRewound), IdempotencyConflict, LeaseLost,
+            DurabilityNotConfirmed, BackendUnavailable, BackendRefused.
+        """
         expected, prepared, wanted = self._prepare(
             stream, expected_version, append_id, events, durability, fence
         )
         return (yield from self._append(stream, expected, append_id, prepared, wanted))
+
+    append = operation(append_op)
 
     def _prepare(  # noqa: PLR0913  (append's arguments, each checked here)
         self,
@@ -177,20 +162,6 @@ class Log(abc.ABC):
             prepared = replace(prepared, fence=check_fence(fence))
         return expected, prepared, wanted
 
-    def read_stream(
-        self,
-        stream: StreamId,
-        after_version: int = 0,
-        limit: int | None = None,
-        *,
-        resolve_artifacts: bool | None = None,
-    ) -> list[RecordedEvent]:
-        """Return a stream's events with versions above `after_version`, ascending; fields kept
-        as artifacts are put back, or left as ArtifactRef values with resolve_artifacts=False."""
-        return self.run_op(
-            self.read_stream_op(stream, after_version, limit, resolve_artifacts=resolve_artifacts)
-        )
-
     def read_stream_op(
         self,
         stream: StreamId,
@@ -199,6 +170,8 @@ class Log(abc.ABC):
         *,
         resolve_artifacts: bool | None = None,
     ) -> Op[list[RecordedEvent]]:
+        """Return a stream's events with versions above `after_version`, ascending; fields kept
+        as artifacts are put back, or left as ArtifactRef values with resolve_artifacts=False."""
         if not isinstance(stream, StreamId):
             raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
         after = check_expected_version(after_version)
@@ -215,20 +188,7 @@ class Log(abc.ABC):
             after = page[-1].version
         return (yield from self._resolved(stream.session_id, out, resolve_artifacts))
 
-    def scan_session(
-        self,
-        session_id: str,
-        after_cursor: str | None = None,
-        limit: int | None = None,
-        *,
-        resolve_artifacts: bool | None = None,
-    ) -> list[RecordedEvent]:
-        """Return a session's events after `after_cursor`, in commit order."""
-        return self.run_op(
-            self.scan_session_op(
-                session_id, after_cursor, limit, resolve_artifacts=resolve_artifacts
-            )
-        )
+    read_stream = operation(read_stream_op)
 
     def scan_session_op(
         self,
@@ -238,6 +198,7 @@ class Log(abc.ABC):
         *,
         resolve_artifacts: bool | None = None,
     ) -> Op[list[RecordedEvent]]:
+        """Return a session's events after `after_cursor`, in commit order."""
         wanted = check_limit(limit)
         out: list[RecordedEvent] = []
         cursor = after_cursor
@@ -248,6 +209,8 @@ class Log(abc.ABC):
                 break
             cursor = page[-1].cursor
         return out
+
+    scan_session = operation(scan_session_op)
 
     def iter_session(
         self,
@@ -276,18 +239,6 @@ class Log(abc.ABC):
         batch = yield from self._scan(session_id, after_cursor, page)
         return (yield from self._resolved(session_id, batch, resolve))
 
-    def tail(
-        self,
-        session_id: str,
-        n: int = 20,
-        before: str | None = None,
-        *,
-        resolve_artifacts: bool | None = None,
-    ) -> list[RecordedEvent]:
-        """Return the session's last `n` events (before the cursor `before`, when given), oldest
-        first, at a cost of O(n) whatever the session's length."""
-        return self.run_op(self.tail_op(session_id, n, before, resolve_artifacts=resolve_artifacts))
-
     def tail_op(
         self,
         session_id: str,
@@ -296,6 +247,8 @@ class Log(abc.ABC):
         *,
         resolve_artifacts: bool | None = None,
     ) -> Op[list[RecordedEvent]]:
+        """Return the session's last `n` events (before the cursor `before`, when given), oldest
+        first, at a cost of O(n) whatever the session's length."""
         check_name(session_id, "session id")
         if check_limit(n) is None:
             raise InvalidInput("n must be an int >= 0")
@@ -306,43 +259,40 @@ class Log(abc.ABC):
         found = yield from self._tail(session_id, n, before)
         return (yield from self._resolved(session_id, found, resolve_artifacts))
 
-    def wait_session(
-        self, session_id: str, after_cursor: str | None, timeout_ms: int, limit: int = PAGE
-    ) -> list[RecordedEvent]:
-        """Return events after `after_cursor`, waiting up to `timeout_ms` for the first one.
-
-        With `after_cursor=None` only events committed after the call are returned.
-        """
-        return self.run_op(self.wait_session_op(session_id, after_cursor, timeout_ms, limit))
+    tail = operation(tail_op)
 
     def wait_session_op(
         self, session_id: str, after_cursor: str | None, timeout_ms: int, limit: int = PAGE
     ) -> Op[list[RecordedEvent]]:
+        """Return events after `after_cursor`, waiting up to `timeout_ms` for the first one.
+
+        With `after_cursor=None` only events committed after the call are returned.
+        """
         check_name(session_id, "session id")
         if after_cursor is not None:
             parse_cursor(after_cursor)
         found = yield from self._wait(session_id, after_cursor, max(0, timeout_ms), limit)
         return (yield from self._resolved(session_id, found, None))
 
+    wait_session = operation(wait_session_op)
+
     # -- artifacts (spec 3.11) ------------------------------------------------------------------
 
-    def artifact(self, session_id: str, sha256: str) -> bytes:
-        """The bytes of one of the session's artifacts, by its sha256. NotFound: none such."""
-        return self.run_op(self.artifact_op(session_id, sha256))
-
     def artifact_op(self, session_id: str, sha256: str) -> Op[bytes]:
+        """The bytes of one of the session's artifacts, by its sha256. NotFound: none such."""
         check_name(session_id, "session id")
         data = yield from self._artifact(session_id, check_sha(sha256))
         if data is None:
             raise NotFound(f"no artifact sha256:{sha256} in session {session_id!r}")
         return data
 
-    def resolve(self, event: RecordedEvent) -> RecordedEvent:
-        """The event with the values of its artifacts in place of their references."""
-        return self.run_op(self.resolve_op(event))
+    artifact = operation(artifact_op)
 
     def resolve_op(self, event: RecordedEvent) -> Op[RecordedEvent]:
+        """The event with the values of its artifacts in place of their references."""
         return (yield from self._resolved(event.session_id, [event], True))[0]
+
+    resolve = operation(resolve_op)
 
     def _resolved(
         self, session_id: str, events: list[RecordedEvent], resolve: bool | None
@@ -371,50 +321,45 @@ class Log(abc.ABC):
             for d, e in zip(found, events, strict=True)
         ]
 
-    def stream_version(self, stream: StreamId) -> int:
-        """Return the number of events in a stream, 0 when it has none."""
-        return self.run_op(self.stream_version_op(stream))
-
     def stream_version_op(self, stream: StreamId) -> Op[int]:
+        """Return the number of events in a stream, 0 when it has none."""
         if not isinstance(stream, StreamId):
             raise InvalidInput(f"stream must be a StreamId, got {stream!r}")
         return (yield from self._stream_version(stream))
 
-    def session_exists(self, session_id: str) -> bool:
-        """Whether any event was ever appended to the session."""
-        return self.run_op(self.session_exists_op(session_id))
+    stream_version = operation(stream_version_op)
 
     def session_exists_op(self, session_id: str) -> Op[bool]:
+        """Whether any event was ever appended to the session."""
         check_name(session_id, "session id")
         return (yield from self._session_exists(session_id))
 
-    def session_info(self, session_id: str, append_ids: bool = True) -> SessionInfo:
+    session_exists = operation(session_exists_op)
+
+    def session_info_op(self, session_id: str, append_ids: bool = True) -> Op[SessionInfo]:
         """Return what a session holds: its streams and versions, counts, first and last cursor.
         `append_ids=False` leaves the append ids uncounted (None): counting them costs a read
         per stream, which a caller that looks often (the web view) need not pay."""
-        return self.run_op(self.session_info_op(session_id, append_ids))
-
-    def session_info_op(self, session_id: str, append_ids: bool = True) -> Op[SessionInfo]:
         check_name(session_id, "session id")
         return (yield from self._session_info(session_id, append_ids))
 
-    def session_count(self) -> int:
-        """How many sessions hold events (those `sessions()` lists)."""
-        return self.run_op(self.session_count_op())
+    session_info = operation(session_info_op)
 
     def session_count_op(self) -> Op[int]:
+        """How many sessions hold events (those `sessions()` lists)."""
         return (yield from self._session_count())
+
+    session_count = operation(session_count_op)
 
     @immediate
     def _session_count(self) -> int:
         return len(self.sessions())
 
-    def sessions(self, limit: int | None = None) -> list[tuple[str, int]]:
-        """Return (session id, last activity in ms) pairs, most recently active first."""
-        return self.run_op(self.sessions_op(limit))
-
     def sessions_op(self, limit: int | None = None) -> Op[list[tuple[str, int]]]:
+        """Return (session id, last activity in ms) pairs, most recently active first."""
         return (yield from self._sessions(check_limit(limit)))
+
+    sessions = operation(sessions_op)
 
     @staticmethod
     def _remember(table: dict[K, V], key: K, value: V) -> V:
@@ -425,28 +370,11 @@ class Log(abc.ABC):
         table[key] = value
         return value
 
-    # -- what some stores offer besides (store/families.py) ---------------------------------------
-
-    archive: Log | None = None  # the archive a tiered store reads through
-
-    def archive_source(self) -> ArchiveSource | None:
-        """This store's archiving side, if sessions can move out of it to an archive."""
-        return None
-
-    def archive_target(self) -> ArchiveTarget | None:
-        """This store's archive side, if sessions can move into it."""
-        return None
-
-    def server_admin(self) -> ServerAdmin | None:
-        """This store's server side, if it runs on a server whose memory an operator watches."""
-        return None
-
-    def now_ms(self) -> int:
-        """The backend's clock, the one commit cursors are taken from."""
-        return self.run_op(self.now_ms_op())
-
     def now_ms_op(self) -> Op[int]:
+        """The backend's clock, the one commit cursors are taken from."""
         return (yield from self._now_ms())
+
+    now_ms = operation(now_ms_op)
 
     @immediate
     def _now_ms(self) -> int:

@@ -19,7 +19,7 @@ from ledger_bus.model.errors import InvalidEvent, InvalidInput, VersionConflict
 from ledger_bus.model.ids import StreamId, check_name, parse_cursor
 from ledger_bus.model.prepared import Limits, PreparedAppend
 from ledger_bus.model.records import AppendRecord, RecordedEvent
-from ledger_bus.store.steps import Op
+from ledger_bus.store.steps import Op, operation
 
 T = TypeVar("T")
 
@@ -166,13 +166,12 @@ class Restores(abc.ABC):
         check_name(session_id, "session id")
         return (yield from self._append_ids(session_id))
 
-    def artifact_uses(self, session_id: str) -> dict[str, int]:
-        """The session's artifacts (sha256) with how many event fields reference each."""
-        return self.run_op(self.artifact_uses_op(session_id))
-
     def artifact_uses_op(self, session_id: str) -> Op[dict[str, int]]:
+        """The session's artifacts (sha256) with how many event fields reference each."""
         check_name(session_id, "session id")
         return (yield from self._artifact_uses(session_id))
+
+    artifact_uses = operation(artifact_uses_op)
 
     # -- what a backend provides ----------------------------------------------------------------
 

@@ -19,7 +19,7 @@ import random
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from ledger_bus.model.errors import BackendUnavailable, LedgerError
 from ledger_bus.model.records import AppendResult
@@ -61,6 +61,49 @@ class AppendPlan:
         if self.failed is None:
             raise err
         self.failed(err)
+
+
+class Runs(Protocol):
+    """What runs operations to their end: a store, with its own blocking client (Log.run_op)."""
+
+    def run_op(self, op: Op[T]) -> T: ...
+
+
+S = TypeVar("S", bound=Runs)
+
+
+def operation(steps: Callable[Concatenate[S, P], Op[T]]) -> Callable[Concatenate[S, P], T]:
+    """A contract operation declared once, by its steps (`<name>_op`, an operation without I/O):
+    `read_stream = operation(read_stream_op)` makes the blocking method, which runs the steps
+    with the store's own client (`store.read_stream(...)` is
+    `store.run_op(store.read_stream_op(...))`); AsyncStore forwards the same steps to the event
+    loop (store/async_store.py). The steps are looked up on the store, so a backend that
+    overrides them is run by its own."""
+    name = steps.__name__
+
+    def blocking(store: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        found: Callable[P, Op[T]] = getattr(store, name)
+        return store.run_op(found(*args, **kwargs))
+
+    return declared(blocking, steps)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def declared(method: F, steps: Callable[..., object]) -> F:
+    """`method` named, documented and signed as the operation `steps` declares (its parameters,
+    and its result: what the operation returns, or a coroutine of it awaits), so that help(),
+    inspect and the API pages show the operation, not the forwarding."""
+    signature = inspect.signature(steps)
+    result = str(signature.return_annotation)
+    if result.startswith("Op[") and result.endswith("]"):
+        result = result[3:-1]
+    method.__name__ = method.__qualname__ = steps.__name__.removesuffix("_op")
+    method.__doc__ = steps.__doc__
+    method.__signature__ = signature.replace(return_annotation=result)  # type: ignore[attr-defined]
+    method.steps = steps  # type: ignore[attr-defined]
+    return method
 
 
 def call(request: Request) -> Op[Any]:

@@ -27,6 +27,7 @@ import ledger_bus as lb
 from ledger_bus.adapters.langgraph import LedgerSaver, thread_session
 from ledger_bus.model.errors import ConcurrentRun
 from ledger_bus.model.records import RecordedEvent
+from ledger_bus.store.base import ServerAdmin, need
 from tests.support.graph_scenarios import (
     forks_at_several_depths,
     interrupts_and_subgraphs,
@@ -172,8 +173,7 @@ def _grown(store: lb.EventStore, thread: str, turns: int) -> None:
 def test_a_thread_s_bytes_grow_with_its_turns_not_their_square(redis_store: lb.EventStore) -> None:
     """Redis memory of a 200-turn thread against a 50-turn one: linear is 4, the whole list
     written at every checkpoint is about 15."""
-    admin = redis_store.server_admin()
-    assert admin is not None
+    admin = need(redis_store, ServerAdmin)
     _grown(redis_store, "grown-50", 50)
     _grown(redis_store, "grown-200", 200)
     sizes = admin.memory_of(["grown-50", "grown-200"])

@@ -12,12 +12,14 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 import ledger_bus as lb
 from ledger_bus.exports.conversation import export_session
 from ledger_bus.operations.archiving import STEPS, archive_session
+from ledger_bus.store.base import ArchiveSource, ArchiveTarget, ServerAdmin, Tiered, need
 from ledger_bus.store.redis import RedisStore
 from ledger_bus.store.redis.tiered import TieredStore
 from tests.support.events import call, msg, result
@@ -384,26 +386,37 @@ def test_the_gauges_count_sessions_by_tier_and_show_redis_memory(tiered: TieredS
 def test_stores_say_what_they_offer_and_the_commands_refuse_a_store_without_it(
     tmp_path: Path, prefix: str, hot_url: str
 ) -> None:
-    """Callers ask a store for its archiving, archive and server sides; a store without the
-    one a command needs is refused with exit 2, and nothing is written."""
+    """Callers ask a store for its archiving, archive and server sides as for any capability;
+    a store without the one a command needs is refused with exit 2, and nothing is written."""
     sqlite = f"sqlite:///{tmp_path / 'cold.db'}"
-    with lb.connect(hot_url, prefix=prefix) as hot, lb.connect(sqlite) as cold:
-        sides: list[object] = [hot.archive_source(), hot.server_admin(), cold.archive_target()]
-        assert sides == [hot, hot, cold]
-        assert hot.archive_target() is None
-        assert hot.archive is None
-        assert cold.archive_source() is None
-        assert cold.server_admin() is None
+    families = [ArchiveSource, ArchiveTarget, ServerAdmin, Tiered]
+    memory = lb.connect("memory://")
+    with (
+        lb.connect(hot_url, prefix=prefix) as hot,
+        lb.connect(sqlite) as cold,
+        lb.connect(hot_url, prefix=prefix, archive=sqlite) as tiered,
+    ):
+        has = {
+            name: [f.__name__ for f in families if isinstance(store, f)]
+            for name, store in [("redis", hot), ("sql", cold), ("tiered", tiered), ("mem", memory)]
+        }
+        assert has == {
+            "redis": ["ArchiveSource", "ServerAdmin"],
+            "sql": ["ArchiveTarget"],
+            "tiered": ["ArchiveSource", "ServerAdmin", "Tiered"],
+            "mem": [],
+        }
+        assert need(hot, ServerAdmin) is cast(object, hot)
+        with pytest.raises(lb.Unsupported) as lacking:
+            need(memory, ServerAdmin)
+        assert str(lacking.value) == (
+            "this store (memory) has no server to watch (memory, indexes): it has log, leases"
+            " and open attempts, consumer groups, bounded streams, deletion, restore"
+        )
         with pytest.raises(lb.InvalidInput, match="not a redis store"):
             archive_session(hot, hot, S)
         with pytest.raises(lb.InvalidInput, match="do not move out of a sql store"):
             archive_session(cold, cold, S)
-    memory = lb.connect("memory://")
-    assert (memory.archive_source(), memory.archive_target(), memory.server_admin()) == (
-        None,
-        None,
-        None,
-    )
     for args in (["du"], ["archive", "s1", "--to", sqlite], ["sessions", "--archived"]):
         refused = ledger_here("memory://", prefix, *args)
         assert refused.returncode == 2, (args, refused.stderr)

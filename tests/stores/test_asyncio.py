@@ -19,6 +19,8 @@ from ledger_bus.agent.recorder import UnresolvedAttempt
 from ledger_bus.demo.server import LocalServer
 from ledger_bus.store.async_store import AsyncStore
 from ledger_bus.store.base import EventStore
+from ledger_bus.store.memory import MemoryStore
+from ledger_bus.store.steps import Op
 from tests.support.cluster import LocalCluster
 from tests.support.events import msg
 from tests.support.helpers import url_for
@@ -297,7 +299,7 @@ def test_the_asyncio_store_has_every_method_of_the_contract_with_the_same_parame
         }
 
     blocking, awaited = public(EventStore), public(AsyncStore)
-    besides = {"close", "plan_append", "archive_source", "archive_target", "server_admin"}
+    besides = {"close", "plan_append"}
     contract = {n for n in blocking if not n.endswith("_op") and n not in besides}
     # Then AsyncStore has each, awaited, with the same parameters, and nothing else but its own
     assert contract - awaited.keys() == set()
@@ -310,3 +312,47 @@ def test_the_asyncio_store_has_every_method_of_the_contract_with_the_same_parame
         assert list(its.parameters.values()) == list(ours.parameters.values()), name
         returns = str(ours.return_annotation).replace("Iterator[", "AsyncIterator[")
         assert str(its.return_annotation) == returns, name
+
+
+def test_each_operation_is_declared_once_and_both_stores_run_that_declaration() -> None:
+    # Given the contract's methods on the blocking store and on AsyncStore
+    declared = {
+        name: method
+        for name, method in inspect.getmembers(EventStore, callable)
+        if hasattr(method, "steps")
+    }
+    # Then nearly all of them are an operation declared by its steps, and AsyncStore's method of
+    # the same name runs the very same steps (the few written out run more than one operation:
+    # an append's plan, a paged iteration, a restore's batches)
+    written_out = {"append", "iter_session", "restore", "iter_append_ids"}
+    contract = {
+        n
+        for n, _ in inspect.getmembers(EventStore, callable)
+        if not n.startswith("_") and not n.endswith("_op")
+    } - {"close", "plan_append"}
+    assert contract - declared.keys() == written_out - {"append"}
+    for name, method in declared.items():
+        if name != "append":  # both drivers append by the core's plan (EventStore.plan_append)
+            assert getattr(AsyncStore, name).steps is method.steps, name
+        assert method.steps.__name__ == f"{name}_op"
+
+    # and a store that overrides an operation's steps is run by its own, under both drivers
+    class Counting(MemoryStore):
+        tails = 0
+
+        def tail_op(
+            self,
+            session_id: str,
+            n: int = 20,
+            before: str | None = None,
+            *,
+            resolve_artifacts: bool | None = None,
+        ) -> Op[list[lb.RecordedEvent]]:
+            self.tails += 1
+            return super().tail_op(session_id, n, before, resolve_artifacts=resolve_artifacts)
+
+    core = Counting()
+    core.append(lb.StreamId("s", "main"), 0, "a", [msg("hi")])
+    assert [e["body"] for e in core.tail("s", 5)] == ["hi"]
+    assert [e["body"] for e in asyncio.run(AsyncStore(core).tail("s", 5))] == ["hi"]
+    assert core.tails == 2

@@ -306,9 +306,7 @@ class LedgerSessionService(BaseSessionService):
         if self._renewer is not None:
             self._renewer.cancel()
         for run, out in list(self._out.items()):
-            await self._drive(
-                self.store.lease_op("release", out.ledger, f"run-{run}", self.owner, 0)
-            )
+            await self._drive(self.store.release_lease_op(out.ledger, f"run-{run}", self.owner))
         self._out.clear()
         if self._owned:
             self.store.close()
@@ -541,7 +539,7 @@ class LedgerSessionService(BaseSessionService):
         if run not in self._out:
             lease = f"run-{run}"
             token = await self._drive(
-                self.store.lease_op("acquire", ledger, lease, self.owner, self.lease_ttl_ms)
+                self.store.acquire_lease_op(ledger, lease, self.owner, self.lease_ttl_ms)
             )
             # Not taken: another live process holds the run, and this one writes unfenced, as
             # any writer of the session may (its appends are still refused when stale).
@@ -555,7 +553,7 @@ class LedgerSessionService(BaseSessionService):
         for run in runs:
             found = self._out.pop(run, None)
             if found is not None and found.fence is not None:
-                lease = self.store.lease_op("release", found.ledger, f"run-{run}", self.owner, 0)
+                lease = self.store.release_lease_op(found.ledger, f"run-{run}", self.owner)
                 await self._drive(lease)
         if not self._out and self._renewer is not None:
             self._renewer.cancel()  # nothing out: no task left behind on the caller's loop
@@ -572,7 +570,7 @@ class LedgerSessionService(BaseSessionService):
                 # finds the lease lost needs no answer here: the run's next append is refused.
                 with contextlib.suppress(LedgerError):
                     await self._drive(
-                        self.store.lease_op("renew", out.ledger, f"run-{run}", self.owner, ttl)
+                        self.store.renew_lease_op(out.ledger, f"run-{run}", self.owner, ttl)
                     )
 
     # -- events -----------------------------------------------------------------------------
@@ -704,8 +702,8 @@ class LedgerSessionService(BaseSessionService):
 
     def _still_held_op(self, ledger: str, fence: Fence) -> Op[None]:
         """LeaseLost unless this process still holds the run's lease as `fence` names it."""
-        token = yield from self.store.lease_op(
-            "renew", ledger, fence.lease, fence.owner, self.lease_ttl_ms
+        token = yield from self.store.renew_lease_op(
+            ledger, fence.lease, fence.owner, self.lease_ttl_ms
         )
         if token != fence.token:
             raise lease_lost(fence, token)

@@ -23,9 +23,6 @@ from ledger_bus.store.steps import Op
 class RedisAdmin(RedisCore, ServerAdmin):
     """Memory, the indexes' upkeep."""
 
-    def server_admin(self) -> ServerAdmin:
-        return self
-
     def memory_of(self, session_ids: list[str]) -> dict[str, dict[str, int]]:
         return self.run_op(self.memory_of_op(session_ids))
 

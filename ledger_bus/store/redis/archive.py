@@ -37,9 +37,6 @@ from ledger_bus.store.steps import Op
 class RedisArchive(RedisCore, ArchiveSource):
     """A session's way out to its archive."""
 
-    def archive_source(self) -> ArchiveSource:
-        return self
-
     def generation_of(self, session_id: str) -> int:
         """How many deletions the session has seen (spec 3.9)."""
         return self.run_op(self._generation_of(session_id))

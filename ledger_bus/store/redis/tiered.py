@@ -27,6 +27,7 @@ from ledger_bus.model.records import (
     RecordedEvent,
     SessionInfo,
 )
+from ledger_bus.store.families import Tiered
 from ledger_bus.store.redis import RedisStore
 from ledger_bus.store.redis.client import RedisClient
 from ledger_bus.store.steps import Op, Sleep
@@ -38,7 +39,7 @@ ARCHIVED_TTL: Final = 5.0  # seconds a session found archived is taken for archi
 T = TypeVar("T")
 
 
-class TieredStore(RedisStore):
+class TieredStore(RedisStore, Tiered):
     """Redis for what lives there, `archive` for the sessions moved to it."""
 
     archive: SqlStore

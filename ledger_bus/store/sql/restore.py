@@ -39,9 +39,6 @@ class SqlRestore(SqlCore, ArchiveTarget):
     """Sessions moved in: events as they were recorded, append_id records, artifacts, and the
     digests an archive is verified by."""
 
-    def archive_target(self) -> ArchiveTarget:
-        return self
-
     def restore_moved(
         self,
         events: Iterable[RecordedEvent],
