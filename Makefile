@@ -90,7 +90,8 @@ OLDEST_TESTS = tests/contract/test_canonical_json.py tests/contract/test_conform
   tests/stores/test_deletes.py tests/stores/test_artifacts.py tests/features/test_filters.py \
   tests/features/test_reconciler.py tests/features/test_doctor.py \
   tests/features/test_dispatch_board.py tests/features/test_mirror.py \
-  tests/ui/test_routes_and_stream.py tests/packaging/test_dependencies.py
+  tests/ui/test_routes_and_stream.py tests/packaging/test_dependencies.py \
+  tests/stores/test_redis_held_connections.py tests/stores/test_redis_py_parts.py
 # On Python 3.11, the oldest the package supports, as the oldest dependencies have wheels for.
 test-oldest:
 	$(MAKE) --no-print-directory VENV=.venv-oldest RESOLVE=oldest PYTHON=python3.11 install

@@ -153,7 +153,7 @@ def batch_parts() -> None:
             store.append(ref, ANY, f"b{k}", made[k])
 
         def script_alone() -> None:
-            # As the direct path sends it: on this thread's held connection, packed by hiredis.
+            # As an append sends it: on this thread's held connection, packed by hiredis.
             k = next(count)
             args = store.append_args(StreamId("c", "one"), None, f"c{k}", prepared[k])
             assert store._held is not None
@@ -177,7 +177,7 @@ def batch_parts() -> None:
         parts = {
             "100 pipelined XADDs (raw)": lambda: pipelined_xadds(client),
             "store.append of 100 tool calls": append,
-            "its script call alone, as the direct path sends it": script_alone,
+            "its script call alone, as an append sends it": script_alone,
             "its preparation (prepare_append)": preparation,
             "the preparation's floor: library calls only": floor,
         }

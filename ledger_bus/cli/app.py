@@ -163,24 +163,6 @@ class LedgerGroup(click.Group):
         return done
 
 
-# redis-py (8.1) imports OpenTelemetry's metrics SDK as it imports itself, whenever the SDK is
-# installed (the `otel` extra brings it): 50-60 ms of every command's start, for meters that
-# only a program calling redis-py's own observability set-up turns on, which no command does.
-METERS_SDK: Final = "opentelemetry.sdk.metrics"
-
-
-def import_redis_without_its_meters() -> None:
-    """Import redis-py with the metrics SDK hidden from it, so that it takes the SDK for absent
-    (as where the SDK is not installed); anything that imports the SDK later still gets it."""
-    if "redis" in sys.modules or METERS_SDK in sys.modules:
-        return
-    sys.modules[METERS_SDK] = None  # type: ignore[assignment]  # the import system's "absent"
-    try:
-        importlib.import_module("redis")
-    finally:
-        del sys.modules[METERS_SDK]
-
-
 @dataclass
 class Settings:
     url: str | None
@@ -198,7 +180,6 @@ class Settings:
         (exit 5 within a second); `patient`, for the commands that run for long, keeps
         retrying with backoff instead."""
         if self._store is None:
-            import_redis_without_its_meters()
             # The store, loaded by the first command that needs one: --help, --version and
             # usage errors never pay for it.
             from ledger_bus.store import connect  # noqa: PLC0415
@@ -211,8 +192,6 @@ class Settings:
                     "memory:// lives inside one process, and each ledger-bus command is one of"
                     " its own: use a Redis URL (or the Python API for memory://)"
                 )
-            if not patient:
-                check_first_contact(self.url or os.environ.get(URL_ENV) or DEFAULT_URL)
             self._store = connect(
                 self.url,
                 timeout=self.timeout,
@@ -220,6 +199,15 @@ class Settings:
                 durability=self.durability,
                 archive=self.archive,
             )
+            if not patient:
+                try:
+                    check_first_contact(
+                        self._store, self.url or os.environ.get(URL_ENV) or DEFAULT_URL
+                    )
+                except LedgerError:
+                    self._store.close()
+                    self._store = None
+                    raise
             self._store.resolve_artifacts = not self.refs
             if patient:  # it may read for long, before a writer makes the file: say so now
                 self.note_missing_ledger("waiting for a write to make it")

@@ -25,7 +25,6 @@ from ledger_bus.cli.app import (
     BadInput,
     Settings,
     cli,
-    import_redis_without_its_meters,
     pass_settings,
     say,
 )
@@ -170,7 +169,6 @@ def mcp(
             raise BadInput(str(err)) from None
     # stdout is the protocol's over stdio: whatever the server or the SDK logs goes to stderr.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    import_redis_without_its_meters()
     url = f"http://{host}:{port}/mcp"
     limits = Limits(sessions=max_mcp_sessions, waits=max_waits, streams=max_streams)
     built = server.build_server(settings.store(), who, tokens=known, url=url, limits=limits)

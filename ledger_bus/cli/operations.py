@@ -24,7 +24,6 @@ from ledger_bus.cli.app import (
     cli,
     did_you_mean,
     exit_code_for,
-    import_redis_without_its_meters,
     pass_settings,
     say,
 )
@@ -324,9 +323,7 @@ def doctor(settings: Settings, durability: str) -> None:
             "doctor inspects a Redis; a SQL store's schema is `ledger-bus db current`, its"
             " durability the database's own"
         )
-    # Here, not at the top: the other commands of this module never load redis-py, which
-    # loads OpenTelemetry's metrics SDK unless app.py's way hides it.
-    import_redis_without_its_meters()
+    # Here, not at the top: the other commands of this module never load redis-py (80 ms).
     import redis  # noqa: PLC0415  (see above)
 
     from ledger_bus.operations.doctor import examine  # noqa: PLC0415  (it imports redis-py)
@@ -384,7 +381,6 @@ def acl(settings: Settings, names: str) -> None:
     OPERATOR) is on, with the password's SHA-256; the others are off. Load it with
     `redis-server --aclfile users.acl` (see docs/deploy.md).
     """
-    import_redis_without_its_meters()
     from ledger_bus.store.redis.acl import ROLES, acl_file  # noqa: PLC0415  (as doctor's imports)
 
     passwords = {

@@ -12,7 +12,6 @@ from ledger_bus.cli.app import (
     BadInput,
     Settings,
     cli,
-    import_redis_without_its_meters,
     pass_settings,
     say,
 )
@@ -68,9 +67,8 @@ def ui(settings: Settings, host: str, port: int, tokens_file: str | None, max_st
             tokens = TokenFile(tokens_file)
         except InvalidInput as err:
             raise BadInput(str(err)) from None
-    # Here, not at the top: the asyncio store imports redis-py, which loads OpenTelemetry's
-    # metrics SDK unless app.py's way hides it.
-    import_redis_without_its_meters()
+    # Here, not at the top: the asyncio store imports redis-py (80 ms of a start), which the
+    # other commands' --help never needs.
     from ledger_bus.agent import aio  # noqa: PLC0415  (see above)
 
     async def open_store() -> aio.AsyncStore:

@@ -14,20 +14,17 @@ key layout, the scripts, the statements and the decoding of replies are the core
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
-from typing import Any, Concatenate, ParamSpec, TypeVar, cast
-
-import redis.exceptions as rx
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from ledger_bus.model.durability import Durability
-from ledger_bus.model.ids import ExpectedVersion, StreamId
-from ledger_bus.model.prepared import Fence, Limits
+from ledger_bus.model.prepared import Limits
 from ledger_bus.model.records import (
     AppendRecord,
-    AppendResult,
     RecordedEvent,
 )
 from ledger_bus.store.base import (
+    CAPABILITIES,
     PAGE,
     Attempts,
     Bounds,
@@ -59,7 +56,7 @@ def forward(
     name, capability = steps.__name__, declaring(steps)
 
     async def forwarded(store: AsyncStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        if not isinstance(store.core, capability):
+        if capability not in store.capabilities:
             raise unsupported(store.core, capability)
         found: Callable[P, Op[T]] = getattr(store.core, name)
         return await store.drive(found(*args, **kwargs))
@@ -87,6 +84,9 @@ class AsyncStore:
         closing: Callable[[], Awaitable[None]] | None = None,
     ):
         self.core = core
+        # What the core can do, found once: asked on every call, where an abstract class's
+        # isinstance would cost a call more than a set's lookup.
+        self.capabilities = frozenset(c for c in CAPABILITIES if isinstance(core, c))
         self.client = client
         self.bridged = bridged
         # What the operations' requests are made on: the client, or what stands in for it (a
@@ -115,43 +115,18 @@ class AsyncStore:
         lacks one is refused there, in one line (Unsupported)."""
         return need(self.core, capability)
 
-    async def drive(self, op: Op[T]) -> T:
-        """Run one of the core's operations to its end."""
+    def drive(self, op: Op[T]) -> Awaitable[T]:
+        """Run one of the core's operations to its end (awaited: a plain function returning the
+        awaitable, one coroutine less on every call)."""
         if self.client is not None:
-            return await run_async(op, self.requests)
+            return run_async(op, self.requests)
         if self.bridged:
-            return await bridge(self.core.run_op, op)
-        return await asyncio.to_thread(self.core.run_op, op)
-
-    # -- the contract ---------------------------------------------------------------------------
-
-    async def append(  # noqa: PLR0913  (the contract's append: four arguments, and two keywords)
-        self,
-        stream: StreamId,
-        expected_version: ExpectedVersion,
-        append_id: str,
-        events: Sequence[object],
-        *,
-        durability: str | Durability | None = None,
-        fence: Fence | None = None,
-    ) -> AppendResult:
-        """EventStore.append, by the core's plan (EventStore.plan_append): its one call, where
-        it has one, on the event loop's client (sent with the others of its turn)."""
-        plan = self.core.plan_append(
-            stream, expected_version, append_id, events, durability=durability, fence=fence
-        )
-        reply: object = None
-        if plan.request is not None and self.client is not None:
-            try:
-                # on the asyncio client, a request's reply is an awaitable of it
-                reply = await cast(Awaitable[object], plan.request(self.requests))
-            except (rx.RedisError, OSError) as err:
-                plan.call_failed(err)  # named and counted; the general path makes the append
-        done = plan.finish(reply)
-        return done if isinstance(done, AppendResult) else await self.drive(done)
+            return bridge(self.core.run_op, op)
+        return asyncio.to_thread(self.core.run_op, op)
 
     # -- the contract: each operation forwarded to its steps, declared once (Operation) --------
 
+    append = forward(Log.append_op)
     read_stream = forward(Log.read_stream_op)
     scan_session = forward(Log.scan_session_op)
     tail = forward(Log.tail_op)

@@ -26,7 +26,7 @@ from ledger_bus.model.ids import (
 )
 from ledger_bus.model.prepared import Fence, Limits, PreparedAppend, check_fence
 from ledger_bus.model.records import AppendResult, Delivery, RecordedEvent, SessionInfo
-from ledger_bus.store.steps import AppendPlan, Op, immediate, operation, run
+from ledger_bus.store.steps import Op, immediate, operation, run
 
 PAGE: Final = 1000
 REMEMBERED: Final = 10_000  # entries a per-store table keeps before it starts over
@@ -76,23 +76,6 @@ class Log(abc.ABC):
         return run(op, None)
 
     # -- the log ---------------------------------------------------------------------------------
-
-    def plan_append(  # noqa: PLR0913  (the contract's append: four arguments, and two keywords)
-        self,
-        stream: StreamId,
-        expected_version: ExpectedVersion,
-        append_id: str,
-        events: Sequence[object],
-        *,
-        durability: str | Durability | None = None,
-        fence: Fence | None = None,
-    ) -> AppendPlan:
-        """The append as a plan its driver carries out (AppendPlan); a store with no faster path
-        than its operation plans that alone, made when the driver runs it."""
-        op = self.append_op(
-            stream, expected_version, append_id, events, durability=durability, fence=fence
-        )
-        return AppendPlan(None, lambda _: op)
 
     def append_op(  # noqa: PLR0913  (the contract's append: four arguments, and two keywords)
         self,

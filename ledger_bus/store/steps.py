@@ -17,12 +17,11 @@ import functools
 import inspect
 import random
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, cast
 
 from ledger_bus.model.errors import BackendUnavailable, LedgerError
-from ledger_bus.model.records import AppendResult
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -40,27 +39,6 @@ class Sleep:
 # that reply, which the operation's own parser reads (store/redis/replies.py).
 Request = Callable[[Any], object]
 Op = Generator[Request | Sleep, Any, T]
-
-
-@dataclass(slots=True)
-class AppendPlan:
-    """An append as every driver makes it (EventStore.plan_append): `request`, when there is
-    one, is the append in one call, which the driver sends at once on its fastest connection
-    (a thread's held connection, the event loop's client); `finish` takes its reply (None when
-    there was none, or the call failed) and gives the result, or the operation that ends the
-    append (the general path, which starts it over: its append_id makes it land once). A
-    failure of the call is told to `failed`, which names and counts it, before `finish(None)`."""
-
-    request: Request | None
-    finish: Callable[[Any], AppendResult | Op[AppendResult]]
-    failed: Callable[[Exception], None] | None = None
-
-    def call_failed(self, err: Exception) -> None:
-        """Tell `failed` that `request` failed with `err`, before `finish(None)`; with nothing to
-        tell, the failure is raised, never dropped."""
-        if self.failed is None:
-            raise err
-        self.failed(err)
 
 
 class Runs(Protocol):
@@ -189,8 +167,6 @@ def run(op: Op[T], client: object, sleep: Callable[[float], None] = time.sleep) 
 
 async def run_async(op: Op[T], client: object) -> T:
     """Run `op` to its end on an asyncio `client`, awaiting each request."""
-    import asyncio  # noqa: PLC0415  (here: the command line never runs this, and asyncio costs it 50 ms a start)
-
     reply: object = None
     failure: BaseException | None = None
     while True:
@@ -201,10 +177,14 @@ async def run_async(op: Op[T], client: object) -> T:
         reply, failure = None, None
         try:
             if isinstance(need, Sleep):
+                import asyncio  # noqa: PLC0415  (here: the command line never runs this, and asyncio costs it 50 ms a start)
+
                 await asyncio.sleep(need.seconds)
             else:
                 reply = need(client)
-                if inspect.isawaitable(reply):
-                    reply = await reply
+                # what redis-py's asyncio client returns, a coroutine or a future (cheaper to
+                # ask than inspect.isawaitable, which asks the Awaitable ABC)
+                if hasattr(reply, "__await__"):
+                    reply = await cast(Awaitable[object], reply)
         except Exception as err:
             failure = err

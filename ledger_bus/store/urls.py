@@ -127,7 +127,12 @@ def _redis(o: Opening) -> EventStore:
     from redis.retry import Retry
 
     from ledger_bus.store.redis import RedisStore
-    from ledger_bus.store.redis.connection import open_cluster, open_sentinel, parsed
+    from ledger_bus.store.redis.connection import (
+        check_database,
+        open_cluster,
+        open_sentinel,
+        parsed,
+    )
 
     url = o.url
     options = redis_options(o.timeout, o.level)
@@ -138,6 +143,7 @@ def _redis(o: Opening) -> EventStore:
     elif o.scheme.endswith("+sentinel"):
         client = open_sentinel(url, options)
     else:
+        check_database(url)
         client = parsed(lambda: redis.Redis.from_url(url, health_check_interval=30, **options))
     settings = redis_settings(options, o)
     if o.archive:

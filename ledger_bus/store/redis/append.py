@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import partial
 from typing import Any, Final, TypeVar
-
-import redis.exceptions as rx
 
 from ledger_bus.model.artifacts import Artifact
 from ledger_bus.model.durability import Durability
@@ -24,10 +22,11 @@ from ledger_bus.model.errors import (
     UnexpectedReply,
     VersionConflict,
 )
-from ledger_bus.model.ids import ExpectedVersion, StreamId, cursor_ms
+from ledger_bus.model.ids import StreamId, cursor_ms
 from ledger_bus.model.prepared import Fence, PreparedAppend, lease_lost
 from ledger_bus.model.records import AppendResult
 from ledger_bus.store.redis.client import RedisPipeline, ScriptArg
+from ledger_bus.store.redis.connection import REDIS_ERRORS
 from ledger_bus.store.redis.core import (
     AppendTarget,
     RedisCore,
@@ -65,7 +64,7 @@ from ledger_bus.store.redis.scripts import (
     RESTORE,
 )
 from ledger_bus.store.restore import RestoreBatch
-from ledger_bus.store.steps import AppendPlan, Op
+from ledger_bus.store.steps import Op
 
 # How often the cross-session index is refreshed for one session by one store, at most: it is an
 # index of last activity, not a second record, and refreshing it on every append would cost a
@@ -99,95 +98,6 @@ def fence_arg(fence: Fence | None) -> str:
 class RedisAppend(RedisCore):
     """Appends and restores, on either driver."""
 
-    def append(  # noqa: PLR0913  (the contract's append: four arguments, and two keywords)
-        self,
-        stream: StreamId,
-        expected_version: ExpectedVersion,
-        append_id: str,
-        events: Sequence[object],
-        *,
-        durability: str | Durability | None = None,
-        fence: Fence | None = None,
-    ) -> AppendResult:
-        """EventStore.append. The common append goes out on this thread's held connection in
-        one call (plan_append)."""
-        held = self._held
-        if held is None:
-            return super().append(
-                stream, expected_version, append_id, events, durability=durability, fence=fence
-            )
-        plan = self.plan_append(
-            stream, expected_version, append_id, events, durability=durability, fence=fence
-        )
-        reply = None
-        if plan.request is not None:
-            try:
-                reply = plan.request(held)
-            except (rx.RedisError, OSError) as err:
-                plan.call_failed(err)  # NOSCRIPT, a lost connection, a failover, ...
-        done = plan.finish(reply)
-        return done if isinstance(done, AppendResult) else self.run_op(done)
-
-    def plan_append(  # noqa: PLR0913  (the contract's append: four arguments, and two keywords)
-        self,
-        stream: StreamId,
-        expected_version: ExpectedVersion,
-        append_id: str,
-        events: Sequence[object],
-        *,
-        durability: str | Durability | None = None,
-        fence: Fence | None = None,
-    ) -> AppendPlan:
-        """EventStore.plan_append: the common append as one script call, outside the machinery
-        of operations, which a single-event append feels (docs/performance.md has the figures).
-        An append that waits for more than its script, has artifacts to write first or the
-        open-attempts index to refresh, or whose call fails or finds the session archived, takes
-        the general path (`_append`)."""
-        if durability is not None or self._default_confirmer is not None:
-            return super().plan_append(
-                stream, expected_version, append_id, events, durability=durability, fence=fence
-            )
-        expected, prepared, _ = self._prepare(
-            stream, expected_version, append_id, events, None, fence
-        )
-
-        def general(_: object = None) -> Op[AppendResult]:
-            return self._append(stream, expected, append_id, prepared, self.durability)
-
-        session = stream.session_id
-        if prepared.artifacts or (prepared.opens_attempts and self._open_index_due(session)):
-            return AppendPlan(None, general)
-        target = self._append_target(stream)
-        keys, known = target.keys, target.acknowledged
-        args = self.append_args(
-            stream, expected, append_id, prepared, known, False, target.generation
-        )
-
-        def finish(raw: object) -> AppendResult | Op[AppendResult]:
-            if raw is None:
-                return general()
-            reply = append_reply(raw)
-            if isinstance(reply, Archived):
-                return general()
-            landed = self._landed(stream, expected, append_id, prepared, known, reply)
-            result = self._result(stream, landed)
-            target.acknowledge(result.last_version, landed.generation)
-            ms = cursor_ms(result.cursor)
-            if not result.deduplicated and self._index_due(session, ms):
-                return self._after_index(result)
-            return result
-
-        return AppendPlan(
-            lambda client: client.evalsha(APPEND.sha, len(keys), *keys, *args),
-            finish,
-            self.fast_call_failed,
-        )
-
-    def _after_index(self, result: AppendResult) -> Op[AppendResult]:
-        """`result`, once the session index is refreshed after it."""
-        yield from self._touch_index(result.stream.session_id, cursor_ms(result.cursor))
-        return result
-
     def _append(
         self,
         stream: StreamId,
@@ -207,22 +117,35 @@ class RedisAppend(RedisCore):
             stream, expected, append_id, prepared, known, confirmer is not None, generation
         )
         listed = None
-        if prepared.opens_attempts:
-            listed = yield from self._list_open_session(session)
+        if prepared.opens_attempts and self._open_index_due(session):
+            listed = yield from self._list_open_session(session, due=True)
+        acks: Any = None
+        if confirmer is None and not prepared.artifacts:
+            # The common append: its one call, sent at once on the driver's script connection
+            # (held.py for the blocking store, autopipe.py under asyncio); should it fail, the
+            # same call is retried as every call is.
+            try:
+                raw = yield self._script_request(APPEND, keys, args, held=True)
+            except REDIS_ERRORS as err:
+                raw = yield from self._tried_again(
+                    err, lambda: self._evalsha(APPEND, keys, args, True)
+                )
+            reply = append_reply(raw)
+        else:
 
-        def send(keys: list[str]) -> Op[tuple[AppendReply, Any]]:
-            if confirmer is None:
-                return append_reply((yield from self._evalsha(APPEND, keys, args, True))), None
-            raw, acks = yield from confirmer.send(APPEND, keys, args)
-            return append_reply(raw), acks
+            def send(keys: list[str]) -> Op[tuple[AppendReply, Any]]:
+                if confirmer is None:
+                    return append_reply((yield from self._evalsha(APPEND, keys, args, True))), None
+                raw, acks = yield from confirmer.send(APPEND, keys, args)
+                return append_reply(raw), acks
 
-        reply, acks = yield from self._send_writing_artifacts(session, prepared, keys, send)
+            reply, acks = yield from self._send_writing_artifacts(session, prepared, keys, send)
         if listed is not None:
             committed = isinstance(reply, Appended | Duplicate)
             yield from self._settle_open_listing(session, listed, committed)
         landed = self._landed(stream, expected, append_id, prepared, known, reply)
         result = self._result(stream, landed)
-        if not result.deduplicated:
+        if not result.deduplicated and self._index_due(session, cursor_ms(result.cursor)):
             yield from self._touch_index(session, cursor_ms(result.cursor))
         if confirmer is not None:
             result = yield from confirmer.confirm(result, acks)  # raises when not confirmed

@@ -57,6 +57,14 @@ def final(err: Exception) -> LedgerError | None:
     return refusal(err)
 
 
+def check_database(url: str) -> None:
+    """InvalidInput for a one-server URL whose database is not a number (`redis://h/abc`), which
+    redis-py would take for database 0 without a word."""
+    database = urlsplit(url).path.strip("/")
+    if database and not database.isdigit():
+        raise InvalidInput(f"the database of a Redis URL is a number, got {database!r}")
+
+
 def parsed(make: Callable[[], T]) -> T:
     """`make()`, which builds a client from a URL: a bad value in the URL's query (redis-py
     raises ValueError, "Invalid value for 'max_connections' in connection URL.") is bad input."""

@@ -14,6 +14,7 @@ from redis.cluster import RedisCluster
 
 from ledger_bus.model.artifacts import unpack
 from ledger_bus.model.durability import LOCAL, Durability
+from ledger_bus.model.errors import LedgerError
 from ledger_bus.model.ids import StreamId
 from ledger_bus.model.prepared import Limits
 from ledger_bus.model.records import RecordedEvent
@@ -99,26 +100,28 @@ class RedisCore(EventStore):
         # A blocking client's appends run on a connection each thread holds (the asyncio
         # driver coalesces its appends into pipelines instead: store/redis/autopipe.py).
         self._held = HeldConnections(client) if isinstance(client, Redis | RedisCluster) else None
-        # How many appends' one call on the fast connection (a thread's held connection, the
-        # event loop's client) failed, each then made by the general path.
-        self.fast_call_failures = 0
+        # How many calls failed in a way worth another try (a lost connection, a failover, a
+        # server busy or loading), each named in a warning and tried again (`_retried`).
+        self.call_failures = 0
 
-    def fast_call_failed(self, err: Exception) -> None:
-        """Name and count a failure of an append's one call on the fast connection: the general
-        path makes the append again (its append_id makes it land once), after a lost connection,
-        a failover, a server that lost its scripts (NOSCRIPT) or any error from Redis."""
-        self.fast_call_failures += 1
-        log.warning(
-            "an append's call on the fast connection failed (%s: %s); the general path makes it",
-            type(err).__name__,
-            err,
-        )
+    def _judged(self, err: Exception) -> LedgerError | None:
+        """`final`'s verdict on a failed call; a failure worth another try is named and counted
+        here first, so that none passes unseen (the call is then made again: an append's
+        append_id makes it land once)."""
+        verdict = final(err)
+        if verdict is None:
+            # INFO, not WARNING: the call goes on, and a failure that lasts is raised
+            # (BackendUnavailable); a program without logging set up prints WARNINGs to stderr,
+            # which a command's one-line error must not be buried under.
+            self.call_failures += 1
+            log.info("a call to redis failed (%s: %s); trying again", type(err).__name__, err)
+        return verdict
 
     def run_op(self, op: Op[T]) -> T:
         return run(op, self.client)
 
     def _retried(self, make: Callable[[], Op[T]]) -> Op[T]:
-        return retried(make, self.timeout, REDIS_ERRORS, final, "redis")
+        return retried(make, self.timeout, REDIS_ERRORS, self._judged, "redis")
 
     def _run(self, request: ClientRequest) -> Op[Any]:
         """One request, retried."""
@@ -179,26 +182,42 @@ class RedisCore(EventStore):
     ) -> Op[object]:
         """Run a script by its sha, loading it first when the server lacks it (after a restart
         or failover). EVALSHA directly, not redis-py's Script wrapper: its per-call work is
-        measurable on a single-event append (docs/performance.md). `held`: on this thread's
-        held connection (store/redis/held.py), for a script that is safe to send twice."""
-        on = self._held if held else None
-        # EVALSHA_RO for a script that only reads: a role that may only read its keys may run it.
-        command = "EVALSHA_RO" if read_only else "EVALSHA"
-
-        def request(client: RedisClient) -> object:
-            if on is not None:
-                return on.execute(keys[0], command, script.sha, len(keys), *keys, *args)
-            run = client.evalsha_ro if read_only else client.evalsha
-            return run(script.sha, len(keys), *keys, *args)
-
-        def load(client: RedisClient) -> object:
-            return client.script_load(script.text)
-
+        measurable on a single-event append (docs/performance.md). `held`: on the driver's
+        script connection (store/redis/held.py), for a script that is safe to send twice."""
+        request = self._script_request(script, keys, args, held, read_only)
         try:
             return (yield request)
         except rx.NoScriptError:
-            yield load
+            yield lambda client: client.script_load(script.text)
             return (yield request)
+
+    def _script_request(
+        self,
+        script: LuaScript,
+        keys: list[str],
+        args: Sequence[ScriptArg],
+        held: bool = False,
+        read_only: bool = False,
+    ) -> ClientRequest:
+        """The EVALSHA of `script` as a request. `held`: on the connection the blocking store's
+        thread holds (store/redis/held.py); under asyncio the driver's client is the one that
+        coalesces a loop turn's calls (store/redis/autopipe.py), so the request is the same."""
+        on = self._held if held else None
+        if on is not None:
+            return lambda _: on.execute(keys[0], "EVALSHA", script.sha, len(keys), *keys, *args)
+        if read_only:  # a role that may only read its keys may run it
+            return lambda client: client.evalsha_ro(script.sha, len(keys), *keys, *args)
+        return lambda client: client.evalsha(script.sha, len(keys), *keys, *args)
+
+    def _tried_again(self, err: Exception, make: Callable[[], Op[T]]) -> Op[T]:
+        """After a script call sent at once failed with `err`: the server lacked the script
+        (NOSCRIPT: `make()` loads it), or a failure worth another try (named and counted), and
+        the call is retried as every call is; any other error raised as the ledger's."""
+        if not isinstance(err, rx.NoScriptError):
+            verdict = self._judged(err)
+            if verdict is not None:
+                raise verdict from err
+        return (yield from self._retried(make))
 
     def now_ms_op(self) -> Op[int]:
         seconds, micros = yield from self._run(lambda c: c.time())

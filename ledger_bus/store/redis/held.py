@@ -46,6 +46,10 @@ class HeldConnections:
         self.client = client
         self._cluster = hasattr(client, "nodes_manager")
         self._kept = _Kept()
+        # Until a first command has gone through, commands go as the client sends any (a
+        # connection from its pool, given back): a program that appends once (a command of the
+        # command line) runs on the one connection it opened. Connections are kept after that.
+        self._first = True
 
     def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
         """EVALSHA as redis-py's clients take it, so that a request made for a client runs
@@ -54,6 +58,10 @@ class HeldConnections:
 
     def execute(self, key: str, *args: Any) -> Any:
         """Run the command `args`, whose first key is `key`, and return its reply."""
+        if self._first:
+            reply = self.client.execute_command(*args)
+            self._first = False  # once a command has gone through (NOSCRIPT is sent again)
+            return reply
         pool = self._pool_for(key)
         if pool is None:  # the slot map has no node for the key yet: the client finds it
             return self.client.execute_command(*args)
