@@ -11,7 +11,7 @@ import (
 	"github.com/ledger-bus/ledger-bus/go/model"
 	"github.com/ledger-bus/ledger-bus/go/store"
 	"github.com/ledger-bus/ledger-bus/go/store/memory"
-	lbredis "github.com/ledger-bus/ledger-bus/go/store/redis"
+	"github.com/ledger-bus/ledger-bus/go/store/redisstore"
 )
 
 func connect(t *testing.T, url string, opts ...ledgerbus.Option) ledgerbus.Store {
@@ -70,7 +70,7 @@ func TestConnectMemory(t *testing.T) {
 func TestConnectRedis(t *testing.T) {
 	server := testredis.Start(t)
 	s := connect(t, server.URL, ledgerbus.WithPrefix("app"), ledgerbus.WithTimeout(2*time.Second))
-	redisStore, ok := s.(*lbredis.Store)
+	redisStore, ok := s.(*redisstore.Store)
 	if !ok || s.Tier() != "redis" {
 		t.Fatalf("%s opened a %T", server.URL, s)
 	}
@@ -83,12 +83,12 @@ func TestConnectRedis(t *testing.T) {
 	}
 	level, _ := model.ParseDurability("replicas:2", 300*time.Millisecond)
 	withURL := connect(t, server.URL+"?durability=replicas:2&durability_timeout_ms=300")
-	if got := withURL.(*lbredis.Store).Durability(); got != level {
+	if got := withURL.(*redisstore.Store).Durability(); got != level {
 		t.Fatalf("the URL's durability: %+v", got)
 	}
 	// An option overrides the URL's.
 	overridden := connect(t, server.URL+"?durability=replicas:2", ledgerbus.WithDefaultDurability(model.Local()))
-	if got := overridden.(*lbredis.Store).Durability(); !got.Local() {
+	if got := overridden.(*redisstore.Store).Durability(); !got.Local() {
 		t.Fatalf("overridden durability: %+v", got)
 	}
 }

@@ -38,7 +38,7 @@
 // package model.
 //
 // The packages below it: model (events, validation, the canonical content, cursors, errors),
-// store (the capabilities a store has: Log, Attempts, Groups), store/redis and store/memory
+// store (the capabilities a store has: Log, Attempts, Groups), store/redisstore and store/memory
 // (the stores), storetest (the contract suite every store is held to), and agent (a recorder
 // and a tailer for agent loops).
 package ledgerbus

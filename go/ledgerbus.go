@@ -11,7 +11,7 @@ import (
 	"github.com/ledger-bus/ledger-bus/go/model"
 	"github.com/ledger-bus/ledger-bus/go/store"
 	"github.com/ledger-bus/ledger-bus/go/store/memory"
-	lbredis "github.com/ledger-bus/ledger-bus/go/store/redis"
+	"github.com/ledger-bus/ledger-bus/go/store/redisstore"
 )
 
 // The common names of package model and package store, so that the common case needs one
@@ -37,7 +37,7 @@ type (
 	// model.Fence.
 	Fence = model.Fence
 	// Store is a store with every capability: what Connect returns.
-	Store = store.Store
+	Store = store.EventStore
 )
 
 // AnyVersion is the expected version that accepts whatever version the stream has.
@@ -99,34 +99,27 @@ func WithDurability(d Durability) store.AppendOption { return store.WithDurabili
 // written, once the holding is over (see store.WithFence).
 func WithFence(f Fence) store.AppendOption { return store.WithFence(f) }
 
-// Option changes how Connect opens a store.
-type Option func(*settings)
-
-type settings struct {
-	timeout    time.Duration
-	prefix     string
-	limits     model.Limits
-	durability *model.Durability
-	refs       bool
-}
+// Option changes how Connect opens a store: package store's options, given the one way to
+// every store.
+type Option = store.Option
 
 // WithTimeout is how long a call is tried through lost connections and failovers before it fails
 // with ErrBackendUnavailable (10 seconds unless set).
-func WithTimeout(d time.Duration) Option { return func(s *settings) { s.timeout = d } }
+func WithTimeout(d time.Duration) Option { return store.WithTimeout(d) }
 
 // WithPrefix begins every Redis key ("lb" unless set), so that ledgers can share a database.
-func WithPrefix(prefix string) Option { return func(s *settings) { s.prefix = prefix } }
+func WithPrefix(prefix string) Option { return store.WithPrefix(prefix) }
 
 // WithLimits bounds what an append may hold (model.DefaultLimits() unless set).
-func WithLimits(l Limits) Option { return func(s *settings) { s.limits = l } }
+func WithLimits(l Limits) Option { return store.WithLimits(l) }
 
 // WithDefaultDurability is what every append waits for unless it asks for its own (with
 // WithDurability); it overrides the URL's ?durability=. Parse one with model.ParseDurability.
-func WithDefaultDurability(d Durability) Option { return func(s *settings) { s.durability = &d } }
+func WithDefaultDurability(d Durability) Option { return store.WithDefaultDurability(d) }
 
 // WithRefs has every read leave fields kept as artifacts as ArtifactRef values instead of
 // their bytes.
-func WithRefs() Option { return func(s *settings) { s.refs = true } }
+func WithRefs() Option { return store.WithRefs() }
 
 // Connect opens the store url names: "redis://HOST:PORT/DB", "rediss://..." (TLS),
 // "unix:///PATH", "redis+cluster://[USER:PASS@]H:P,H2:P2/0" (the seeds of a Redis Cluster),
@@ -137,10 +130,6 @@ func WithRefs() Option { return func(s *settings) { s.refs = true } }
 // A Redis store is opened without reaching the server (but a cluster's, whose slot map is
 // read): its first call says whether it answers.
 func Connect(ctx context.Context, url string, opts ...Option) (Store, error) {
-	var set settings
-	for _, opt := range opts {
-		opt(&set)
-	}
 	if url == "" {
 		url = os.Getenv(EnvURL)
 	}
@@ -149,21 +138,15 @@ func Connect(ctx context.Context, url string, opts ...Option) (Store, error) {
 	}
 	scheme, _, _ := strings.Cut(url, ":")
 	if strings.EqualFold(scheme, "memory") {
-		return connectMemory(url, set)
+		return connectMemory(url, opts)
 	}
-	o := lbredis.Options{Prefix: set.prefix, Limits: set.limits, Timeout: set.timeout, Refs: set.refs}
-	if set.durability != nil {
-		o.Durability = *set.durability
-		if o.Durability == (model.Durability{}) {
-			o.Durability = model.Local()
-		}
-	}
-	return lbredis.Open(ctx, url, o)
+	return redisstore.Open(ctx, url, opts...)
 }
 
 // connectMemory opens a memory store; it keeps nothing beyond this process, so it can have no
 // durability beyond local.
-func connectMemory(given string, set settings) (Store, error) {
+func connectMemory(given string, opts []Option) (Store, error) {
+	set := store.Configure(opts...)
 	level := "local"
 	if _, query, ok := strings.Cut(given, "?"); ok {
 		values, err := url.ParseQuery(query)
@@ -183,14 +166,14 @@ func connectMemory(given string, set settings) (Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if set.durability != nil {
-		d = *set.durability
+	if set.Durability != nil {
+		d = *set.Durability
 	}
 	if !d.Local() {
 		return nil, model.Errorf(model.ErrInvalidInput, "memory:// keeps nothing beyond this process: durability %s", d)
 	}
-	if set.timeout < 0 {
-		return nil, model.Errorf(model.ErrInvalidInput, "timeout must be positive, got %s", set.timeout)
+	if set.Timeout < 0 {
+		return nil, model.Errorf(model.ErrInvalidInput, "timeout must be positive, got %s", set.Timeout)
 	}
-	return memory.New(memory.Options{Limits: set.limits, Refs: set.refs}), nil
+	return memory.New(opts...), nil
 }

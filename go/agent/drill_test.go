@@ -12,7 +12,7 @@ import (
 	"github.com/ledger-bus/ledger-bus/go/internal/testredis"
 	"github.com/ledger-bus/ledger-bus/go/model"
 	"github.com/ledger-bus/ledger-bus/go/store"
-	"github.com/ledger-bus/ledger-bus/go/store/redis"
+	"github.com/ledger-bus/ledger-bus/go/store/redisstore"
 )
 
 // TestMain serves a fencing drill when this binary was started again as one of its processes
@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 // serveRecorder is a drill's process: a recorder whose runs the drill starts, writes and ends.
 func serveRecorder(cfg drill.Config) {
 	ctx := context.Background()
-	s, err := redis.Open(ctx, cfg.URL, redis.Options{})
+	s, err := redisstore.Open(ctx, cfg.URL)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -82,7 +82,7 @@ func TestARecorderStoppedPastItsLeaseWritesNothingMore(t *testing.T) {
 			heir := drill.Spawn(t, "heir", drill.Config{URL: server.URL, Session: session, Lease: 10 * time.Second})
 			// When each round stops the first past its lease, its next write queued (a message,
 			// or a tool's call), Then that write is refused and nothing of it is stored
-			result := drill.Run(t, drill.Drill{
+			result := drill.Run(t, drill.Fencing{
 				Zombie: zombie, Heir: heir, Rounds: 50, Takeover: takeover, Pause: 550 * time.Millisecond,
 				Writes: []string{"message", "tool"},
 				Record: func(t testing.TB, run string) []string { return record(t, check, session, "run-"+run) },
@@ -97,7 +97,7 @@ func TestARecorderStoppedPastItsLeaseWritesNothingMore(t *testing.T) {
 
 // record describes each event of a stream: its type, its kind or its tool, and its body or
 // arguments.
-func record(t testing.TB, s *redis.Store, session, name string) []string {
+func record(t testing.TB, s *redisstore.Store, session, name string) []string {
 	t.Helper()
 	stream, err := model.NewStreamID(session, name)
 	if err != nil {

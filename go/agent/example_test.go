@@ -13,7 +13,7 @@ import (
 
 func ExampleCall() {
 	ctx := context.Background()
-	s := memory.New(memory.Options{})
+	s := memory.New()
 	rec, err := agent.NewRecorder(s, "task-42", "coder", agent.RecorderOptions{})
 	if err != nil {
 		panic(err)
@@ -46,7 +46,7 @@ func ExampleCall() {
 
 func ExampleTailer() {
 	ctx := context.Background()
-	s := memory.New(memory.Options{})
+	s := memory.New()
 	stream, _ := model.NewStreamID("task-42", "chat")
 	_, _ = s.Append(ctx, stream, 0, "a1", []model.Event{model.Message("planner", "hello")})
 

@@ -11,14 +11,14 @@ import (
 	"github.com/ledger-bus/ledger-bus/go/model"
 	"github.com/ledger-bus/ledger-bus/go/store"
 	"github.com/ledger-bus/ledger-bus/go/store/memory"
-	"github.com/ledger-bus/ledger-bus/go/store/redis"
+	"github.com/ledger-bus/ledger-bus/go/store/redisstore"
 )
 
 // eachStore runs test on the memory store and on a Redis store of a server of its own.
-func eachStore(t *testing.T, test func(t *testing.T, s store.Store)) {
+func eachStore(t *testing.T, test func(t *testing.T, s store.EventStore)) {
 	t.Run("memory", func(t *testing.T) {
 		t.Parallel()
-		test(t, memory.New(memory.Options{Limits: model.DefaultLimits()}))
+		test(t, memory.New(store.WithLimits(model.DefaultLimits())))
 	})
 	t.Run("redis", func(t *testing.T) {
 		t.Parallel()
@@ -26,9 +26,9 @@ func eachStore(t *testing.T, test func(t *testing.T, s store.Store)) {
 	})
 }
 
-func openRedis(t *testing.T, url string) *redis.Store {
+func openRedis(t *testing.T, url string) *redisstore.Store {
 	t.Helper()
-	s, err := redis.Open(context.Background(), url, redis.Options{})
+	s, err := redisstore.Open(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func appendOne(t *testing.T, s store.Log, stream model.StreamID, appendID string
 
 // resolve closes an open attempt as `ledger-bus resolve` does (ledger_bus/operations/resolve.py):
 // a tool_result of agent operator on the call's stream, append_id resolve:<attempt>@<cursor>.
-func resolve(t *testing.T, s store.Store, session, attemptID, status string, result any) {
+func resolve(t *testing.T, s store.EventStore, session, attemptID, status string, result any) {
 	t.Helper()
 	open, err := s.OpenAttempts(testContext(t), session)
 	if err != nil {

@@ -41,7 +41,7 @@ func TestSameEventsAsPython(t *testing.T) {
 	}
 	want := strings.Split(strings.TrimSpace(string(out)), "\n")
 
-	s := memory.New(memory.Options{Limits: model.DefaultLimits()})
+	s := memory.New(store.WithLimits(model.DefaultLimits()))
 	goScenario(t, s)
 	events, err := s.ScanSession(testContext(t), "shapes", store.ScanOptions{})
 	if err != nil {

@@ -35,7 +35,7 @@ func start(t *testing.T, rec *agent.Recorder, opts agent.RunOptions) *agent.Run 
 }
 
 func TestRequestIsCommittedBeforeTheCall(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	eachStore(t, func(t *testing.T, s store.EventStore) {
 		ctx := testContext(t)
 		rec := newRecorder(t, s, "s", "coder", agent.RecorderOptions{})
 		var seen []string
@@ -93,7 +93,7 @@ type Refusal struct{ reason string }
 func (e *Refusal) Error() string { return e.reason }
 
 func TestAFailingToolRecordsItsErrorAndTheRuns(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	eachStore(t, func(t *testing.T, s store.EventStore) {
 		ctx := testContext(t)
 		rec := newRecorder(t, s, "s", "coder", agent.RecorderOptions{})
 		err := rec.Run(ctx, agent.RunOptions{RunID: "r1"}, func(ctx context.Context, run *agent.Run) error {
@@ -118,7 +118,7 @@ func TestAFailingToolRecordsItsErrorAndTheRuns(t *testing.T) {
 }
 
 func TestARunIDUsedAgainIsAnotherIncarnation(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	eachStore(t, func(t *testing.T, s store.EventStore) {
 		ctx := testContext(t)
 		rec := newRecorder(t, s, "s", "coder", agent.RecorderOptions{LeaseTTL: ttl})
 		first := start(t, rec, agent.RunOptions{RunID: "r1"})
@@ -141,7 +141,7 @@ func TestARunIDUsedAgainIsAnotherIncarnation(t *testing.T) {
 }
 
 func TestAReplayedCallNamesTheAttemptItsValueIsFrom(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	eachStore(t, func(t *testing.T, s store.EventStore) {
 		ctx := testContext(t)
 		rec := newRecorder(t, s, "s", "coder", agent.RecorderOptions{LeaseTTL: ttl})
 		crashed := start(t, rec, agent.RunOptions{RunID: "r1"})
@@ -163,7 +163,7 @@ func TestAReplayedCallNamesTheAttemptItsValueIsFrom(t *testing.T) {
 }
 
 func TestAResumedRunReturnsRecordedResultsAndStopsAtAnUnresolvedCall(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	eachStore(t, func(t *testing.T, s store.EventStore) {
 		ctx := testContext(t)
 		rec := newRecorder(t, s, "s", "coder", agent.RecorderOptions{LeaseTTL: ttl})
 		crashed := start(t, rec, agent.RunOptions{RunID: "r1"})
@@ -214,7 +214,7 @@ func TestAResumedRunReturnsRecordedResultsAndStopsAtAnUnresolvedCall(t *testing.
 }
 
 func TestAResolvedCallGivesTheResumedRunItsOutcome(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	eachStore(t, func(t *testing.T, s store.EventStore) {
 		ctx := testContext(t)
 		rec := newRecorder(t, s, "s", "coder", agent.RecorderOptions{LeaseTTL: ttl})
 		for i, runID := range []string{"ok", "unknown"} {
@@ -256,7 +256,7 @@ func TestAResolvedCallGivesTheResumedRunItsOutcome(t *testing.T) {
 }
 
 func TestAToolSafeToReplayRunsAgainAfterItsAttemptIsClosed(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	eachStore(t, func(t *testing.T, s store.EventStore) {
 		ctx := testContext(t)
 		rec := newRecorder(t, s, "s", "coder", agent.RecorderOptions{LeaseTTL: ttl})
 		crashed := start(t, rec, agent.RunOptions{RunID: "r1"})
@@ -293,7 +293,7 @@ func TestAToolSafeToReplayRunsAgainAfterItsAttemptIsClosed(t *testing.T) {
 }
 
 func TestARecordedErrorIsReturnedAgainOnResume(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	eachStore(t, func(t *testing.T, s store.EventStore) {
 		ctx := testContext(t)
 		rec := newRecorder(t, s, "s", "coder", agent.RecorderOptions{})
 		_ = rec.Run(ctx, agent.RunOptions{RunID: "r1"}, func(ctx context.Context, run *agent.Run) error {
@@ -314,7 +314,7 @@ func TestARecordedErrorIsReturnedAgainOnResume(t *testing.T) {
 }
 
 func TestALiveRunsLeaseKeepsASecondProcessOut(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	eachStore(t, func(t *testing.T, s store.EventStore) {
 		ctx := testContext(t)
 		lease := time.Second
 		rec := newRecorder(t, s, "s", "coder", agent.RecorderOptions{LeaseTTL: lease})
@@ -335,7 +335,7 @@ func TestALiveRunsLeaseKeepsASecondProcessOut(t *testing.T) {
 }
 
 func TestARunThatLostItsLeaseWritesNoMore(t *testing.T) {
-	s := memory.New(memory.Options{})
+	s := memory.New()
 	ctx := testContext(t)
 	rec := newRecorder(t, s, "s", "coder", agent.RecorderOptions{})
 	run := start(t, rec, agent.RunOptions{RunID: "r1"})
@@ -354,7 +354,7 @@ func TestARunThatLostItsLeaseWritesNoMore(t *testing.T) {
 }
 
 func TestARequestThatCannotBeRecordedStopsTheCall(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	eachStore(t, func(t *testing.T, s store.EventStore) {
 		ctx := testContext(t)
 		rec := newRecorder(t, s, "s", "coder", agent.RecorderOptions{})
 		run := start(t, rec, agent.RunOptions{RunID: "r1"})
@@ -371,7 +371,7 @@ func TestARequestThatCannotBeRecordedStopsTheCall(t *testing.T) {
 }
 
 func TestAResumeThatFindsLessThanAcknowledgedIsRefused(t *testing.T) {
-	s := memory.New(memory.Options{})
+	s := memory.New()
 	ctx := testContext(t)
 	rec := newRecorder(t, s, "s", "coder", agent.RecorderOptions{})
 	run := start(t, rec, agent.RunOptions{RunID: "r1"})
@@ -388,7 +388,7 @@ func TestAResumeThatFindsLessThanAcknowledgedIsRefused(t *testing.T) {
 }
 
 func TestSnapshotsAndTheEventsAfterTheNewestRebuildALoop(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	eachStore(t, func(t *testing.T, s store.EventStore) {
 		ctx := testContext(t)
 		rec := newRecorder(t, s, "s", "loop", agent.RecorderOptions{})
 		run := start(t, rec, agent.RunOptions{RunID: "r1"})
@@ -430,7 +430,7 @@ func said(t *testing.T) func(string, error) string {
 }
 
 func TestAResumedRunSaysAgainOnlyWhatItDidNotSay(t *testing.T) {
-	s := memory.New(memory.Options{})
+	s := memory.New()
 	ctx := testContext(t)
 	rec := newRecorder(t, s, "s", "coder", agent.RecorderOptions{LeaseTTL: ttl})
 	crashed := start(t, rec, agent.RunOptions{RunID: "r1"})
@@ -452,7 +452,7 @@ func TestAResumedRunSaysAgainOnlyWhatItDidNotSay(t *testing.T) {
 }
 
 func TestAModelCallIsRecordedWithItsTokensAndReplayed(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	eachStore(t, func(t *testing.T, s store.EventStore) {
 		ctx := testContext(t)
 		rec := newRecorder(t, s, "s", "coder", agent.RecorderOptions{LeaseTTL: ttl})
 		crashed := start(t, rec, agent.RunOptions{RunID: "r1"})
@@ -493,7 +493,7 @@ func TestAModelCallIsRecordedWithItsTokensAndReplayed(t *testing.T) {
 }
 
 func TestADelegationLinksTheChildRunToItsCall(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	eachStore(t, func(t *testing.T, s store.EventStore) {
 		ctx := testContext(t)
 		parent := start(t, newRecorder(t, s, "s", "lead", agent.RecorderOptions{}), agent.RunOptions{RunID: "p"})
 		d, err := parent.Delegate(ctx, "coder", "write it", "")
@@ -525,7 +525,7 @@ func TestADelegationLinksTheChildRunToItsCall(t *testing.T) {
 }
 
 func TestATelemetryRecorderGoesOnWhenWritesFail(t *testing.T) {
-	s := memory.New(memory.Options{})
+	s := memory.New()
 	ctx := testContext(t)
 	rec := newRecorder(t, s, "s", "coder", agent.RecorderOptions{Telemetry: true})
 	if c := rec.Capabilities(); c.Recovery != agent.Unsupported || c.RequestBeforeCall != agent.BestEffort {
@@ -549,7 +549,7 @@ func TestATelemetryRecorderGoesOnWhenWritesFail(t *testing.T) {
 }
 
 func TestAStoreWithoutLeasesIsRefused(t *testing.T) {
-	_, err := agent.NewRecorder(logOnly{memory.New(memory.Options{})}, "s", "coder", agent.RecorderOptions{})
+	_, err := agent.NewRecorder(logOnly{memory.New()}, "s", "coder", agent.RecorderOptions{})
 	if !errors.Is(err, model.ErrUnsupported) {
 		t.Fatalf("NewRecorder returned %v, want Unsupported", err)
 	}
@@ -559,7 +559,7 @@ func TestAStoreWithoutLeasesIsRefused(t *testing.T) {
 }
 
 func TestAPanicInARunIsRecordedAndRaisedAgain(t *testing.T) {
-	s := memory.New(memory.Options{})
+	s := memory.New()
 	ctx := testContext(t)
 	rec := newRecorder(t, s, "s", "coder", agent.RecorderOptions{})
 	func() {
@@ -579,7 +579,7 @@ func TestAPanicInARunIsRecordedAndRaisedAgain(t *testing.T) {
 }
 
 func TestARunEndedByItsContextStillRecordsTheCallsOutcomeAndItsEnd(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	eachStore(t, func(t *testing.T, s store.EventStore) {
 		ctx, cancel := context.WithCancel(testContext(t))
 		rec := newRecorder(t, s, "s", "coder", agent.RecorderOptions{})
 		err := rec.Run(ctx, agent.RunOptions{RunID: "r1"}, func(ctx context.Context, run *agent.Run) error {
@@ -609,22 +609,22 @@ func TestAWriteOfARunWhoseLeaseIsOverIsRefused(t *testing.T) {
 		name string
 		// over ends the run's holding as its TTL would while its process is stopped, and does
 		// what another process may do meanwhile: the run's new holder, if it started.
-		over func(t *testing.T, s store.Store, rec *agent.Recorder, run *agent.Run) *agent.Run
+		over func(t *testing.T, s store.EventStore, rec *agent.Recorder, run *agent.Run) *agent.Run
 		// current is the lease's token once it is over, given the run's.
 		current func(mine int64) int64
 	}{
-		{"expired", func(t *testing.T, s store.Store, _ *agent.Recorder, run *agent.Run) *agent.Run {
+		{"expired", func(t *testing.T, s store.EventStore, _ *agent.Recorder, run *agent.Run) *agent.Run {
 			release(t, s, run.LeaseName(), run.Fence().Owner)
 			return nil
 		}, func(mine int64) int64 { return mine }},
-		{"taken over, nothing written yet", func(t *testing.T, s store.Store, _ *agent.Recorder, run *agent.Run) *agent.Run {
+		{"taken over, nothing written yet", func(t *testing.T, s store.EventStore, _ *agent.Recorder, run *agent.Run) *agent.Run {
 			release(t, s, run.LeaseName(), run.Fence().Owner)
 			if token, err := s.Lease(testContext(t), store.Acquire, "s", run.LeaseName(), "another", time.Minute); err != nil || token <= run.Fence().Token {
 				t.Fatalf("another process took the lease with token %d (%v)", token, err)
 			}
 			return nil
 		}, func(mine int64) int64 { return mine + 1 }},
-		{"taken over and written", func(t *testing.T, s store.Store, rec *agent.Recorder, run *agent.Run) *agent.Run {
+		{"taken over and written", func(t *testing.T, s store.EventStore, rec *agent.Recorder, run *agent.Run) *agent.Run {
 			release(t, s, run.LeaseName(), run.Fence().Owner)
 			// The new holder's run.resumed takes the append_id of the old one's next write.
 			return start(t, rec, agent.RunOptions{RunID: run.ID(), Resume: true})
@@ -632,7 +632,7 @@ func TestAWriteOfARunWhoseLeaseIsOverIsRefused(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			eachStore(t, func(t *testing.T, s store.Store) {
+			eachStore(t, func(t *testing.T, s store.EventStore) {
 				// Given a run whose renewals cannot save it (a minute apart), its lease over
 				ctx := testContext(t)
 				rec := newRecorder(t, s, "s", "coder", agent.RecorderOptions{LeaseTTL: time.Minute})
@@ -695,7 +695,7 @@ func TestAWriteOfARunWhoseLeaseIsOverIsRefused(t *testing.T) {
 }
 
 func TestAConflictWhileTheLeaseIsHeldIsAConflict(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	eachStore(t, func(t *testing.T, s store.EventStore) {
 		// Given a run holding its lease, and another writer's append at its next append_id
 		ctx := testContext(t)
 		rec := newRecorder(t, s, "s", "coder", agent.RecorderOptions{LeaseTTL: time.Minute})
@@ -714,7 +714,7 @@ func TestAConflictWhileTheLeaseIsHeldIsAConflict(t *testing.T) {
 }
 
 // release lets owner's holding of the lease name of the session s go, as its TTL would.
-func release(t *testing.T, s store.Store, name, owner string) {
+func release(t *testing.T, s store.EventStore, name, owner string) {
 	t.Helper()
 	released, err := s.Lease(testContext(t), store.Release, "s", name, owner, 0)
 	if err != nil || released != 1 {

@@ -61,7 +61,7 @@ func (c *collect) bodies() []string {
 }
 
 func TestTheTailerJoinsWithTheLastNThenHandsEachNewEventToOneConsumer(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	eachStore(t, func(t *testing.T, s store.EventStore) {
 		ctx := testContext(t)
 		main := streamID(t, "t", "main")
 		for i := range 5 {
@@ -109,7 +109,7 @@ func TestTheTailerJoinsWithTheLastNThenHandsEachNewEventToOneConsumer(t *testing
 }
 
 func TestAConsumerKilledInsideItsHandlerHasItsEventsTakenOver(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	eachStore(t, func(t *testing.T, s store.EventStore) {
 		ctx := testContext(t)
 		claim := time.Second
 		// Every consumer of the group has the same ClaimIdle; the doomed one keeps its batch
@@ -177,7 +177,7 @@ func TestAConsumerKilledInsideItsHandlerHasItsEventsTakenOver(t *testing.T) {
 }
 
 func TestARestartedConsumerGetsItsOwnUnackedEventsFirst(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	eachStore(t, func(t *testing.T, s store.EventStore) {
 		ctx := testContext(t)
 		opts := agent.TailerOptions{Block: 100 * time.Millisecond, StopOnError: true}
 		first := newTailer(t, s, "t", "g", "worker", opts)
@@ -202,7 +202,7 @@ func TestARestartedConsumerGetsItsOwnUnackedEventsFirst(t *testing.T) {
 }
 
 func TestAnEventThatKeepsFailingGoesToTheDeadLetters(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	eachStore(t, func(t *testing.T, s store.EventStore) {
 		ctx := testContext(t)
 		tailer := newTailer(t, s, "t", "g", "c", agent.TailerOptions{Block: 50 * time.Millisecond,
 			MaxDeliveries: 2, ClaimIdle: time.Millisecond})
@@ -241,7 +241,7 @@ func TestAnEventThatKeepsFailingGoesToTheDeadLetters(t *testing.T) {
 }
 
 func TestFilteredEventsAreAckedWithoutReachingTheHandler(t *testing.T) {
-	eachStore(t, func(t *testing.T, s store.Store) {
+	eachStore(t, func(t *testing.T, s store.EventStore) {
 		ctx := testContext(t)
 		tailer := newTailer(t, s, "t", "g", "c", agent.TailerOptions{Block: 50 * time.Millisecond,
 			SkipAgent: "me", Types: []string{model.TypeMessage}})
@@ -264,7 +264,7 @@ func TestFilteredEventsAreAckedWithoutReachingTheHandler(t *testing.T) {
 }
 
 func TestRunStopsWhenItsContextEnds(t *testing.T) {
-	s := memory.New(memory.Options{})
+	s := memory.New()
 	ctx := testContext(t)
 	tailer := newTailer(t, s, "t", "g", "c", agent.TailerOptions{Block: 50 * time.Millisecond})
 	if _, err := tailer.Join(ctx, 0); err != nil {
@@ -289,7 +289,7 @@ func TestRunStopsWhenItsContextEnds(t *testing.T) {
 }
 
 func TestWatchYieldsEventsAsTheyCommit(t *testing.T) {
-	s := memory.New(memory.Options{})
+	s := memory.New()
 	ctx := testContext(t)
 	main := streamID(t, "t", "main")
 	before := appendOne(t, s, main, "a0", msg("w", "before"))
@@ -315,7 +315,7 @@ func TestWatchYieldsEventsAsTheyCommit(t *testing.T) {
 }
 
 func TestAStoreWithoutGroupsIsRefused(t *testing.T) {
-	_, err := agent.NewTailer(logOnly{memory.New(memory.Options{})}, "t", "g", "c", agent.TailerOptions{})
+	_, err := agent.NewTailer(logOnly{memory.New()}, "t", "g", "c", agent.TailerOptions{})
 	if !errors.Is(err, model.ErrUnsupported) {
 		t.Fatalf("NewTailer returned %v, want Unsupported", err)
 	}

@@ -296,9 +296,9 @@ func Need[C any](s any) (C, error) {
 	return zero, model.Errorf(model.ErrUnsupported, "this store (%s) has no %s: it has %s", tier, named[C](), has)
 }
 
-// Store is a store with every capability this SDK names: what Connect returns for Redis and
+// EventStore is a store with every capability this SDK names: what Connect returns for Redis and
 // memory URLs.
-type Store interface {
+type EventStore interface {
 	Log
 	Attempts
 	Groups

@@ -6,7 +6,7 @@
 // Run it from a test of the store's own package:
 //
 //	func TestContract(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) store.Store {
+//		storetest.Run(t, func(t *testing.T) store.EventStore {
 //			s := mystore.New(...)
 //			t.Cleanup(func() { s.Close() })
 //			return s
@@ -47,7 +47,7 @@ type GroupsStore interface {
 
 // Run runs every part of the contract on the stores open gives: RunLog, RunAttempts and
 // RunGroups, each as a subtest of its name.
-func Run(t *testing.T, open func(t *testing.T) store.Store) {
+func Run(t *testing.T, open func(t *testing.T) store.EventStore) {
 	t.Run("Log", func(t *testing.T) {
 		RunLog(t, func(t *testing.T) store.Log { return open(t) })
 	})

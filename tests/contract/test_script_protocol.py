@@ -3,7 +3,7 @@ and held here: each script's header names its KEYS and ARGV where the descriptio
 returns the kinds it lists; the Python store builds each script's KEYS (store/redis/keys.py, a
 builder per script) and reads each reply (store/redis/replies.py, a parser per script) as it
 says. The Go and TypeScript SDKs hold their builders and parsers to the same file in their own
-tests (go/store/redis/protocol_test.go, typescript/test/protocol.test.ts), from the copies they
+tests (go/store/redisstore/protocol_test.go, typescript/test/protocol.test.ts), from the copies they
 carry, which tests/contract/test_go_lua.py and the TypeScript package's tests hold to it."""
 
 from __future__ import annotations

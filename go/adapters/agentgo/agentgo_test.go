@@ -218,7 +218,7 @@ func last(a *ag.Agent) string {
 
 func TestARunWithTwoToolsIsRecordedCallByCall(t *testing.T) {
 	ctx := context.Background()
-	f := newFixture(t, memory.New(memory.Options{}), agentgo.Options{})
+	f := newFixture(t, memory.New(), agentgo.Options{})
 	run, a := f.runToEnd(t, ag.WithThinkingLevel(ag.ThinkingLow), ag.WithPromptCacheKey("task-42"))
 
 	recorded := events(t, f.st, "run-r1")
@@ -339,7 +339,7 @@ func TestAKilledRunResumesThroughAgentGosRestoreWithoutCallingAgain(t *testing.T
 		}, 0},
 	} {
 		t.Run(point.name, func(t *testing.T) {
-			st := memory.New(memory.Options{})
+			st := memory.New()
 			f := newFixture(t, st, agentgo.Options{LeaseTTL: 300 * time.Millisecond})
 			inside, wait := stuck(t)
 			killedAt(t, f, inside, point.inject(f, wait)...)
@@ -372,7 +372,7 @@ func TestAKilledRunResumesThroughAgentGosRestoreWithoutCallingAgain(t *testing.T
 
 func TestACallLeftUnresolvedByAKillHaltsTheResumedRun(t *testing.T) {
 	ctx := context.Background()
-	st := memory.New(memory.Options{})
+	st := memory.New()
 	f := newFixture(t, st, agentgo.Options{LeaseTTL: 300 * time.Millisecond})
 	inside, wait := stuck(t)
 	f.deploy = func(context.Context) (json.RawMessage, error) {
@@ -414,7 +414,7 @@ func TestACallLeftUnresolvedByAKillHaltsTheResumedRun(t *testing.T) {
 }
 
 func TestAToolSafeToReplayRunsAgainAfterAKill(t *testing.T) {
-	st := memory.New(memory.Options{})
+	st := memory.New()
 	opts := agentgo.Options{LeaseTTL: 300 * time.Millisecond, SafeToReplay: []string{"deploy"}}
 	f := newFixture(t, st, opts)
 	inside, wait := stuck(t)
@@ -438,7 +438,7 @@ func TestAToolSafeToReplayRunsAgainAfterAKill(t *testing.T) {
 }
 
 func TestAFailedModelAttemptIsRecordedAndTheRetryIsANewAttempt(t *testing.T) {
-	f := newFixture(t, memory.New(memory.Options{}), agentgo.Options{})
+	f := newFixture(t, memory.New(), agentgo.Options{})
 	var failed atomic.Bool
 	f.model.Before = func(_ context.Context, index int) error {
 		if index == 1 && failed.CompareAndSwap(false, true) {
@@ -455,7 +455,7 @@ func TestAFailedModelAttemptIsRecordedAndTheRetryIsANewAttempt(t *testing.T) {
 
 func TestARunThatFailedInAnOutageAsksTheModelAgainOnResume(t *testing.T) {
 	ctx := context.Background()
-	st := memory.New(memory.Options{})
+	st := memory.New()
 	f := newFixture(t, st, agentgo.Options{LeaseTTL: 300 * time.Millisecond})
 	f.model.Before = func(context.Context, int) error { return script.Retryable{Err: errors.New("503 overloaded")} }
 	run, err := f.lg.Start(ctx, agentgo.RunOptions{RunID: "r1"})
@@ -479,7 +479,7 @@ func TestARunThatFailedInAnOutageAsksTheModelAgainOnResume(t *testing.T) {
 }
 
 func TestAToolThatFailsIsRecordedAsAnError(t *testing.T) {
-	f := newFixture(t, memory.New(memory.Options{}), agentgo.Options{})
+	f := newFixture(t, memory.New(), agentgo.Options{})
 	f.deploy = func(context.Context) (json.RawMessage, error) { return nil, errors.New("quota exceeded") }
 	f.runToEnd(t)
 	for _, e := range events(t, f.st, "run-r1") {
@@ -507,7 +507,7 @@ func (s shot) ExecuteContent(context.Context, json.RawMessage) ([]ag.ContentBloc
 }
 
 func TestAResultsContentBlocksAndDetailsAreRecordedAndReturnedOnResume(t *testing.T) {
-	st := memory.New(memory.Options{})
+	st := memory.New()
 	f := newFixture(t, st, agentgo.Options{LeaseTTL: 300 * time.Millisecond})
 	f.model.Replies = []ag.Message{
 		script.Reply("", usage1, [2]string{"screenshot", `{}`}, [2]string{"deploy", `{}`}),
@@ -568,7 +568,7 @@ func TestAResultsContentBlocksAndDetailsAreRecordedAndReturnedOnResume(t *testin
 
 func TestAConversationOfEarlierRunsIsResumedWhole(t *testing.T) {
 	ctx := context.Background()
-	st := memory.New(memory.Options{})
+	st := memory.New()
 	f := newFixture(t, st, agentgo.Options{LeaseTTL: 300 * time.Millisecond})
 	f.model.Replies = append(f.model.Replies, script.Reply("", usage1, [2]string{"deploy", `{"env": "staging"}`}), script.Reply("and to staging", usage2))
 	// The agent's first run, r1, to its end; its second, r2, on the same agent, killed once
@@ -630,7 +630,7 @@ func TestAConversationOfEarlierRunsIsResumedWhole(t *testing.T) {
 
 func TestTheHooksRefuseWhatWouldLoseTrackOfTheRun(t *testing.T) {
 	ctx := context.Background()
-	st := memory.New(memory.Options{})
+	st := memory.New()
 	f := newFixture(t, st, agentgo.Options{})
 	run, a := f.runToEnd(t)
 	// A second AgentGo run recorded as the first: its turns would take the first's steps.
@@ -660,7 +660,7 @@ func TestTheHooksRefuseWhatWouldLoseTrackOfTheRun(t *testing.T) {
 
 func TestASubagentsRunIsAChildOfTheCallThatAskedForIt(t *testing.T) {
 	ctx := context.Background()
-	st := memory.New(memory.Options{})
+	st := memory.New()
 	lg, err := agentgo.New(st, "s", agentgo.Options{Model: "scripted-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -718,7 +718,7 @@ func TestASubagentsRunIsAChildOfTheCallThatAskedForIt(t *testing.T) {
 }
 
 func TestAMiddlewareWithoutARunInItsContextRefuses(t *testing.T) {
-	lg, err := agentgo.New(memory.New(memory.Options{}), "s", agentgo.Options{})
+	lg, err := agentgo.New(memory.New(), "s", agentgo.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -735,7 +735,7 @@ func TestAMiddlewareWithoutARunInItsContextRefuses(t *testing.T) {
 func TestACallIDUsedAgainInALaterTurnIsAnotherCall(t *testing.T) {
 	// Providers number calls within a reply: lookup and deploy are both call-1, in turns 1
 	// and 2. A kill inside deploy must not be answered with lookup's result on resume.
-	st := memory.New(memory.Options{})
+	st := memory.New()
 	f := newFixture(t, st, agentgo.Options{LeaseTTL: 300 * time.Millisecond})
 	f.model.Replies = []ag.Message{
 		script.Reply("", usage1, [2]string{"lookup", `{}`}),
@@ -781,7 +781,7 @@ func restored(t *testing.T, run *agentgo.Run, kind ag.RunKind) *agentgo.Run {
 
 func TestARunThatLostItsLeaseCommitsNothingMore(t *testing.T) {
 	ctx := context.Background()
-	st := memory.New(memory.Options{})
+	st := memory.New()
 	f := newFixture(t, st, agentgo.Options{LeaseTTL: 300 * time.Millisecond})
 	stale, err := f.lg.Start(ctx, agentgo.RunOptions{RunID: "r1"})
 	if err != nil {
@@ -813,7 +813,7 @@ func TestARunThatLostItsLeaseCommitsNothingMore(t *testing.T) {
 }
 
 func TestARunIDUsedAgainStartsAConversationOfItsOwn(t *testing.T) {
-	st := memory.New(memory.Options{})
+	st := memory.New()
 	f := newFixture(t, st, agentgo.Options{})
 	f.runToEnd(t)
 	again, a := f.runToEnd(t)
@@ -831,7 +831,7 @@ func TestARunIDUsedAgainStartsAConversationOfItsOwn(t *testing.T) {
 
 func TestASubagentWithoutARunOfItsOwnIsRefused(t *testing.T) {
 	ctx := context.Background()
-	lg, err := agentgo.New(memory.New(memory.Options{}), "s", agentgo.Options{})
+	lg, err := agentgo.New(memory.New(), "s", agentgo.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -873,7 +873,7 @@ func TestAProcessWhoseLeaseWasTakenOverWritesNothingMore(t *testing.T) {
 		t.Run(next, func(t *testing.T) {
 			// Given a run whose renewals cannot save it (a minute apart), one message committed
 			ctx := context.Background()
-			st := memory.New(memory.Options{})
+			st := memory.New()
 			f := newFixture(t, st, agentgo.Options{LeaseTTL: time.Minute})
 			stale, err := f.lg.Start(ctx, agentgo.RunOptions{RunID: "r1"})
 			if err != nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/ledger-bus/ledger-bus/go/internal/testredis"
 	"github.com/ledger-bus/ledger-bus/go/model"
 	"github.com/ledger-bus/ledger-bus/go/store"
-	"github.com/ledger-bus/ledger-bus/go/store/redis"
+	"github.com/ledger-bus/ledger-bus/go/store/redisstore"
 )
 
 // TestMain serves a fencing drill when this binary was started again as one of its processes
@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 // and tool middleware as AgentGo calls them.
 func serveAgent(cfg drill.Config) {
 	ctx := context.Background()
-	st, err := redis.Open(ctx, cfg.URL, redis.Options{})
+	st, err := redisstore.Open(ctx, cfg.URL)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -88,7 +88,7 @@ func serveAgent(cfg drill.Config) {
 
 func TestAnAgentStoppedPastItsLeaseCommitsNothingMore(t *testing.T) {
 	server := testredis.Start(t)
-	check, err := redis.Open(context.Background(), server.URL, redis.Options{})
+	check, err := redisstore.Open(context.Background(), server.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestAnAgentStoppedPastItsLeaseCommitsNothingMore(t *testing.T) {
 			// When each round stops the first past its lease, AgentGo's next step queued (a
 			// message to commit, or a tool call), Then it is refused, and nothing of it is
 			// stored in either of the run's streams
-			result := drill.Run(t, drill.Drill{
+			result := drill.Run(t, drill.Fencing{
 				Zombie: zombie, Heir: heir, Rounds: 50, Takeover: takeover, Pause: 550 * time.Millisecond,
 				Writes: []string{"message", "tool"},
 				Record: func(t testing.TB, run string) []string {

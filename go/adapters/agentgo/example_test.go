@@ -37,7 +37,7 @@ func (replies) SupportsTools() bool { return true }
 // Example is the wiring docs/go.md shows (between its markers), on an in-memory store.
 func Example() {
 	ctx := context.Background()
-	st := memory.New(memory.Options{})
+	st := memory.New()
 	model := replies{}
 	tools := []agentgo.Tool{agentgo.NewFuncTool("search", "searches the code", nil,
 		func(context.Context, json.RawMessage) (json.RawMessage, error) {

@@ -54,7 +54,7 @@ func TestAResumedRunAsksUnderTheDigestTheOriginalAskedUnder(t *testing.T) {
 	// call ids no longer match the conversation the ledger holds.
 	for _, point := range []string{"deploy's reply recorded", "inside deploy"} {
 		t.Run(point, func(t *testing.T) {
-			st := memory.New(memory.Options{})
+			st := memory.New()
 			opts := agentgo.Options{LeaseTTL: 300 * time.Millisecond, SafeToReplay: []string{"deploy"}}
 			f := newFixture(t, st, opts)
 			inside, wait := stuck(t)
@@ -91,7 +91,7 @@ func TestAResumedRunAsksUnderTheDigestTheOriginalAskedUnder(t *testing.T) {
 
 func TestARetryOnAResumedRunIsANewAttempt(t *testing.T) {
 	ctx := context.Background()
-	st := memory.New(memory.Options{})
+	st := memory.New()
 	opts := agentgo.Options{LeaseTTL: 300 * time.Millisecond}
 	f := newFixture(t, st, opts)
 	f.model.Before = func(context.Context, int) error { return script.Retryable{Err: errors.New("503 overloaded")} }
@@ -134,7 +134,7 @@ func TestARetryOnAResumedRunIsANewAttempt(t *testing.T) {
 func TestAnAnswerCutAtItsLengthEndsAResumedRunWell(t *testing.T) {
 	for _, stop := range []ag.StopReason{ag.StopReasonLength, ag.StopReasonSafety} {
 		t.Run(string(stop), func(t *testing.T) {
-			st := memory.New(memory.Options{})
+			st := memory.New()
 			opts := agentgo.Options{LeaseTTL: 300 * time.Millisecond}
 			f := newFixture(t, st, opts)
 			f.model.Replies[1].StopReason = stop
@@ -154,7 +154,7 @@ func TestAnAnswerCutAtItsLengthEndsAResumedRunWell(t *testing.T) {
 
 func TestSubagentsOfCallsWithOneIDInTwoTurnsHaveRunsOfTheirOwn(t *testing.T) {
 	ctx := context.Background()
-	lg, err := agentgo.New(memory.New(memory.Options{}), "s", agentgo.Options{})
+	lg, err := agentgo.New(memory.New(), "s", agentgo.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,12 +8,12 @@ import (
 	"time"
 )
 
-// Drill is one fencing drill: Rounds rounds, each on a fresh run. In each, Zombie starts the
+// Fencing is one fencing drill: Rounds rounds, each on a fresh run. In each, Zombie starts the
 // run with a short lease and writes once, is stopped for Pause (past its lease), and is
 // continued with its next write already queued; with Takeover, Heir has taken the run over
 // (resumed it, its run.resumed written) meanwhile, else Heir resumes it afterwards. Heir then
 // writes and ends the run.
-type Drill struct {
+type Fencing struct {
 	Zombie, Heir *Process
 	Rounds       int
 	Takeover     bool
@@ -48,7 +48,7 @@ func (r Result) String() string {
 
 // Run runs the drill, failing the test at each round whose zombie wrote anything, or whose
 // heir could not write on.
-func Run(t *testing.T, d Drill) Result {
+func Run(t *testing.T, d Fencing) Result {
 	t.Helper()
 	var result Result
 	for n := range d.Rounds {
@@ -57,7 +57,7 @@ func Run(t *testing.T, d Drill) Result {
 	return result
 }
 
-func (d Drill) round(t *testing.T, n int, result *Result) {
+func (d Fencing) round(t *testing.T, n int, result *Result) {
 	t.Helper()
 	run := fmt.Sprintf("r%d", n)
 	text := func(who string) string { return fmt.Sprintf("%s-%d", who, n) }

@@ -73,7 +73,7 @@ func main() {
 }
 
 type peer struct {
-	store store.Store
+	store store.EventStore
 	// runs are the runs held open (run_start), by run id.
 	runs map[string]*agent.Run
 }

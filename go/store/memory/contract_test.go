@@ -10,8 +10,8 @@ import (
 
 // TestContract holds a new store per test to the whole contract.
 func TestContract(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store {
-		s := memory.New(memory.Options{})
+	storetest.Run(t, func(t *testing.T) store.EventStore {
+		s := memory.New()
 		t.Cleanup(func() { s.Close() })
 		return s
 	})
@@ -23,9 +23,9 @@ func TestContractShared(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the contract on a new store per test is enough in -short")
 	}
-	s := memory.New(memory.Options{})
+	s := memory.New()
 	t.Cleanup(func() { s.Close() })
-	storetest.Run(t, func(*testing.T) store.Store { return s })
+	storetest.Run(t, func(*testing.T) store.EventStore { return s })
 }
 
 // logOnly is a store that is a log and nothing more.
@@ -38,7 +38,7 @@ func TestContractLogOnly(t *testing.T) {
 		t.Skip("the log's part is run by TestContract")
 	}
 	storetest.RunLog(t, func(t *testing.T) store.Log {
-		s := memory.New(memory.Options{})
+		s := memory.New()
 		t.Cleanup(func() { s.Close() })
 		return logOnly{s}
 	})

@@ -16,15 +16,6 @@ import (
 	"github.com/ledger-bus/ledger-bus/go/store"
 )
 
-// Options configures a memory Store.
-type Options struct {
-	// Limits bound what an append may hold; each field left zero takes its default.
-	Limits model.Limits
-	// Refs has every read leave fields kept as artifacts as model.ArtifactRef values, as if
-	// each read asked for Refs.
-	Refs bool
-}
-
 // Store is a store held in this process, with the capabilities store.Log, store.Attempts and
 // store.Groups. It is safe for concurrent use. The zero value is not usable: make one with New.
 type Store struct {
@@ -48,13 +39,15 @@ type Store struct {
 	closed  bool
 }
 
-var _ store.Store = (*Store)(nil)
+var _ store.EventStore = (*Store)(nil)
 
-// New returns an empty Store.
-func New(opts Options) *Store {
+// New returns an empty Store. Of the options of package store it takes store.WithLimits and
+// store.WithRefs: a store in memory has no keys to prefix and nothing to wait for.
+func New(opts ...store.Option) *Store {
+	set := store.Configure(opts...)
 	return &Store{
-		limits:   opts.Limits.WithDefaults(),
-		refs:     opts.Refs,
+		limits:   set.Limits.WithDefaults(),
+		refs:     set.Refs,
 		now:      time.Now,
 		sessions: make(map[string]*session),
 		leases:   make(map[leaseKey]lease),

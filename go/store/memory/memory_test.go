@@ -32,9 +32,9 @@ func (c *clock) move(d time.Duration) {
 }
 
 // withClock is a new store reading the time from a clock of the test's.
-func withClock(opts Options) (*Store, *clock) {
+func withClock(opts ...store.Option) (*Store, *clock) {
 	c := &clock{now: time.UnixMilli(1_795_993_625_879)}
-	s := New(opts)
+	s := New(opts...)
 	s.now = c.read
 	return s, c
 }
@@ -75,7 +75,7 @@ func TestCursorsAfter(t *testing.T) {
 }
 
 func TestCursorsIncreaseWhenTheClockGoesBack(t *testing.T) {
-	s, c := withClock(Options{})
+	s, c := withClock()
 	ref := stream(t, "s", "main")
 	first, err := s.Append(context.Background(), ref, 0, "a1", []model.Event{msg("one")})
 	if err != nil {
@@ -99,7 +99,7 @@ func TestCursorsIncreaseWhenTheClockGoesBack(t *testing.T) {
 }
 
 func TestLeaseExpiresByTheClock(t *testing.T) {
-	s, c := withClock(Options{})
+	s, c := withClock()
 	ctx := context.Background()
 	lease := func(step store.LeaseStep, owner string) int64 {
 		t.Helper()
@@ -134,7 +134,7 @@ func TestLeaseExpiresByTheClock(t *testing.T) {
 
 func TestAFenceLapsesWithItsLeaseByTheClock(t *testing.T) {
 	// Given a holding of a lease of one second
-	s, c := withClock(Options{})
+	s, c := withClock()
 	ctx := context.Background()
 	token, err := s.Lease(ctx, store.Acquire, "s", "run-1", "me", time.Second)
 	if err != nil {
@@ -165,7 +165,7 @@ func TestAFenceLapsesWithItsLeaseByTheClock(t *testing.T) {
 }
 
 func TestLeaseArguments(t *testing.T) {
-	s := New(Options{})
+	s := New()
 	ctx := context.Background()
 	for _, ttl := range []time.Duration{0, -time.Second, time.Microsecond} {
 		if _, err := s.Lease(ctx, store.Acquire, "s", "run-1", "me", ttl); !errors.Is(err, model.ErrInvalidInput) {
@@ -178,7 +178,7 @@ func TestLeaseArguments(t *testing.T) {
 }
 
 func TestClaimByTheClock(t *testing.T) {
-	s, c := withClock(Options{})
+	s, c := withClock()
 	ctx := context.Background()
 	if _, err := s.GroupCreate(ctx, "s", "g", ""); err != nil {
 		t.Fatal(err)
@@ -219,7 +219,7 @@ func TestClaimByTheClock(t *testing.T) {
 }
 
 func TestEntryIDsInEitherWidth(t *testing.T) {
-	s := New(Options{})
+	s := New()
 	ctx := context.Background()
 	if _, err := s.GroupCreate(ctx, "s", "g", "0-0"); err != nil {
 		t.Fatal(err)
@@ -244,7 +244,7 @@ func TestEntryIDsInEitherWidth(t *testing.T) {
 }
 
 func TestDurabilityBeyondTheProcessIsRefused(t *testing.T) {
-	s := New(Options{})
+	s := New()
 	ctx := context.Background()
 	ref := stream(t, "s", "main")
 	d, err := model.ParseDurability("replicas:1", time.Second)
@@ -264,7 +264,7 @@ func TestOptions(t *testing.T) {
 	ctx := context.Background()
 	limits := model.DefaultLimits()
 	limits.MaxEventsPerAppend = 2
-	s := New(Options{Limits: limits, Refs: true})
+	s := New(store.WithLimits(limits), store.WithRefs())
 	if s.Limits() != limits {
 		t.Fatalf("limits %+v", s.Limits())
 	}
@@ -283,13 +283,13 @@ func TestOptions(t *testing.T) {
 	if _, ok := events[0].Fields["body"].(model.ArtifactRef); !ok {
 		t.Fatalf("a store of Refs read a body of %T", events[0].Fields["body"])
 	}
-	if New(Options{}).Limits() != model.DefaultLimits() {
+	if New().Limits() != model.DefaultLimits() {
 		t.Fatal("the zero Limits are not the defaults")
 	}
 }
 
 func TestReadsAreCopies(t *testing.T) {
-	s := New(Options{})
+	s := New()
 	ctx := context.Background()
 	ref := stream(t, "s", "main")
 	given := model.Event{"type": "mutation", "agent": "a", "kind": "k", "list": []any{"x"}}
@@ -306,7 +306,7 @@ func TestReadsAreCopies(t *testing.T) {
 }
 
 func TestClose(t *testing.T) {
-	s := New(Options{})
+	s := New()
 	ctx := context.Background()
 	waited := make(chan error, 2)
 	go func() {
@@ -340,7 +340,7 @@ func TestClose(t *testing.T) {
 }
 
 func TestCanceledContext(t *testing.T) {
-	s := New(Options{})
+	s := New()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := s.Append(ctx, stream(t, "s", "main"), 0, "a1", []model.Event{msg("x")}); !errors.Is(err, context.Canceled) {
@@ -352,7 +352,7 @@ func TestCanceledContext(t *testing.T) {
 }
 
 func TestExpiredLeasesAreLetGo(t *testing.T) {
-	s, c := withClock(Options{})
+	s, c := withClock()
 	ctx := context.Background()
 	for i := range 3 * minSweep {
 		if _, err := s.Lease(ctx, store.Acquire, "s", fmt.Sprintf("run-%d", i), "me", time.Second); err != nil {

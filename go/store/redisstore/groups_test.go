@@ -1,4 +1,4 @@
-package redis
+package redisstore
 
 import (
 	"context"
@@ -19,14 +19,14 @@ import (
 // groupStore opens a store on a redis-server of its own.
 func groupStore(t *testing.T) (*Store, *testredis.Server) {
 	t.Helper()
-	return groupStoreWith(t, Options{})
+	return groupStoreWith(t)
 }
 
 // groupStoreWith opens a store with opts on a redis-server of its own.
-func groupStoreWith(t *testing.T, opts Options) (*Store, *testredis.Server) {
+func groupStoreWith(t *testing.T, opts ...store.Option) (*Store, *testredis.Server) {
 	t.Helper()
 	server := testredis.Start(t)
-	s, err := Open(context.Background(), server.URL, opts)
+	s, err := Open(context.Background(), server.URL, opts...)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -449,7 +449,7 @@ func TestGroupReadWhoseReplyWasLostHandsOverWhatItDelivered(t *testing.T) {
 func TestGroupReadWhoseReplyWasLostLateInALongWaitHandsOverWhatItDelivered(t *testing.T) {
 	// The reply is lost long after the read began, past the store's timeout: the retry must
 	// still come.
-	s, server := groupStoreWith(t, Options{Timeout: 100 * time.Millisecond})
+	s, server := groupStoreWith(t, store.WithTimeout(100*time.Millisecond))
 	found := loseReadReply(t, s, server, 300*time.Millisecond)
 	for _, c := range groupCountsOf(found) {
 		// 1 when the connection was killed between two of the wait's calls: nothing was
@@ -588,7 +588,7 @@ func TestGroupBlockingReadEndsWithItsContext(t *testing.T) {
 func TestGroupsOnACluster(t *testing.T) {
 	// A session is one slot: its group's transactions, scripts and pipelines run on one node.
 	cluster := testredis.StartCluster(t, 3)
-	s, err := Open(context.Background(), cluster.URL, Options{})
+	s, err := Open(context.Background(), cluster.URL)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

@@ -1,4 +1,4 @@
-package redis
+package redisstore
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func TestScriptsRunAgainUnderTheWriterRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := strings.Replace(server.URL, "redis://", "redis://ledger-writer:secret@", 1)
-	s := openOn(t, url, Options{Timeout: 3 * time.Second})
+	s := openOn(t, url, store.WithTimeout(3*time.Second))
 	flush := func() {
 		t.Helper()
 		if err := admin.ScriptFlush(ctx).Err(); err != nil {

@@ -1,4 +1,4 @@
-package redis
+package redisstore
 
 import (
 	"bytes"
@@ -116,7 +116,7 @@ func TestLostReplyIsRetriedAndLandsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy := startProxy(t, server.Addr, "evalsha")
-	s := openOn(t, "redis://"+proxy.addr()+"/0", Options{})
+	s := openOn(t, "redis://"+proxy.addr()+"/0")
 	stream := streamID(t, "lost", "s")
 	mustAppend(t, s, stream, 0, "a0", model.Message("a", "before"))
 
@@ -140,7 +140,7 @@ func TestLostReplyIsRetriedAndLandsOnce(t *testing.T) {
 func TestUnavailableServer(t *testing.T) {
 	ctx := context.Background()
 	server := testredis.Start(t)
-	s := openOn(t, server.URL, Options{Timeout: 300 * time.Millisecond})
+	s := openOn(t, server.URL, store.WithTimeout(300*time.Millisecond))
 	stream := streamID(t, "down", "s")
 	mustAppend(t, s, stream, 0, "a0", model.Message("a", "up"))
 	server.Kill()
@@ -163,7 +163,7 @@ func TestUnavailableServer(t *testing.T) {
 func TestCallsRideOutARestart(t *testing.T) {
 	ctx := context.Background()
 	server := testredis.Start(t)
-	s := openOn(t, server.URL, Options{Timeout: 20 * time.Second})
+	s := openOn(t, server.URL, store.WithTimeout(20*time.Second))
 	stream := streamID(t, "restart", "s")
 	mustAppend(t, s, stream, 0, "a0", model.Message("a", "up"))
 	server.Kill()
@@ -187,7 +187,7 @@ func TestCallsRideOutARestart(t *testing.T) {
 }
 
 func TestClosedStore(t *testing.T) {
-	s, _, _ := startStore(t, Options{})
+	s, _, _ := startStore(t)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestRefusals(t *testing.T) {
 	stream := streamID(t, "acl", "s")
 	events := []model.Event{model.Message("a", "x")}
 
-	noxadd := openOn(t, "redis://noxadd:pw@"+server.Addr+"/0", Options{Timeout: time.Second})
+	noxadd := openOn(t, "redis://noxadd:pw@"+server.Addr+"/0", store.WithTimeout(time.Second))
 	_, err := noxadd.Append(ctx, stream, 0, "a1", events)
 	if !errors.Is(err, model.ErrBackendRefused) || !strings.Contains(err.Error(), "XADD lb:{acl}:log") ||
 		model.ExitCode(err) != 8 {
@@ -231,7 +231,7 @@ func TestRefusals(t *testing.T) {
 		t.Fatalf("a refused append wrote %v", keys)
 	}
 
-	elsewhere := openOn(t, "redis://elsewhere:pw@"+server.Addr+"/0", Options{Timeout: time.Second})
+	elsewhere := openOn(t, "redis://elsewhere:pw@"+server.Addr+"/0", store.WithTimeout(time.Second))
 	_, err = elsewhere.Append(ctx, stream, 0, "a1", events)
 	if !errors.Is(err, model.ErrBackendRefused) || !strings.Contains(err.Error(), "ACL") {
 		t.Fatalf("a user without the keys: %v", err)
@@ -241,7 +241,7 @@ func TestRefusals(t *testing.T) {
 		t.Fatalf("a read without the keys: %v", err)
 	}
 
-	wrong := openOn(t, "redis://noxadd:nope@"+server.Addr+"/0", Options{Timeout: time.Second})
+	wrong := openOn(t, "redis://noxadd:nope@"+server.Addr+"/0", store.WithTimeout(time.Second))
 	if _, err := wrong.SessionExists(ctx, "acl"); !errors.Is(err, model.ErrBackendRefused) ||
 		!strings.Contains(err.Error(), "credentials") {
 		t.Fatalf("wrong password: %v", err)
@@ -250,7 +250,7 @@ func TestRefusals(t *testing.T) {
 
 func TestMemoryFullIsRefused(t *testing.T) {
 	ctx := context.Background()
-	s, _, rdb := startStore(t, Options{Timeout: time.Second})
+	s, _, rdb := startStore(t, store.WithTimeout(time.Second))
 	stream := streamID(t, "full", "s")
 	mustAppend(t, s, stream, 0, "a0", model.Message("a", "room"))
 	if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
@@ -272,7 +272,7 @@ func TestDurabilityNotConfirmedWithoutAReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _, rdb := startStore(t, Options{Durability: level})
+	s, _, rdb := startStore(t, store.WithDefaultDurability(level))
 	stream := streamID(t, "alone", "s")
 	_, err = s.Append(ctx, stream, 0, "a1", []model.Event{model.Message("a", "x")})
 	var unconfirmed *model.DurabilityNotConfirmedError
@@ -316,7 +316,7 @@ func TestDurabilityConfirmedByAReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := openOn(t, primary.URL+"?durability=replicas:1&durability_timeout_ms=5000", Options{})
+	s := openOn(t, primary.URL+"?durability=replicas:1&durability_timeout_ms=5000")
 	if s.Durability() != level {
 		t.Fatalf("the URL's durability: %+v", s.Durability())
 	}

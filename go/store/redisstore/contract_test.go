@@ -1,4 +1,4 @@
-package redis
+package redisstore
 
 import (
 	"context"
@@ -15,20 +15,20 @@ import (
 
 func TestContractOnAServer(t *testing.T) {
 	server := testredis.Start(t)
-	s := openOn(t, server.URL, Options{})
-	storetest.Run(t, func(t *testing.T) store.Store { return s })
+	s := openOn(t, server.URL)
+	storetest.Run(t, func(t *testing.T) store.EventStore { return s })
 }
 
 func TestContractOnACluster(t *testing.T) {
 	cluster := testredis.StartCluster(t, 3)
-	s := openOn(t, cluster.URL, Options{})
-	storetest.Run(t, func(t *testing.T) store.Store { return s })
+	s := openOn(t, cluster.URL)
+	storetest.Run(t, func(t *testing.T) store.EventStore { return s })
 }
 
 // openOn opens a store at url, closed when the test ends.
-func openOn(t testing.TB, url string, opts Options) *Store {
+func openOn(t testing.TB, url string, opts ...store.Option) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), url, opts)
+	s, err := Open(context.Background(), url, opts...)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", url, err)
 	}

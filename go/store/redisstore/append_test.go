@@ -1,4 +1,4 @@
-package redis
+package redisstore
 
 import (
 	"context"
@@ -19,10 +19,10 @@ import (
 
 // startStore opens a store on a redis-server of its own; the server's client reads what the
 // store wrote.
-func startStore(t *testing.T, opts Options, extra ...string) (*Store, *testredis.Server, *redis.Client) {
+func startStore(t *testing.T, opts ...store.Option) (*Store, *testredis.Server, *redis.Client) {
 	t.Helper()
-	server := testredis.Start(t, extra...)
-	return openOn(t, server.URL, opts), server, server.Client()
+	server := testredis.Start(t)
+	return openOn(t, server.URL, opts...), server, server.Client()
 }
 
 func streamID(t testing.TB, session, name string) model.StreamID {
@@ -45,7 +45,7 @@ func mustAppend(t *testing.T, s *Store, stream model.StreamID, expected int64, a
 
 func TestAppendWritesTheLayoutEveryLanguageReads(t *testing.T) {
 	ctx := context.Background()
-	s, _, rdb := startStore(t, Options{})
+	s, _, rdb := startStore(t)
 	stream := streamID(t, "sess-1", "run-a")
 	events := []model.Event{model.Message("planner", "héllo"), model.Message("coder", "on it")}
 	result := mustAppend(t, s, stream, 0, "append-1", events...)
@@ -94,7 +94,7 @@ func TestAppendWritesTheLayoutEveryLanguageReads(t *testing.T) {
 
 func TestAppendRules(t *testing.T) {
 	ctx := context.Background()
-	s, _, _ := startStore(t, Options{})
+	s, _, _ := startStore(t)
 	stream := streamID(t, "rules", "s")
 	first := mustAppend(t, s, stream, 0, "a1", model.Message("a", "one"))
 
@@ -129,7 +129,7 @@ func TestAppendRules(t *testing.T) {
 
 func TestBadInputWritesNothing(t *testing.T) {
 	ctx := context.Background()
-	s, _, rdb := startStore(t, Options{})
+	s, _, rdb := startStore(t)
 	good := []model.Event{model.Message("a", "b")}
 	cases := map[string]func() error{
 		"session with a brace": func() error {
@@ -194,7 +194,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 
 func TestHistoryRewoundAfterAFailoverLostEvents(t *testing.T) {
 	ctx := context.Background()
-	s, _, rdb := startStore(t, Options{})
+	s, _, rdb := startStore(t)
 	stream := streamID(t, "rewound", "s")
 	mustAppend(t, s, stream, 0, "a1", model.Message("a", "one"))
 	mustAppend(t, s, stream, 1, "a2", model.Message("a", "two"))
@@ -203,7 +203,7 @@ func TestHistoryRewoundAfterAFailoverLostEvents(t *testing.T) {
 		rdb.Del(ctx, key)
 	}
 	rdb.HSet(ctx, "lb:{rewound}:meta", "s", 0)
-	other := openOn(t, "redis://"+rdb.Options().Addr, Options{})
+	other := openOn(t, "redis://"+rdb.Options().Addr)
 
 	_, err := s.Append(ctx, stream, model.AnyVersion, "a3", []model.Event{model.Message("a", "three")})
 	var rewound *model.VersionConflictError
@@ -227,7 +227,7 @@ func TestHistoryRewoundAfterAFailoverLostEvents(t *testing.T) {
 
 func TestArchivedSessionRefusesAppends(t *testing.T) {
 	ctx := context.Background()
-	s, _, rdb := startStore(t, Options{})
+	s, _, rdb := startStore(t)
 	stream := streamID(t, "moved", "s")
 	first := mustAppend(t, s, stream, 0, "a1", model.Message("a", "one"))
 	rdb.HSet(ctx, "lb:{moved}:tomb", "archive", "sqlite:///archive.db")
@@ -257,7 +257,7 @@ func big(n int, seed string) string {
 
 func TestArtifactsRoundTrip(t *testing.T) {
 	ctx := context.Background()
-	s, _, rdb := startStore(t, Options{})
+	s, _, rdb := startStore(t)
 	stream := streamID(t, "arts", "s")
 	body := big(2*1024*1024+100, "body") // three chunks of 1 MiB
 	args := map[string]any{"doc": big(100*1024, "args"), "n": int64(7), "ok": true}
@@ -326,7 +326,7 @@ func TestArtifactsRoundTrip(t *testing.T) {
 
 func TestArtifactGoneBeforeTheScriptIsWrittenAgain(t *testing.T) {
 	ctx := context.Background()
-	s, _, rdb := startStore(t, Options{})
+	s, _, rdb := startStore(t)
 	stream := streamID(t, "gone", "s")
 	body := big(100*1024, "gone")
 	sum := sha256.Sum256([]byte(body))
@@ -365,7 +365,7 @@ func TestArtifactGoneBeforeTheScriptIsWrittenAgain(t *testing.T) {
 
 func TestOpenAttemptsAndTheirIndex(t *testing.T) {
 	ctx := context.Background()
-	s, _, rdb := startStore(t, Options{})
+	s, _, rdb := startStore(t)
 	stream := streamID(t, "sess-1", "run")
 	call := model.ToolCall("a", "search", "step#1", map[string]any{"q": "x"})
 	call["run_id"] = "r1"
@@ -387,7 +387,7 @@ func TestOpenAttemptsAndTheirIndex(t *testing.T) {
 
 	// A refused append that would open an attempt leaves nothing in the index: its listing
 	// was provisional.
-	fresh := openOn(t, "redis://"+rdb.Options().Addr, Options{})
+	fresh := openOn(t, "redis://"+rdb.Options().Addr)
 	other := streamID(t, "sess-2", "run")
 	mustAppend(t, fresh, other, 0, "m1", model.Message("a", "hi"))
 	rdb.Del(ctx, "lb:open-sessions:{lb-"+fmt.Sprintf("%02d", bucketOf("sess-2"))+"}")
@@ -402,7 +402,7 @@ func TestOpenAttemptsAndTheirIndex(t *testing.T) {
 
 func TestLease(t *testing.T) {
 	ctx := context.Background()
-	s, _, rdb := startStore(t, Options{})
+	s, _, rdb := startStore(t)
 	token, err := s.Lease(ctx, store.Acquire, "sess", "run-r1", "me", time.Minute)
 	if err != nil || token != 1 {
 		t.Fatalf("acquire: %v %v", token, err)
@@ -431,7 +431,7 @@ func TestLease(t *testing.T) {
 func TestALeaseHeldBeforeFencingDrawsItsTokenWhenRenewed(t *testing.T) {
 	// Given a lease taken by an SDK from before fencing: its key, and no token
 	ctx := context.Background()
-	s, _, rdb := startStore(t, Options{})
+	s, _, rdb := startStore(t)
 	if err := rdb.Set(ctx, "lb:{sess}:lease:run-r1", "me", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +448,7 @@ func TestALeaseHeldBeforeFencingDrawsItsTokenWhenRenewed(t *testing.T) {
 
 func TestSessionsIndex(t *testing.T) {
 	ctx := context.Background()
-	s, _, _ := startStore(t, Options{})
+	s, _, _ := startStore(t)
 	for i, session := range []string{"older", "newer"} {
 		mustAppend(t, s, streamID(t, session, "s"), 0, "a", model.Message("a", "x"))
 		if i == 0 {
@@ -472,7 +472,7 @@ func TestSessionsIndex(t *testing.T) {
 
 func TestReadStreamWithoutTheReadScript(t *testing.T) {
 	ctx := context.Background()
-	s, _, _ := startStore(t, Options{})
+	s, _, _ := startStore(t)
 	stream := streamID(t, "two-reads", "s")
 	for i := range 5 {
 		events := make([]model.Event, i+1)

@@ -4,12 +4,10 @@
 // same keys, the same script bytes, the same payloads, digests, event ids and cursors.
 //
 // Open takes redis://, rediss://, unix://, redis+cluster:// (the seeds of a Redis Cluster)
-// and redis+sentinel:// (the primary Sentinel names) URLs. A Store has every capability of
-// package store: the log, run leases and open attempts, consumer groups. Import it under a
-// name of its own, as it shares its name with go-redis:
-//
-//	import lbredis "github.com/ledger-bus/ledger-bus/go/store/redis"
-package redis
+// and redis+sentinel:// (the primary Sentinel names) URLs, and the options of package store
+// (store.WithPrefix, store.WithTimeout, ...). A Store has every capability of package store:
+// the log, run leases and open attempts, consumer groups.
+package redisstore
 
 import (
 	"context"
@@ -29,25 +27,8 @@ import (
 // fails with model.ErrBackendUnavailable, retries included.
 const DefaultTimeout = 10 * time.Second
 
-// DefaultPrefix begins every key of a ledger unless Options.Prefix says otherwise.
+// DefaultPrefix begins every key of a ledger unless store.WithPrefix says otherwise.
 const DefaultPrefix = "lb"
-
-// Options configures a Store; the zero value of each field is its default.
-type Options struct {
-	// Prefix begins every key ("lb"), so that ledgers can share a database.
-	Prefix string
-	// Limits bound what an append may hold; each field left zero takes its default.
-	Limits model.Limits
-	// Durability is what an append waits for before it is acknowledged. The zero value
-	// means the URL's (?durability=replicas:1&durability_timeout_ms=1000), else local.
-	Durability model.Durability
-	// Timeout is how long a call is tried through lost connections and failovers before it
-	// fails with model.ErrBackendUnavailable (DefaultTimeout).
-	Timeout time.Duration
-	// Refs has every read leave fields kept as artifacts as model.ArtifactRef values, as if
-	// each read asked for Refs.
-	Refs bool
-}
 
 // Store is the ledger on a Redis server, a Redis Cluster or the primary of a Sentinel set.
 // It is safe for concurrent use. Make one with Open or New.
@@ -79,7 +60,7 @@ type Store struct {
 	beforeAppend func(try int)
 }
 
-var _ store.Store = (*Store)(nil)
+var _ store.EventStore = (*Store)(nil)
 
 // remembered bounds the maps of what this store knows per stream or session, which would
 // otherwise grow with every session it ever wrote to: past it, an entry is forgotten at
@@ -110,30 +91,33 @@ func (w *written) acknowledge(last, generation int64) {
 // package reads them), unix:///PATH, redis+cluster://[USER:PASS@]H:P,H2:P2/0 (the seeds of a
 // Redis Cluster; rediss+cluster:// with TLS) or redis+sentinel://H:P,H2:P2/MASTER/DB (the
 // primary the sentinels name; ?sentinel_password=). A query's durability and
-// durability_timeout_ms set the durability unless opts does.
+// durability_timeout_ms set the durability unless store.WithDefaultDurability does.
 //
 // A URL that names no store is an error of kind model.ErrInvalidInput. Open reaches no server
 // but a cluster's, whose slot map it reads (retried until the timeout): a node that is not in
 // cluster mode is an error of kind model.ErrBackendRefused at once.
-func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+func Open(ctx context.Context, url string, opts ...store.Option) (*Store, error) {
 	parsed, err := parseURL(url)
 	if err != nil {
 		return nil, err
 	}
-	if opts.Durability == (model.Durability{}) {
-		opts.Durability = parsed.durability
+	set := store.Configure(opts...)
+	durability := parsed.durability
+	if set.Durability != nil {
+		durability = *set.Durability // the zero Durability: local
 	}
-	if opts.Timeout == 0 {
-		opts.Timeout = DefaultTimeout
+	timeout := set.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
 	}
-	if opts.Timeout < 0 {
-		return nil, model.Errorf(model.ErrInvalidInput, "timeout must be positive, got %s", opts.Timeout)
+	if timeout < 0 {
+		return nil, model.Errorf(model.ErrInvalidInput, "timeout must be positive, got %s", timeout)
 	}
-	client, err := parsed.client(opts.Timeout, opts.Durability)
+	client, err := parsed.client(timeout, durability)
 	if err != nil {
 		return nil, err
 	}
-	s, err := New(client, opts)
+	s, err := New(client, append(opts, store.WithDefaultDurability(durability))...)
 	if err != nil {
 		_ = client.Close()
 		return nil, err
@@ -149,24 +133,26 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 
 // New returns a store on a go-redis client of the caller's (a *redis.Client, a
 // *redis.ClusterClient, or a failover client), which Close closes. The store retries its
-// calls itself, up to opts.Timeout: the client's own retries are better off (MaxRetries: -1).
-func New(client redis.UniversalClient, opts Options) (*Store, error) {
-	prefix := opts.Prefix
+// calls itself, up to the timeout (store.WithTimeout): the client's own retries are better off
+// (MaxRetries: -1).
+func New(client redis.UniversalClient, opts ...store.Option) (*Store, error) {
+	set := store.Configure(opts...)
+	prefix := set.Prefix
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
 	if err := model.CheckName(prefix, "key prefix"); err != nil {
 		return nil, err
 	}
-	limits := opts.Limits.WithDefaults()
-	durability := opts.Durability
-	if durability == (model.Durability{}) {
-		durability = model.Local()
+	limits := set.Limits.WithDefaults()
+	durability := model.Local()
+	if set.Durability != nil && *set.Durability != (model.Durability{}) {
+		durability = *set.Durability // the zero Durability: local
 	}
 	if err := checkDurability(durability); err != nil {
 		return nil, err
 	}
-	timeout := opts.Timeout
+	timeout := set.Timeout
 	if timeout == 0 {
 		timeout = DefaultTimeout
 	}
@@ -179,7 +165,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		limits:      limits,
 		durability:  durability,
 		timeout:     timeout,
-		refs:        opts.Refs,
+		refs:        set.Refs,
 		written:     make(map[model.StreamID]*written),
 		indexed:     make(map[string]int64),
 		openIndexed: make(map[string]int64),

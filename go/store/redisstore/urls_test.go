@@ -1,4 +1,4 @@
-package redis
+package redisstore
 
 import (
 	"context"
@@ -82,16 +82,16 @@ func TestBadURLsAreInvalidInput(t *testing.T) {
 		"redis://127.0.0.1:6379/0?ssl_ca_certs=/no/such/file",
 		"rediss://127.0.0.1:6379/0?ssl_ca_certs=/no/such/file",
 	} {
-		_, err := Open(context.Background(), url, Options{})
+		_, err := Open(context.Background(), url)
 		if !errors.Is(err, model.ErrInvalidInput) {
 			t.Errorf("%s: %v, want InvalidInput", url, err)
 		}
 	}
-	_, err := Open(context.Background(), "redis://user:hunter2@127.0.0.1:1/0?durability=nope", Options{})
+	_, err := Open(context.Background(), "redis://user:hunter2@127.0.0.1:1/0?durability=nope")
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("the password shows in %v", err)
 	}
-	if _, err := New(redis.NewClient(&redis.Options{}), Options{Prefix: "a b"}); !errors.Is(err, model.ErrInvalidInput) {
+	if _, err := New(redis.NewClient(&redis.Options{}), store.WithPrefix("a b")); !errors.Is(err, model.ErrInvalidInput) {
 		t.Errorf("a prefix with a space: %v", err)
 	}
 }
@@ -117,7 +117,7 @@ func TestClusterStore(t *testing.T) {
 	// A seed that is down first: the client reads the slot map from one that answers.
 	down := testredis.Start(t)
 	down.Kill()
-	s := openOn(t, strings.Replace(cluster.URL, "://", "://"+down.Addr+",", 1), Options{})
+	s := openOn(t, strings.Replace(cluster.URL, "://", "://"+down.Addr+",", 1))
 	// Sessions spread over the nodes; each session's keys on one of them.
 	for _, session := range []string{"alpha", "beta", "gamma", "delta", "epsilon"} {
 		mustAppend(t, s, streamID(t, session, "s"), 0, "a1", model.Message("a", session))
@@ -147,7 +147,7 @@ func TestClusterStore(t *testing.T) {
 
 func TestClusterURLOfASingleServerIsRefused(t *testing.T) {
 	server := testredis.Start(t)
-	_, err := Open(context.Background(), "redis+cluster://"+server.Addr+"/0", Options{Timeout: 2 * time.Second})
+	_, err := Open(context.Background(), "redis+cluster://"+server.Addr+"/0", store.WithTimeout(2*time.Second))
 	if !errors.Is(err, model.ErrBackendRefused) || !strings.Contains(err.Error(), "not a Redis Cluster node") {
 		t.Fatalf("a cluster URL of a single server: %v", err)
 	}
@@ -157,7 +157,7 @@ func TestClusterUnreachable(t *testing.T) {
 	server := testredis.Start(t)
 	addr := server.Addr
 	server.Kill()
-	_, err := Open(context.Background(), "redis+cluster://"+addr+"/0", Options{Timeout: 300 * time.Millisecond})
+	_, err := Open(context.Background(), "redis+cluster://"+addr+"/0", store.WithTimeout(300*time.Millisecond))
 	if !errors.Is(err, model.ErrBackendUnavailable) {
 		t.Fatalf("a cluster with no node up: %v", err)
 	}
