@@ -23,6 +23,8 @@ import json
 from collections.abc import Callable
 from typing import Any, Final
 
+from ledger_bus.model.jsontext import JSONObject
+
 ITEM: Final = "agents.item"  # an item alone
 RESTS: Final = "agents.items"  # the rest of the items an append's events stand for
 # How a call's arguments were sent, when its `args` give them back: `json.dumps`'s spacing
@@ -40,7 +42,7 @@ def _text(content: Any) -> str:
     return ""
 
 
-def _args(text: Any) -> dict[str, Any]:
+def _args(text: Any) -> JSONObject:
     """A call's arguments as the ledger keeps them: its JSON object, or the text as sent."""
     try:
         found = json.loads(text) if isinstance(text, str) and text else {}
@@ -49,7 +51,7 @@ def _args(text: Any) -> dict[str, Any]:
     return found if isinstance(found, dict) else {"value": found}
 
 
-def _without_text(item: dict[str, Any]) -> dict[str, Any] | None:
+def _without_text(item: dict[str, Any]) -> JSONObject | None:
     """A message item with the text its event's `body` holds left None: content that is the
     text, or a list's one text part's `text`; None when the text cannot be put back exactly."""
     content = item.get("content")
@@ -71,7 +73,7 @@ def _without_text(item: dict[str, Any]) -> dict[str, Any] | None:
     return {**item, "content": parts}
 
 
-def _without_arguments(item: dict[str, Any], args: dict[str, Any]) -> dict[str, Any] | None:
+def _without_arguments(item: dict[str, Any], args: dict[str, Any]) -> JSONObject | None:
     """A function call item with its arguments' text left None (or COMPACT), when its `args`
     give it back; else None."""
     sent = item.get("arguments")
@@ -84,7 +86,7 @@ def _without_arguments(item: dict[str, Any], args: dict[str, Any]) -> dict[str, 
     return None
 
 
-def _without_output(item: dict[str, Any]) -> dict[str, Any] | None:
+def _without_output(item: dict[str, Any]) -> JSONObject | None:
     """A function call's output item with its text (its event's `result`) left None; None
     for an output that is not text."""
     if not isinstance(item.get("output"), str):
@@ -138,7 +140,7 @@ def item_events(
     names: dict[str, str],
     recorded: dict[str, tuple[str, str | None]],
     agent: str,
-) -> list[dict[str, Any]]:
+) -> list[JSONObject]:
     """The `agents.items` mutation of the rest of `items`, then their events, one an item in
     their order (`event_id(n)` is the id of the n-th event). `names`: call id -> tool name, of
     the calls seen so far (filled in here); `recorded`: call id -> the event ids of its request

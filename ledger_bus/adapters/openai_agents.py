@@ -44,6 +44,7 @@ from typing import Any, Final, TypeVar
 import msgpack
 
 from ledger_bus.model.extras import needs
+from ledger_bus.model.jsontext import JSONObject
 
 try:
     from agents import FunctionTool, RunHooks
@@ -403,7 +404,7 @@ def _kind(item: Any) -> str | None:
     return item.get("type") if isinstance(item, dict) else None
 
 
-def _arguments(text: str) -> dict[str, Any]:
+def _arguments(text: str) -> JSONObject:
     """A call's arguments as recorded: its JSON object, or the text as the model sent it."""
     try:
         found = json.loads(text) if text else {}

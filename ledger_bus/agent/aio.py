@@ -35,6 +35,7 @@ from ledger_bus.agent.recorder import (
 )
 from ledger_bus.agent.tailer import Tailer, TailerOptions
 from ledger_bus.model.errors import LedgerError
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.model.records import Delivery, GroupStats, RecordedEvent
 from ledger_bus.store.async_store import AsyncStore
 from ledger_bus.store.async_urls import open_async
@@ -116,7 +117,7 @@ class AsyncRun:
         return self.core.version
 
     @property
-    def restored_state(self) -> dict[str, Any] | None:
+    def restored_state(self) -> JSONObject | None:
         return self.core.restored_state
 
     async def __aenter__(self) -> AsyncRun:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from ledger_bus.model.errors import LedgerError
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.model.records import RecordedEvent
 
 Support = Literal["strict", "best_effort", "unsupported"]
@@ -16,7 +17,7 @@ ABANDONED: Final = "abandoned by a crash; replayed on resume"
 
 def request_event(
     tool: str, args: dict[str, Any], attempt_id: str, step_id: str, **ids: Any
-) -> dict[str, Any]:
+) -> JSONObject:
     """A call's `tool_call`: committed before the call runs (a Run's, or an adapter's)."""
     return {
         "type": "tool_call",
@@ -30,7 +31,7 @@ def request_event(
 
 def result_event(
     tool: str, attempt_id: str, step_id: str, status: str, value: Any, **ids: Any
-) -> dict[str, Any]:
+) -> JSONObject:
     """A call's `tool_result`: its outcome, "ok" or "error"."""
     return {
         "type": "tool_result",
@@ -43,7 +44,7 @@ def result_event(
     }
 
 
-def abandoned_event(call: RecordedEvent, step_id: str, **ids: Any) -> dict[str, Any]:
+def abandoned_event(call: RecordedEvent, step_id: str, **ids: Any) -> JSONObject:
     """The `tool_result` that closes an attempt a crash left unfinished, before a tool safe to
     replay runs again: nobody knows whether it took effect."""
     return result_event(

@@ -43,6 +43,7 @@ from ledger_bus.agent.call_events import (
 )
 from ledger_bus.model.errors import DurabilityNotConfirmed, HistoryRewound, LeaseLost, LedgerError
 from ledger_bus.model.ids import ANY, StreamId, derive_event_id
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.model.prepared import Fence
 from ledger_bus.model.records import AppendResult, RecordedEvent
 from ledger_bus.store.base import Attempts, EventStore, need
@@ -81,7 +82,7 @@ LIFECYCLE: Final = frozenset({"run.started", "run.resumed", "run.finished", "too
 _NOT_SAID: Final = frozenset({"event_id", "agent", "run_id", "parents"})
 
 
-def _what_was_said(fields: dict[str, Any]) -> dict[str, Any]:
+def _what_was_said(fields: dict[str, Any]) -> JSONObject:
     return {k: v for k, v in fields.items() if k not in _NOT_SAID}
 
 
@@ -382,7 +383,7 @@ class Run:
             raise
 
     @property
-    def restored_state(self) -> dict[str, Any] | None:
+    def restored_state(self) -> JSONObject | None:
         """On resume: the last snapshot written before the crash, if any."""
         return self._history.checkpoint
 

@@ -27,6 +27,7 @@ from ledger_bus.model.errors import (
     VersionConflict,
 )
 from ledger_bus.model.ids import StreamId, check_name
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.steps import contended
 
@@ -90,7 +91,7 @@ Window = Literal["live", "stale", "other"]
 T = TypeVar("T")
 
 
-def _opened_by(state: BoardState, request_id: str) -> dict[str, Any] | None:
+def _opened_by(state: BoardState, request_id: str) -> JSONObject | None:
     """The record an open under `request_id` made, if one did."""
     for record in state.records.values():
         if record.get("request_id") == request_id:
@@ -184,7 +185,7 @@ def window(record: dict[str, Any], now: datetime) -> Window:
 # -- spawn-log.json files -------------------------------------------------------------------------
 
 
-def read_spawn_log(data: Any) -> list[dict[str, Any]]:
+def read_spawn_log(data: Any) -> list[JSONObject]:
     """The records of a spawn-log in any of its three shapes, merged by id as the source says.
 
     An `entries` record replaces a `spawns` record with the same id; within one array the last
@@ -215,7 +216,7 @@ def read_spawn_log(data: Any) -> list[dict[str, Any]]:
     return [merged[value] if kind == "id" else value for kind, value in order]
 
 
-def spawn_log(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def spawn_log(records: Iterable[dict[str, Any]]) -> JSONObject:
     """The shape a new spawn-log starts with, which every existing reader takes."""
     return {"version": "1.0", "spawns": list(records)}
 
@@ -271,7 +272,7 @@ class Board:
             self._state.version = event.version
         return self._state
 
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[JSONObject]:
         return list(self.state().records.values())
 
     def _decide(self, what: str, decide: Callable[[BoardState], T]) -> T:
@@ -349,10 +350,10 @@ class Board:
 
     def _update(
         self, dispatch_id: str, make: Callable[[dict[str, Any]], dict[str, Any]]
-    ) -> dict[str, Any]:
+    ) -> JSONObject:
         token = uuid.uuid4().hex  # one per call, as in open()
 
-        def update(state: BoardState) -> dict[str, Any]:
+        def update(state: BoardState) -> JSONObject:
             record = state.records.get(dispatch_id)
             if record is None:
                 raise NotFound(f"no dispatch {dispatch_id!r} on session {self.session_id!r}")
@@ -363,12 +364,10 @@ class Board:
 
         return self._decide(f"update {dispatch_id}", update)
 
-    def stage(
-        self, dispatch_id: str, line: str, stage: str | None, now: datetime
-    ) -> dict[str, Any]:
+    def stage(self, dispatch_id: str, line: str, stage: str | None, now: datetime) -> JSONObject:
         """Append a checkpoint {at, line, stage}; refused on a closed dispatch."""
 
-        def change(record: dict[str, Any]) -> dict[str, Any]:
+        def change(record: dict[str, Any]) -> JSONObject:
             if not is_open(record):
                 raise Refused(f"{dispatch_id} is closed; a checkpoint is refused")
             checkpoint = {"at": _iso(now), "line": line, "stage": stage}
@@ -381,7 +380,7 @@ class Board:
 
     def close(
         self, dispatch_id: str, outcome: str, now: datetime, returned_by: str | None = None
-    ) -> dict[str, Any]:
+    ) -> JSONObject:
         """Set completedAt and the outcome, which must begin with a closed word. `returned_by`,
         the agent that closes it, is filled in as its agent when it has none and was opened by
         another (the spawn-log's "back-filled on return"): the one that returns the work."""
@@ -392,7 +391,7 @@ class Board:
         if returned_by is not None:
             check_name(returned_by, "the agent that closes a dispatch")
 
-        def change(record: dict[str, Any]) -> dict[str, Any]:
+        def change(record: dict[str, Any]) -> JSONObject:
             if not is_open(record):
                 raise Refused(f"{dispatch_id} is closed already")
             changes: dict[str, Any] = {"completedAt": _iso(now), "outcome": outcome}

@@ -3,8 +3,6 @@ administration."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from ledger_bus.agent.tailer import Tailer, TailerOptions
@@ -19,6 +17,7 @@ from ledger_bus.cli.output import EventLines, show_record, show_rows
 from ledger_bus.cli.params import DurationMs
 from ledger_bus.model.errors import NotFound
 from ledger_bus.model.ids import CURSOR_ZERO, check_name
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.model.records import GroupStats
 from ledger_bus.store.base import EventStore
 
@@ -134,7 +133,7 @@ def groups_list(settings: Settings, session: str, idle_ms: int) -> None:
     show_rows(settings, rows, f"{session}: consumer groups")
 
 
-def _group_row(store: EventStore, session: str, stats: GroupStats) -> dict[str, Any]:
+def _group_row(store: EventStore, session: str, stats: GroupStats) -> JSONObject:
     """What `groups list` says of a group: its stats and how many dead letters it holds."""
     return {**stats.to_dict(), "dead_letters": len(store.group_dead_letters(session, stats.group))}
 

@@ -24,6 +24,7 @@ import ledger_bus
 from ledger_bus.agent.recorder import Recorder
 from ledger_bus.agent.tailer import Tailer, TailerOptions, render_context
 from ledger_bus.model.ids import CURSOR_ZERO
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import EventStore
 
@@ -43,7 +44,7 @@ def checksum(text: str) -> dict[str, str]:
     return {"sha256": hashlib.sha256(text.encode()).hexdigest()[:16]}
 
 
-def primes_below(limit: int) -> dict[str, Any]:
+def primes_below(limit: int) -> JSONObject:
     sieve = bytearray([1]) * limit
     sieve[:2] = b"\x00\x00"
     for n in range(2, int(limit**0.5) + 1):
@@ -53,7 +54,7 @@ def primes_below(limit: int) -> dict[str, Any]:
     return {"count": len(found), "largest": found[-1] if found else None}
 
 
-def summarize_archive(text: str, seconds: float) -> dict[str, Any]:
+def summarize_archive(text: str, seconds: float) -> JSONObject:
     """The slow one: long enough for the demo to kill a worker in the middle of it."""
     time.sleep(seconds)
     words = text.split()
@@ -73,7 +74,7 @@ TEXT: Final = (
 )
 
 
-def plan(tasks: int) -> list[dict[str, Any]]:
+def plan(tasks: int) -> list[JSONObject]:
     """The orchestrator's tasks: cheap ones, and two slow ones so that a kill lands mid-call."""
     shapes: list[tuple[str, dict[str, Any]]] = [
         ("word_count", {"text": TEXT}),
@@ -102,7 +103,7 @@ def orchestrator(store: EventStore, session: str, tasks: int) -> None:
         todo = plan(tasks)
         for task in todo:
             run.mutate("task.assigned", **task)
-        pending = {task["task_id"] for task in todo}
+        pending = {str(task["task_id"]) for task in todo}
         cursor = CURSOR_ZERO  # the whole session: a task may be done before this loop starts
         deadline = time.monotonic() + 120
         while pending and time.monotonic() < deadline:

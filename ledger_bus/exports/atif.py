@@ -38,6 +38,7 @@ from ledger_bus.exports.trajectory import (
     model_cost,
     model_name,
 )
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import EventStore
 
@@ -285,7 +286,7 @@ class _Writer:
             out.write(', "extra": ' + json.dumps(extra, ensure_ascii=False))
         out.write("}")
 
-    def _document_extra(self) -> dict[str, Any]:
+    def _document_extra(self) -> JSONObject:
         open_calls = [
             c for c in self.builder.calls.values() if c.result is None and c.tool != "model"
         ]
@@ -351,7 +352,7 @@ def _agent_name(session: Session, run: Run, tally: _Tally) -> str:
     return tally.agents.most_common(1)[0][0] if tally.agents else "session"
 
 
-def _step(n: int, step: Step, session: Session) -> dict[str, Any]:
+def _step(n: int, step: Step, session: Session) -> JSONObject:
     out: dict[str, Any] = {
         "step_id": n,
         "timestamp": _iso(step.at),
@@ -378,7 +379,7 @@ def _step(n: int, step: Step, session: Session) -> dict[str, Any]:
     return out
 
 
-def _observed(call: Call, session: Session) -> dict[str, Any] | None:
+def _observed(call: Call, session: Session) -> JSONObject | None:
     """A call's observation result: its result, and for a `delegate` call the trajectory of
     the run it asked for (kept where the document embeds it, _refs_embedded)."""
     child = call.child_run
@@ -397,7 +398,7 @@ def _observed(call: Call, session: Session) -> dict[str, Any] | None:
     return out
 
 
-def _tool_call(call: Call) -> dict[str, Any]:
+def _tool_call(call: Call) -> JSONObject:
     args = call.event.get("args")
     out: dict[str, Any] = {
         "tool_call_id": call.attempt,
@@ -410,7 +411,7 @@ def _tool_call(call: Call) -> dict[str, Any]:
     return out
 
 
-def timing(call: Call) -> dict[str, Any]:
+def timing(call: Call) -> JSONObject:
     """When a call was asked for and settled, by the cursors of its events and their times
     (the trace view draws its bars from these): its run, `requested`/`requested_at` (absent
     when the request is not among the events read: a window that starts after it),
@@ -432,7 +433,7 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _empty(run: Run) -> dict[str, Any]:
+def _empty(run: Run) -> JSONObject:
     at = run.started or run.ended
     step: dict[str, Any] = {
         "step_id": 1,

@@ -25,7 +25,7 @@ from ledger_bus.model.batch import prepare_append
 from ledger_bus.model.errors import InvalidEvent, InvalidInput, Refused
 from ledger_bus.model.ids import ANY, StreamId, check_name, parse_cursor
 from ledger_bus.model.jsonl import event_line
-from ledger_bus.model.jsontext import parse_json, text_lines
+from ledger_bus.model.jsontext import JSONObject, parse_json, text_lines
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.model.vocabulary import RESERVED_FIELDS
 from ledger_bus.store.base import EventStore, Restores, need
@@ -194,7 +194,7 @@ def _as_recorded(
     return recorded or None
 
 
-def _content(fields: dict[str, Any]) -> dict[str, Any]:
+def _content(fields: dict[str, Any]) -> JSONObject:
     """What two records of one event must agree on: all but where and when it was committed."""
     return {k: v for k, v in fields.items() if k not in RESERVED_FIELDS and k != "event_id"}
 

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from ledger_bus.exports.otel import Options, send_spans, streamed
 from ledger_bus.model.ids import ANY, StreamId, check_name
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.store.base import EventStore
 
 STATE_SESSION: Final = "otel"
@@ -52,7 +53,7 @@ class Follower:
                 self.since_ms = max(self.since_ms, int(event.get("pass_ms", 0)))
         self._loaded = True
 
-    def run_pass(self) -> list[dict[str, Any]]:
+    def run_pass(self) -> list[JSONObject]:
         """One pass: what it sent, per session."""
         if not self._loaded:
             self._load()
@@ -70,7 +71,7 @@ class Follower:
         self.since_ms = started
         return done
 
-    def _follow(self, session: str, pass_ms: int) -> dict[str, Any] | None:
+    def _follow(self, session: str, pass_ms: int) -> JSONObject | None:
         through = self.store.session_info(session).last_cursor
         after = self.marks.get(session)
         if through is None or (after is not None and through <= after):

@@ -20,6 +20,7 @@ import orjson
 
 from ledger_bus.model.canonical import canonical_bytes
 from ledger_bus.model.errors import InvalidInput
+from ledger_bus.model.jsontext import JSONObject
 
 EXT_CODE: Final = 1  # the msgpack extension type of a reference in a payload
 TEXT: Final = "text/plain; charset=utf-8"
@@ -103,12 +104,12 @@ def pack(fields: dict[str, Any]) -> bytes:
     return msgpack.packb(fields, use_bin_type=True, default=_default)  # type: ignore[no-any-return]
 
 
-def with_refs(fields: dict[str, Any], refs: dict[str, ArtifactRef]) -> dict[str, Any]:
+def with_refs(fields: dict[str, Any], refs: dict[str, ArtifactRef]) -> JSONObject:
     """The fields with the values of `refs` (by field name) replaced by their references."""
     return {name: refs.get(name, value) for name, value in fields.items()}
 
 
-def unpack(payload: bytes) -> dict[str, Any]:
+def unpack(payload: bytes) -> JSONObject:
     """An event's fields from its payload, references as ArtifactRef values."""
     return msgpack.unpackb(payload, ext_hook=_ext_hook)  # type: ignore[no-any-return]
 
@@ -118,7 +119,7 @@ def refs_in(fields: dict[str, Any]) -> list[ArtifactRef]:
     return [value for value in fields.values() if type(value) is ArtifactRef]
 
 
-def resolved(fields: dict[str, Any], fetch: Callable[[ArtifactRef], bytes]) -> dict[str, Any]:
+def resolved(fields: dict[str, Any], fetch: Callable[[ArtifactRef], bytes]) -> JSONObject:
     """The fields with each reference replaced by its value."""
     return {
         name: value.value_of(fetch(value)) if type(value) is ArtifactRef else value

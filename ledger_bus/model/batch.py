@@ -34,6 +34,7 @@ from ledger_bus.model.events import (
     validate_given,
 )
 from ledger_bus.model.ids import event_id_deriver
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.model.prepared import (
     DEFAULT_MAX_APPEND_BYTES,
     DEFAULT_MAX_EVENT_BYTES,
@@ -65,7 +66,7 @@ _FREE_FIELDS: Final[dict[str, tuple[str, ...] | None]] = {
 }
 
 
-def _given_fields(index: int, raw: object) -> dict[str, Any]:
+def _given_fields(index: int, raw: object) -> JSONObject:
     """The event's fields as given, defaults left out, once validated against the vocabulary."""
     # Dicts first: they are the common input, and a model class's isinstance test is not cheap.
     if not isinstance(raw, dict):
@@ -111,7 +112,7 @@ def _drop_defaults(data: dict[str, Any]) -> None:
             del data[name]
 
 
-def _all_given_fields(events: Sequence[object], limits: Limits) -> list[dict[str, Any]]:
+def _all_given_fields(events: Sequence[object], limits: Limits) -> list[JSONObject]:
     """`_given_fields` of each event, in one call to the validator when the events are a list
     of dicts that all validate (the common case); else event by event, which names the first
     event at fault."""

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 from pydantic_core import CoreConfig, SchemaValidator, core_schema
 
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.model.vocabulary import RESERVED_FIELDS
 
 NonEmpty = Annotated[str, Field(min_length=1)]
@@ -136,7 +137,7 @@ validate_all_given: Final = SchemaValidator(
 ).validate_python
 
 
-def event_fields(event: BaseModel) -> dict[str, Any]:
+def event_fields(event: BaseModel) -> JSONObject:
     """Return the event as given: its set fields, without defaults, ready for canonicalisation.
 
     Defaults are left out so that an event spelled with `parents=[]` and one without parents have

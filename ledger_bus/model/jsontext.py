@@ -6,11 +6,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeAlias
 
 import orjson
 
 from ledger_bus.model.errors import InvalidInput
+
+# A JSON value, as the ledger's events, records and exports hold them; JSONObject, one object.
+# What reads a value of unknown shape takes JSON and narrows it; what builds one returns it.
+JSON: TypeAlias = "bool | int | float | str | list[JSON] | dict[str, JSON] | None"
+JSONObject: TypeAlias = "dict[str, JSON]"
 
 
 def format_time(ms: int) -> str:

@@ -8,6 +8,7 @@ from typing import Any, Literal
 import redis
 
 from ledger_bus.model.durability import LOCAL, Durability
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.store.redis import fullest
 
 Level = Literal["ok", "warn", "fail"]
@@ -64,7 +65,7 @@ class _Info:
     def __init__(self, client: redis.Redis, findings: list[Finding]):
         self.client, self.findings, self.refused = client, findings, False
 
-    def memory(self) -> dict[str, Any]:
+    def memory(self) -> JSONObject:
         """INFO memory; on a cluster, of the primary nearest its maxmemory: each fills on its
         own, and the first full one refuses its sessions' appends."""
         own = self("memory")
@@ -90,7 +91,7 @@ class _Info:
         used, limit = fullest(found or [own])
         return {"used_memory": used, "maxmemory": limit}
 
-    def __call__(self, section: str) -> dict[str, Any]:
+    def __call__(self, section: str) -> JSONObject:
         if self.refused:
             return {}
         try:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ledger_bus.model.errors import InvalidInput, NotFound
 from ledger_bus.model.files import replace_whole
-from ledger_bus.model.jsontext import format_time
+from ledger_bus.model.jsontext import JSONObject, format_time
 
 
 def write_heartbeat(path: str, report: dict[str, Any]) -> None:
@@ -27,7 +27,7 @@ def heartbeat_age(path: str) -> float:
         raise NotFound(f"no heartbeat at {path}: the reconciler never finished a pass") from None
 
 
-def read_heartbeat(path: str) -> dict[str, Any]:
+def read_heartbeat(path: str) -> JSONObject:
     """The report of the last pass, as the heartbeat file keeps it."""
     try:
         with open(path, encoding="utf-8") as found:

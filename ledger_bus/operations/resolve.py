@@ -9,7 +9,7 @@ from typing import Any, Literal
 from ledger_bus.agent.filters import EventFilter, select
 from ledger_bus.model.errors import InvalidInput, LedgerError, NotFound, Refused
 from ledger_bus.model.ids import ANY, StreamId
-from ledger_bus.model.jsontext import format_time
+from ledger_bus.model.jsontext import JSONObject, format_time
 from ledger_bus.model.records import OpenAttempt, RecordedEvent
 from ledger_bus.store.base import EventStore
 
@@ -78,7 +78,7 @@ def _not_open(store: EventStore, session_id: str, attempt_id: str) -> LedgerErro
     return NotFound(f"no attempt {attempt_id!r} was requested in session {session_id!r}")
 
 
-def open_for(attempts: Iterable[OpenAttempt], now_ms: int) -> list[dict[str, Any]]:
+def open_for(attempts: Iterable[OpenAttempt], now_ms: int) -> list[JSONObject]:
     """Open attempts as records for output."""
     return [
         {

@@ -23,6 +23,7 @@ from typing import Any
 
 from ledger_bus.model.errors import InvalidInput, LedgerError, NotFound, Refused
 from ledger_bus.model.ids import cursor_ms
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.operations.archiving import archive_session
 from ledger_bus.store.async_store import AsyncStore
 from ledger_bus.store.base import EventStore
@@ -80,7 +81,7 @@ def expire_op(store: EventStore, idle_after: float, owns: Owns) -> Op[list[dict[
 
 def archive_idle_owned(
     store: EventStore, archive_to: EventStore, idle_after: float, owns: Owns
-) -> list[dict[str, Any]]:
+) -> list[JSONObject]:
     """Archive each idle session of ours (archiving.py refuses one with an open attempt)."""
     done: list[dict[str, Any]] = []
     for session, _ in store.run_op(idle_op(store, idle_after, owns)):
@@ -120,7 +121,7 @@ class Sweeper:
             return archive_idle_owned(self.store, r.archive_to, r.idle_after, self.owns)
         return self.store.run_op(expire_op(self.store, r.idle_after, self.owns))
 
-    async def asweep(self) -> list[dict[str, Any]]:
+    async def asweep(self) -> list[JSONObject]:
         """Sweep now, on the adapter's asyncio store (or a worker thread)."""
         r = self.retention
         if self.astore is not None and self.astore.native:

@@ -216,7 +216,10 @@ def test_the_follower_sends_what_each_pass_settled_once(redis_store: EventStore)
             "execute_tool fetch",
             "invoke_agent worker",
         }
-        assert first["through"] < second["through"]
+        through = first["through"], second["through"]
+        assert isinstance(through[0], str)
+        assert isinstance(through[1], str)
+        assert through[0] < through[1]
 
 
 def test_the_follower_killed_and_started_again_sends_every_span_once(

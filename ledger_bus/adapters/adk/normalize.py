@@ -25,6 +25,7 @@ from typing import Any, Final
 from google.adk.events.event import Event
 
 from ledger_bus.adapters.adk.layout import AGENT, run_of
+from ledger_bus.model.jsontext import JSONObject
 
 USER: Final = "user"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -51,7 +52,7 @@ def safe(name: str | None) -> str:
     return "~" + hashlib.sha256((name or "").encode()).hexdigest()[:32]
 
 
-def normalized(event: Event, *, starts: bool, parent_run: str | None) -> list[dict[str, Any]]:
+def normalized(event: Event, *, starts: bool, parent_run: str | None) -> list[JSONObject]:
     """What `event` says, as the ledger's events. `starts`: the first event of its run (the run
     of its author in its invocation); `parent_run`: the run that transferred to this one."""
     author = event.author or AGENT
@@ -146,7 +147,7 @@ def _model_call(event: Event, author: str, ids: dict[str, Any], calls: list[str]
     ]  # fmt: skip
 
 
-def _result(response: Any, agent: str, ids: dict[str, Any]) -> dict[str, Any]:
+def _result(response: Any, agent: str, ids: dict[str, Any]) -> JSONObject:
     value = response.response
     failed = isinstance(value, dict) and "error" in value
     return {

@@ -77,6 +77,7 @@ from ledger_bus.model.errors import (
     VersionConflict,
 )
 from ledger_bus.model.ids import ANY, StreamId
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.model.prepared import Fence, lease_lost
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store import connect
@@ -145,7 +146,7 @@ class Position:
         return {"app": self.app, "user": self.user}
 
 
-def _dump(event: Event) -> dict[str, Any]:
+def _dump(event: Event) -> JSONObject:
     """The event as ADK's database service stores it."""
     return event.model_dump(mode="json", exclude_none=True)
 
@@ -172,7 +173,7 @@ def _handed(  # noqa: PLR0913  (a Session's fields, each its own)
     return session
 
 
-def _prefixed(app: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
+def _prefixed(app: dict[str, Any], user: dict[str, Any]) -> JSONObject:
     """The app's and a user's state as ADK merges them into a session's: prefixed."""
     return {
         **{State.APP_PREFIX + k: v for k, v in app.items()},
@@ -243,7 +244,7 @@ class _Guard(BasePlugin):
 
     async def before_tool_callback(
         self, *, tool: Any, tool_args: dict[str, Any], tool_context: Any
-    ) -> dict[str, Any] | None:
+    ) -> JSONObject | None:
         if tool.name in self.safe:
             return None
         events = tool_context.session.events
@@ -731,7 +732,7 @@ class LedgerSessionService(BaseSessionService):
         versions = {scope: read[scope].version for scope in SCOPES}
         return _prefixed(read["app"].state, read["user"].state), versions
 
-    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+    async def get_user_state(self, *, app_name: str, user_id: str) -> JSONObject:
         read = await self._drive(self.shared.read_op(app_name, user_id, scopes=("user",)))
         return read["user"].state
 

@@ -15,6 +15,7 @@ from ledger_bus.adapters.view import size_of
 from ledger_bus.agent.recorder import Capabilities
 from ledger_bus.model.errors import InvalidInput
 from ledger_bus.model.ids import StreamId, check_name
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.model.records import RecordedEvent
 
 AGENT: Final = "langgraph"
@@ -211,7 +212,7 @@ def channel_versions(found: dict[str, Any]) -> dict[str, str]:
     return {channel: version_key(version) for channel, version in found.items()}
 
 
-def blob_fields(blobs: builtins.list[tuple[str, str, Blob]]) -> dict[str, Any]:
+def blob_fields(blobs: builtins.list[tuple[str, str, Blob]]) -> JSONObject:
     """Channel values as fields of a checkpoint event: `blobs` lists (channel, version, field)
     and each value is a field of its own, so that a large value the same in many checkpoints
     is one artifact, stored once (spec 3.11), however many events hold it."""

@@ -35,6 +35,7 @@ from typing import Any, Final
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from ledger_bus.adapters.langgraph.layout import AGENT
+from ledger_bus.model.jsontext import JSONObject
 
 INTERRUPT: Final = "__interrupt__"  # LangGraph's channels of interrupts and resumes
 RESUME: Final = "__resume__"
@@ -202,7 +203,7 @@ class Writer:
 
 def interrupt_events(
     writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
-) -> list[dict[str, Any]]:
+) -> list[JSONObject]:
     """The interrupts a task's writes raise, and the resume the graph's loop writes."""
     node = node_of(task_path)
     events: list[dict[str, Any]] = []
