@@ -317,6 +317,40 @@ def test_redis_url_at_a_postgresql_port_says_it_is_not_redis(
     assert "no Redis at this address" in done.stderr
 
 
+def test_a_refused_password_at_first_contact_is_the_credentials_refusal(
+    redis_server: LocalServer,
+) -> None:
+    # Given a server that knows no such user (redis-py takes its refusal for a ConnectionError)
+    url = f"redis://nobody:wrong@127.0.0.1:{redis_server.port}/0"
+    # When a one-shot command makes its first contact there
+    done = ledger_here(url, "p", "--timeout", "5", "tail", "s1")
+    # Then it says the credentials were refused (exit 8), not that no Redis is there
+    assert done.returncode == 8, done.stderr
+    assert "refused the credentials" in done.stderr
+    assert done.stderr.count("\n") == 1
+
+
+def test_a_port_that_never_answers_is_said_at_first_contact() -> None:
+    # Given a port that takes connections and never answers
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    threading.Thread(target=lambda: held.append(listener.accept()[0]), daemon=True).start()
+    try:
+        url = f"redis://127.0.0.1:{listener.getsockname()[1]}/0"
+        done = ledger_here(url, "p", "--timeout", "1", "tail", "s1")
+    finally:
+        for conn in held:
+            conn.close()
+        listener.close()
+    # Then the first contact says so, once (exit 5), without the store's retries after it
+    assert done.returncode == 5, done.stderr
+    assert "nothing answered at 127.0.0.1:" in done.stderr
+    assert done.stderr.count("\n") == 1
+
+
 def test_a_database_that_is_not_a_number_is_bad_input(redis_server: LocalServer) -> None:
     done = ledger_here(f"redis://127.0.0.1:{redis_server.port}/abc", "p", "tail", "s1")
     assert done.returncode == 2

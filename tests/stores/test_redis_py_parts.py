@@ -53,6 +53,15 @@ def test_the_connection_parts_the_store_uses_are_there_with_the_shapes_it_calls(
     assert "redis_connection" in inspect.signature(ClusterNode).parameters
 
 
+def test_the_words_of_a_closed_connection_are_those_the_first_contact_reads() -> None:
+    from redis._parsers import socket as parser_socket
+
+    from ledger_bus.store.redis import contact
+
+    assert parser_socket.SERVER_CLOSED_CONNECTION_ERROR == contact._CLOSED
+    assert issubclass(redis.exceptions.AuthenticationError, redis.exceptions.ConnectionError)
+
+
 def test_a_pooled_connection_takes_a_packed_command_and_goes_back(
     redis_server: LocalServer,
 ) -> None:

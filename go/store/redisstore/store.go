@@ -1,4 +1,4 @@
-// Package redis is the ledger on Redis: the layout of spec/ledger-v1.md section 6 and the Lua
+// Package redisstore is the ledger on Redis: the layout of spec/ledger-v1.md section 6 and the Lua
 // scripts every language runs (ledger_bus/store/lua/), so that a Go process, a Python process
 // and a Node process share one session, each reading what the others wrote as its own: the
 // same keys, the same script bytes, the same payloads, digests, event ids and cursors.
@@ -104,7 +104,10 @@ func Open(ctx context.Context, url string, opts ...store.Option) (*Store, error)
 	set := store.Configure(opts...)
 	durability := parsed.durability
 	if set.Durability != nil {
-		durability = *set.Durability // the zero Durability: local
+		durability = *set.Durability
+		if durability == (model.Durability{}) {
+			durability = model.Local()
+		}
 	}
 	timeout := set.Timeout
 	if timeout == 0 {
@@ -117,7 +120,8 @@ func Open(ctx context.Context, url string, opts ...store.Option) (*Store, error)
 	if err != nil {
 		return nil, err
 	}
-	s, err := New(client, append(opts, store.WithDefaultDurability(durability))...)
+	// A copy with room for one more: the caller's slice is never written to.
+	s, err := New(client, append(opts[:len(opts):len(opts)], store.WithDefaultDurability(durability))...)
 	if err != nil {
 		_ = client.Close()
 		return nil, err

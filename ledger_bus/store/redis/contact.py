@@ -9,7 +9,7 @@ retrying with backoff: a server that is down when they start may be up in a mome
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 import redis
@@ -17,12 +17,16 @@ import redis.exceptions as rx
 
 from ledger_bus.model.errors import BackendUnavailable
 
+# What redis-py says of a connection the server closed without a reply (redis/_parsers/socket.py,
+# the same in every version the locks pin: tests/stores/test_redis_py_parts.py).
+_CLOSED: Final = "Connection closed by server."
+
 
 def check_first_contact(store: object, url: str) -> None:
     """For a store on one server at a `redis://` URL: BackendUnavailable when nothing listens
-    at its address, or when what answers there is not Redis. Any other outcome (a slow
-    answer, a refused password, a name that does not resolve) is left to the store's own
-    retries and errors."""
+    at its address, nothing answers there within the store's timeouts, or what answers is not
+    Redis. Any other outcome (a refused password, a reset, too many clients, a name that does
+    not resolve) is left to the store's own retries and errors."""
     parts = urlsplit(url)
     if parts.scheme != "redis":
         return
@@ -36,30 +40,43 @@ def check_first_contact(store: object, url: str) -> None:
         connection = pool.get_connection()
         connection.send_command("PING")
         connection.read_response()
-    except rx.InvalidResponse:
-        raise BackendUnavailable(
+    except (rx.RedisError, OSError) as err:
+        if connection is not None:
+            connection.disconnect()  # not used again as it is
+        unavailable = _unavailable(err, where)
+        if unavailable is not None:
+            raise unavailable from None
+    finally:
+        if connection is not None:
+            pool.release(connection)  # the connection the command then runs on
+
+
+def _unavailable(err: Exception, where: str) -> BackendUnavailable | None:
+    """What a failed first contact means: no Redis at `where`, said at once; None for what the
+    store's own retries and errors decide (a refused password, a reset, too many clients)."""
+    if isinstance(err, rx.AuthenticationError | rx.AuthorizationError):
+        return None  # Redis, refusing the credentials (ConnectionErrors both, to redis-py)
+    if isinstance(err, rx.TimeoutError):
+        # A port that takes the connection and never answers, or none that does within the
+        # store's timeouts: said now, not again after the store's retries have waited as long.
+        return BackendUnavailable(
+            f"nothing answered at {where} within the timeout: is Redis running there?"
+        )
+    if isinstance(err, rx.InvalidResponse):
+        return BackendUnavailable(
             f"no Redis at this address ({where}): its reply is not Redis's (another service on"
             " that port?)"
-        ) from None
-    except rx.ConnectionError as err:
-        if _refused(err):
-            raise BackendUnavailable(
-                f"nothing listens at {where} (connection refused): is Redis running?"
-            ) from None
-        if err.__cause__ is None and err.__context__ is None:  # redis-py: closed by server
-            raise BackendUnavailable(
-                f"no Redis at this address ({where}): the server there closed the connection"
-                " without a Redis reply (another service on that port?)"
-            ) from None
-        # anything else (slow, reset, unreachable for now): the store's retries decide
-    except (rx.RedisError, OSError):
-        pass  # a Redis error (NOAUTH, a refused password) or a timeout: the store's own
-    else:
-        pool.release(connection)  # the connection the command then runs on
-        return
-    if connection is not None:
-        connection.disconnect()
-        pool.release(connection)
+        )
+    if isinstance(err, rx.ConnectionError) and _refused(err):
+        return BackendUnavailable(
+            f"nothing listens at {where} (connection refused): is Redis running?"
+        )
+    if isinstance(err, rx.ConnectionError) and str(err) == _CLOSED:
+        return BackendUnavailable(
+            f"no Redis at this address ({where}): the server there closed the connection"
+            " without a Redis reply (another service on that port?)"
+        )
+    return None
 
 
 def _refused(err: BaseException) -> bool:

@@ -204,8 +204,10 @@ class RedisCore(EventStore):
         coalesces a loop turn's calls (store/redis/autopipe.py), so the request is the same."""
         on = self._held if held else None
         if on is not None:
-            return lambda _: on.execute(keys[0], "EVALSHA", script.sha, len(keys), *keys, *args)
-        if read_only:  # a role that may only read its keys may run it
+            # EVALSHA_RO for a script that only reads: a role that may only read its keys may run it
+            command = "EVALSHA_RO" if read_only else "EVALSHA"
+            return lambda _: on.execute(keys[0], command, script.sha, len(keys), *keys, *args)
+        if read_only:
             return lambda client: client.evalsha_ro(script.sha, len(keys), *keys, *args)
         return lambda client: client.evalsha(script.sha, len(keys), *keys, *args)
 
