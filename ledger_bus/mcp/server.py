@@ -47,7 +47,6 @@ from ledger_bus.access.limits import NO_TOKEN, Limits, Quota, key_of
 from ledger_bus.access.tokens import Identifies
 from ledger_bus.mcp import tools
 from ledger_bus.model.errors import InvalidInput, LedgerError, Refused
-from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.store.base import EventStore
 
 logger = logging.getLogger(__name__)
@@ -257,7 +256,7 @@ def build_server(  # noqa: PLR0915  (the tools, resources and prompts, each a fe
         types: list[str] | None = None,
         agents: list[str] | None = None,
         before: str | None = None,
-    ) -> JSONObject:
+    ) -> dict[str, Any]:
         """The session's last n events (before the cursor `before`, when given), oldest
         first, as context lines and as events, with the cursor to wait after. types and agents
         keep only those (message, mutation, tool_call, tool_result; agents by name). About a
@@ -266,7 +265,9 @@ def build_server(  # noqa: PLR0915  (the tools, resources and prompts, each a fe
         return tools.tail(store, me(), session, n, types or [], agents or [], before)
 
     @server.tool()
-    async def wait(session: str, after: str | None = None, timeout_s: float = 10.0) -> JSONObject:
+    async def wait(
+        session: str, after: str | None = None, timeout_s: float = 10.0
+    ) -> dict[str, Any]:
         """The events committed after the cursor `after` (none: the session's newest now),
         waiting up to timeout_s seconds (at most 30) for the first; with the cursor to wait
         after next. About a megabyte of events at most (`truncated` says when more are
@@ -297,20 +298,20 @@ def build_server(  # noqa: PLR0915  (the tools, resources and prompts, each a fe
         kind: str | None = None,
         fields: dict[str, Any] | None = None,
         append_id: str | None = None,
-    ) -> JSONObject:
+    ) -> dict[str, Any]:
         """Post a message (body) or a mutation (kind, and its fields) to the session as you.
         A retry with the same append_id is kept once; other content under it is refused."""
         return tools.post(store, me(), session, body, kind, fields, append_id)
 
     @server.tool()
     @ledger_errors
-    def open_calls(session: str) -> list[JSONObject]:
+    def open_calls(session: str) -> list[dict[str, Any]]:
         """The calls requested in the session and never finished (a crashed agent's, say)."""
         return tools.open_calls(store, me(), session)
 
     @server.tool()
     @ledger_errors
-    def resolve(session: str, attempt_id: str, outcome: str, result: Any = None) -> JSONObject:
+    def resolve(session: str, attempt_id: str, outcome: str, result: Any = None) -> dict[str, Any]:
         """Close an open call (operators only): outcome ok or error with its result, or
         unknown when nobody knows whether it took effect."""
         return tools.resolve(store, me(), session, attempt_id, outcome, result)
@@ -323,20 +324,20 @@ def build_server(  # noqa: PLR0915  (the tools, resources and prompts, each a fe
         objective: str,
         fields: dict[str, Any] | None = None,
         request_id: str | None = None,
-    ) -> JSONObject:
+    ) -> dict[str, Any]:
         """Dispatch work to a role: a record on the session's board, its id minted. A retry
         with the same request_id gives the dispatch the first call opened."""
         return tools.board_open(store, me(), session, role, objective, fields, request_id)
 
     @server.tool()
     @ledger_errors
-    def dispatch_close(session: str, dispatch_id: str, outcome: str) -> JSONObject:
+    def dispatch_close(session: str, dispatch_id: str, outcome: str) -> dict[str, Any]:
         """Close a dispatch; the outcome begins with a closed word (done, failed, ...)."""
         return tools.board_close(store, me(), session, dispatch_id, outcome)
 
     @server.tool()
     @ledger_errors
-    def dispatch_list(session: str) -> list[JSONObject]:
+    def dispatch_list(session: str) -> list[dict[str, Any]]:
         """The dispatches in flight, each marked live (< 24 h) or stale (24-48 h)."""
         return tools.board_list(store, me(), session)
 

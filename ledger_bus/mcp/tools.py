@@ -1,6 +1,10 @@
 """What the MCP server's tools do: each a thin call into the library, after the caller's
 identity was checked. Nothing here is a second implementation of a rule: appends, the board and
-resolutions are the library's own, with their validation, idempotency and refusals."""
+resolutions are the library's own, with their validation, idempotency and refusals.
+
+The tools' answers are typed `dict[str, Any]`, not model/jsontext.py's JSONObject: the MCP SDK
+reads a tool's return annotation for its output schema, and makes none of a recursive alias (the
+tools then answer no structured content)."""
 
 from __future__ import annotations
 
@@ -22,7 +26,6 @@ from ledger_bus.board.dispatches import ASSIGNEE, OPENER, Board
 from ledger_bus.mcp import reads
 from ledger_bus.model.errors import InvalidInput, NotFound, Refused
 from ledger_bus.model.ids import ANY, CURSOR_ZERO, StreamId, check_name, parse_cursor
-from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.operations.reconciler import FLAG_KIND
 from ledger_bus.operations.resolve import Outcome, resolve_attempt
@@ -66,7 +69,7 @@ def tail(  # noqa: PLR0913  (the session, and one argument per filter and place)
     types: list[str],
     agents: list[str],
     before: str | None = None,
-) -> JSONObject:
+) -> dict[str, Any]:
     """The session's last n events (those of `types` and `agents` when given; before the
     cursor `before`, when given), as many as one answer's bytes hold, as the context an agent
     reads and as events, and the cursor to wait after."""
@@ -87,7 +90,7 @@ def tail(  # noqa: PLR0913  (the session, and one argument per filter and place)
 
 def wait(
     store: EventStore, who: Identity, session: str, after: str | None, timeout_s: float
-) -> JSONObject:
+) -> dict[str, Any]:
     """What committed after the cursor `after` (none: the session's newest now), waiting up to
     timeout_s for the first, as much as one answer's bytes hold; with the cursor to wait after
     next, which moves past the frameworks' native records too, though they are left out."""
@@ -164,7 +167,7 @@ def _head(store: EventStore, session: str) -> str:
     return newest[-1].cursor if newest else CURSOR_ZERO
 
 
-def _read(events: list[RecordedEvent], cursor: str) -> JSONObject:
+def _read(events: list[RecordedEvent], cursor: str) -> dict[str, Any]:
     """What a tail or a wait gives: the events as context lines and as events, and the cursor
     to wait after next."""
     return {
@@ -182,7 +185,7 @@ def post(  # noqa: PLR0913  (one argument per part of an event)
     kind: str | None,
     fields: dict[str, Any] | None,
     append_id: str | None,
-) -> JSONObject:
+) -> dict[str, Any]:
     """A message (body) or a mutation (kind, fields) from the caller, appended to its own
     stream posts-<agent>; a retry with the same append_id is deduplicated."""
     who.may_write(session)
@@ -222,7 +225,7 @@ def _own_vocabulary(kind: str | None, fields: dict[str, Any]) -> None:
         )
 
 
-def open_calls(store: EventStore, who: Identity, session: str) -> list[JSONObject]:
+def open_calls(store: EventStore, who: Identity, session: str) -> list[dict[str, Any]]:
     """The calls requested and not finished in the session (flagged ones say so)."""
     session = _found(store, who, session)
     return [
@@ -238,7 +241,7 @@ def resolve(  # noqa: PLR0913  (public: one argument per part of a resolution)
     attempt_id: str,
     outcome: str,
     result: Any,
-) -> JSONObject:
+) -> dict[str, Any]:
     """Close an open call: ok or error with its result, or unknown (operators only)."""
     if who.role != "operator":
         who.may_operate(session)  # a role refused is said so, whether the session is there or not
@@ -259,7 +262,7 @@ def board_open(  # noqa: PLR0913  (one argument per part of a dispatch)
     objective: str,
     fields: dict[str, Any] | None,
     request_id: str | None = None,
-) -> JSONObject:
+) -> dict[str, Any]:
     """Dispatch work: a new record on the session's board, its id minted, opened `by` the
     caller; a retry under the same request_id gives the dispatch the first call opened.
 
@@ -287,7 +290,7 @@ def board_open(  # noqa: PLR0913  (one argument per part of a dispatch)
 
 def board_close(
     store: EventStore, who: Identity, session: str, dispatch_id: str, outcome: str
-) -> JSONObject:
+) -> dict[str, Any]:
     """Close a dispatch with its outcome (which begins with a closed word: done, failed, ...).
     The caller is its agent from then on when it had none and another opened it: the work
     returned by the one that did it."""
@@ -295,7 +298,7 @@ def board_close(
     return Board(store, session).close(dispatch_id, outcome, _now(), returned_by=who.agent)
 
 
-def board_list(store: EventStore, who: Identity, session: str) -> list[JSONObject]:
+def board_list(store: EventStore, who: Identity, session: str) -> list[dict[str, Any]]:
     """The dispatches in flight, each marked live (< 24 h) or stale (24-48 h)."""
     session = _found(store, who, session)
     return [
