@@ -215,12 +215,6 @@ class MemoryStore(EventStore):
                 if digest != prepared.digest:
                     raise IdempotencyConflict(str(stream), append_id)
                 return AppendResult(stream, first, last, cursor, deduplicated=True)
-            fence = prepared.fence
-            if fence is not None:
-                token = state.fences.get(fence.lease, 0)
-                holder = self._holder(stream.session_id, fence.lease)
-                if token != fence.token or holder != fence.owner:
-                    raise lease_lost(fence, token)
             version = state.versions.get(stream.name, 0)
             if expected is not None and expected != version:
                 raise VersionConflict(str(stream), expected, version)

@@ -299,7 +299,7 @@ def test_the_asyncio_store_has_every_method_of_the_contract_with_the_same_parame
         }
 
     blocking, awaited = public(EventStore), public(AsyncStore)
-    besides = {"close", "plan_append"}
+    besides = {"close"}
     contract = {n for n in blocking if not n.endswith("_op") and n not in besides}
     # Then AsyncStore has each, awaited, with the same parameters, and nothing else but its own
     assert contract - awaited.keys() == set()
@@ -323,17 +323,16 @@ def test_each_operation_is_declared_once_and_both_stores_run_that_declaration() 
     }
     # Then nearly all of them are an operation declared by its steps, and AsyncStore's method of
     # the same name runs the very same steps (the few written out run more than one operation:
-    # an append's plan, a paged iteration, a restore's batches)
-    written_out = {"append", "iter_session", "restore", "iter_append_ids"}
+    # a paged iteration, a restore's batches)
+    written_out = {"iter_session", "restore", "iter_append_ids"}
     contract = {
         n
         for n, _ in inspect.getmembers(EventStore, callable)
         if not n.startswith("_") and not n.endswith("_op")
-    } - {"close", "plan_append"}
-    assert contract - declared.keys() == written_out - {"append"}
+    } - {"close"}
+    assert contract - declared.keys() == written_out
     for name, method in declared.items():
-        if name != "append":  # both drivers append by the core's plan (EventStore.plan_append)
-            assert getattr(AsyncStore, name).steps is method.steps, name
+        assert getattr(AsyncStore, name).steps is method.steps, name
         assert method.steps.__name__ == f"{name}_op"
 
     # and a store that overrides an operation's steps is run by its own, under both drivers

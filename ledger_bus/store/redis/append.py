@@ -1,5 +1,6 @@
-"""Appends: the direct path and the general one, the open-attempts and session indexes around
-them, artifacts written before them, and restore."""
+"""Appends, one route in either driver: the script's one call, sent at once and retried as every
+call is, the open-attempts and session indexes around it, artifacts written before it, and
+restore."""
 
 from __future__ import annotations
 

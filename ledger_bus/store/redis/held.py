@@ -51,11 +51,6 @@ class HeldConnections:
         # command line) runs on the one connection it opened. Connections are kept after that.
         self._first = True
 
-    def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
-        """EVALSHA as redis-py's clients take it, so that a request made for a client runs
-        here too (its first key says the node)."""
-        return self.execute(keys_and_args[0], "EVALSHA", sha, numkeys, *keys_and_args)
-
     def execute(self, key: str, *args: Any) -> Any:
         """Run the command `args`, whose first key is `key`, and return its reply."""
         if self._first:
