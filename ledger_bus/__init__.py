@@ -17,7 +17,7 @@ pays only for the parts it uses: `import ledger_bus` itself imports nothing else
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ledger_bus.agent.recorder import (
@@ -225,7 +225,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'ledger_bus' has no attribute {name!r}")

@@ -17,11 +17,12 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 from ledger_bus.access.identity import Identity
 from ledger_bus.model.errors import InvalidInput
 from ledger_bus.model.files import replace_whole
+from ledger_bus.model.jsontext import JSONObject
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +153,7 @@ def add_token(path: str, who: Identity) -> str:
             with open(path, "w", encoding="utf-8") as f:
                 json.dump({"tokens": []}, f)
         tokens = Tokens.load(path)
-        entries: list[dict[str, Any]] = [
+        entries: list[JSONObject] = [
             {"sha256": digest, **asdict(known)} for digest, known in tokens.by_digest.items()
         ]
         entries.append({"sha256": _digest(token), **asdict(who)})

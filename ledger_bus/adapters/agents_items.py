@@ -32,7 +32,7 @@ RESTS: Final = "agents.items"  # the rest of the items an append's events stand 
 COMPACT: Final = 1
 
 
-def _text(content: Any) -> str:
+def _text(content: object) -> str:
     """What a message item says: its text, or the text of its parts."""
     if isinstance(content, str):
         return content
@@ -73,7 +73,7 @@ def _without_text(item: dict[str, Any]) -> JSONObject | None:
     return {**item, "content": parts}
 
 
-def _without_arguments(item: dict[str, Any], args: dict[str, Any]) -> JSONObject | None:
+def _without_arguments(item: JSONObject, args: JSONObject) -> JSONObject | None:
     """A function call item with its arguments' text left None (or COMPACT), when its `args`
     give it back; else None."""
     sent = item.get("arguments")
@@ -86,7 +86,7 @@ def _without_arguments(item: dict[str, Any], args: dict[str, Any]) -> JSONObject
     return None
 
 
-def _without_output(item: dict[str, Any]) -> JSONObject | None:
+def _without_output(item: JSONObject) -> JSONObject | None:
     """A function call's output item with its text (its event's `result`) left None; None
     for an output that is not text."""
     if not isinstance(item.get("output"), str):
@@ -94,7 +94,7 @@ def _without_output(item: dict[str, Any]) -> JSONObject | None:
     return {**item, "output": None}
 
 
-def whole_item(event: dict[str, Any], item: Any, cut: bool) -> Any:
+def whole_item(event: JSONObject, item: Any, cut: bool) -> object:
     """The item `event` stands for, as it was given, from what its `agents.items` entry holds:
     the item (`cut` False), or the rest of it, what its event says taken out."""
     if not cut:
@@ -120,7 +120,7 @@ def whole_item(event: dict[str, Any], item: Any, cut: bool) -> Any:
     return {**item, "output": event["result"]}
 
 
-def _said(item: Any, recorded: dict[str, tuple[str, str | None]]) -> str | None:
+def _said(item: object, recorded: dict[str, tuple[str, str | None]]) -> str | None:
     """The type of the event that says what `item` means; None for an item kept alone."""
     if not isinstance(item, dict):
         return None
@@ -152,7 +152,7 @@ def item_events(
         events.append({"type": "mutation", "agent": agent, "kind": RESTS, "items": entries})
     calls: dict[str, str] = {}
 
-    def add(event: dict[str, Any], item: Any, rest: dict[str, Any] | None) -> None:
+    def add(event: dict[str, Any], item: object, rest: JSONObject | None) -> None:
         entries.append([len(events), rest] if rest is not None else [-len(events), item])
         events.append({k: v for k, v in event.items() if v is not None})
 
@@ -204,7 +204,7 @@ def model_events(
     `tool_result` (the model, the token usage, the response id), the call its result's parent
     by position (the result's `parents` are filled in by the caller, who knows the ids)."""
     usage = getattr(response, "usage", None)
-    record: dict[str, Any] = {}
+    record: JSONObject = {}
     if model:
         record["model"] = model
     if usage is not None:

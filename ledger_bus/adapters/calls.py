@@ -35,6 +35,7 @@ from ledger_bus.agent.recorder import (
 )
 from ledger_bus.model.errors import InvalidInput, LedgerError, VersionConflict
 from ledger_bus.model.ids import ANY, StreamId, check_name, derive_event_id
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.model.prepared import Fence
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import Attempts, EventStore, need
@@ -52,7 +53,7 @@ class ToolStep:
 
     step_id: str
     tool: str
-    args: dict[str, Any]
+    args: JSONObject
     safe_to_replay: bool
     match_args: bool = False
     named: bool = False
@@ -76,9 +77,7 @@ def _fold(state: _Calls, event: RecordedEvent) -> None:
         state.results[str(event.attempt_id)] = event
 
 
-def _decided_alike(
-    state: _Calls, agent: str, tool: str, args: dict[str, Any]
-) -> RecordedEvent | None:
+def _decided_alike(state: _Calls, agent: str, tool: str, args: JSONObject) -> RecordedEvent | None:
     """The oldest outcome of `tool` with these arguments that someone other than the framework
     (an operator's `ledger-bus resolve`) recorded for a call it never finished, and that no
     later call has taken yet: the outcome of the call a rerun reaches again."""
@@ -106,7 +105,7 @@ def _outcome_of(state: _Calls, calls: list[RecordedEvent]) -> RecordedEvent | No
     return None
 
 
-def _unfinished_alike(state: _Calls, tool: str, args: dict[str, Any]) -> list[RecordedEvent]:
+def _unfinished_alike(state: _Calls, tool: str, args: JSONObject) -> list[RecordedEvent]:
     """The newest attempt of `tool` with these arguments that has no result, if any."""
     for calls in reversed(state.calls.values()):
         latest = calls[-1]
@@ -236,7 +235,7 @@ class CallLedger:
         version: int,
         step_id: str,
         decided: RecordedEvent,
-        args: dict[str, Any],
+        args: JSONObject,
     ) -> Op[None]:
         """Record that the call `step_id` got the outcome `decided` without running: its
         request and that outcome, in one append at the stream's `version` (so two calls never
@@ -273,7 +272,7 @@ class CallLedger:
             if (calls := state.calls.get(step))
         }
 
-    def end_op(self, begun: Begun, status: str, result: Any) -> Op[None]:
+    def end_op(self, begun: Begun, status: str, result: object) -> Op[None]:
         """Record a begun call's outcome and let its lease go. OutcomeNotRecorded: the outcome
         could not be committed (the attempt stays open, for the reconciler)."""
         event = result_event(
@@ -306,7 +305,7 @@ class CallLedger:
             )
         )
 
-    def _write_op(self, stream: StreamId, fence: Fence, event: dict[str, Any]) -> Op[str]:
+    def _write_op(self, stream: StreamId, fence: Fence, event: JSONObject) -> Op[str]:
         """Append one event under the call's lease: a process that lost it (stopped past its
         TTL while another took the call over) writes nothing more. Its append id names the
         call's attempt and this process's hold of it (the owner): the store's retries of the
@@ -394,7 +393,7 @@ class CallGuard:
         return value
 
 
-def decided_text(result: Any) -> str:
+def decided_text(result: object) -> str:
     """A recorded outcome as the text a model reads: a string as it is, JSON otherwise; an
     outcome nobody knows (`ledger-bus resolve --unknown`, or a crash before a replay) says so."""
     if isinstance(result, str):

@@ -44,7 +44,7 @@ from typing import Any, Final, TypeVar
 import msgpack
 
 from ledger_bus.model.extras import needs
-from ledger_bus.model.jsontext import JSONObject
+from ledger_bus.model.jsontext import JSON, JSONObject
 
 try:
     from agents import FunctionTool, RunHooks
@@ -148,9 +148,9 @@ def _shared_views(store: EventStore, max_bytes: int | None) -> Views[_Items]:
         return views
 
 
-def _unpacked(packed: list[bytes]) -> list[Any]:
+def _unpacked(packed: list[bytes]) -> list[JSON]:
     """The items `packed` holds, unpacked in one call."""
-    items: list[Any] = msgpack.unpackb(msgpack_array(packed))
+    items: list[JSON] = msgpack.unpackb(msgpack_array(packed))
     return items
 
 
@@ -192,7 +192,7 @@ class LedgerSession:
         store: EventStore | AsyncStore,
         *,
         lease_ttl_ms: int = DEFAULT_LEASE_MS,
-        session_settings: SessionSettings | dict[str, Any] | None = None,
+        session_settings: SessionSettings | JSONObject | None = None,
         retention: Retention | None = None,
         max_bytes: int | None = DEFAULT_MAX_BYTES,
     ):
@@ -381,7 +381,7 @@ class LedgerSession:
         def sync(op: Op[T]) -> T:
             return self.store.run_op(op)
 
-        async def on_invoke_tool(context: ToolContext[Any], arguments: str) -> Any:
+        async def on_invoke_tool(context: ToolContext[Any], arguments: str) -> object:
             args = _arguments(arguments)
             guard = self.calls.guard(stream, sync)
             done, found = await self._drive(
@@ -400,7 +400,7 @@ class LedgerSession:
         return dataclasses.replace(tool, on_invoke_tool=on_invoke_tool)
 
 
-def _kind(item: Any) -> str | None:
+def _kind(item: object) -> str | None:
     return item.get("type") if isinstance(item, dict) else None
 
 
@@ -413,7 +413,7 @@ def _arguments(text: str) -> JSONObject:
     return found if isinstance(found, dict) else {"value": found}
 
 
-def _outcome(value: Any) -> tuple[str, Any]:
+def _outcome(value: object) -> tuple[str, Any]:
     """A tool's output as recorded: JSON where it is JSON, else its text."""
     try:
         json.dumps(value)
@@ -422,7 +422,7 @@ def _outcome(value: Any) -> tuple[str, Any]:
     return "ok", value
 
 
-def _replayed(recorded: RecordedEvent) -> Any:
+def _replayed(recorded: RecordedEvent) -> object:
     """A call's recorded outcome as its function tool's output: the value of an ok outcome
     (the tool's own, or one an operator decided with `ledger-bus resolve --ok`), else a text
     the model reads as a failure that was not retried."""
@@ -450,20 +450,20 @@ class _RunRecorder(RunHooks[Any]):
         # id(agent) -> the run that handed off to it: its id and its run.started's event id
         self.handed: dict[int, tuple[str, str]] = {}
 
-    async def _write(self, events: list[dict[str, Any]]) -> list[str]:
+    async def _write(self, events: list[JSONObject]) -> list[str]:
         key = _call_id("run")
         session, name = self.stream.session_id, self.stream.name
         ids = [derive_event_id(session, name, key, n) for n in range(len(events))]
         await self.session._drive(self.session.store.append_op(self.stream, ANY, key, events))
         return ids
 
-    async def on_agent_start(self, context: Any, agent: Any) -> None:
+    async def on_agent_start(self, context: object, agent: Any) -> None:
         if id(agent) in self.runs:
             return
         run_id = uuid.uuid4().hex[:16]
         parent = self.handed.pop(id(agent), None)
         started = {"type": "mutation", "agent": str(agent.name), "kind": "run.started"}
-        event: dict[str, Any] = {**started, "run_id": run_id}
+        event: JSONObject = {**started, "run_id": run_id}
         if parent is not None:
             event.update(parent_run=parent[0], parents=[parent[1]])
         (event_id,) = await self._write([event])
@@ -478,7 +478,7 @@ class _RunRecorder(RunHooks[Any]):
             handed = {"status": "ok", "handed_to": str(to_agent.name)}
             await self._write([{**finished, "run_id": found[0], **handed}])
 
-    async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
+    async def on_llm_end(self, context: Any, agent: Any, response: object) -> None:
         run_id = self.runs.get(id(agent), (None, ""))[0]
         model = agent.model if isinstance(agent.model, str) else getattr(agent.model, "model", None)
         attempt = f"model:{getattr(response, 'response_id', None) or uuid.uuid4().hex}"
@@ -488,7 +488,7 @@ class _RunRecorder(RunHooks[Any]):
         events = [call, {**result, "parents": [call_id]}]
         await self.session._drive(self.session.store.append_op(self.stream, ANY, key, events))
 
-    async def on_agent_end(self, context: Any, agent: Any, output: Any) -> None:
+    async def on_agent_end(self, context: object, agent: Any, output: object) -> None:
         found = self.runs.pop(id(agent), None)
         if found is not None:
             finished = {"type": "mutation", "agent": str(agent.name), "kind": "run.finished"}

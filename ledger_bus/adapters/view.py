@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from ledger_bus.model.ids import StreamId
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.model.records import AppendResult, RecordedEvent
 from ledger_bus.store.base import REMEMBERED, EventStore
 from ledger_bus.store.steps import Op
@@ -62,7 +63,7 @@ class StreamView(Generic[S]):
     _lock: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
     # What this process appended, answered before an append of its own sent earlier that lands
     # before it: applied once that one is (by its first version).
-    _ahead: dict[int, tuple[AppendResult, list[dict[str, Any]]]] = field(
+    _ahead: dict[int, tuple[AppendResult, list[JSONObject]]] = field(
         init=False, repr=False, default_factory=dict
     )
 
@@ -113,7 +114,7 @@ class StreamView(Generic[S]):
         with self._lock:
             self.flying -= 1
 
-    def wrote(self, result: AppendResult, events: list[dict[str, Any]]) -> None:
+    def wrote(self, result: AppendResult, events: list[JSONObject]) -> None:
         """Apply what this process has just appended (`events`, with their event ids), when it
         follows what the view holds, nothing between: the next refresh need not read it. An
         append answered before one this process sent earlier and that landed before it (threads

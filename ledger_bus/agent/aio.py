@@ -50,7 +50,7 @@ async def connect(url: str | None = None, **options: Any) -> AsyncStore:
     return await open_async(url, **options)
 
 
-async def _settle(value: Any) -> Any:
+async def _settle(value: object) -> object:
     """A tool's or handler's value, awaited when it is awaitable (async functions)."""
     return await value if inspect.isawaitable(value) else value
 
@@ -161,19 +161,19 @@ class AsyncRun:
         event = {"type": "mutation", "kind": kind, **fields}
         return await self.store.drive(self.core.say_or_replay_op(event))
 
-    async def snapshot(self, state: dict[str, Any]) -> None:
+    async def snapshot(self, state: JSONObject) -> None:
         """Run.snapshot."""
         await self.store.drive(self.core.snapshot_op(state))
 
     async def call(
         self,
         tool: str,
-        args: dict[str, Any],
+        args: JSONObject,
         fn: Callable[..., Any],
         *,
         safe_to_replay: bool = False,
         step: str | None = None,
-    ) -> Any:
+    ) -> Any:  # the tool's own result, or on a replay the JSON recorded of it
         """Run.call: `fn(**args)` (awaited when it is a coroutine function), its request
         committed before it runs and its result after; on resume, the recorded result."""
         done, found = await self.store.drive(
@@ -186,7 +186,7 @@ class AsyncRun:
     async def begin_call(
         self,
         tool: str,
-        args: dict[str, Any],
+        args: JSONObject,
         *,
         safe_to_replay: bool = False,
         step: str | None = None,
@@ -199,7 +199,7 @@ class AsyncRun:
         )
         return found
 
-    async def end_call(self, attempt: Attempt, status: str, value: Any) -> None:
+    async def end_call(self, attempt: Attempt, status: str, value: object) -> None:
         """The second half of `call`: its outcome, "ok" or "error"."""
         await self.store.drive(self.core.end_call_op(attempt, status, value))
 
@@ -219,7 +219,7 @@ class AsyncRun:
         """Run.delegate."""
         return await self.store.drive(self.core.delegate_op(agent, objective, child_run_id))
 
-    async def finish_delegation(self, delegation: Delegation, status: str, result: Any) -> None:
+    async def finish_delegation(self, delegation: Delegation, status: str, result: object) -> None:
         """Run.finish_delegation."""
         await self.store.drive(self.core.finish_delegation_op(delegation, status, result))
 

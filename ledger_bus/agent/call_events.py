@@ -16,7 +16,7 @@ ABANDONED: Final = "abandoned by a crash; replayed on resume"
 
 
 def request_event(
-    tool: str, args: dict[str, Any], attempt_id: str, step_id: str, **ids: Any
+    tool: str, args: JSONObject, attempt_id: str, step_id: str, **ids: Any
 ) -> JSONObject:
     """A call's `tool_call`: committed before the call runs (a Run's, or an adapter's)."""
     return {
@@ -30,7 +30,7 @@ def request_event(
 
 
 def result_event(
-    tool: str, attempt_id: str, step_id: str, status: str, value: Any, **ids: Any
+    tool: str, attempt_id: str, step_id: str, status: str, value: object, **ids: Any
 ) -> JSONObject:
     """A call's `tool_result`: its outcome, "ok" or "error"."""
     return {

@@ -82,7 +82,7 @@ LIFECYCLE: Final = frozenset({"run.started", "run.resumed", "run.finished", "too
 _NOT_SAID: Final = frozenset({"event_id", "agent", "run_id", "parents"})
 
 
-def _what_was_said(fields: dict[str, Any]) -> JSONObject:
+def _what_was_said(fields: JSONObject) -> JSONObject:
     return {k: v for k, v in fields.items() if k not in _NOT_SAID}
 
 
@@ -165,7 +165,7 @@ class Run:
         parents: list[str],
         resume: bool,
         lease_wait_ms: int,
-        fields: dict[str, Any],
+        fields: JSONObject,
     ):
         self.recorder = recorder
         self.run_id = run_id
@@ -297,7 +297,7 @@ class Run:
 
     # -- writing ----------------------------------------------------------------------------
 
-    def _write(self, event: dict[str, Any], parents: list[str] | None = None) -> str:
+    def _write(self, event: JSONObject, parents: list[str] | None = None) -> str:
         """Append one event to the run's stream and return its event id."""
         return str(self._drive(self.write_op(event, parents)))
 
@@ -342,7 +342,7 @@ class Run:
         """Record a change of session state; the log, not a side field, is its source of truth."""
         return str(self._drive(self.say_or_replay_op({"type": "mutation", "kind": kind, **fields})))
 
-    def say_or_replay_op(self, event: dict[str, Any]) -> Op[str]:
+    def say_or_replay_op(self, event: JSONObject) -> Op[str]:
         """Write the run's next message or mutation, unless it is a resumed run's replay of
         one: the n-th that the run says is the n-th it said before the crash, and when that
         one is recorded with the same content, its event id is returned and nothing is
@@ -355,13 +355,13 @@ class Run:
             return said[position].event_id
         return (yield from self.write_op(event))
 
-    def snapshot(self, state: dict[str, Any]) -> None:
+    def snapshot(self, state: JSONObject) -> None:
         """Keep the loop's state (JSON), whole, in the run's own native stream: on resume,
         `recovered` gives the newest snapshot and the run's events after it ("snapshot plus
         tail replay"), so a loop rebuilds its state without replaying its whole history."""
         self._drive(self.snapshot_op(state))
 
-    def snapshot_op(self, state: dict[str, Any]) -> Op[None]:
+    def snapshot_op(self, state: JSONObject) -> Op[None]:
         # Numbered within the run's version, so that two checkpoints with nothing written in
         # between are two appends, not one append_id used for two states.
         self._checkpoints += 1
@@ -399,12 +399,12 @@ class Run:
     def call(
         self,
         tool: str,
-        args: dict[str, Any],
+        args: JSONObject,
         fn: Callable[..., Any],
         *,
         safe_to_replay: bool = False,
         step: str | None = None,
-    ) -> Any:
+    ) -> Any:  # the tool's own result, or on a replay the JSON recorded of it
         """Call `fn(**args)` as the tool `tool`, recorded: request committed first, then the result.
 
         Args:
@@ -426,7 +426,7 @@ class Run:
         return value
 
     def begin_call_op(
-        self, tool: str, args: dict[str, Any], safe_to_replay: bool, step: str | None
+        self, tool: str, args: JSONObject, safe_to_replay: bool, step: str | None
     ) -> Op[tuple[bool, Any]]:
         """Before a call: (True, its recorded value) for a step this run did before (resumed),
         else (False, the Attempt) once its request is committed. RequestNotRecorded: the request
@@ -460,7 +460,7 @@ class Run:
             ) from err
         return False, Attempt(tool, attempt_id, step_id, call_id)
 
-    def end_call_op(self, attempt: Attempt, status: str, value: Any) -> Op[None]:
+    def end_call_op(self, attempt: Attempt, status: str, value: object) -> Op[None]:
         """After a call: its outcome. OutcomeNotRecorded: it could not be committed."""
         yield from self._result_op(
             attempt.tool, attempt.attempt_id, attempt.step_id, attempt.call_id, status, value
@@ -480,7 +480,7 @@ class Run:
         return (yield from self.write_op(request_event(tool, args, attempt_id, step_id)))
 
     def _result_op(  # noqa: PLR0913  (a tool_result's fields, each said once)
-        self, tool: str, attempt_id: str, step_id: str, call_id: str, status: str, value: Any
+        self, tool: str, attempt_id: str, step_id: str, call_id: str, status: str, value: object
     ) -> Op[None]:
         try:
             event = result_event(tool, attempt_id, step_id, status, value)
@@ -570,11 +570,11 @@ class Run:
         call_id = yield from self._request_op("delegate", args, attempt_id, step_id)
         return Delegation(step_id, attempt_id, child, call_id, agent)
 
-    def finish_delegation(self, delegation: Delegation, status: str, result: Any) -> None:
+    def finish_delegation(self, delegation: Delegation, status: str, result: object) -> None:
         """Record the delegation's outcome, unless a resumed run recorded it before its crash."""
         self._drive(self.finish_delegation_op(delegation, status, result))
 
-    def finish_delegation_op(self, delegation: Delegation, status: str, result: Any) -> Op[None]:
+    def finish_delegation_op(self, delegation: Delegation, status: str, result: object) -> Op[None]:
         if delegation.attempt_id in self._history.results:
             return
         yield from self._result_op(

@@ -110,25 +110,25 @@ def begins_with(text: str, word: str) -> bool:
     return len(text) == len(word) or not text[len(word)].isalpha()
 
 
-def _present(value: Any) -> bool:
+def _present(value: object) -> bool:
     """completedAt closes a record when it is a non-empty string or a number."""
     if isinstance(value, bool):
         return False
     return isinstance(value, int | float) or (isinstance(value, str) and value != "")
 
 
-def _words(record: dict[str, Any]) -> list[str]:
+def _words(record: JSONObject) -> list[str]:
     return [v for v in (record.get("status"), record.get("outcome")) if isinstance(v, str) and v]
 
 
-def is_open(record: dict[str, Any]) -> bool:
+def is_open(record: JSONObject) -> bool:
     """The shared rule: open unless completedAt is set or a status/outcome word is not open."""
     if _present(record.get("completedAt")):
         return False
     return all(any(begins_with(w, o) for o in OPEN_WORDS) for w in _words(record))
 
 
-def unrecognised(record: dict[str, Any]) -> list[str]:
+def unrecognised(record: JSONObject) -> list[str]:
     """The status/outcome words that begin with neither an open nor a closed word."""
     return [
         w
@@ -137,7 +137,7 @@ def unrecognised(record: dict[str, Any]) -> list[str]:
     ]
 
 
-def parse_time(value: Any) -> datetime | None:
+def parse_time(value: object) -> datetime | None:
     """An ISO 8601 string or epoch number as a UTC time; None for anything else."""
     if isinstance(value, bool):
         return None
@@ -156,7 +156,7 @@ def parse_time(value: Any) -> datetime | None:
     return None
 
 
-def launch_field(record: dict[str, Any]) -> Any:
+def launch_field(record: JSONObject) -> object:
     """The launch time as written: `timestamp`, else `ts`, else `dispatchedAt`; None without."""
     for name in ("timestamp", "ts", "dispatchedAt"):
         value = record.get(name)
@@ -165,13 +165,13 @@ def launch_field(record: dict[str, Any]) -> Any:
     return None
 
 
-def launched_at(record: dict[str, Any]) -> datetime | None:
+def launched_at(record: JSONObject) -> datetime | None:
     """The launch time; None when there is none, or it is not a time."""
     value = launch_field(record)
     return None if value is None else parse_time(value)
 
 
-def window(record: dict[str, Any], now: datetime) -> Window:
+def window(record: JSONObject, now: datetime) -> Window:
     """live under 24 hours, stale 24 to 48, other when older or untimed."""
     at = launched_at(record)
     if at is None:
@@ -185,7 +185,7 @@ def window(record: dict[str, Any], now: datetime) -> Window:
 # -- spawn-log.json files -------------------------------------------------------------------------
 
 
-def read_spawn_log(data: Any) -> list[JSONObject]:
+def read_spawn_log(data: object) -> list[JSONObject]:
     """The records of a spawn-log in any of its three shapes, merged by id as the source says.
 
     An `entries` record replaces a `spawns` record with the same id; within one array the last
@@ -197,7 +197,7 @@ def read_spawn_log(data: Any) -> list[JSONObject]:
         arrays = [data.get("spawns") or [], data.get("entries") or []]
     else:
         raise InvalidInput("a spawn-log is an array, or an object with `spawns` and/or `entries`")
-    merged: dict[str, dict[str, Any]] = {}
+    merged: dict[str, JSONObject] = {}
     order: list[tuple[str, Any]] = []  # ("id", id) or ("anon", record), first appearance first
     for array in arrays:
         if not isinstance(array, list):
@@ -233,7 +233,7 @@ def _digest(record: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def _key(record: dict[str, Any]) -> str:
+def _key(record: JSONObject) -> str:
     """Where a record sits on the board: its id, or for a record without one, its content."""
     return str(record["id"]) if record.get("id") is not None else f"~{_digest(record)}"
 
@@ -348,16 +348,14 @@ class Board:
 
         return self._decide("open a dispatch", mint)
 
-    def _update(
-        self, dispatch_id: str, make: Callable[[dict[str, Any]], dict[str, Any]]
-    ) -> JSONObject:
+    def _update(self, dispatch_id: str, make: Callable[[JSONObject], JSONObject]) -> JSONObject:
         token = uuid.uuid4().hex  # one per call, as in open()
 
         def update(state: BoardState) -> JSONObject:
             record = state.records.get(dispatch_id)
             if record is None:
                 raise NotFound(f"no dispatch {dispatch_id!r} on session {self.session_id!r}")
-            changes: dict[str, Any] = make(record)
+            changes: JSONObject = make(record)
             event = {"kind": "dispatch.update", "id": dispatch_id, "changes": changes}
             self._write(state.version, f"update:{token}", [event])
             return {**record, **changes}
@@ -391,17 +389,17 @@ class Board:
         if returned_by is not None:
             check_name(returned_by, "the agent that closes a dispatch")
 
-        def change(record: dict[str, Any]) -> JSONObject:
+        def change(record: JSONObject) -> JSONObject:
             if not is_open(record):
                 raise Refused(f"{dispatch_id} is closed already")
-            changes: dict[str, Any] = {"completedAt": _iso(now), "outcome": outcome}
+            changes: JSONObject = {"completedAt": _iso(now), "outcome": outcome}
             if returned_by not in (None, record.get(OPENER)) and not record.get(ASSIGNEE):
                 changes[ASSIGNEE] = returned_by
             return changes
 
         return self._update(dispatch_id, change)
 
-    def import_records(self, records: list[dict[str, Any]]) -> int:
+    def import_records(self, records: list[JSONObject]) -> int:
         """Set the board's records from a spawn-log; returns how many changed (0: nothing new)."""
 
         def write_changes(state: BoardState) -> int:
@@ -422,7 +420,7 @@ class Board:
 
     def in_flight(
         self, now: datetime, include_other: bool = False
-    ) -> list[tuple[Window, dict[str, Any]]]:
+    ) -> list[tuple[Window, JSONObject]]:
         """Open dispatches marked live or stale; with include_other, those in flight nowhere too."""
         found = []
         for record in self.records():

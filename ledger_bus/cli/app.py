@@ -139,7 +139,7 @@ class LedgerGroup(click.Group):
             output_after(found)  # once for each command: it looks before it adds
         return found
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: click.Context) -> object:
         try:
             done = super().invoke(ctx)
         except LedgerError as err:

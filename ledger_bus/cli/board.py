@@ -17,7 +17,7 @@ from ledger_bus.cli.app import (
 )
 from ledger_bus.cli.output import show_record, show_rows
 from ledger_bus.model.files import replace_whole
-from ledger_bus.model.jsontext import parse_json
+from ledger_bus.model.jsontext import JSONObject, parse_json
 
 NOW_HELP = "The time to act as of, ISO 8601 (default: now)."
 
@@ -109,7 +109,7 @@ def close(
     Board(settings.store(), session).close(dispatch_id, outcome, parse_now(now))
 
 
-def _in_flight(settings: Settings, found: list[tuple[str, dict[str, Any]]], title: str) -> None:
+def _in_flight(settings: Settings, found: list[tuple[str, JSONObject]], title: str) -> None:
     """Dispatches in flight: whole records as JSONL, or their main fields as a table."""
     if not settings.as_table:
         show_rows(settings, ({"window": where, **record} for where, record in found))

@@ -43,7 +43,9 @@ from ledger_bus.store.base import EventStore, ServerAdmin, Tiered
 class ExpectedVersionType(click.ParamType):  # type: ignore[type-arg]
     name = "N|any"
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> object:
         try:
             wildcard = value is ANY or (isinstance(value, str) and value.lower() == "any")
             version = check_expected_version("any" if wildcard else int(value))

@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -31,7 +31,7 @@ from ledger_bus.cli.output import emit, show_record, show_rows, terminal
 from ledger_bus.cli.params import Duration
 from ledger_bus.model.errors import LedgerError, NotFound
 from ledger_bus.model.ids import StreamId, check_name
-from ledger_bus.model.jsontext import parse_json
+from ledger_bus.model.jsontext import JSONObject, parse_json
 from ledger_bus.operations.heartbeat import heartbeat_age, read_heartbeat
 from ledger_bus.operations.metrics import ReconcilerMetrics
 from ledger_bus.operations.reconciler import (
@@ -251,9 +251,9 @@ class Actions:
 
     def __init__(self, keep: bool):
         self.keep = keep
-        self.done: list[dict[str, Any]] = []
+        self.done: list[JSONObject] = []
 
-    def __call__(self, record: dict[str, Any]) -> None:
+    def __call__(self, record: JSONObject) -> None:
         log_action(record)
         if self.keep:
             self.done.append(record)
@@ -284,7 +284,7 @@ def resolve(
     chosen = [c for c in (outcome, retried_as, ok_json, error_json) if c is not None]
     if len(chosen) != 1:
         raise BadInput("give exactly one of --unknown, --retried-as, --ok, --error")
-    result: Any = None
+    result: object = None
     if ok_json is not None:
         result, kind = parse_json(ok_json, "--ok"), "ok"
     elif error_json is not None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ledger_bus.cli.app import Settings
 from ledger_bus.model.ids import cursor_ms
-from ledger_bus.model.jsontext import dumps, format_time
+from ledger_bus.model.jsontext import JSONObject, dumps, format_time
 from ledger_bus.model.records import RecordedEvent
 
 if TYPE_CHECKING:
@@ -23,13 +23,13 @@ if TYPE_CHECKING:
 _EVENT_COLUMNS: Final = ("at", "stream", "v", "type", "agent", "what")
 
 
-def emit(obj: Any) -> None:
+def emit(obj: object) -> None:
     """Print one JSON object as one line and flush, so a pipe sees it at once."""
     sys.stdout.write(dumps(obj) + "\n")
     sys.stdout.flush()
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     if value is None:
         return ""
     return value if isinstance(value, str) else dumps(value)
@@ -55,7 +55,7 @@ def show_rows(settings: Settings, rows: Iterable[dict[str, Any]], title: str = "
     return len(cells)
 
 
-def show_record(settings: Settings, record: dict[str, Any], title: str = "") -> None:
+def show_record(settings: Settings, record: JSONObject, title: str = "") -> None:
     """One result (of an append, an import, a resolve): one JSON line, or `name  value` lines."""
     if not settings.as_table:
         emit(record)

@@ -24,7 +24,9 @@ class Duration(click.ParamType):  # type: ignore[type-arg]
     def __init__(self, minimum: float = 0.0):
         self.minimum = minimum
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> Any:
         if isinstance(value, int | float):
             seconds: float | None = float(value)
         else:
@@ -42,7 +44,9 @@ class DurationMs(Duration):
 
     name = "MS|DURATION"
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> object:
         if isinstance(value, int) or str(value).strip().isdigit():
             return int(value)
         return round(super().convert(value, param, ctx) * 1000)

@@ -76,7 +76,7 @@ TEXT: Final = (
 
 def plan(tasks: int) -> list[JSONObject]:
     """The orchestrator's tasks: cheap ones, and two slow ones so that a kill lands mid-call."""
-    shapes: list[tuple[str, dict[str, Any]]] = [
+    shapes: list[tuple[str, JSONObject]] = [
         ("word_count", {"text": TEXT}),
         ("checksum", {"text": TEXT}),
         (SLOW_TOOL, {"text": TEXT, "seconds": 2.5}),

@@ -113,12 +113,10 @@ class _Spill:
         self.db.close()
         os.unlink(self.path)
 
-    def step(self, trajectory: str, n: int, doc: dict[str, Any]) -> None:
+    def step(self, trajectory: str, n: int, doc: JSONObject) -> None:
         self.db.execute("INSERT INTO steps VALUES (?, ?, ?)", (trajectory, n, json.dumps(doc)))
 
-    def later(
-        self, trajectory: str, n: int, observed: dict[str, Any], timing: dict[str, Any]
-    ) -> None:
+    def later(self, trajectory: str, n: int, observed: JSONObject, timing: JSONObject) -> None:
         doc = json.dumps({"observed": observed, "timing": timing})
         self.db.execute("INSERT INTO later VALUES (?, ?, ?)", (trajectory, n, doc))
 
@@ -134,7 +132,7 @@ class _Spill:
             yield step
 
 
-def _settle(step: dict[str, Any], observed: dict[str, Any], timing: dict[str, Any]) -> None:
+def _settle(step: dict[str, Any], observed: JSONObject, timing: JSONObject) -> None:
     """A result that came after its step was written: the call no longer open, its result in
     the step's observation."""
     for call in step.get("tool_calls", ()):
@@ -154,7 +152,7 @@ class _Writer:
         session: Session,
         builder: Builder,
         spill: _Spill,
-        window: dict[str, Any] | None = None,
+        window: JSONObject | None = None,
     ):
         self.session, self.builder, self.spill = session, builder, spill
         self.window = window
@@ -233,7 +231,7 @@ class _Writer:
         self, run: Run, embedded: dict[str, _Tally], out: IO[str], top: bool = False
     ) -> None:
         tally = self.tallies.get(run.run_id) or _Tally()
-        agent: dict[str, Any] = {
+        agent: JSONObject = {
             "name": _agent_name(self.session, run, tally),
             "version": "unknown",
         }
@@ -263,7 +261,7 @@ class _Writer:
                 self._trajectory(child, embedded, out)
             out.write("]")
         below = embedded.get(run.run_id) or _Tally()
-        final: dict[str, Any] = {
+        final: JSONObject = {
             f"total_{name}": below.tokens[name]
             for name in ("prompt_tokens", "completion_tokens", "cached_tokens")
         }
@@ -271,7 +269,7 @@ class _Writer:
             final["total_cost_usd"] = below.cost
         final["total_steps"] = count
         out.write(', "final_metrics": ' + json.dumps(final))
-        extra: dict[str, Any] | None = None
+        extra: JSONObject | None = None
         if top:
             extra = self._document_extra()
         elif run.run_id:
@@ -386,7 +384,7 @@ def _observed(call: Call, session: Session) -> JSONObject | None:
     named = bool(child) and child in session.runs
     if call.result is None and not named:
         return None
-    out: dict[str, Any] = {"source_call_id": call.attempt}
+    out: JSONObject = {"source_call_id": call.attempt}
     if call.result is not None:
         out["content"] = _text(call.result.get("result"))
         if call.result.get("status") != "ok":
@@ -417,7 +415,7 @@ def timing(call: Call) -> JSONObject:
     when the request is not among the events read: a window that starts after it),
     `settled`/`settled_at` once its result came, `flagged` once the reconciler flagged it, and
     its status."""
-    out: dict[str, Any] = {"run": call.event.run_id, "status": call.status}
+    out: JSONObject = {"run": call.event.run_id, "status": call.status}
     if call.event is not call.result:
         out["requested"] = call.event.cursor
         out["requested_at"] = _iso(call.event.recorded_at)
@@ -429,13 +427,13 @@ def timing(call: Call) -> JSONObject:
     return out
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def _empty(run: Run) -> JSONObject:
     at = run.started or run.ended
-    step: dict[str, Any] = {
+    step: JSONObject = {
         "step_id": 1,
         "source": "system",
         "message": f"{run.agent or 'a run'} ran ({run.status or 'running'}) and said nothing",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
-from typing import IO, Any, Final
+from typing import IO, Final
 
 from ledger_bus.agent.filters import EventFilter, select
 from ledger_bus.model.batch import prepare_append
@@ -53,7 +53,7 @@ class ImportBatch:
 
     stream: StreamId
     append_id: str
-    events: list[dict[str, Any]]
+    events: list[JSONObject]
     first_line: int
 
 
@@ -84,7 +84,7 @@ class ImportPlan:
 class _Line:
     number: int
     stream: str
-    event: dict[str, Any]
+    event: JSONObject
     placed: tuple[int, str] | None  # (version, cursor), where a ledger export says it was
 
 
@@ -127,7 +127,7 @@ def plan_import(
     known = {e.event_id: _content(e.fields) for e in held}
     kept: list[_Line] = []
     batches: list[ImportBatch] = []
-    current: list[tuple[int, dict[str, Any]]] = []
+    current: list[tuple[int, JSONObject]] = []
     current_stream = ""
 
     def close() -> None:
@@ -194,7 +194,7 @@ def _as_recorded(
     return recorded or None
 
 
-def _content(fields: dict[str, Any]) -> JSONObject:
+def _content(fields: JSONObject) -> JSONObject:
     """What two records of one event must agree on: all but where and when it was committed."""
     return {k: v for k, v in fields.items() if k not in RESERVED_FIELDS and k != "event_id"}
 

@@ -41,6 +41,7 @@ from ledger_bus.exports.trajectory import (
 )
 from ledger_bus.model.errors import BackendUnavailable
 from ledger_bus.model.extras import needs
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import EventStore
 
@@ -215,7 +216,7 @@ class _Spans:
         if not self._settled(call.closed_at):
             return
         failed = call.result is not None and call.result.get("status") != "ok"
-        attributes: dict[str, Any] = {
+        attributes: JSONObject = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": call.tool,
             "gen_ai.tool.call.id": call.attempt,
@@ -363,7 +364,7 @@ def _ns(at: datetime) -> int:
     return int(at.timestamp() * 1000) * 1_000_000
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from ledger_bus.exports.otel import Options, send_spans, streamed
 from ledger_bus.model.ids import ANY, StreamId, check_name
@@ -36,7 +36,7 @@ class Follower:
     name: str = "default"
     state_session: str = STATE_SESSION
     options: Options = field(default_factory=Options)
-    on_pass: Callable[[dict[str, Any]], None] = lambda said: None
+    on_pass: Callable[[JSONObject], None] = lambda said: None
     marks: dict[str, str] = field(default_factory=dict)  # session -> the cursor sent through
     since_ms: int = 0  # sessions written since (ms), the pass before's start
     _loaded: bool = False

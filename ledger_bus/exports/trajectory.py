@@ -28,6 +28,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from ledger_bus.agent.filters import is_native
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.operations.reconciler import FLAG_KIND
 
@@ -351,7 +352,7 @@ def model_cost(call: Call) -> dict[str, Any]:
     usage = result.get("usage") if isinstance(result, dict) else None
     if not isinstance(usage, dict):
         return {}
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     prompt = count_of(usage, "input_tokens", "prompt_tokens")
     completion = count_of(usage, "output_tokens", "completion_tokens")
     details = usage.get("input_token_details") or usage.get("input_tokens_details")
@@ -370,7 +371,7 @@ def model_cost(call: Call) -> dict[str, Any]:
     return out
 
 
-def count_of(found: dict[str, Any], *names: str) -> int | None:
+def count_of(found: JSONObject, *names: str) -> int | None:
     for name in names:
         value = found.get(name)
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:

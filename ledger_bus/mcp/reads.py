@@ -12,7 +12,7 @@ its budget. The answer says so, and where to read on.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 import orjson
 
@@ -31,7 +31,7 @@ def weight(event: RecordedEvent) -> int:
     return len(orjson.dumps(event.fields, default=_unread)) + sum(ref.size for ref in refs)
 
 
-def _unread(value: Any) -> Any:
+def _unread(value: object) -> object:
     if isinstance(value, ArtifactRef):
         return None  # counted by its size instead
     raise TypeError(type(value).__name__)

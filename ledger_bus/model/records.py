@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from ledger_bus.model.ids import StreamId, cursor_ms
-from ledger_bus.model.jsontext import dumps, format_time
+from ledger_bus.model.jsontext import JSONObject, dumps, format_time
 
 _COMMON: Final = frozenset(
     {"type", "agent", "event_id", "run_id", "step_id", "attempt_id", "parents"}
@@ -23,7 +23,7 @@ _COMMON: Final = frozenset(
 _UNSAID: Final = frozenset({"kind", "capabilities"})
 
 
-def _short(value: Any, width: int) -> str:
+def _short(value: object, width: int) -> str:
     text = value if isinstance(value, str) else dumps(value)
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -65,8 +65,8 @@ class AppendResult:
     replicas: int | None = None
     aof: bool | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self) -> JSONObject:
+        out: JSONObject = {
             "session": self.stream.session_id,
             "stream": self.stream.name,
             "first_version": self.first_version,
@@ -137,7 +137,7 @@ class RecordedEvent:
     def __getitem__(self, name: str) -> Any:
         return self.fields[name]
 
-    def get(self, name: str, default: Any = None) -> Any:
+    def get(self, name: str, default: object = None) -> Any:
         return self.fields.get(name, default)
 
     @property
@@ -152,7 +152,7 @@ class RecordedEvent:
         """The flat JSON object of an event's line: ledger keys first (session, stream, version,
         cursor, type, agent, event_id, recorded_at), then the event's own fields."""
         fields = self.fields
-        out: dict[str, Any] = {
+        out: JSONObject = {
             "session": self.stream.session_id,
             "stream": self.stream.name,
             "version": self.version,
@@ -236,8 +236,8 @@ class Bound:
     def applies_to(self, append_id: str) -> bool:
         return self.only is None or append_id.startswith(self.only)
 
-    def to_dict(self) -> dict[str, Any]:
-        found: dict[str, Any] = {"keep": self.keep, "dedup_window_ms": self.dedup_window_ms}
+    def to_dict(self) -> JSONObject:
+        found: JSONObject = {"keep": self.keep, "dedup_window_ms": self.dedup_window_ms}
         if self.only is not None:
             found["only"] = self.only
         return found
@@ -256,7 +256,7 @@ class Deletion:
     events: int
     generation: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "session": self.session_id,
             "stream": self.stream,
@@ -309,7 +309,7 @@ class GroupStats:
     lag: int
     last_delivered: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return asdict(self)
 
 
@@ -323,5 +323,5 @@ class PendingEntry:
     idle_ms: int
     deliveries: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return asdict(self)

@@ -25,10 +25,11 @@ import itertools
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from ledger_bus.model.errors import InvalidInput, NotFound, Refused
 from ledger_bus.model.ids import StreamId
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import PAGE, Attempts, Bounds, EventStore, need
 from ledger_bus.store.families import ArchiveSource, ArchiveTarget
@@ -48,7 +49,7 @@ class Archived:
     moved_before: bool  # an earlier run had finished it; nothing was done now
     artifacts: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "session": self.session_id,
             "archive": self.archive,
@@ -158,7 +159,7 @@ def archive_idle(
     *,
     force: bool = False,
     stop: threading.Event | None = None,
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[JSONObject]:
     """Archive every session with no append for `idle_s` seconds, the quietest first, and say
     what became of each: what `Archived.to_dict()` says, or `{"session", "skipped"}` for one
     that may not move yet (an open attempt, a live lease). Ends early once `stop` is set."""

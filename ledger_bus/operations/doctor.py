@@ -41,7 +41,7 @@ def _config(client: redis.Redis, name: str) -> str | None:
     return None
 
 
-def _command(client: redis.Redis, *args: Any) -> Any:
+def _command(client: redis.Redis, *args: Any) -> object:
     return client.execute_command(*args)  # type: ignore[no-untyped-call]
 
 
@@ -175,7 +175,7 @@ class _Server:
     version: str
 
     @classmethod
-    def of(cls, server: dict[str, Any]) -> _Server:
+    def of(cls, server: JSONObject) -> _Server:
         version = str(server.get("valkey_version") or server.get("redis_version") or "0")
         name = "valkey" if "valkey_version" in server else "redis"
         return cls(bool(server), name, version)
@@ -285,7 +285,7 @@ def _eviction(policy: str) -> Finding:
     )
 
 
-def _cluster(client: redis.Redis, cluster: dict[str, Any]) -> Finding:
+def _cluster(client: redis.Redis, cluster: JSONObject) -> Finding:
     if not cluster.get("cluster_enabled"):
         return Finding("ok", "cluster", "standalone server")
     fields = {str(k): str(v) for k, v in client.cluster("INFO").items()}
@@ -304,7 +304,7 @@ def _cluster(client: redis.Redis, cluster: dict[str, Any]) -> Finding:
 
 def _replication(
     client: redis.Redis,
-    replication: dict[str, Any],
+    replication: JSONObject,
     level: Durability,
     appendonly: str | None,
     server: _Server,

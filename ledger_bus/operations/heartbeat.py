@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any
 
 from ledger_bus.model.errors import InvalidInput, NotFound
 from ledger_bus.model.files import replace_whole
 from ledger_bus.model.jsontext import JSONObject, format_time
 
 
-def write_heartbeat(path: str, report: dict[str, Any]) -> None:
+def write_heartbeat(path: str, report: JSONObject) -> None:
     """Record that a pass finished, atomically (a probe never reads half a file)."""
     with replace_whole(path) as out:
         json.dump({"at": format_time(time.time_ns() // 1_000_000), **report}, out)

@@ -26,6 +26,7 @@ from ledger_bus.model.errors import (
     LedgerError,
 )
 from ledger_bus.model.ids import ANY, StreamId
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.model.records import AppendResult, OpenAttempt
 from ledger_bus.operations.heartbeat import write_heartbeat
 from ledger_bus.store.base import ArchiveSource, Attempts, EventStore, need
@@ -84,13 +85,13 @@ class PassReport:
         self.errors += 1
         self.last_error, self.last_failure = str(err), err
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         out = asdict(self)
         del out["last_failure"]
         return out
 
 
-def log_action(record: dict[str, Any]) -> None:
+def log_action(record: JSONObject) -> None:
     """One structured line per action, on the `ledger_bus.reconciler` logger."""
     log.info(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
 

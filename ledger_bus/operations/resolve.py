@@ -43,7 +43,7 @@ def resolve_attempt(  # noqa: PLR0913  (public: keyword-only, one per way to clo
         value = {"outcome": "unknown", "resolved_by": agent}
     elif outcome == "retried":
         value = {"outcome": "retried", "retry_attempt": retry_attempt, "resolved_by": agent}
-    event: dict[str, Any] = {
+    event: JSONObject = {
         "type": "tool_result",
         "agent": agent,
         "tool": attempt.tool,

@@ -66,9 +66,9 @@ def idle_op(store: EventStore, idle_after: float, owns: Owns) -> Op[list[tuple[s
     return found
 
 
-def expire_op(store: EventStore, idle_after: float, owns: Owns) -> Op[list[dict[str, Any]]]:
+def expire_op(store: EventStore, idle_after: float, owns: Owns) -> Op[list[JSONObject]]:
     """Delete each idle session of ours that has no open attempt; say what became of each."""
-    done: list[dict[str, Any]] = []
+    done: list[JSONObject] = []
     for session, events in (yield from idle_op(store, idle_after, owns)):
         open_now = (yield from store.open_attempts_of_op([session]))[session]
         if open_now:
@@ -83,7 +83,7 @@ def archive_idle_owned(
     store: EventStore, archive_to: EventStore, idle_after: float, owns: Owns
 ) -> list[JSONObject]:
     """Archive each idle session of ours (archiving.py refuses one with an open attempt)."""
-    done: list[dict[str, Any]] = []
+    done: list[JSONObject] = []
     for session, _ in store.run_op(idle_op(store, idle_after, owns)):
         try:
             done.append(archive_session(store, archive_to, session).to_dict())
@@ -111,7 +111,7 @@ class Sweeper:
         self._next = time.monotonic() + retention.every
         self._running = threading.Lock()
         self._task: asyncio.Task[Any] | None = None  # held: a task nobody holds may be lost
-        self.last: list[dict[str, Any]] = []  # what the last sweep did
+        self.last: list[JSONObject] = []  # what the last sweep did
         self.failed: LedgerError | None = None  # why the last sweep stopped, if it did
 
     def sweep(self) -> list[dict[str, Any]]:
@@ -125,7 +125,7 @@ class Sweeper:
         """Sweep now, on the adapter's asyncio store (or a worker thread)."""
         r = self.retention
         if self.astore is not None and self.astore.native:
-            found: list[dict[str, Any]] = await self.astore.drive(
+            found: list[JSONObject] = await self.astore.drive(
                 expire_op(self.store, r.idle_after, self.owns)
             )
             return found

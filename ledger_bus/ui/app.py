@@ -83,7 +83,7 @@ _BIDI: Final = {
 _BIDI.update({ord(c): f"\u27e8U+{ord(c):04X}\u27e9" for c in "\u2066\u2067\u2068\u2069\u061c"})
 
 
-def shown(value: Any) -> Any:
+def shown(value: object) -> object:
     """What a template prints of a value: text an agent wrote with its bidi controls made
     visible (markup the view made itself passes as it is)."""
     if isinstance(value, str) and not isinstance(value, Markup):

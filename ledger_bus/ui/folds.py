@@ -19,11 +19,12 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 from ledger_bus.board.dispatches import STREAM as DISPATCH_STREAM
 from ledger_bus.board.dispatches import BoardState, Window, is_open, window
 from ledger_bus.model.ids import StreamId, parse_cursor
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.model.records import RecordedEvent, SessionInfo
 from ledger_bus.store.async_store import AsyncStore
 from ledger_bus.store.base import PAGE
@@ -165,7 +166,7 @@ def _run_of(event: RecordedEvent) -> str | None:
 @dataclass
 class Dispatch:
     where: Window
-    record: dict[str, Any]
+    record: JSONObject
 
 
 class Folds:

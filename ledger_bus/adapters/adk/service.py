@@ -155,7 +155,7 @@ def _handed(  # noqa: PLR0913  (a Session's fields, each its own)
     app_name: str,
     user_id: str,
     session_id: str,
-    state: dict[str, Any],
+    state: JSONObject,
     updated: float,
     at: Position,
     events: list[Event] | None = None,
@@ -173,7 +173,7 @@ def _handed(  # noqa: PLR0913  (a Session's fields, each its own)
     return session
 
 
-def _prefixed(app: dict[str, Any], user: dict[str, Any]) -> JSONObject:
+def _prefixed(app: JSONObject, user: JSONObject) -> JSONObject:
     """The app's and a user's state as ADK merges them into a session's: prefixed."""
     return {
         **{State.APP_PREFIX + k: v for k, v in app.items()},
@@ -181,7 +181,7 @@ def _prefixed(app: dict[str, Any], user: dict[str, Any]) -> JSONObject:
     }
 
 
-def _apply(state: dict[str, Any], delta: dict[str, Any]) -> None:
+def _apply(state: JSONObject, delta: JSONObject) -> None:
     """A delta on the session-scoped state: its keys without a scope's prefix, each replaced."""
     for key, value in delta.items():
         if not key.startswith((State.APP_PREFIX, State.USER_PREFIX, State.TEMP_PREFIX)):
@@ -243,7 +243,7 @@ class _Guard(BasePlugin):
         self.safe = safe
 
     async def before_tool_callback(
-        self, *, tool: Any, tool_args: dict[str, Any], tool_context: Any
+        self, *, tool: Any, tool_args: JSONObject, tool_context: Any
     ) -> JSONObject | None:
         if tool.name in self.safe:
             return None
@@ -334,7 +334,7 @@ class LedgerSessionService(BaseSessionService):
         *,
         app_name: str,
         user_id: str,
-        state: dict[str, Any] | None = None,
+        state: JSONObject | None = None,
         session_id: str | None = None,
     ) -> Session:
         session_id = (session_id.strip() if session_id else None) or str(uuid.uuid4())
@@ -360,7 +360,7 @@ class LedgerSessionService(BaseSessionService):
 
     def _create_op(
         self, app_name: str, ledger: str, header: dict[str, Any], deltas: dict[str, Any]
-    ) -> Op[tuple[int, tuple[dict[str, Any], dict[str, int]]]]:
+    ) -> Op[tuple[int, tuple[JSONObject, dict[str, int]]]]:
         app = layout.app_of(app_name)
         made = uuid.uuid4().hex  # a session made again after a delete is another append
         # Listed first: a crash before the header leaves a listing that reads as no session.
@@ -417,7 +417,7 @@ class LedgerSessionService(BaseSessionService):
 
     def _get_op(
         self, app_name: str, user_id: str, ledger: str, want: int | None, after: float | None
-    ) -> Op[tuple[_Read, tuple[dict[str, Any], dict[str, int]]] | None]:
+    ) -> Op[tuple[_Read, tuple[JSONObject, dict[str, int]]] | None]:
         """The session read (its tail: enough for `want` events after `after`), with the calls
         an operator resolved given back as their responses first; and its app's and user's
         state."""
@@ -484,7 +484,7 @@ class LedgerSessionService(BaseSessionService):
     # -- calls ------------------------------------------------------------------------------
 
     @staticmethod
-    def _given_back(read: _Read) -> list[tuple[dict[str, Any], dict[str, Any], RecordedEvent]]:
+    def _given_back(read: _Read) -> list[tuple[JSONObject, JSONObject, RecordedEvent]]:
         """The calls read that ADK has no response for and the ledger has an outcome for: the
         event that asked (as stored), the call, the outcome."""
         parts = [(e, p) for e in read.events for p in (e.get("content") or {}).get("parts") or []]
@@ -500,7 +500,7 @@ class LedgerSessionService(BaseSessionService):
         self,
         stream: StreamId,
         read: _Read,
-        given: list[tuple[dict[str, Any], dict[str, Any], RecordedEvent]],
+        given: list[tuple[JSONObject, JSONObject, RecordedEvent]],
     ) -> Op[None]:
         version = read.head
         for asked, call, outcome in given:
@@ -725,7 +725,7 @@ class LedgerSessionService(BaseSessionService):
 
     def _shared_op(
         self, app_name: str, user_id: str, own: Own | None = None
-    ) -> Op[tuple[dict[str, Any], dict[str, int]]]:
+    ) -> Op[tuple[JSONObject, dict[str, int]]]:
         """The app's and the user's state, prefixed as ADK hands them out, and the versions read
         (`own`: the reader's session and its head, as SharedState.read_op takes them)."""
         read = yield from self.shared.read_op(app_name, user_id, own)
@@ -751,7 +751,7 @@ class LedgerSessionService(BaseSessionService):
 
     def _list_op(
         self, app_name: str, user_id: str | None
-    ) -> Op[list[tuple[tuple[str, str], _Read, tuple[dict[str, Any], dict[str, int]]]]]:
+    ) -> Op[list[tuple[tuple[str, str], _Read, tuple[JSONObject, dict[str, int]]]]]:
         live: dict[tuple[str, str], str] = {}
         listing = StreamId(layout.app_of(app_name), DIRECTORY)
         for record in (yield from self.store.read_stream_op(listing)):
@@ -763,7 +763,7 @@ class LedgerSessionService(BaseSessionService):
                 live.pop(key, None)
         found = []
         # By user: the app's state read once, each user's once.
-        shared: dict[str, tuple[dict[str, Any], dict[str, int]]] = {}
+        shared: dict[str, tuple[JSONObject, dict[str, int]]] = {}
         app = (yield from self.shared.read_op(app_name, "", scopes=("app",)))["app"]
         for key, ledger in live.items():
             if user_id is not None and key[0] != user_id:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from google.adk.errors import StaleSessionError
 
@@ -38,6 +38,7 @@ from ledger_bus.adapters.adk import layout
 from ledger_bus.adapters.adk.layout import ABORT, AGENT, DELTA, EVENTS
 from ledger_bus.model.errors import LedgerError, VersionConflict
 from ledger_bus.model.ids import StreamId
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.steps import Op, Sleep
@@ -62,7 +63,7 @@ class Scope:
     """A scope's state as read: `version` is what an event based on it must find since."""
 
     version: int
-    state: dict[str, Any]
+    state: JSONObject
     # The last record, when it is an intent that was pending as read (else None).
     pending: RecordedEvent | None = None
 
@@ -75,7 +76,7 @@ class Change:
     session: str
     version: int
     nonce: str
-    deltas: dict[str, dict[str, Any]]  # scope -> delta (only the scopes it changes)
+    deltas: dict[str, JSONObject]  # scope -> delta (only the scopes it changes)
 
 
 @dataclass(frozen=True)
@@ -308,7 +309,7 @@ class SharedState:
                 )
 
     def plain_op(
-        self, app_name: str, user_id: str, deltas: dict[str, dict[str, Any]], key: str
+        self, app_name: str, user_id: str, deltas: dict[str, JSONObject], key: str
     ) -> Op[None]:
         """Changes that no event carries (a session's making): each appended on the scope as
         settled, read again when another writer came first; an append id per change, so that a

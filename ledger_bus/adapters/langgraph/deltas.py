@@ -23,6 +23,7 @@ from ledger_bus.adapters.langgraph.layout import (
 from ledger_bus.adapters.langgraph.normalize import Writer, node_of, task_run
 from ledger_bus.adapters.packed import msgpack_array
 from ledger_bus.model.ids import StreamId
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.store.steps import Op
 
 
@@ -33,7 +34,7 @@ class MessageDeltas(abc.ABC):
     serde: Any
 
     @abc.abstractmethod
-    def _dump(self, value: Any) -> Typed: ...
+    def _dump(self, value: object) -> Typed: ...
 
     @abc.abstractmethod
     def _load(self, typed: Typed) -> Any: ...
@@ -159,7 +160,7 @@ class MessageDeltas(abc.ABC):
         state: Namespace,
         parent: str | None,
         messages: Sequence[BaseMessage],
-        seen: dict[str, Any],
+        seen: JSONObject,
     ) -> tuple[dict[int, tuple[str | None, str | None]], int]:
         """Which node execution wrote each of `messages`: id(message) -> (run id, node), and
         how many of them no task's writes hold (yet). By the writes recorded for the parent

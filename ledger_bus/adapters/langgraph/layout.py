@@ -208,7 +208,7 @@ def version_key(version: object) -> str:
     return text
 
 
-def channel_versions(found: dict[str, Any]) -> dict[str, str]:
+def channel_versions(found: JSONObject) -> dict[str, str]:
     return {channel: version_key(version) for channel, version in found.items()}
 
 
@@ -216,7 +216,7 @@ def blob_fields(blobs: builtins.list[tuple[str, str, Blob]]) -> JSONObject:
     """Channel values as fields of a checkpoint event: `blobs` lists (channel, version, field)
     and each value is a field of its own, so that a large value the same in many checkpoints
     is one artifact, stored once (spec 3.11), however many events hold it."""
-    fields: dict[str, Any] = {"blobs": [[c, v, f"{VALUE}{n}"] for n, (c, v, _) in enumerate(blobs)]}
+    fields: JSONObject = {"blobs": [[c, v, f"{VALUE}{n}"] for n, (c, v, _) in enumerate(blobs)]}
     for n, (_, _, typed) in enumerate(blobs):
         fields[f"{VALUE}{n}"] = typed
     return fields

@@ -59,7 +59,7 @@ def text_of(message: BaseMessage) -> str:
     return str(message.text)
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> Any:
     """`value` as JSON the ledger takes: what is not JSON becomes its text."""
     try:
         return json.loads(json.dumps(value, allow_nan=False, default=str))
@@ -69,8 +69,8 @@ def _plain(value: Any) -> Any:
 
 def _usage(message: AIMessage) -> dict[str, Any]:
     """The model call's record: the model, its token usage, why it stopped."""
-    meta: Mapping[str, Any] = message.response_metadata or {}
-    found: dict[str, Any] = {}
+    meta: Mapping[str, object] = message.response_metadata or {}
+    found: JSONObject = {}
     model = meta.get("model_name") or meta.get("model")
     if model:
         found["model"] = str(model)
@@ -99,7 +99,7 @@ class Writer:
         *,
         requests_calls: bool = True,
     ):
-        self.events: list[dict[str, Any]] = []
+        self.events: list[JSONObject] = []
         self.unplaced = 0  # new messages whose run no task's writes named
         self._event_id = event_id
         # attempt id -> event id of its tool_call, in this thread so far (a ToolMessage's
@@ -206,7 +206,7 @@ def interrupt_events(
 ) -> list[JSONObject]:
     """The interrupts a task's writes raise, and the resume the graph's loop writes."""
     node = node_of(task_path)
-    events: list[dict[str, Any]] = []
+    events: list[JSONObject] = []
     for channel, value in writes:
         if channel == INTERRUPT:
             for interrupt in value if isinstance(value, list | tuple) else [value]:
@@ -232,7 +232,7 @@ def interrupt_events(
     return [{k: v for k, v in e.items() if v is not None} for e in events]
 
 
-def _path_parts(task_path: str | Sequence[Any]) -> builtins.list[str]:
+def _path_parts(task_path: str | Sequence[object]) -> builtins.list[str]:
     """A task path's first two parts as text: from the string a task's writes carry
     ("~__pregel_pull, agent", "~__pregel_push, 0000000001, 0000000000") or the tuple in a
     task's metadata (`langgraph_path`)."""
@@ -241,7 +241,7 @@ def _path_parts(task_path: str | Sequence[Any]) -> builtins.list[str]:
     return [str(p) for p in task_path[:2]]
 
 
-def node_of(task_path: str | Sequence[Any]) -> str | None:
+def node_of(task_path: str | Sequence[object]) -> str | None:
     """The node a task ran, from its path (a node its edges ran); None where it says none."""
     parts = _path_parts(task_path)
     if len(parts) == 2 and parts[0] == PULL and parts[1] != "__start__":
@@ -249,7 +249,7 @@ def node_of(task_path: str | Sequence[Any]) -> str | None:
     return None
 
 
-def send_of(task_path: str | Sequence[Any]) -> int | None:
+def send_of(task_path: str | Sequence[object]) -> int | None:
     """The place of a Send's task among its step's sends, from its path; None for others."""
     parts = _path_parts(task_path)
     if len(parts) == 2 and parts[0] == PUSH and parts[1].isdigit():
@@ -257,7 +257,7 @@ def send_of(task_path: str | Sequence[Any]) -> int | None:
     return None
 
 
-def task_run(checkpoint_id: str, task_path: str | Sequence[Any]) -> str | None:
+def task_run(checkpoint_id: str, task_path: str | Sequence[object]) -> str | None:
     """The run id of a node execution: the checkpoint it ran from and its node, or its place
     among the step's sends. None for LangGraph's own writes (the input, a resume)."""
     node = node_of(task_path)

@@ -27,6 +27,7 @@ from ledger_bus.adapters.langgraph.normalize import (
 )
 from ledger_bus.adapters.view import Views
 from ledger_bus.model.ids import StreamId
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.steps import Op, Sleep
 
@@ -50,7 +51,7 @@ class TaskRuns(abc.ABC):
         task_id: str,
         task_path: str,
         writes: Sequence[tuple[str, Any]],
-    ) -> Op[builtins.list[dict[str, Any]]]:
+    ) -> Op[builtins.list[JSONObject]]:
         """The run events of one task's writes: none for LangGraph's own (the input, a resume,
         a task path not given)."""
         configurable = config["configurable"]

@@ -54,6 +54,7 @@ from ledger_bus.adapters.view import StreamView, Views
 from ledger_bus.agent.recorder import DEFAULT_LEASE_MS
 from ledger_bus.model.errors import ConcurrentRun, InvalidInput, VersionConflict
 from ledger_bus.model.ids import ANY, ExpectedVersion, StreamId, derive_event_id
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.model.records import AppendResult
 from ledger_bus.operations.retention import Retention, Sweeper
 from ledger_bus.store import connect
@@ -137,7 +138,7 @@ class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[st
 
     # -- serialization ------------------------------------------------------------------------
 
-    def _dump(self, value: Any) -> Typed:
+    def _dump(self, value: object) -> Typed:
         kind, data = self.serde.dumps_typed(value)
         return [kind, base64.b64encode(data).decode()]
 
@@ -431,7 +432,7 @@ class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[st
         self,
         config: RunnableConfig | None,
         *,
-        filter: dict[str, Any] | None = None,
+        filter: JSONObject | None = None,
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:

@@ -12,6 +12,7 @@ from ledger_bus.adapters.calls import CallLedger, ToolStep, decided_text
 from ledger_bus.adapters.langgraph.layout import AGENT, TOOLS, Typed, thread_session
 from ledger_bus.model.errors import InvalidInput
 from ledger_bus.model.ids import StreamId
+from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.steps import Op
 
@@ -32,10 +33,10 @@ class ToolRecording(abc.ABC):
     async def _async(self, op: Op[T]) -> T: ...
 
     @abc.abstractmethod
-    def _dump(self, value: Any) -> Typed: ...
+    def _dump(self, value: object) -> Typed: ...
 
     @abc.abstractmethod
-    def _load(self, typed: Typed) -> Any: ...
+    def _load(self, typed: Typed) -> object: ...
 
     def record_tools(self, *, safe_to_replay: Sequence[str] = ()) -> dict[str, Any]:
         """ToolNode's `wrap_tool_call` and `awrap_tool_call`, recording each call of a tool in
@@ -67,7 +68,7 @@ class ToolRecording(abc.ABC):
                 return self._replayed(found, call)
             return guard.finish_sync(found, lambda: execute(request), self._outcome)
 
-        async def awrap(request: Any, execute: Callable[[Any], Any]) -> Any:
+        async def awrap(request: Any, execute: Callable[[Any], Any]) -> object:
             call = request.tool_call
             guard = self._guard(request)
             done, found = await self._async(begin(request))
@@ -79,7 +80,7 @@ class ToolRecording(abc.ABC):
 
         return {"wrap_tool_call": wrap, "awrap_tool_call": awrap}
 
-    def _outcome(self, value: Any) -> tuple[str, Any]:
+    def _outcome(self, value: object) -> tuple[str, Any]:
         """What a tool returned, as its recorded result: a ToolMessage's content, name and
         status (readable in the ledger); anything else (a Command) in the saver's serde."""
         if isinstance(value, ToolMessage):
@@ -87,7 +88,7 @@ class ToolRecording(abc.ABC):
             return status, {"content": value.content, "name": value.name, "status": value.status}
         return "ok", {"serde": self._dump(value)}
 
-    def _replayed(self, recorded: RecordedEvent, call: dict[str, Any]) -> Any:
+    def _replayed(self, recorded: RecordedEvent, call: JSONObject) -> object:
         """A call's recorded outcome as the tool returned it. An outcome someone else decided
         (`ledger-bus resolve --ok VALUE`, `--error VALUE`) is a ToolMessage of that value,
         successful or not; a tool that raised, or an outcome nobody knows, an error one."""

@@ -104,7 +104,7 @@ def packing_in_c(kind: type) -> type:
         make_packer: Callable[[], _Packer] = HiredisRespSerializer
         packer = make_packer()
 
-        def pack_command(self: Any, *args: Any) -> list[bytes]:
+        def pack_command(self: object, *args: Any) -> list[bytes]:
             packed: list[bytes] = packer.pack(*args)
             return packed
 

@@ -120,7 +120,7 @@ class RedisAppend(RedisCore):
         listed = None
         if prepared.opens_attempts and self._open_index_due(session):
             listed = yield from self._list_open_session(session, due=True)
-        acks: Any = None
+        acks: object = None
         if confirmer is None and not prepared.artifacts:
             # The common append: its one call, sent at once on the driver's script connection
             # (held.py for the blocking store, autopipe.py under asyncio); should it fail, the

@@ -42,7 +42,7 @@ class Coalescing:
         """The reply of EVALSHA, sent with the others called in the same turn."""
         return self._call(("EVALSHA", sha, numkeys, *keys_and_args))
 
-    async def _call(self, command: tuple[Any, ...]) -> Any:
+    async def _call(self, command: tuple[object, ...]) -> object:
         loop = asyncio.get_running_loop()
         if self._queued is not None:  # a batch is open this turn: join it
             reply = loop.create_future()

@@ -195,7 +195,7 @@ def open_sentinel(url: str, options: dict[str, Any], sentinel_class: Any = None)
     return sentinel.master_for(names[0], db=db, **data)
 
 
-def sentinels_of(client: Any) -> list[Any]:
+def sentinels_of(client: object) -> list[Any]:
     """The clients of the sentinels that `client`, from open_sentinel, asks for its primary:
     closing `client` closes its pool of the primary's connections, not theirs."""
     manager = getattr(getattr(client, "connection_pool", None), "sentinel_manager", None)

@@ -88,7 +88,7 @@ class HeldConnections:
             for connection in connections:
                 pool.release(connection)
 
-    def _run(self, connection: Any, reused: bool, args: tuple[Any, ...]) -> Any:
+    def _run(self, connection: Any, reused: bool, args: tuple[object, ...]) -> object:
         try:
             return self._send(connection, args)
         except (rx.MovedError, rx.AskError):
@@ -137,7 +137,7 @@ class HeldConnections:
                 kept.taken[pool] -= 1
             raise
 
-    def _pool_for(self, key: str) -> Any:
+    def _pool_for(self, key: str) -> object:
         if not self._cluster:
             return self.client.connection_pool
         client = self.client
@@ -150,7 +150,7 @@ class HeldConnections:
         return node.redis_connection.connection_pool
 
     @staticmethod
-    def _send(connection: Any, args: tuple[Any, ...]) -> Any:
+    def _send(connection: Any, args: tuple[Any, ...]) -> object:
         # hiredis (a dependency, through redis[hiredis]) packs the command in C, where redis-py
         # would first walk the arguments in Python to look for bytearrays among them.
         connection.send_packed_command([hiredis.pack_command(args)])

@@ -78,7 +78,7 @@ def open_engine(url: str, timeout: float, asynchronous: bool = False) -> Engine:
     if backend == "sqlite":
 
         @event.listens_for(engine, "connect")
-        def _configure(dbapi: Any, record: Any) -> None:
+        def _configure(dbapi: Any, record: object) -> None:
             dbapi.isolation_level = None  # the store says BEGIN itself (below)
             cursor = dbapi.cursor()
             # Settings of this connection alone; WAL mode is the file's, set when the ledger's

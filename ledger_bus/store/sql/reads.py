@@ -49,7 +49,7 @@ class SqlReads(SqlCore):
 
     def _scan_now(self, session_id: str, after: str | None, count: int) -> list[RecordedEvent]:
         if after is None:
-            values: dict[str, Any] = {"session": session_id, "n": count}
+            values: statements.Params = {"session": session_id, "n": count}
             rows = self._select(self._sql.scan, values)
         else:
             values = {"session": session_id, "after": after, "n": count}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable
-from typing import Any, Final
+from typing import Final
 
 from sqlalchemy import (
     Connection,
@@ -141,7 +141,7 @@ class SqlRestore(SqlCore, ArchiveTarget):
                 opened = opened or type(note) is Opens
                 notes.append((recorded.stream.name, note, recorded.cursor))
         self._apply_notes(conn, session_id, notes)
-        values: dict[str, Any] = {"last_cursor": fresh[-1].cursor, "events": count + len(fresh)}
+        values: statements.Params = {"last_cursor": fresh[-1].cursor, "events": count + len(fresh)}
         if opened:
             values["opened_ms"] = self._now(conn)
         conn.execute(
@@ -211,7 +211,7 @@ class SqlRestore(SqlCore, ArchiveTarget):
         records were given."""
         statement = self._insert_new(self.tables.idempotency)
         given = 0
-        batch: list[dict[str, Any]] = []
+        batch: list[statements.Params] = []
 
         def flush() -> None:
             rows = list(batch)

@@ -173,11 +173,13 @@ class AppendSql:
 
 
 Note = tuple[str, AttemptNote, str]  # (stream, note, cursor of its event)
+# A statement's bound values: text, numbers and bytes (digests, payloads), never read as JSON.
+Params = dict[str, object]
 
 
 def note_statement(
     sql: AppendSql, session_id: str, stream: str, note: AttemptNote, at: str
-) -> tuple[str, dict[str, Any]] | None:
+) -> tuple[str, Params] | None:
     """The statement that keeps open attempts for one event's note; None when it changes
     nothing."""
     match note:
@@ -205,7 +207,7 @@ def note_statement(
 
 def apply_notes(sql: AppendSql, cursor: Any, session_id: str, notes: list[Note]) -> None:
     """Apply (stream, note, cursor) notes in order, a run of one kind of statement at a time."""
-    run: list[dict[str, Any]] = []
+    run: list[Params] = []
     statement = ""
     for stream, note, at in notes:
         found = note_statement(sql, session_id, stream, note, at)
@@ -279,7 +281,7 @@ def page_digest(table: str) -> TextClause:
     )
 
 
-def read(engine: Any, statement: str, params: dict[str, Any], postgres: bool) -> list[Any]:
+def read(engine: Any, statement: str, params: Params, postgres: bool) -> list[Any]:
     """The rows of one read on a pooled connection of the driver's own, without BEGIN or
     COMMIT: the statement sees what was committed when it began. SQLAlchemy's part of a read
     (its connection, transaction and result objects) cost more than the query did."""
@@ -297,7 +299,7 @@ def read(engine: Any, statement: str, params: dict[str, Any], postgres: bool) ->
         raw.close()
 
 
-def _read_postgres(engine: Any, statement: str, params: dict[str, Any]) -> list[Any]:
+def _read_postgres(engine: Any, statement: str, params: Params) -> list[Any]:
     import psycopg  # noqa: PLC0415  (psycopg: the [postgres] extra)
 
     raw = engine.raw_connection()
@@ -321,7 +323,7 @@ def _read_postgres(engine: Any, statement: str, params: dict[str, Any]) -> list[
         raw.close()
 
 
-def _prepared(cursor: Any, statement: str, params: dict[str, Any]) -> None:
+def _prepared(cursor: Any, statement: str, params: Params) -> None:
     """Execute `statement` prepared at once on psycopg's own cursor; SQLAlchemy's adapter of
     its async cursor passes no options, and psycopg prepares a statement there from its fifth
     use on a connection (its prepare_threshold)."""
@@ -335,7 +337,7 @@ def _prepared(cursor: Any, statement: str, params: dict[str, Any]) -> None:
 
 def append(  # noqa: PLR0913  (one append's parts, as the store hands them to its one statement)
     sql: AppendSql,
-    driver: Any,
+    driver: object,
     channel: str,
     stream: StreamId,
     expected: int | None,

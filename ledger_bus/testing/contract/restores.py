@@ -3,8 +3,6 @@ an export imported), refused out of order, skipped when written before."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 import ledger_bus as lb
@@ -33,7 +31,7 @@ def recorded_session() -> tuple[lb.EventStore, list[RecordedEvent]]:
     return source, list(source.iter_session("s"))
 
 
-def as_read(events: list[RecordedEvent]) -> list[tuple[Any, ...]]:
+def as_read(events: list[RecordedEvent]) -> list[tuple[object, ...]]:
     return [(e.stream.name, e.version, e.cursor, e.fields) for e in events]
 
 
