@@ -192,7 +192,7 @@ class LedgerSession:
         store: EventStore | AsyncStore,
         *,
         lease_ttl_ms: int = DEFAULT_LEASE_MS,
-        session_settings: SessionSettings | JSONObject | None = None,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
         retention: Retention | None = None,
         max_bytes: int | None = DEFAULT_MAX_BYTES,
     ):

@@ -161,14 +161,14 @@ class AsyncRun:
         event = {"type": "mutation", "kind": kind, **fields}
         return await self.store.drive(self.core.say_or_replay_op(event))
 
-    async def snapshot(self, state: JSONObject) -> None:
+    async def snapshot(self, state: dict[str, Any]) -> None:
         """Run.snapshot."""
         await self.store.drive(self.core.snapshot_op(state))
 
     async def call(
         self,
         tool: str,
-        args: JSONObject,
+        args: dict[str, Any],
         fn: Callable[..., Any],
         *,
         safe_to_replay: bool = False,
@@ -186,7 +186,7 @@ class AsyncRun:
     async def begin_call(
         self,
         tool: str,
-        args: JSONObject,
+        args: dict[str, Any],
         *,
         safe_to_replay: bool = False,
         step: str | None = None,

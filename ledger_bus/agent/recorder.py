@@ -355,13 +355,13 @@ class Run:
             return said[position].event_id
         return (yield from self.write_op(event))
 
-    def snapshot(self, state: JSONObject) -> None:
+    def snapshot(self, state: dict[str, Any]) -> None:
         """Keep the loop's state (JSON), whole, in the run's own native stream: on resume,
         `recovered` gives the newest snapshot and the run's events after it ("snapshot plus
         tail replay"), so a loop rebuilds its state without replaying its whole history."""
         self._drive(self.snapshot_op(state))
 
-    def snapshot_op(self, state: JSONObject) -> Op[None]:
+    def snapshot_op(self, state: dict[str, Any]) -> Op[None]:
         # Numbered within the run's version, so that two checkpoints with nothing written in
         # between are two appends, not one append_id used for two states.
         self._checkpoints += 1
@@ -399,7 +399,7 @@ class Run:
     def call(
         self,
         tool: str,
-        args: JSONObject,
+        args: dict[str, Any],
         fn: Callable[..., Any],
         *,
         safe_to_replay: bool = False,
@@ -426,7 +426,7 @@ class Run:
         return value
 
     def begin_call_op(
-        self, tool: str, args: JSONObject, safe_to_replay: bool, step: str | None
+        self, tool: str, args: dict[str, Any], safe_to_replay: bool, step: str | None
     ) -> Op[tuple[bool, Any]]:
         """Before a call: (True, its recorded value) for a step this run did before (resumed),
         else (False, the Attempt) once its request is committed. RequestNotRecorded: the request

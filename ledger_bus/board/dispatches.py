@@ -13,7 +13,7 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal, TypeVar
@@ -117,18 +117,18 @@ def _present(value: object) -> bool:
     return isinstance(value, int | float) or (isinstance(value, str) and value != "")
 
 
-def _words(record: JSONObject) -> list[str]:
+def _words(record: Mapping[str, object]) -> list[str]:
     return [v for v in (record.get("status"), record.get("outcome")) if isinstance(v, str) and v]
 
 
-def is_open(record: JSONObject) -> bool:
+def is_open(record: Mapping[str, object]) -> bool:
     """The shared rule: open unless completedAt is set or a status/outcome word is not open."""
     if _present(record.get("completedAt")):
         return False
     return all(any(begins_with(w, o) for o in OPEN_WORDS) for w in _words(record))
 
 
-def unrecognised(record: JSONObject) -> list[str]:
+def unrecognised(record: Mapping[str, object]) -> list[str]:
     """The status/outcome words that begin with neither an open nor a closed word."""
     return [
         w
@@ -156,7 +156,7 @@ def parse_time(value: object) -> datetime | None:
     return None
 
 
-def launch_field(record: JSONObject) -> object:
+def launch_field(record: Mapping[str, object]) -> object:
     """The launch time as written: `timestamp`, else `ts`, else `dispatchedAt`; None without."""
     for name in ("timestamp", "ts", "dispatchedAt"):
         value = record.get(name)
@@ -165,13 +165,13 @@ def launch_field(record: JSONObject) -> object:
     return None
 
 
-def launched_at(record: JSONObject) -> datetime | None:
+def launched_at(record: Mapping[str, object]) -> datetime | None:
     """The launch time; None when there is none, or it is not a time."""
     value = launch_field(record)
     return None if value is None else parse_time(value)
 
 
-def window(record: JSONObject, now: datetime) -> Window:
+def window(record: Mapping[str, object], now: datetime) -> Window:
     """live under 24 hours, stale 24 to 48, other when older or untimed."""
     at = launched_at(record)
     if at is None:
@@ -228,7 +228,7 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _digest(record: dict[str, Any]) -> str:
+def _digest(record: Mapping[str, object]) -> str:
     text = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
@@ -399,7 +399,7 @@ class Board:
 
         return self._update(dispatch_id, change)
 
-    def import_records(self, records: list[JSONObject]) -> int:
+    def import_records(self, records: list[dict[str, Any]]) -> int:
         """Set the board's records from a spawn-log; returns how many changed (0: nothing new)."""
 
         def write_changes(state: BoardState) -> int:

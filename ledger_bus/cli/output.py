@@ -9,8 +9,8 @@ psql's expanded mode does. Only free text (a summary, an objective) is folded or
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Final
 
 from ledger_bus.cli.app import Settings
 from ledger_bus.model.ids import cursor_ms
@@ -42,7 +42,7 @@ def terminal(highlight: bool = False) -> Terminal:
     return Terminal(highlight)
 
 
-def show_rows(settings: Settings, rows: Iterable[dict[str, Any]], title: str = "") -> int:
+def show_rows(settings: Settings, rows: Iterable[Mapping[str, object]], title: str = "") -> int:
     """Records of one shape: one JSON line each, or one table. Return how many."""
     if not settings.as_table:
         count = 0

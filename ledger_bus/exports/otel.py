@@ -41,7 +41,6 @@ from ledger_bus.exports.trajectory import (
 )
 from ledger_bus.model.errors import BackendUnavailable
 from ledger_bus.model.extras import needs
-from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import EventStore
 
@@ -216,7 +215,7 @@ class _Spans:
         if not self._settled(call.closed_at):
             return
         failed = call.result is not None and call.result.get("status") != "ok"
-        attributes: JSONObject = {
+        attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": call.tool,
             "gen_ai.tool.call.id": call.attempt,

@@ -11,7 +11,7 @@ put the values back, unless asked for the references.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -43,7 +43,7 @@ class ArtifactRef:
     size: int
     media_type: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """The reference as JSON shows it (`--refs`)."""
         return {
             "artifact": f"sha256:{self.sha256}",
@@ -64,7 +64,7 @@ class Artifact:
     data: bytes
 
 
-def artifact_of(value: Any, canonical: bytes | None = None) -> Artifact:
+def artifact_of(value: object, canonical: bytes | None = None) -> Artifact:
     """The artifact of a field's value; `canonical`, its RFC 8785 bytes when known."""
     if isinstance(value, str):
         data, media_type = value.encode("utf-8"), TEXT
@@ -73,7 +73,7 @@ def artifact_of(value: Any, canonical: bytes | None = None) -> Artifact:
     return Artifact(ArtifactRef(hashlib.sha256(data).hexdigest(), len(data), media_type), data)
 
 
-def movable(fields: dict[str, Any]) -> list[str]:
+def movable(fields: Mapping[str, object]) -> list[str]:
     """The fields of an event that may be moved out; a mutation's `kind` names it, and stays."""
     frame = _FRAME | {"kind"} if fields.get("type") == "mutation" else _FRAME
     return [name for name in fields if name not in frame]
@@ -86,14 +86,14 @@ def _pack_ref(ref: ArtifactRef) -> msgpack.ExtType:
     return msgpack.ExtType(EXT_CODE, msgpack.packb([ref.sha256, ref.size, ref.media_type]))
 
 
-def _ext_hook(code: int, data: bytes) -> Any:
+def _ext_hook(code: int, data: bytes) -> object:
     if code == EXT_CODE:
         sha256, size, media_type = msgpack.unpackb(data)
         return ArtifactRef(sha256, size, media_type)
     return msgpack.ExtType(code, data)
 
 
-def _default(value: Any) -> Any:
+def _default(value: object) -> object:
     if isinstance(value, ArtifactRef):
         return _pack_ref(value)
     raise TypeError(f"cannot pack {type(value).__name__}")
@@ -114,7 +114,7 @@ def unpack(payload: bytes) -> JSONObject:
     return msgpack.unpackb(payload, ext_hook=_ext_hook)  # type: ignore[no-any-return]
 
 
-def refs_in(fields: dict[str, Any]) -> list[ArtifactRef]:
+def refs_in(fields: Mapping[str, object]) -> list[ArtifactRef]:
     """The references among an event's fields."""
     return [value for value in fields.values() if type(value) is ArtifactRef]
 
@@ -127,7 +127,7 @@ def resolved(fields: dict[str, Any], fetch: Callable[[ArtifactRef], bytes]) -> J
     }
 
 
-def uses_of(payloads: Iterable[dict[str, Any]]) -> dict[str, int]:
+def uses_of(payloads: Iterable[Mapping[str, object]]) -> dict[str, int]:
     """How many references to each artifact (by sha256) the events hold."""
     counts: dict[str, int] = {}
     for fields in payloads:

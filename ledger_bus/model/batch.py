@@ -112,7 +112,7 @@ def _drop_defaults(data: dict[str, Any]) -> None:
             del data[name]
 
 
-def _all_given_fields(events: Sequence[object], limits: Limits) -> list[JSONObject]:
+def _all_given_fields(events: Sequence[object], limits: Limits) -> list[dict[str, Any]]:
     """`_given_fields` of each event, in one call to the validator when the events are a list
     of dicts that all validate (the common case); else event by event, which names the first
     event at fault."""
@@ -213,7 +213,7 @@ def _canonical_events(fields: list[dict[str, Any]]) -> bytes:
     return fast_bytes(fields) or canonical_bytes(fields)
 
 
-def _digest(fields: list[JSONObject], limits: Limits) -> tuple[bytes, Moved]:
+def _digest(fields: list[dict[str, Any]], limits: Limits) -> tuple[bytes, Moved]:
     """The sha256 of the RFC 8785 array of the events as given, once every size limit is
     checked, and the fields moved out to artifacts (by event index, then field name).
 
@@ -242,7 +242,7 @@ def _digest(fields: list[JSONObject], limits: Limits) -> tuple[bytes, Moved]:
 
 
 def _checked(
-    fields: list[JSONObject], limits: Limits, sizes: list[int] | None = None
+    fields: list[dict[str, Any]], limits: Limits, sizes: list[int] | None = None
 ) -> tuple[list[bytes], Moved]:
     """Each event's canonical bytes, checked against the limits, and the fields moved out: the
     largest fields of each event above the artifact threshold, until it is below it.

@@ -20,7 +20,6 @@ import orjson
 import rfc8785
 
 from ledger_bus.model.ids import valid_unicode
-from ledger_bus.model.jsontext import JSON, JSONObject
 
 MAX_SAFE_INTEGER = 2**53 - 1
 # How deeply objects and arrays may nest in an event, the event object itself being level 1
@@ -108,7 +107,7 @@ def _check_object(value: dict[Any, Any], fast: bool, depth: int) -> bool:
     return fast
 
 
-def _check_array(value: list[JSON] | tuple[object, ...], fast: bool, depth: int) -> bool:
+def _check_array(value: list[object] | tuple[object, ...], fast: bool, depth: int) -> bool:
     for index, item in enumerate(value):
         try:
             fast = check_json(item, depth + 1) and fast
@@ -118,7 +117,7 @@ def _check_array(value: list[JSON] | tuple[object, ...], fast: bool, depth: int)
     return fast
 
 
-def _plain(value: JSONObject | list[JSON], depth: int = 1) -> bool:
+def _plain(value: dict[object, object] | list[object], depth: int = 1) -> bool:
     """True when `value` surely takes the fast path: the hot-path test, one loop per container.
 
     Strings are not looked at: a lone surrogate makes orjson refuse the value, and then

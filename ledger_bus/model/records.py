@@ -152,7 +152,7 @@ class RecordedEvent:
         """The flat JSON object of an event's line: ledger keys first (session, stream, version,
         cursor, type, agent, event_id, recorded_at), then the event's own fields."""
         fields = self.fields
-        out: JSONObject = {
+        out: dict[str, Any] = {
             "session": self.stream.session_id,
             "stream": self.stream.name,
             "version": self.version,

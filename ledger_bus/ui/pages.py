@@ -18,7 +18,7 @@ from ledger_bus.agent.filters import EventFilter
 from ledger_bus.agent.names import SEARCHED, digested, sessions_named
 from ledger_bus.model.durations import duration_text
 from ledger_bus.model.ids import cursor_ms, previous_cursor
-from ledger_bus.model.jsontext import JSONObject, dumps
+from ledger_bus.model.jsontext import dumps
 from ledger_bus.model.records import OpenAttempt, RecordedEvent, gist
 from ledger_bus.store.async_store import AsyncStore
 from ledger_bus.ui.folds import RunNode
@@ -145,7 +145,7 @@ class Row:
         """The event's gist, as text (the template escapes it)."""
         return gist(self.event.fields)
 
-    def to_dict(self) -> JSONObject:
+    def to_dict(self) -> dict[str, Any]:
         out = self.event.to_dict()
         if self.result is not None:
             out["paired_result"] = self.result.to_dict()

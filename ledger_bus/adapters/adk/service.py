@@ -243,7 +243,7 @@ class _Guard(BasePlugin):
         self.safe = safe
 
     async def before_tool_callback(
-        self, *, tool: Any, tool_args: JSONObject, tool_context: Any
+        self, *, tool: Any, tool_args: dict[str, Any], tool_context: Any
     ) -> JSONObject | None:
         if tool.name in self.safe:
             return None
@@ -334,7 +334,7 @@ class LedgerSessionService(BaseSessionService):
         *,
         app_name: str,
         user_id: str,
-        state: JSONObject | None = None,
+        state: dict[str, Any] | None = None,
         session_id: str | None = None,
     ) -> Session:
         session_id = (session_id.strip() if session_id else None) or str(uuid.uuid4())

@@ -54,7 +54,6 @@ from ledger_bus.adapters.view import StreamView, Views
 from ledger_bus.agent.recorder import DEFAULT_LEASE_MS
 from ledger_bus.model.errors import ConcurrentRun, InvalidInput, VersionConflict
 from ledger_bus.model.ids import ANY, ExpectedVersion, StreamId, derive_event_id
-from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.model.records import AppendResult
 from ledger_bus.operations.retention import Retention, Sweeper
 from ledger_bus.store import connect
@@ -432,7 +431,7 @@ class LedgerSaver(MessageDeltas, TaskRuns, ToolRecording, BaseCheckpointSaver[st
         self,
         config: RunnableConfig | None,
         *,
-        filter: JSONObject | None = None,
+        filter: dict[str, Any] | None = None,
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:

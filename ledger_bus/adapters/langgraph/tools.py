@@ -6,13 +6,12 @@ import abc
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import ToolCall, ToolMessage
 
 from ledger_bus.adapters.calls import CallLedger, ToolStep, decided_text
 from ledger_bus.adapters.langgraph.layout import AGENT, TOOLS, Typed, thread_session
 from ledger_bus.model.errors import InvalidInput
 from ledger_bus.model.ids import StreamId
-from ledger_bus.model.jsontext import JSONObject
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.steps import Op
 
@@ -88,7 +87,7 @@ class ToolRecording(abc.ABC):
             return status, {"content": value.content, "name": value.name, "status": value.status}
         return "ok", {"serde": self._dump(value)}
 
-    def _replayed(self, recorded: RecordedEvent, call: JSONObject) -> object:
+    def _replayed(self, recorded: RecordedEvent, call: ToolCall) -> object:
         """A call's recorded outcome as the tool returned it. An outcome someone else decided
         (`ledger-bus resolve --ok VALUE`, `--error VALUE`) is a ToolMessage of that value,
         successful or not; a tool that raised, or an outcome nobody knows, an error one."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -323,7 +324,7 @@ def _read_postgres(engine: Any, statement: str, params: Params) -> list[Any]:
         raw.close()
 
 
-def _prepared(cursor: Any, statement: str, params: Params) -> None:
+def _prepared(cursor: Any, statement: str, params: Mapping[str, object]) -> None:
     """Execute `statement` prepared at once on psycopg's own cursor; SQLAlchemy's adapter of
     its async cursor passes no options, and psycopg prepares a statement there from its fifth
     use on a connection (its prepare_threshold)."""
@@ -416,7 +417,7 @@ def _call_on(  # noqa: PLR0913  (one append's parts, as the store hands them to 
     stream: StreamId,
     append_id: str,
     prepared: PreparedAppend,
-    params: dict[str, Any],
+    params: Mapping[str, object],
 ) -> AppendResult:
     """_call's statements on its cursor: the fence's check, the artifacts, the function."""
     if prepared.fence is not None:  # first of all (append.lua); its row held to COMMIT
@@ -531,7 +532,7 @@ def _check_fence(
         raise lease_lost(fence, int(token))
 
 
-def artifact_rows(session_id: str, prepared: PreparedAppend) -> list[dict[str, Any]]:
+def artifact_rows(session_id: str, prepared: PreparedAppend) -> list[Params]:
     """The artifacts of an append as rows of artifact_add, with the references it adds."""
     uses = dict(prepared.uses)
     return [
