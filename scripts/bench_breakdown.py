@@ -4,8 +4,8 @@ where a 100-event append's goes, against 100 pipelined XADDs.
 Prints: the client-side time of the append script called with prepared arguments, of a script
 that returns at once with the same arguments, and of one XADD; how long preparing one event
 takes in a tight loop, right after a round trip, and after a sleep or a busy wait of 200 us;
-and the script's server time with each of its parts left out in turn, and of its commands alone
-(INFO commandstats).
+and the script's server time with each of its parts left out in turn, of its commands alone, and
+of those commands one more at a time (INFO commandstats).
 Then, for 100 tool calls with fresh attempt ids: the whole append, the script call alone with
 its arguments prepared, the preparation alone, and the preparation's floor, the libraries' own
 calls that it makes (one validation of the list, one orjson, one sha256, a sha1 per event id,
@@ -67,20 +67,52 @@ PRIOR = "local prior = redis.call('HGET', KEYS[4], ARGV[3])"
 RETURN_AT_ONCE = "do return {'ok', 1, 1, '1-1', 0, 0} end\n"
 
 # The commands a single tool_call's append makes, and nothing else: no fence, no decisions, no
-# ACL checks, no notes parsed. What the layout costs before the script's own logic.
-ESSENTIAL = """
-local prior = redis.call('HGET', KEYS[4], ARGV[3])
-local tomb = redis.call('HMGET', KEYS[7], 'generation', 'archive')
-local version = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0') + 1
-local bound = redis.call('HGET', string.sub(KEYS[7], 1, -5) .. 'bounds', ARGV[1])
-local text = string.format('%d', version)
-local cursor = redis.call('XADD', KEYS[1], '*', 's', ARGV[1], 'v', text, 'p', ARGV[10])
-redis.call('HSET', KEYS[5], ARGV[3], 'run\31tool\31' .. ARGV[1] .. '\31' .. cursor .. '\31')
-redis.call('XADD', KEYS[3], text .. '-0', 'c', cursor, 'n', ARGV[5])
-redis.call('HSET', KEYS[2], ARGV[1], text)
-redis.call('HSET', KEYS[4], ARGV[3], ARGV[4] .. text .. ' 1 ' .. cursor .. ' 0')
-return {'ok', version, version, cursor, 1, 0}
-"""
+# ACL checks, no notes parsed. What the layout costs before the script's own logic; each entry
+# is one command (the version is written before the index entry, whose id it gives).
+COMMANDS = [
+    ("the append_id record's read", "local prior = redis.call('HGET', KEYS[4], ARGV[3])"),
+    ("the tombstone's read", "local tomb = redis.call('HMGET', KEYS[7], 'generation', 'archive')"),
+    (
+        "the version's read",
+        "local version = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0') + 1\n"
+        "local text = string.format('%d', version)",
+    ),
+    (
+        "the bound's read",
+        "local bound = redis.call('HGET', string.sub(KEYS[7], 1, -5) .. 'bounds', ARGV[1])",
+    ),
+    (
+        "the session-log XADD",
+        "local cursor = redis.call('XADD', KEYS[1], '*', 's', ARGV[1], 'v', text, 'p', ARGV[10])",
+    ),
+    (
+        "the attempt's HSET",
+        "redis.call('HSET', KEYS[5], ARGV[3], 'run\\31tool\\31' .. ARGV[1] .. '\\31' .. cursor)",
+    ),
+    ("the version's HSET", "redis.call('HSET', KEYS[2], ARGV[1], text)"),
+    (
+        "the stream index XADD",
+        "redis.call('XADD', KEYS[3], text .. '-0', 'c', cursor, 'n', ARGV[5])",
+    ),
+    (
+        "the append_id record's HSET",
+        "redis.call('HSET', KEYS[4], ARGV[3], ARGV[4] .. text .. ' 1 ' .. cursor .. ' 0')",
+    ),
+]
+ESSENTIAL = (
+    "\n".join(line for _, line in COMMANDS) + "\nreturn {'ok', version, version, cursor, 1, 0}"
+)
+# The same commands one more at a time, after a call that returns at once: what each adds.
+ONE_MORE_AT_A_TIME = {
+    "none": "return {'ok'}",
+    **{
+        f"+ {label}": "\n".join(line for _, line in COMMANDS[: k + 1]) + "\nreturn {'ok'}"
+        for k, (label, _) in enumerate(COMMANDS)
+    },
+}
+# One HGET of a key the call has just read, a hundred times in one call: a command's cost in a
+# script when its key is hot in the cache (the append's keys are cold between appends).
+HOT_HGETS = "for i = 1, 100 do redis.call('HGET', KEYS[2], ARGV[1]) end return {'ok'}"
 
 # The append script with one of its parts cut out: what each part costs on the server.
 VARIANTS = {
@@ -322,6 +354,22 @@ def main() -> None:
             us = statistics.median(found)
             print(f"  {name:<46} {us:6.2f} us {us / xadd:5.1f}x")
         print(f"  {'a plain XADD':<46} {xadd:6.2f} us")
+        added = server_times(client, client, ONE_MORE_AT_A_TIME, "m", prepared)
+        print("the append's commands one more at a time, median of 5, and what each adds:")
+        before = 0.0
+        for name, found in added.items():
+            us = statistics.median(found)
+            print(f"  {name:<46} {us:6.2f} us {us - before:+6.2f} us")
+            before = us
+        hot = statistics.median(
+            server_times(client, client, {"hot": HOT_HGETS}, "h", prepared)["hot"]
+        )
+        client.config_resetstat()
+        for _ in range(2000):
+            client.hget("x-hot", "f")
+        alone = float(client.info("commandstats")["cmdstat_hget"]["usec_per_call"])
+        print(f"  {'an HGET of a hot key in a script, 100 a call':<46} {hot / 100:6.2f} us")
+        print(f"  {'an HGET alone':<46} {alone:6.2f} us")
         client.close()
 
 
