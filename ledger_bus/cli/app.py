@@ -183,7 +183,7 @@ class Settings:
             # The store, loaded by the first command that needs one: --help, --version and
             # usage errors never pay for it.
             from ledger_bus.store import connect  # noqa: PLC0415
-            from ledger_bus.store.redis.contact import check_first_contact  # noqa: PLC0415
+            from ledger_bus.store.base import ServerAdmin  # noqa: PLC0415
 
             if (self.url or "").startswith("memory:"):
                 # Each command is a process of its own: a memory store would start empty, and
@@ -199,11 +199,9 @@ class Settings:
                 durability=self.durability,
                 archive=self.archive,
             )
-            if not patient:
+            if not patient and isinstance(self._store, ServerAdmin):
                 try:
-                    check_first_contact(
-                        self._store, self.url or os.environ.get(URL_ENV) or DEFAULT_URL
-                    )
+                    self._store.check_contact()
                 except LedgerError:
                     self._store.close()
                     self._store = None
@@ -273,7 +271,8 @@ class Settings:
 
     def not_archived(self, session_id: str) -> None:
         """NotFound (exit 6) naming where `session_id` went, when it was archived from here."""
-        from ledger_bus.store.families import ArchiveSource  # noqa: PLC0415  (the store's package, loaded by self.store(); this module's import leaves it out)
+        # The store's package: imported with the store (self.store()), never by this module's import
+        from ledger_bus.store.families import ArchiveSource  # noqa: PLC0415
 
         store = self.store()
         archived = store.archive_state(session_id)[0] if isinstance(store, ArchiveSource) else None

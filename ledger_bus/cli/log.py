@@ -202,9 +202,12 @@ def sessions(
     store = settings.store()
     if rebuild and isinstance(store, ServerAdmin):
         store.rebuild_index()
-    if archived and not isinstance(store, Tiered):
+    if not archived:
+        found = store.sessions()
+    elif isinstance(store, Tiered):
+        found = store.archive.sessions()
+    else:
         raise BadInput(f"--archived lists an archive: name it with --archive (or {ARCHIVE_ENV})")
-    found = store.archive.sessions() if isinstance(store, Tiered) and archived else store.sessions()
     if active is not None:
         since = store.now_ms() - int(active * 1000)
         found = [(s, ms) for s, ms in found if ms >= since]

@@ -541,20 +541,19 @@ def du(settings: Settings, sessions: tuple[str, ...], top: int) -> None:
     store = settings.store()
     if not isinstance(store, ServerAdmin):
         raise BadInput(f"du measures Redis memory; --url names {settings.url!r}")
-    admin = store
     # Each named, by its own name or by the id its framework knows (exit 6 for none)
     named = [settings.named(session)[1] for session in sessions]
     names = named or [s for s, _ in store.sessions()]
     sizes: dict[str, dict[str, int]] = {}
     for start in range(0, len(names), 200):  # two round trips per 200 sessions
-        sizes.update(admin.memory_of(names[start : start + 200]))
+        sizes.update(store.memory_of(names[start : start + 200]))
     ranked = sorted(sizes.items(), key=lambda item: -sum(item[1].values()))
     if not sessions:
         ranked = ranked[:top]
     rows = [
         {"session": session, "bytes": sum(kinds.values()), **kinds} for session, kinds in ranked
     ]
-    memory = admin.memory_info()
+    memory = store.memory_info()
     title = f"{len(names)} sessions"
     if memory is not None:
         used, limit = memory

@@ -26,7 +26,7 @@ class Duration(click.ParamType):  # type: ignore[type-arg]
 
     def convert(
         self, value: object, param: click.Parameter | None, ctx: click.Context | None
-    ) -> Any:
+    ) -> float:
         if isinstance(value, int | float):
             seconds: float | None = float(value)
         else:
@@ -45,10 +45,10 @@ class DurationMs(Duration):
     name = "MS|DURATION"
 
     def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> object:
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int:
         if isinstance(value, int) or str(value).strip().isdigit():
-            return int(value)
+            return int(str(value))
         return round(super().convert(value, param, ctx) * 1000)
 
 

@@ -104,12 +104,12 @@ def pack(fields: dict[str, Any]) -> bytes:
     return msgpack.packb(fields, use_bin_type=True, default=_default)  # type: ignore[no-any-return]
 
 
-def with_refs(fields: dict[str, Any], refs: dict[str, ArtifactRef]) -> JSONObject:
+def with_refs(fields: dict[str, Any], refs: dict[str, ArtifactRef]) -> dict[str, Any]:
     """The fields with the values of `refs` (by field name) replaced by their references."""
     return {name: refs.get(name, value) for name, value in fields.items()}
 
 
-def unpack(payload: bytes) -> JSONObject:
+def unpack(payload: bytes) -> dict[str, Any]:
     """An event's fields from its payload, references as ArtifactRef values."""
     return msgpack.unpackb(payload, ext_hook=_ext_hook)  # type: ignore[no-any-return]
 

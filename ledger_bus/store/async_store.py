@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from ledger_bus.model.durability import Durability
 from ledger_bus.model.prepared import Limits
@@ -29,13 +29,13 @@ from ledger_bus.store.base import (
     Attempts,
     Bounds,
     C,
+    Capability,
     Deletes,
     EventStore,
     Groups,
     Log,
     Restores,
     declaring,
-    need,
     unsupported,
 )
 from ledger_bus.store.restore import restore_batches
@@ -56,7 +56,7 @@ def forward(
     name, capability = steps.__name__, declaring(steps)
 
     async def forwarded(store: AsyncStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        if capability not in store.capabilities:
+        if capability not in store.capabilities:  # as `_having` refuses it
             raise unsupported(store.core, capability)
         found: Callable[P, Op[T]] = getattr(store.core, name)
         return await store.drive(found(*args, **kwargs))
@@ -112,8 +112,10 @@ class AsyncStore:
 
     def _having(self, capability: Callable[..., C]) -> C:
         """The core as `capability`, which it is asked for where it is first used: a core that
-        lacks one is refused there, in one line (Unsupported)."""
-        return need(self.core, capability)
+        lacks one is refused there, in one line (Unsupported), as `need` refuses it."""
+        if capability not in self.capabilities:
+            raise unsupported(self.core, cast("Capability", capability))
+        return cast(C, self.core)
 
     def drive(self, op: Op[T]) -> Awaitable[T]:
         """Run one of the core's operations to its end (awaited: a plain function returning the
@@ -124,7 +126,7 @@ class AsyncStore:
             return bridge(self.core.run_op, op)
         return asyncio.to_thread(self.core.run_op, op)
 
-    # -- the contract: each operation forwarded to its steps, declared once (Operation) --------
+    # -- the contract: each operation forwarded to its steps, declared once (steps.operation) --
 
     append = forward(Log.append_op)
     read_stream = forward(Log.read_stream_op)

@@ -63,13 +63,11 @@ def capabilities_of(store: object) -> list[str]:
     return [c.what for c in CAPABILITIES if isinstance(store, c)]
 
 
-def declaring(
-    steps: Callable[..., object],
-) -> type[Log | Attempts | Groups | Bounds | Deletes | Restores]:
-    """The capability whose class declares an operation's steps (`Groups.group_read_op`: Groups)."""
-    owner = steps.__qualname__.partition(".")[0]
-    for capability in CAPABILITIES:  # the class itself, or one of the halves it is made of
-        if owner in (base.__name__ for base in capability.__mro__):
+def declaring(steps: Callable[..., object]) -> Capability:
+    """The capability that has an operation's steps (`Groups.group_read_op`: Groups, whichever
+    of its halves declares them)."""
+    for capability in CAPABILITIES:
+        if getattr(capability, steps.__name__, None) is steps:
             return capability
     raise TypeError(f"{steps.__qualname__} is no operation of the contract's capabilities")
 
@@ -77,8 +75,8 @@ def declaring(
 def need(store: object, capability: Callable[..., C]) -> C:
     """`store` as the capability a caller needs; Unsupported, in one line, when it lacks it.
 
-    `capability` is one of CAPABILITIES (typed as what makes one, since mypy takes no abstract
-    class where a `type` is asked for)."""
+    `capability` is one of CAPABILITIES or of the families (typed as what makes one, since mypy
+    takes no abstract class where a `type` is asked for)."""
     wanted = cast(type[C], capability)
     if isinstance(store, wanted):
         return store

@@ -91,6 +91,12 @@ class ServerAdmin(abc.ABC):
         """(used_memory, maxmemory) of the server, or of a cluster's fullest primary."""
 
     @abc.abstractmethod
+    def check_contact(self) -> None:
+        """BackendUnavailable at once when nothing at the server's address answers as the
+        server: what a one-shot command checks before its first call, where the store's own
+        calls would retry until their timeout."""
+
+    @abc.abstractmethod
     def rebuild_index(self) -> int:
         """Rebuild the cross-session index from the sessions themselves; return how many."""
 

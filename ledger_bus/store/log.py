@@ -68,8 +68,8 @@ class Log(abc.ABC):
     # -- running operations ---------------------------------------------------------------------
     #
     # Each method of the contract is an operation (store/steps.py), `<name>_op`, with the checks
-    # and rules once; the method of the same name runs it with this store's blocking client.
-    # ledger_bus.agent.aio runs the same operations on an asyncio client.
+    # and rules once; the method of the same name (`steps.operation`) runs it with this store's
+    # blocking client, and AsyncStore's (`async_store.forward`) on the event loop.
 
     def run_op(self, op: Op[T]) -> T:
         """Run an operation to its end (a backend with a client of its own runs it there)."""
@@ -334,9 +334,9 @@ class Log(abc.ABC):
 
     session_count = operation(session_count_op)
 
-    @immediate
-    def _session_count(self) -> int:
-        return len(self.sessions())
+    def _session_count(self) -> Op[int]:
+        """Counted from `_sessions`; a backend that counts them itself overrides this."""
+        return len((yield from self._sessions(None)))
 
     def sessions_op(self, limit: int | None = None) -> Op[list[tuple[str, int]]]:
         """Return (session id, last activity in ms) pairs, most recently active first."""

@@ -113,9 +113,11 @@ def retried(  # noqa: PLR0913  (the retry loop's settings, each a keyword)
     final: Callable[[Exception], LedgerError | None],
     who: str,
     describe: Callable[[Exception], str] = str,
+    failed: Exception | None = None,
 ) -> Op[T]:
     """Run a fresh `make()` until it returns, or `timeout` seconds have passed (then
-    BackendUnavailable), pausing with backoff between tries.
+    BackendUnavailable), pausing with backoff between tries; `failed`: a first try, made by the
+    caller, failed so (it is judged, and the next try waits, as for any other).
 
     Only `backend_errors` are judged; anything else propagates as it is. `final(err)` says what
     a backend error means: a LedgerError to raise at once (a refusal that retrying as it is will
@@ -123,10 +125,9 @@ def retried(  # noqa: PLR0913  (the retry loop's settings, each a keyword)
     """
     deadline = time.monotonic() + timeout
     delay = 0.02
+    err = failed
     while True:
-        try:
-            return (yield from make())
-        except backend_errors as err:
+        if err is not None:
             verdict = final(err)
             if verdict is not None:
                 raise verdict from err
@@ -134,8 +135,12 @@ def retried(  # noqa: PLR0913  (the retry loop's settings, each a keyword)
                 raise BackendUnavailable(
                     f"{who} did not answer within {timeout:g}s: {describe(err)}"
                 ) from err
-        yield Sleep(delay)
-        delay = min(delay * 2, 0.5)
+            yield Sleep(delay)
+            delay = min(delay * 2, 0.5)
+        try:
+            return (yield from make())
+        except backend_errors as caught:
+            err = caught
 
 
 def contended(losses: int) -> float:

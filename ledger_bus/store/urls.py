@@ -128,10 +128,9 @@ def _redis(o: Opening) -> EventStore:
 
     from ledger_bus.store.redis import RedisStore
     from ledger_bus.store.redis.connection import (
-        check_database,
+        one_server,
         open_cluster,
         open_sentinel,
-        parsed,
     )
 
     url = o.url
@@ -143,8 +142,7 @@ def _redis(o: Opening) -> EventStore:
     elif o.scheme.endswith("+sentinel"):
         client = open_sentinel(url, options)
     else:
-        check_database(url)
-        client = parsed(lambda: redis.Redis.from_url(url, health_check_interval=30, **options))
+        client = one_server(redis.Redis, url, options)
     settings = redis_settings(options, o)
     if o.archive:
         from ledger_bus.store.redis.tiered import TieredStore

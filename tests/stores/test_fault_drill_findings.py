@@ -3,6 +3,7 @@ error boundary of the command line. Each test fails on the code before its fix."
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import ledger_bus as lb
+from ledger_bus import aio
 from ledger_bus.demo.server import LocalServer, free_port
 from ledger_bus.operations.reconciler import FLAG_KIND, Reconciler, ReconcilerConfig
 from ledger_bus.store.base import EventStore
@@ -355,6 +357,30 @@ def test_a_database_that_is_not_a_number_is_bad_input(redis_server: LocalServer)
     done = ledger_here(f"redis://127.0.0.1:{redis_server.port}/abc", "p", "tail", "s1")
     assert done.returncode == 2
     assert "database" in done.stderr
+
+
+def test_a_unix_socket_url_is_taken_whatever_its_path(tmp_path: Path) -> None:
+    # A socket's path is no database (its database is ?db=): the check of a TCP URL's database
+    # once refused every unix:// URL, whose path is not a number.
+    socket = tmp_path / "redis.sock"
+    with LocalServer(appendonly=False, extra=["--unixsocket", str(socket)]):
+        url = f"unix://{socket}?db=2"
+        with lb.connect(url, prefix="u") as store:
+            store.append(
+                lb.StreamId("s1", "main"),
+                0,
+                "a1",
+                [{"type": "message", "agent": "a", "body": "hi"}],
+            )
+
+        async def read_async() -> list[str]:
+            async with await aio.connect(url, prefix="u") as astore:
+                return [e["body"] for e in await astore.read_stream(lb.StreamId("s1", "main"))]
+
+        assert asyncio.run(read_async()) == ["hi"]
+        done = ledger_cli(url, "u", "read", "s1", "main")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["body"] == "hi"
 
 
 # -- a refused append writes nothing, anywhere ----------------------------------------------------

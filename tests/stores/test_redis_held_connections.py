@@ -372,13 +372,17 @@ def test_a_server_that_lost_its_scripts_is_given_them_on_the_same_route_and_noth
     redis_store.append(ref, 0, "a0", [msg("one")])
     with redis.Redis.from_url(redis_server.url) as admin:
         admin.script_flush()
-    before = redis_store.call_failures
-    caplog.clear()
-    with caplog.at_level(logging.INFO, logger="ledger_bus.store"):
-        result = redis_store.append(ref, 1, "a1", [msg("two")])
-    # Then the append loaded the script and ran it, no failure to tell
+        admin.config_resetstat()
+        before = redis_store.call_failures
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="ledger_bus.store"):
+            result = redis_store.append(ref, 1, "a1", [msg("two")])
+        sent = admin.info("commandstats")["cmdstat_evalsha"]
+    # Then the append loaded the script and ran it, no failure to tell: one EVALSHA refused,
+    # the script loaded, one EVALSHA more
     assert (redis_store.call_failures, _warned(caplog)) == (before, [])
     assert (result.first_version, result.deduplicated) == (2, False)
+    assert sent["calls"] + sent.get("rejected_calls", 0) == 2, sent
 
 
 def test_a_failed_call_on_the_event_loops_client_is_named_and_counted_too(

@@ -10,6 +10,7 @@ from redis.cluster import RedisCluster
 from ledger_bus.model.errors import InvalidInput
 from ledger_bus.store.families import ServerAdmin
 from ledger_bus.store.redis.client import ClientRequest, RedisClient, RedisPipeline
+from ledger_bus.store.redis.contact import check_first_contact
 from ledger_bus.store.redis.core import RedisCore, pipelined
 from ledger_bus.store.redis.encoding import (
     fullest,
@@ -21,7 +22,10 @@ from ledger_bus.store.steps import Op
 
 
 class RedisAdmin(RedisCore, ServerAdmin):
-    """Memory, the indexes' upkeep."""
+    """Memory, the indexes' upkeep, the first contact."""
+
+    def check_contact(self) -> None:
+        check_first_contact(self.client)
 
     def memory_of(self, session_ids: list[str]) -> dict[str, dict[str, int]]:
         return self.run_op(self.memory_of_op(session_ids))
@@ -97,7 +101,7 @@ class RedisAdmin(RedisCore, ServerAdmin):
 
         return (yield from self._retried(measure))
 
-    def session_count_op(self) -> Op[int]:
+    def _session_count(self) -> Op[int]:
         """Sessions in the index: ZCARD of its buckets, in one round trip."""
 
         def count(pipe: RedisPipeline) -> None:

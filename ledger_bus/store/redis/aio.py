@@ -21,12 +21,11 @@ from ledger_bus.store.redis import RedisStore
 from ledger_bus.store.redis.autopipe import Coalescing
 from ledger_bus.store.redis.connection import (
     REDIS_ERRORS,
-    check_database,
     cluster_client,
     cluster_failure,
     final,
+    one_server,
     open_sentinel,
-    parsed,
     sentinels_of,
 )
 from ledger_bus.store.steps import call, retried, run_async
@@ -61,8 +60,7 @@ async def open_redis_async(o: Opening) -> AsyncStore:
         if scheme.endswith("+sentinel"):
             client = open_sentinel(url, options, Sentinel)
         else:
-            check_database(url)
-            client = parsed(lambda: Redis.from_url(url, health_check_interval=30, **options))
+            client = one_server(Redis, url, options)
         pool = client.connection_pool
         pool.connection_class = packing_in_c(pool.connection_class)
     core = RedisStore(client, **redis_settings(options, o))

@@ -1,6 +1,8 @@
-"""Appends, one route in either driver: the script's one call, sent at once and retried as every
-call is, the open-attempts and session indexes around it, artifacts written before it, and
-restore."""
+"""Appends, one route in either driver: the script's one call, and the open-attempts and session
+indexes around it; restore. The common append sends its call at once on the driver's script
+connection and, should it fail, makes it again as every call is retried; an append that writes
+artifacts first or waits for replicas makes the same call through `_send_writing_artifacts`
+(the artifacts written before it, written again if they went) or its Confirmer."""
 
 from __future__ import annotations
 
@@ -119,7 +121,7 @@ class RedisAppend(RedisCore):
         )
         listed = None
         if prepared.opens_attempts and self._open_index_due(session):
-            listed = yield from self._list_open_session(session, due=True)
+            listed = yield from self._list_open_session(session)
         acks: object = None
         if confirmer is None and not prepared.artifacts:
             # The common append: its one call, sent at once on the driver's script connection
@@ -129,7 +131,7 @@ class RedisAppend(RedisCore):
                 raw = yield self._script_request(APPEND, keys, args, held=True)
             except REDIS_ERRORS as err:
                 raw = yield from self._tried_again(
-                    err, lambda: self._evalsha(APPEND, keys, args, True)
+                    err, APPEND, lambda: self._evalsha(APPEND, keys, args, True)
                 )
             reply = append_reply(raw)
         else:
@@ -146,8 +148,10 @@ class RedisAppend(RedisCore):
             yield from self._settle_open_listing(session, listed, committed)
         landed = self._landed(stream, expected, append_id, prepared, known, reply)
         result = self._result(stream, landed)
-        if not result.deduplicated and self._index_due(session, cursor_ms(result.cursor)):
-            yield from self._touch_index(session, cursor_ms(result.cursor))
+        if not result.deduplicated:
+            ms = cursor_ms(result.cursor)
+            if self._index_due(session, ms):  # checked here too: most appends refresh nothing
+                yield from self._touch_index(session, ms)
         if confirmer is not None:
             result = yield from confirmer.confirm(result, acks)  # raises when not confirmed
         # Acknowledged: a later append that finds the stream shorter in the same generation was
@@ -168,7 +172,7 @@ class RedisAppend(RedisCore):
         ]
         listed = None
         if prepared.opens_attempts:
-            listed = yield from self._list_open_session(session, due=True)
+            listed = yield from self._list_open_session(session)
 
         def send(keys: list[str]) -> Op[tuple[RestoreReply, None]]:
             return restore_reply((yield from self._evalsha(RESTORE, keys, args))), None
@@ -356,7 +360,7 @@ class RedisAppend(RedisCore):
         """The KEYS of an append to `stream`, in the order append.lua names them."""
         return self.keys.append_keys(stream.session_id, stream.name)
 
-    def _list_open_session(self, session: str, due: bool = False) -> Op[str | None]:
+    def _list_open_session(self, session: str) -> Op[str]:
         """List the session in the open-attempts index before an append that opens attempts: a
         writer killed right after its request committed must not leave an open attempt that no
         reconciler can find. The index lives outside the session's slot, so the script cannot
@@ -365,9 +369,7 @@ class RedisAppend(RedisCore):
         whatever other writers of the session listed meanwhile; `_settle_open_listing` makes
         it the session's own once the script has run. Listing once a minute keeps the entry
         inside any prune window (see OPEN_INDEX_REFRESH_MS) at the cost of two extra round
-        trips a minute. Returns the provisional member, None when no listing was due."""
-        if not (due or self._open_index_due(session)):
-            return None
+        trips a minute (the caller asks `_open_index_due`). Returns the provisional member."""
         member = f"{session}{OPEN_MEMBER_SEP}{secrets.token_hex(8)}"
         key = self.keys.open_index_of(session)
         yield from self._run(lambda c: c.zadd(key, {member: self.now_local_ms()}))

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
+import redis
 import redis.exceptions as rx
 from redis.cluster import ClusterNode, RedisCluster
 from redis.sentinel import Sentinel
@@ -16,7 +17,11 @@ from ledger_bus.model.environment import without_password
 from ledger_bus.model.errors import BackendRefused, BackendUnavailable, InvalidInput, LedgerError
 from ledger_bus.store.steps import call, retried, run
 
+if TYPE_CHECKING:
+    from redis.asyncio import Redis as AsyncRedis
+
 T = TypeVar("T")
+R = TypeVar("R", "redis.Redis", "AsyncRedis")
 
 # Replies that mean "not now" rather than "never": a failover, a loading replica, a busy script.
 _TRANSIENT: Final = ("LOADING", "BUSY", "READONLY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN")
@@ -57,12 +62,17 @@ def final(err: Exception) -> LedgerError | None:
     return refusal(err)
 
 
-def check_database(url: str) -> None:
-    """InvalidInput for a one-server URL whose database is not a number (`redis://h/abc`), which
-    redis-py would take for database 0 without a word."""
-    database = urlsplit(url).path.strip("/")
-    if database and not database.isdigit():
+def one_server(kind: type[R], url: str, options: dict[str, Any]) -> R:
+    """A client of `kind` (redis-py's blocking or asyncio Redis) for the one server at `url`
+    (redis://, rediss://, unix://). Each connection it opens PINGs the server first
+    (health_check_interval), which is what a command's first contact sees (contact.py).
+    InvalidInput for a TCP URL whose database is not a number (`redis://h/abc`), which redis-py
+    would take for database 0 without a word; a socket's database is its `?db=`."""
+    parts = urlsplit(url)
+    database = parts.path.strip("/")
+    if parts.scheme in ("redis", "rediss") and database and not database.isdigit():
         raise InvalidInput(f"the database of a Redis URL is a number, got {database!r}")
+    return parsed(lambda: kind.from_url(url, health_check_interval=30, **options))
 
 
 def parsed(make: Callable[[], T]) -> T:

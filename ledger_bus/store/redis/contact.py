@@ -10,7 +10,6 @@ retrying with backoff: a server that is down when they start may be up in a mome
 from __future__ import annotations
 
 from typing import Any, Final
-from urllib.parse import urlsplit
 
 import redis
 import redis.exceptions as rx
@@ -22,24 +21,24 @@ from ledger_bus.model.errors import BackendUnavailable
 _CLOSED: Final = "Connection closed by server."
 
 
-def check_first_contact(store: object, url: str) -> None:
-    """For a store on one server at a `redis://` URL: BackendUnavailable when nothing listens
-    at its address, nothing answers there within the store's timeouts, or what answers is not
-    Redis. Any other outcome (a refused password, a reset, too many clients, a name that does
-    not resolve) is left to the store's own retries and errors."""
-    parts = urlsplit(url)
-    if parts.scheme != "redis":
+def check_first_contact(client: object) -> None:
+    """For a client of one server over plain TCP (`redis://`): BackendUnavailable when nothing
+    listens at its address, nothing answers there within the store's timeouts, or what answers
+    is not Redis. Any other outcome (a refused password, a reset, too many clients, a name that
+    does not resolve) is left to the store's own retries and errors, as are TLS, a unix socket,
+    Sentinel and a cluster, which reach their server otherwise."""
+    if type(client) is not redis.Redis:
         return
-    client = getattr(store, "client", None)
-    if type(client) is not redis.Redis:  # Sentinel's client finds its server otherwise
-        return
-    where = f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
     pool: Any = client.connection_pool
+    if pool.connection_class is not redis.Connection:
+        return
+    found = pool.connection_kwargs
+    where = f"{found.get('host', 'localhost')}:{found.get('port', 6379)}"
     connection: Any = None
     try:
+        # Connecting is the contact: the store's client PINGs the server on every connection it
+        # opens (connection.one_server), and that reply is the first the server gives.
         connection = pool.get_connection()
-        connection.send_command("PING")
-        connection.read_response()
     except (rx.RedisError, OSError) as err:
         if connection is not None:
             connection.disconnect()  # not used again as it is

@@ -101,7 +101,7 @@ class RedisCore(EventStore):
         # driver coalesces its appends into pipelines instead: store/redis/autopipe.py).
         self._held = HeldConnections(client) if isinstance(client, Redis | RedisCluster) else None
         # How many calls failed in a way worth another try (a lost connection, a failover, a
-        # server busy or loading), each named in a warning and tried again (`_retried`).
+        # server busy or loading), each named in the log and tried again (`_retried`).
         self.call_failures = 0
 
     def _judged(self, err: Exception) -> LedgerError | None:
@@ -120,8 +120,8 @@ class RedisCore(EventStore):
     def run_op(self, op: Op[T]) -> T:
         return run(op, self.client)
 
-    def _retried(self, make: Callable[[], Op[T]]) -> Op[T]:
-        return retried(make, self.timeout, REDIS_ERRORS, self._judged, "redis")
+    def _retried(self, make: Callable[[], Op[T]], failed: Exception | None = None) -> Op[T]:
+        return retried(make, self.timeout, REDIS_ERRORS, self._judged, "redis", failed=failed)
 
     def _run(self, request: ClientRequest) -> Op[Any]:
         """One request, retried."""
@@ -203,25 +203,24 @@ class RedisCore(EventStore):
         thread holds (store/redis/held.py); under asyncio the driver's client is the one that
         coalesces a loop turn's calls (store/redis/autopipe.py), so the request is the same."""
         on = self._held if held else None
-        if on is not None:
-            # EVALSHA_RO for a script that only reads: a role that may only read its keys may run it
-            command = "EVALSHA_RO" if read_only else "EVALSHA"
-            return lambda _: on.execute(keys[0], command, script.sha, len(keys), *keys, *args)
+        if on is not None:  # no script that only reads is sent on it
+            return lambda _: on.execute(keys[0], "EVALSHA", script.sha, len(keys), *keys, *args)
+        # EVALSHA_RO for a script that only reads: a role that may only read its keys may run it
         if read_only:
             return lambda client: client.evalsha_ro(script.sha, len(keys), *keys, *args)
         return lambda client: client.evalsha(script.sha, len(keys), *keys, *args)
 
-    def _tried_again(self, err: Exception, make: Callable[[], Op[T]]) -> Op[T]:
-        """After a script call sent at once failed with `err`: the server lacked the script
-        (NOSCRIPT: `make()` loads it), or a failure worth another try (named and counted), and
-        the call is retried as every call is; any other error raised as the ledger's."""
-        if not isinstance(err, rx.NoScriptError):
-            verdict = self._judged(err)
-            if verdict is not None:
-                raise verdict from err
-        return (yield from self._retried(make))
+    def _tried_again(self, err: Exception, script: LuaScript, make: Callable[[], Op[T]]) -> Op[T]:
+        """After a call of `script` sent at once failed with `err`: the call `make()` makes
+        again, retried as every call is. A server that lacked the script (NOSCRIPT) is given it
+        first; any other failure is judged as the first of the retries (named and counted, or
+        raised as the ledger's error)."""
+        if isinstance(err, rx.NoScriptError):
+            yield from self._run(lambda client: client.script_load(script.text))
+            return (yield from self._retried(make))
+        return (yield from self._retried(make, failed=err))
 
-    def now_ms_op(self) -> Op[int]:
+    def _now_ms(self) -> Op[int]:
         seconds, micros = yield from self._run(lambda c: c.time())
         return int(seconds) * 1000 + int(micros) // 1000
 
