@@ -162,18 +162,15 @@ func connectMemory(given string, opts []Option) (Store, error) {
 			}
 		}
 	}
-	d, err := model.ParseDurability(level, model.DefaultDurabilityTimeout)
+	asked, err := model.ParseDurability(level, model.DefaultDurabilityTimeout)
 	if err != nil {
 		return nil, err
 	}
-	if set.Durability != nil {
-		d = *set.Durability
-	}
-	if !d.Local() {
+	if d := set.DurabilityOr(asked); !d.Local() {
 		return nil, model.Errorf(model.ErrInvalidInput, "memory:// keeps nothing beyond this process: durability %s", d)
 	}
-	if set.Timeout < 0 {
-		return nil, model.Errorf(model.ErrInvalidInput, "timeout must be positive, got %s", set.Timeout)
+	if _, err := set.TimeoutOr(0); err != nil {
+		return nil, err
 	}
 	return memory.New(opts...), nil
 }

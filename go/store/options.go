@@ -56,3 +56,29 @@ func WithDefaultDurability(d model.Durability) Option {
 // WithRefs has every read leave fields kept as artifacts as model.ArtifactRef values instead
 // of their bytes.
 func WithRefs() Option { return func(s *OpenSettings) { s.Refs = true } }
+
+// DurabilityOr is the durability the options give, the zero one meaning local; fallback when
+// they give none (a URL's ?durability=, or local).
+func (s OpenSettings) DurabilityOr(fallback model.Durability) model.Durability {
+	switch {
+	case s.Durability == nil:
+		return fallback
+	case *s.Durability == (model.Durability{}):
+		return model.Local()
+	default:
+		return *s.Durability
+	}
+}
+
+// TimeoutOr is the timeout the options give; fallback when they give none. A negative one is
+// an error of kind model.ErrInvalidInput.
+func (s OpenSettings) TimeoutOr(fallback time.Duration) (time.Duration, error) {
+	switch {
+	case s.Timeout < 0:
+		return 0, model.Errorf(model.ErrInvalidInput, "timeout must be positive, got %s", s.Timeout)
+	case s.Timeout == 0:
+		return fallback, nil
+	default:
+		return s.Timeout, nil
+	}
+}

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -26,5 +27,28 @@ func TestOptionsApplyInOrderToZeroSettings(t *testing.T) {
 	}
 	if got.Durability == nil || *got.Durability != level {
 		t.Fatalf("durability: %v", got.Durability)
+	}
+}
+
+// What the settings resolve to, the one place Open, New and Connect take them from.
+func TestSettingsResolveTheirDefaults(t *testing.T) {
+	replicas := model.Durability{Replicas: 1, Timeout: time.Second}
+	if got := store.Configure().DurabilityOr(replicas); got != replicas {
+		t.Fatalf("no durability given: %s, not the fallback", got)
+	}
+	if got := store.Configure(store.WithDefaultDurability(model.Durability{})).DurabilityOr(replicas); !got.Local() {
+		t.Fatalf("the zero durability given: %s, not local", got)
+	}
+	if got := store.Configure(store.WithDefaultDurability(replicas)).DurabilityOr(model.Local()); got != replicas {
+		t.Fatalf("a durability given: %s", got)
+	}
+	if got, err := store.Configure().TimeoutOr(time.Minute); got != time.Minute || err != nil {
+		t.Fatalf("no timeout given: %s, %v", got, err)
+	}
+	if got, err := store.Configure(store.WithTimeout(time.Second)).TimeoutOr(time.Minute); got != time.Second || err != nil {
+		t.Fatalf("a timeout given: %s, %v", got, err)
+	}
+	if _, err := store.Configure(store.WithTimeout(-time.Second)).TimeoutOr(time.Minute); !errors.Is(err, model.ErrInvalidInput) {
+		t.Fatalf("a negative timeout: %v", err)
 	}
 }

@@ -1,7 +1,7 @@
 // The scripts' calling convention is written down once, in ledger_bus/store/lua/protocol.json
 // (the package carries a copy in lua/): each key builder and reply parser of the scripts this
 // SDK runs is held to it here, as tests/contract/test_script_protocol.py holds Python's and
-// go/store/redis/protocol_test.go Go's.
+// go/store/redisstore/protocol_test.go Go's.
 import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { crc32 } from "node:zlib";

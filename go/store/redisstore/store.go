@@ -102,26 +102,17 @@ func Open(ctx context.Context, url string, opts ...store.Option) (*Store, error)
 		return nil, err
 	}
 	set := store.Configure(opts...)
-	durability := parsed.durability
-	if set.Durability != nil {
-		durability = *set.Durability
-		if durability == (model.Durability{}) {
-			durability = model.Local()
-		}
-	}
-	timeout := set.Timeout
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
-	if timeout < 0 {
-		return nil, model.Errorf(model.ErrInvalidInput, "timeout must be positive, got %s", timeout)
+	durability := set.DurabilityOr(parsed.durability)
+	set.Durability = &durability
+	timeout, err := set.TimeoutOr(DefaultTimeout)
+	if err != nil {
+		return nil, err
 	}
 	client, err := parsed.client(timeout, durability)
 	if err != nil {
 		return nil, err
 	}
-	// A copy with room for one more: the caller's slice is never written to.
-	s, err := New(client, append(opts[:len(opts):len(opts)], store.WithDefaultDurability(durability))...)
+	s, err := newStore(client, set)
 	if err != nil {
 		_ = client.Close()
 		return nil, err
@@ -140,7 +131,11 @@ func Open(ctx context.Context, url string, opts ...store.Option) (*Store, error)
 // calls itself, up to the timeout (store.WithTimeout): the client's own retries are better off
 // (MaxRetries: -1).
 func New(client redis.UniversalClient, opts ...store.Option) (*Store, error) {
-	set := store.Configure(opts...)
+	return newStore(client, store.Configure(opts...))
+}
+
+// newStore is New, with its options applied (Open's with the URL's durability).
+func newStore(client redis.UniversalClient, set store.OpenSettings) (*Store, error) {
 	prefix := set.Prefix
 	if prefix == "" {
 		prefix = DefaultPrefix
@@ -149,19 +144,13 @@ func New(client redis.UniversalClient, opts ...store.Option) (*Store, error) {
 		return nil, err
 	}
 	limits := set.Limits.WithDefaults()
-	durability := model.Local()
-	if set.Durability != nil && *set.Durability != (model.Durability{}) {
-		durability = *set.Durability // the zero Durability: local
-	}
+	durability := set.DurabilityOr(model.Local())
 	if err := checkDurability(durability); err != nil {
 		return nil, err
 	}
-	timeout := set.Timeout
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
-	if timeout < 0 {
-		return nil, model.Errorf(model.ErrInvalidInput, "timeout must be positive, got %s", timeout)
+	timeout, err := set.TimeoutOr(DefaultTimeout)
+	if err != nil {
+		return nil, err
 	}
 	s := &Store{
 		rdb:         client,
