@@ -20,6 +20,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ledger_bus.agent.current import CurrentCall, NoCurrentCall, current_call
     from ledger_bus.agent.recorder import (
         Attempt,
         Capabilities,
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     )
     from ledger_bus.model.events import Event, Message, Mutation, ToolCall, ToolResult
     from ledger_bus.model.ids import ANY, StreamId, derive_event_id
+    from ledger_bus.model.keys import idempotency_key
     from ledger_bus.model.prepared import Fence, Limits
     from ledger_bus.model.records import (
         Bound,
@@ -68,6 +70,7 @@ if TYPE_CHECKING:
         StreamInfo,
     )
     from ledger_bus.operations.archiving import archive_session
+    from ledger_bus.operations.probes import Probe, ProbeCall, Probed
     from ledger_bus.operations.reconciler import PassReport, Reconciler, ReconcilerConfig
     from ledger_bus.operations.resolve import resolve_attempt
     from ledger_bus.operations.retention import Retention
@@ -139,11 +142,15 @@ _WHERE = {
         "ledger_bus.agent.recorder",
     ),
     **dict.fromkeys(["Tailer", "TailerOptions", "render_context"], "ledger_bus.agent.tailer"),
+    # What a running tool asks: the call it belongs to, and that call's idempotency key.
+    **dict.fromkeys(["CurrentCall", "NoCurrentCall", "current_call"], "ledger_bus.agent.current"),
+    "idempotency_key": "ledger_bus.model.keys",
     # Operations: the reconciler, the dispatch board, archiving and retention.
     **dict.fromkeys(
         ["PassReport", "Reconciler", "ReconcilerConfig"], "ledger_bus.operations.reconciler"
     ),
     "resolve_attempt": "ledger_bus.operations.resolve",
+    **dict.fromkeys(["Probe", "ProbeCall", "Probed"], "ledger_bus.operations.probes"),
     "Board": "ledger_bus.board.dispatches",
     "Retention": "ledger_bus.operations.retention",
     "archive_session": "ledger_bus.operations.archiving",
@@ -164,6 +171,7 @@ __all__ = [
     "Bound",
     "Bounds",
     "Capabilities",
+    "CurrentCall",
     "Delegation",
     "Deletes",
     "Deletion",
@@ -186,9 +194,13 @@ __all__ = [
     "Log",
     "Message",
     "Mutation",
+    "NoCurrentCall",
     "NotFound",
     "OutcomeNotRecorded",
     "PassReport",
+    "Probe",
+    "ProbeCall",
+    "Probed",
     "Reconciler",
     "ReconcilerConfig",
     "RecordedEvent",
@@ -217,7 +229,9 @@ __all__ = [
     "atif_of",
     "canonical_bytes",
     "connect",
+    "current_call",
     "derive_event_id",
+    "idempotency_key",
     "need",
     "render_context",
     "resolve_attempt",

@@ -57,6 +57,10 @@ type Attempt struct {
 	StepID    string
 	// CallID is the event id of its tool_call, the parent of its tool_result.
 	CallID string
+	// IdempotencyKey is the logical call's key, the same for every attempt at it.
+	IdempotencyKey string
+	// Args are the call's arguments as recorded.
+	Args map[string]any
 }
 
 // Delegation is a delegation in flight: the call that asked for it and the child run that
@@ -69,14 +73,14 @@ type Delegation struct {
 	Agent       string
 }
 
-// RequestEvent is a call's tool_call, committed before the call runs, as the Python
-// recorder writes it.
-func RequestEvent(tool string, args map[string]any, attemptID, stepID string) model.Event {
+// RequestEvent is a call's tool_call, committed before the call runs, with the logical call's
+// idempotency key, as the Python recorder writes it.
+func RequestEvent(tool string, args map[string]any, attemptID, stepID, key string) model.Event {
 	if args == nil {
 		args = map[string]any{}
 	}
 	return model.Event{"type": model.TypeToolCall, "tool": tool, "args": args,
-		"attempt_id": attemptID, "step_id": stepID}
+		"attempt_id": attemptID, "step_id": stepID, "idempotency_key": key}
 }
 
 // ResultEvent is a call's tool_result: its outcome, status "ok" or "error", as the Python
@@ -100,6 +104,20 @@ func AbandonedEvent(call model.RecordedEvent, stepID string) model.Event {
 func IsAbandoned(result model.RecordedEvent) bool {
 	value, ok := result.Fields["result"].(map[string]any)
 	return ok && len(value) == 2 && value["outcome"] == "unknown" && value["reason"] == Abandoned
+}
+
+// NotDone is the outcome a reconciler's probe records for a call whose effect did not take
+// place: the resumed run calls the tool again, under the same key.
+const NotDone = "not_done"
+
+// IsNotDone says whether a tool_result is a probe's finding that the call's effect did not
+// take place: the step runs again, under the same idempotency key.
+func IsNotDone(result model.RecordedEvent) bool {
+	if by, ok := result.Fields["settled_by"].(map[string]any); !ok || len(by) == 0 {
+		return false
+	}
+	value, ok := result.Fields["result"].(map[string]any)
+	return ok && value["outcome"] == NotDone
 }
 
 // Failure is what a tool_result with status "error" records of err: {"error": its type's

@@ -156,7 +156,7 @@ func TestAReplayedCallNamesTheAttemptItsValueIsFrom(t *testing.T) {
 		}
 		call := readStream(t, s, "s", "run-r1")[1]
 		want := agent.Attempt{Tool: "read", AttemptID: "r1/c1#1", StepID: "r1/c1", CallID: call.EventID()}
-		if !begun.Replayed || begun.Value != "contents" || begun.Attempt != want {
+		if !begun.Replayed || begun.Value != "contents" || !reflect.DeepEqual(begun.Attempt, want) {
 			t.Errorf("begun %+v, want the recorded value of %+v", begun, want)
 		}
 	})

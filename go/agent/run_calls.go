@@ -57,7 +57,7 @@ func Call[T any](ctx context.Context, run *Run, tool string, args map[string]any
 	if begun.Replayed {
 		return as[T](begun.Value)
 	}
-	value, err := fn(ctx)
+	value, err := fn(run.CallContext(ctx, begun.Attempt))
 	if err != nil {
 		if rerr := run.endCall(ctx, begun.Attempt, StatusError, Failure(err), err); rerr != nil {
 			return zero, rerr
@@ -108,6 +108,7 @@ func (run *Run) BeginCall(ctx context.Context, tool string, args map[string]any,
 		}
 	}
 	attemptID := run.attemptID(stepID, len(earlier)+1)
+	key := model.IdempotencyKey(run.rec.session, run.id, stepID, run.incarnation)
 	if settings.safe && !run.declared[tool] {
 		// Unsafe is the default; a tool safe to run twice says so once per run, before its
 		// first request, so that whoever finds its attempt unresolved knows.
@@ -117,11 +118,12 @@ func (run *Run) BeginCall(ctx context.Context, tool string, args map[string]any,
 		}
 		run.declared[tool] = true
 	}
-	callID, err := run.request(ctx, tool, args, attemptID, stepID)
+	callID, recorded, err := run.request(ctx, tool, args, attemptID, stepID, key)
 	if err != nil {
 		return Begun{}, err
 	}
-	return Begun{Attempt: Attempt{Tool: tool, AttemptID: attemptID, StepID: stepID, CallID: callID}}, nil
+	return Begun{Attempt: Attempt{Tool: tool, AttemptID: attemptID, StepID: stepID, CallID: callID,
+		IdempotencyKey: key, Args: recorded}}, nil
 }
 
 // EndCall is the second half of Call: the attempt's outcome, status StatusOK or StatusError,
@@ -141,26 +143,26 @@ func (run *Run) endCall(ctx context.Context, attempt Attempt, status string, val
 	return nil
 }
 
-// request commits a call's tool_call and returns its event id.
-func (run *Run) request(ctx context.Context, tool string, args map[string]any, attemptID, stepID string) (string, error) {
+// request commits a call's tool_call and returns its event id and its arguments as recorded.
+func (run *Run) request(ctx context.Context, tool string, args map[string]any, attemptID, stepID, key string) (string, map[string]any, error) {
 	recorded, err := plainArgs(args)
 	if err != nil {
-		return "", newError(ErrRequestNotRecorded, model.Errorf(model.ErrInvalidEvent, "%v", err),
+		return "", nil, newError(ErrRequestNotRecorded, model.Errorf(model.ErrInvalidEvent, "%v", err),
 			"%s was not called: its arguments are not JSON: %v", tool, err)
 	}
-	callID, err := run.write(ctx, RequestEvent(tool, recorded, attemptID, stepID), nil)
+	callID, err := run.write(ctx, RequestEvent(tool, recorded, attemptID, stepID, key), nil)
 	if err != nil {
 		var unconfirmed *model.DurabilityNotConfirmedError
 		if errors.As(err, &unconfirmed) {
 			// Written on the primary but not confirmed as durable as the store asks: a
 			// failover could lose it, and a tool run on an unconfirmed request could run
 			// again unseen.
-			return "", newError(ErrRequestNotRecorded, err,
+			return "", nil, newError(ErrRequestNotRecorded, err,
 				"%s was not called: its request was written but not confirmed durable: %v", tool, err)
 		}
-		return "", newError(ErrRequestNotRecorded, err, "%s was not called: its request was not recorded: %v", tool, err)
+		return "", nil, newError(ErrRequestNotRecorded, err, "%s was not called: its request was not recorded: %v", tool, err)
 	}
-	return callID, nil
+	return callID, recorded, nil
 }
 
 // attemptID is <step>#<n> for the n-th attempt at a step, <step>#<n>@<v> in a later
@@ -178,7 +180,7 @@ func (run *Run) attemptID(stepID string, n int) string {
 func (run *Run) replay(ctx context.Context, stepID string, earlier []model.RecordedEvent, safe bool) (value any, done model.RecordedEvent, again bool, err error) {
 	for _, call := range earlier {
 		result, ok := run.history.results[fieldText(call.Fields, "attempt_id")]
-		if !ok || IsAbandoned(result) {
+		if !ok || IsAbandoned(result) || IsNotDone(result) {
 			continue
 		}
 		if result.Fields["status"] == StatusOK {
@@ -188,6 +190,11 @@ func (run *Run) replay(ctx context.Context, stepID string, earlier []model.Recor
 			AttemptID: fieldText(call.Fields, "attempt_id"), Result: result.Fields["result"]}
 	}
 	latest := earlier[len(earlier)-1]
+	if result, ok := run.history.results[fieldText(latest.Fields, "attempt_id")]; ok && IsNotDone(result) {
+		// A probe found the last attempt's effect never took place: call again, safe to
+		// replay or not; the key it carries again makes a late first attempt harmless.
+		return nil, latest, true, nil
+	}
 	if !safe {
 		return nil, latest, false, &UnresolvedAttemptError{AttemptID: fieldText(latest.Fields, "attempt_id"),
 			Tool: fieldText(latest.Fields, "tool")}
@@ -224,7 +231,8 @@ func (run *Run) Delegate(ctx context.Context, agent, objective, childRunID strin
 		childRunID = shortID()
 	}
 	args := map[string]any{"agent": agent, "objective": objective, "child_run": childRunID}
-	callID, err := run.request(ctx, "delegate", args, attemptID, stepID)
+	key := model.IdempotencyKey(run.rec.session, run.id, stepID, run.incarnation)
+	callID, _, err := run.request(ctx, "delegate", args, attemptID, stepID, key)
 	if err != nil {
 		return Delegation{}, err
 	}

@@ -145,6 +145,13 @@ func checkObject(value any) string {
 	return ""
 }
 
+func checkOptionalObject(value any) string {
+	if value == nil {
+		return ""
+	}
+	return checkObject(value)
+}
+
 func checkStatus(value any) string {
 	if s, ok := stringOf(value); !ok || (s != "ok" && s != "error") {
 		return "Input should be 'ok' or 'error'"
@@ -222,20 +229,22 @@ var schemas = map[string][]fieldSpec{
 		fieldSpec{"tool", checkIdent, true},
 		fieldSpec{"args", checkObject, false},
 		fieldSpec{"attempt_id", checkIdent, true},
+		fieldSpec{"idempotency_key", checkOptionalIdent, false},
 	),
 	TypeToolResult: schema(
 		fieldSpec{"tool", checkIdent, true},
 		fieldSpec{"attempt_id", checkIdent, true},
 		fieldSpec{"status", checkStatus, true},
 		fieldSpec{"result", checkAnything, false},
+		fieldSpec{"settled_by", checkOptionalObject, false},
 	),
 	TypeMutation: schema(fieldSpec{"kind", checkNonEmpty, true}),
 }
 
 // isDefault reports whether a field of an event of type kind holds its default value, which
 // leaves it out of the event's normal form (spec/ledger-v1.md section 2.2): event_id, run_id,
-// step_id and attempt_id null and parents empty on every type, args empty on a tool_call,
-// result null on a tool_result. A mutation's own fields are its data, kept whatever they hold.
+// step_id and attempt_id null and parents empty on every type, args empty and idempotency_key
+// null on a tool_call, result and settled_by null on a tool_result. A mutation's own fields are its data, kept whatever they hold.
 // value is already a plain JSON value (jsonValue's).
 func isDefault(kind, name string, value any) bool {
 	switch name {
@@ -247,7 +256,9 @@ func isDefault(kind, name string, value any) bool {
 	case "args":
 		object, ok := value.(map[string]any)
 		return kind == TypeToolCall && ok && len(object) == 0
-	case "result":
+	case "idempotency_key":
+		return kind == TypeToolCall && value == nil
+	case "result", "settled_by":
 		return kind == TypeToolResult && value == nil
 	}
 	return false

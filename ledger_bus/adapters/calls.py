@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ledger_bus.adapters.view import Views
+from ledger_bus.agent.call_events import not_done
+from ledger_bus.agent.current import CurrentCall, calling
 from ledger_bus.agent.recorder import (
     DEFAULT_LEASE_MS,
     OutcomeNotRecorded,
@@ -35,7 +37,8 @@ from ledger_bus.agent.recorder import (
 )
 from ledger_bus.model.errors import InvalidInput, LedgerError, VersionConflict
 from ledger_bus.model.ids import ANY, StreamId, check_name, derive_event_id
-from ledger_bus.model.jsontext import JSONObject
+from ledger_bus.model.jsontext import JSON, JSONObject
+from ledger_bus.model.keys import idempotency_key
 from ledger_bus.model.prepared import Fence
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.store.base import Attempts, EventStore, need
@@ -87,6 +90,7 @@ def _decided_alike(state: _Calls, agent: str, tool: str, args: JSONObject) -> Re
         if (
             result is not None
             and result.agent != agent
+            and not not_done(result)  # a probe's "not done" is no outcome: the call runs again
             and result.event_id not in state.taken
             and latest.get("tool") == tool
             and latest.get("args") == args
@@ -100,19 +104,21 @@ def _outcome_of(state: _Calls, calls: list[RecordedEvent]) -> RecordedEvent | No
     attempt a crash abandoned."""
     for call in calls:
         result = state.results.get(str(call.attempt_id))
-        if result is not None and not abandoned(result):
+        if result is not None and not abandoned(result) and not not_done(result):
             return result
     return None
 
 
 def _unfinished_alike(state: _Calls, tool: str, args: JSONObject) -> list[RecordedEvent]:
-    """The newest attempt of `tool` with these arguments that has no result, if any."""
+    """The newest attempt of `tool` with these arguments that has no result, or whose result
+    is a probe's "not done" that no later call has taken yet, if any."""
     for calls in reversed(state.calls.values()):
         latest = calls[-1]
+        result = state.results.get(str(latest.attempt_id))
         if (
             latest.get("tool") == tool
             and latest.get("args") == args
-            and str(latest.attempt_id) not in state.results
+            and (result is None or (not_done(result) and result.event_id not in state.taken))
         ):
             return [latest]
     return []
@@ -129,10 +135,25 @@ class Begun:
     run_id: str
     call_id: str
     fence: Fence  # the call's lease as this process holds it: its writes are made under it
+    idempotency_key: str
+    args: JSONObject
 
     @property
     def owner(self) -> str:
         return self.fence.owner
+
+    @property
+    def current(self) -> CurrentCall:
+        """The call as its tool sees it (`ledger_bus.current_call()` while it runs)."""
+        return CurrentCall(
+            self.tool,
+            self.stream.session_id,
+            self.run_id,
+            self.step_id,
+            self.attempt_id,
+            self.idempotency_key,
+            self.args,
+        )
 
 
 class CallLedger:
@@ -189,21 +210,14 @@ class CallLedger:
         if not token:
             raise LedgerError(f"{tool} call {step_id} is running in another live process")
         fence = Fence(lease, owner, token)
+        # The logical call's key: that of the call this one asks again, if any (a framework
+        # whose call ids do not outlive a crash names it anew), else its own step's.
+        key = str(unfinished[-1].get("idempotency_key") or "") if unfinished else ""
+        key = key or idempotency_key(session, run_id, step_id)
         try:
+            parents: list[JSON] = []
             if unfinished:
-                latest = unfinished[-1]
-                if not safe_to_replay:
-                    raise UnresolvedAttempt(str(latest.attempt_id), tool)
-                # Safe to replay: close the abandoned attempt (unless a crash right after its
-                # close left it closed), then run a new one.
-                if str(latest.attempt_id) not in state.results:
-                    closed = abandoned_event(
-                        latest,
-                        str(latest.step_id),
-                        run_id=latest.run_id,
-                        parents=[latest.event_id],
-                    )
-                    yield from self._write_op(stream, fence, closed)
+                parents = yield from self._again_op(stream, fence, state, unfinished[-1], step)
             attempt_id = step_id if named and not earlier else f"{step_id}#{len(earlier) + 1}"
             if safe_to_replay:
                 yield from self._write_op(
@@ -217,7 +231,9 @@ class CallLedger:
                         "safe_to_replay": True,
                     },
                 )
-            request = request_event(tool, args, attempt_id, step_id, run_id=run_id)
+            request = request_event(tool, args, attempt_id, step_id, key, run_id=run_id)
+            if parents:
+                request["parents"] = parents
             try:
                 call_id = yield from self._write_op(stream, fence, request)
             except LedgerError as err:
@@ -227,7 +243,28 @@ class CallLedger:
         except BaseException:
             yield from store.release_lease_op(session, lease, owner)
             raise
-        return False, Begun(stream, tool, step_id, attempt_id, run_id, call_id, fence)
+        return False, Begun(stream, tool, step_id, attempt_id, run_id, call_id, fence, key, args)
+
+    def _again_op(
+        self, stream: StreamId, fence: Fence, state: _Calls, latest: RecordedEvent, step: ToolStep
+    ) -> Op[list[JSON]]:
+        """Before a call that asks again for the unfinished attempt `latest`: what its request
+        follows from. UnresolvedAttempt where it may not run again."""
+        settled = state.results.get(str(latest.attempt_id))
+        if settled is not None and not_done(settled):
+            # A probe found its effect never took place: it runs again, safe to replay or not,
+            # and this request takes that finding (once).
+            return [settled.event_id]
+        if not step.safe_to_replay:
+            raise UnresolvedAttempt(str(latest.attempt_id), step.tool)
+        # Safe to replay: close the abandoned attempt (unless a crash right after its close
+        # left it closed), then run a new one.
+        if settled is None:
+            closed = abandoned_event(
+                latest, str(latest.step_id), run_id=latest.run_id, parents=[latest.event_id]
+            )
+            yield from self._write_op(stream, fence, closed)
+        return []
 
     def _take_op(
         self,
@@ -245,8 +282,11 @@ class CallLedger:
         attempt_id = f"{step_id}#1"
         key = f"take:{attempt_id}:{decided.event_id}"
         call_id = derive_event_id(stream.session_id, stream.name, key, 0)
+        key = str(decided.get("idempotency_key") or "") or idempotency_key(
+            stream.session_id, run_id, step_id
+        )
         request = request_event(
-            tool, args, attempt_id, step_id, run_id=run_id, parents=[decided.event_id]
+            tool, args, attempt_id, step_id, key, run_id=run_id, parents=[decided.event_id]
         )
         outcome = result_event(
             tool,
@@ -347,7 +387,8 @@ class CallGuard:
         renewer = threading.Thread(target=renew, name=f"lease-{begun.run_id}", daemon=True)
         renewer.start()
         try:
-            value = run()
+            with calling(begun.current):
+                value = run()
         except Exception as err:
             stop.set()
             renewer.join()
@@ -380,7 +421,8 @@ class CallGuard:
 
         renewer = asyncio.create_task(renew())
         try:
-            value = await run()
+            with calling(begun.current):
+                value = await run()
         except Exception as err:
             renewer.cancel()
             await drive(self.ledger.end_op(begun, "error", failure(err)))

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Literal
 
+from ledger_bus.agent.current import calling
 from ledger_bus.agent.recorder import (
     DEFAULT_LEASE_MS,
     Attempt,
@@ -206,7 +207,8 @@ class AsyncRun:
     async def finish_call(self, attempt: Attempt, run: Callable[[], Any]) -> Any:
         """Run the tool of a begun call, recording its outcome; its exception propagates."""
         try:
-            value = await _settle(run())
+            with calling(self.core.current_call(attempt)):
+                value = await _settle(run())
         except Exception as err:
             await self.end_call(attempt, "error", failure(err))
             raise

@@ -3,7 +3,7 @@ meets around it, and the guarantees a recorder (or an adapter) publishes."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from ledger_bus.model.errors import LedgerError
@@ -13,18 +13,23 @@ from ledger_bus.model.records import RecordedEvent
 Support = Literal["strict", "best_effort", "unsupported"]
 DEFAULT_LEASE_MS: Final = 10_000
 ABANDONED: Final = "abandoned by a crash; replayed on resume"
+# The outcome a reconciler's probe records for a call whose effect did not take place: the
+# resumed run calls the tool again (with the same idempotency key), safe to replay or not.
+NOT_DONE: Final = "not_done"
 
 
 def request_event(
-    tool: str, args: JSONObject, attempt_id: str, step_id: str, **ids: Any
+    tool: str, args: JSONObject, attempt_id: str, step_id: str, key: str, **ids: Any
 ) -> JSONObject:
-    """A call's `tool_call`: committed before the call runs (a Run's, or an adapter's)."""
+    """A call's `tool_call`: committed before the call runs (a Run's, or an adapter's), with
+    the logical call's idempotency key."""
     return {
         "type": "tool_call",
         "tool": tool,
         "args": args,
         "attempt_id": attempt_id,
         "step_id": step_id,
+        "idempotency_key": key,
         **ids,
     }
 
@@ -61,6 +66,15 @@ def abandoned(result: RecordedEvent) -> bool:
     """Whether a tool_result only closes an attempt that a crash left unfinished, before the
     tool (safe to replay) ran again: no outcome of the step, which a later attempt has."""
     return bool(result.get("result") == {"outcome": "unknown", "reason": ABANDONED})
+
+
+def not_done(result: RecordedEvent | None) -> bool:
+    """Whether a tool_result is a probe's finding that the call's effect did not take place:
+    the step is to run again, under the same idempotency key."""
+    if result is None or not result.get("settled_by"):
+        return False
+    value = result.get("result")
+    return isinstance(value, dict) and value.get("outcome") == NOT_DONE
 
 
 def failure(err: BaseException) -> dict[str, str]:
@@ -129,3 +143,5 @@ class Attempt:
     attempt_id: str
     step_id: str
     call_id: str
+    idempotency_key: str = ""
+    args: JSONObject = field(default_factory=dict)

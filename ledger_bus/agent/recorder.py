@@ -38,12 +38,15 @@ from ledger_bus.agent.call_events import (
     abandoned,
     abandoned_event,
     failure,
+    not_done,
     request_event,
     result_event,
 )
+from ledger_bus.agent.current import CurrentCall, calling
 from ledger_bus.model.errors import DurabilityNotConfirmed, HistoryRewound, LeaseLost, LedgerError
 from ledger_bus.model.ids import ANY, StreamId, derive_event_id
 from ledger_bus.model.jsontext import JSONObject
+from ledger_bus.model.keys import idempotency_key
 from ledger_bus.model.prepared import Fence
 from ledger_bus.model.records import AppendResult, RecordedEvent
 from ledger_bus.store.base import Attempts, EventStore, need
@@ -418,7 +421,8 @@ class Run:
         if done:
             return found
         try:
-            value = fn(**args)
+            with calling(self.current_call(found)):
+                value = fn(**args)
         except Exception as err:
             self._drive(self.end_call_op(found, "error", failure(err)))
             raise
@@ -439,6 +443,7 @@ class Run:
             if replayed is not _RUN_AGAIN:
                 return True, replayed
         attempt_id = self._attempt_id(step_id, len(earlier) + 1)
+        key = idempotency_key(self.recorder.session_id, self.run_id, step_id, self._incarnation)
         if safe_to_replay and tool not in self._declared:
             # Unsafe is the default; a tool safe to run twice says so once per run, before its
             # first request, so that whoever finds its attempt unresolved knows.
@@ -447,7 +452,7 @@ class Run:
             )
             self._declared.add(tool)
         try:
-            call_id = yield from self._request_op(tool, args, attempt_id, step_id)
+            call_id = yield from self._request_op(tool, args, attempt_id, step_id, key)
         except DurabilityNotConfirmed as err:
             # Written on the primary but not confirmed as durable as the store asks: a failover
             # could lose it, and a tool run on an unconfirmed request could run again unseen.
@@ -458,7 +463,19 @@ class Run:
             raise RequestNotRecorded(
                 f"{tool} was not called: its request was not recorded: {err}"
             ) from err
-        return False, Attempt(tool, attempt_id, step_id, call_id)
+        return False, Attempt(tool, attempt_id, step_id, call_id, key, args)
+
+    def current_call(self, attempt: Attempt) -> CurrentCall:
+        """The begun call as its tool sees it (`ledger_bus.current_call()` while it runs)."""
+        return CurrentCall(
+            attempt.tool,
+            self.recorder.session_id,
+            self.run_id,
+            attempt.step_id,
+            attempt.attempt_id,
+            attempt.idempotency_key,
+            attempt.args,
+        )
 
     def end_call_op(self, attempt: Attempt, status: str, value: object) -> Op[None]:
         """After a call: its outcome. OutcomeNotRecorded: it could not be committed."""
@@ -474,10 +491,10 @@ class Run:
         return f"{step_id}#{number}@{self._incarnation}"
 
     def _request_op(
-        self, tool: str, args: dict[str, Any], attempt_id: str, step_id: str
+        self, tool: str, args: dict[str, Any], attempt_id: str, step_id: str, key: str
     ) -> Op[str]:
         """Commit a call's tool_call; returns its event id."""
-        return (yield from self.write_op(request_event(tool, args, attempt_id, step_id)))
+        return (yield from self.write_op(request_event(tool, args, attempt_id, step_id, key)))
 
     def _result_op(  # noqa: PLR0913  (a tool_result's fields, each said once)
         self, tool: str, attempt_id: str, step_id: str, call_id: str, status: str, value: object
@@ -493,12 +510,17 @@ class Run:
     def _replay_op(self, step_id: str, earlier: list[RecordedEvent], safe: bool) -> Op[Any]:
         for call in earlier:
             result = self._history.results.get(str(call["attempt_id"]))
-            if result is None or abandoned(result):
+            if result is None or abandoned(result) or not_done(result):
                 continue
             if result["status"] == "ok":
                 return result.get("result")
             raise ToolFailed(f"{call['tool']} failed when first run: {result.get('result')}")
         latest = earlier[-1]
+        if not_done(self._history.results.get(str(latest["attempt_id"]))):
+            # A probe found that the last attempt's effect never took place: calling again is
+            # what the step needs, safe to replay or not, and the key it carries again makes a
+            # late first attempt harmless.
+            return _RUN_AGAIN
         if not safe:
             raise UnresolvedAttempt(str(latest["attempt_id"]), str(latest["tool"]))
         # Safe to replay: close the abandoned attempt explicitly (unless a crash right after its
@@ -567,7 +589,8 @@ class Run:
                 return Delegation(step_id, attempt_id, child, earlier.event_id, agent)
         child = child_run_id or uuid.uuid4().hex[:12]
         args = {"agent": agent, "objective": objective, "child_run": child}
-        call_id = yield from self._request_op("delegate", args, attempt_id, step_id)
+        key = idempotency_key(self.recorder.session_id, self.run_id, step_id, self._incarnation)
+        call_id = yield from self._request_op("delegate", args, attempt_id, step_id, key)
         return Delegation(step_id, attempt_id, child, call_id, agent)
 
     def finish_delegation(self, delegation: Delegation, status: str, result: object) -> None:

@@ -34,13 +34,14 @@ from ledger_bus.model.ids import StreamId, check_name
 from ledger_bus.model.jsontext import JSONObject, parse_json
 from ledger_bus.operations.heartbeat import heartbeat_age, read_heartbeat
 from ledger_bus.operations.metrics import ReconcilerMetrics
+from ledger_bus.operations.probes import load_probes
 from ledger_bus.operations.reconciler import (
     MIN_PRUNE_AFTER_S,
     Reconciler,
     ReconcilerConfig,
     log_action,
 )
-from ledger_bus.operations.resolve import open_for, resolve_attempt
+from ledger_bus.operations.resolve import open_for, probes_op, resolve_attempt
 from ledger_bus.store import ARCHIVE_ENV, DEFAULT_URL, connect, split_durability
 from ledger_bus.store.base import (
     DEFAULT_DEDUP_WINDOW_MS,
@@ -64,7 +65,7 @@ def unresolved(settings: Settings, session: str) -> None:
     reconciler = Reconciler(store)
     now = store.now_ms()
     attempts = store.open_attempts(session)
-    rows = open_for(attempts, now)
+    rows = open_for(attempts, now, store.run_op(probes_op(store, attempts)))
     for row, attempt in zip(rows, attempts, strict=True):
         row["run_alive"] = reconciler.run_alive(attempt)
         row["safe_to_replay"] = store.safe_to_replay(session, attempt.run_id, attempt.tool)
@@ -137,6 +138,20 @@ def unresolved(settings: Settings, session: str) -> None:
     default=None,
     help=f"The archive for --archive-idle-after (default: --archive, {ARCHIVE_ENV}).",
 )
+@click.option(
+    "--probes",
+    "probe_specs",
+    multiple=True,
+    metavar="MODULE:ATTR",
+    help="A mapping of tool names to probes that settle open calls (repeatable).",
+)
+@click.option(
+    "--probe-timeout",
+    type=Duration(),
+    default="10s",
+    show_default=True,
+    help="How long a probe may take before its call counts as unknown.",
+)
 @pass_settings
 def reconcile(
     settings: Settings,
@@ -152,8 +167,11 @@ def reconcile(
     check: bool,
     archive_idle_after: float | None,
     archive_to: str | None,
+    probe_specs: tuple[str, ...],
+    probe_timeout: float,
 ) -> None:
-    """The reconciler worker: flags each call requested and never finished, exactly once.
+    """The reconciler worker: settles each call requested and never finished whose tool has a
+    probe (--probes), and flags the others (and those no probe could settle), exactly once.
 
     One JSON line per action on stderr, its log. With --once, the pass's actions (its flags, and
     the pass's report) are its result, printed on stdout too. SIGTERM ends it between two flags.
@@ -168,7 +186,9 @@ def reconcile(
         buckets=buckets or tuple(range(INDEX_BUCKETS)),
         sessions=sessions,
         archive_idle_s=archive_idle_after,
+        probe_timeout_s=probe_timeout,
     )
+    probes = load_probes(list(probe_specs))
     cold = None
     if archive_idle_after is not None:
         cold = open_archive(settings, archive_to)
@@ -181,7 +201,12 @@ def reconcile(
     stop = stop_on_signals()
     actions = Actions(keep=once)
     reconciler = Reconciler(
-        settings.store(patient=not once), config, on_action=actions, metrics=metrics, archive=cold
+        settings.store(patient=not once),
+        config,
+        on_action=actions,
+        metrics=metrics,
+        archive=cold,
+        probes=probes,
     )
     try:
         report = reconciler.run_forever(stop, heartbeat=heartbeat, once=once)

@@ -413,8 +413,8 @@ def timing(call: Call) -> JSONObject:
     """When a call was asked for and settled, by the cursors of its events and their times
     (the trace view draws its bars from these): its run, `requested`/`requested_at` (absent
     when the request is not among the events read: a window that starts after it),
-    `settled`/`settled_at` once its result came, `flagged` once the reconciler flagged it, and
-    its status."""
+    `settled`/`settled_at` once its result came (`settled_by`: the probe that found it, and its
+    evidence), `flagged` once the reconciler flagged it, and its status."""
     out: JSONObject = {"run": call.event.run_id, "status": call.status}
     if call.event is not call.result:
         out["requested"] = call.event.cursor
@@ -422,6 +422,9 @@ def timing(call: Call) -> JSONObject:
     if call.result is not None:
         out["settled"] = call.result.cursor
         out["settled_at"] = _iso(call.result.recorded_at)
+        settled_by = call.result.get("settled_by")
+        if settled_by:  # a reconciler's probe found this outcome: its evidence goes along
+            out["settled_by"] = settled_by
     if call.flagged_at is not None:
         out["flagged"] = call.flagged_at
     return out

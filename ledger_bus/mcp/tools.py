@@ -28,7 +28,7 @@ from ledger_bus.model.errors import InvalidInput, NotFound, Refused
 from ledger_bus.model.ids import ANY, CURSOR_ZERO, StreamId, check_name, parse_cursor
 from ledger_bus.model.records import RecordedEvent
 from ledger_bus.operations.reconciler import FLAG_KIND
-from ledger_bus.operations.resolve import Outcome, resolve_attempt
+from ledger_bus.operations.resolve import Outcome, probes_op, resolve_attempt
 from ledger_bus.store.base import Attempts, EventStore, need
 
 POSTS: Final = "posts-"  # an agent's posts: the stream posts-<agent> of the session
@@ -226,11 +226,14 @@ def _own_vocabulary(kind: str | None, fields: dict[str, Any]) -> None:
 
 
 def open_calls(store: EventStore, who: Identity, session: str) -> list[dict[str, Any]]:
-    """The calls requested and not finished in the session (flagged ones say so)."""
+    """The calls requested and not finished in the session (flagged ones say so, and what a
+    probe said of them when one was asked and could not tell)."""
     session = _found(store, who, session)
+    attempts = need(store, Attempts).open_attempts(session)
+    said = store.run_op(probes_op(store, attempts))
     return [
-        {**dataclasses.asdict(a), "flagged": a.flagged_cursor is not None}
-        for a in need(store, Attempts).open_attempts(session)
+        {**dataclasses.asdict(a), "flagged": a.flagged_cursor is not None, "probe": said.get(a.key)}
+        for a in attempts
     ]
 
 

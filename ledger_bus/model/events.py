@@ -32,8 +32,8 @@ _COMMON_DEFAULTS: Final[dict[str, Any]] = {
 }
 DEFAULTS: Final[dict[str, dict[str, Any]]] = {
     "message": _COMMON_DEFAULTS,
-    "tool_call": {**_COMMON_DEFAULTS, "args": {}},
-    "tool_result": {**_COMMON_DEFAULTS, "result": None},
+    "tool_call": {**_COMMON_DEFAULTS, "args": {}, "idempotency_key": None},
+    "tool_result": {**_COMMON_DEFAULTS, "result": None, "settled_by": None},
     "mutation": _COMMON_DEFAULTS,
 }
 
@@ -63,6 +63,9 @@ class ToolCall(_EventBase):
     tool: Ident
     args: dict[str, Any] = Field(default_factory=dict)
     attempt_id: Ident
+    # The logical call's key, the same for every attempt at it (model/keys.py): what the tool
+    # hands the system it acts on so that a second attempt does not act twice.
+    idempotency_key: Ident | None = None
 
 
 class ToolResult(_EventBase):
@@ -73,6 +76,9 @@ class ToolResult(_EventBase):
     attempt_id: Ident
     status: Literal["ok", "error"]
     result: Any = None
+    # Set when a reconciler's probe, not the call itself, found how the call ended: the probe,
+    # its evidence, when and by whom (operations/probes.py).
+    settled_by: dict[str, Any] | None = None
 
 
 class Mutation(_EventBase):

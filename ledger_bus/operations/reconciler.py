@@ -2,8 +2,11 @@
 
 An attempt is unresolved when its `tool_call` has no `tool_result`, its run is not alive (the
 run's lease expired, or it never had one), and it is older than the grace period. The reconciler
-flags it with a `reconcile.unresolved` mutation in the session's `reconciler` stream and never runs
-a tool itself: what to do about a flagged attempt is the adapter's decision (`resolve_attempt`).
+never runs a tool. For a tool with a probe (probes.py) it asks the probe, holding the run's lease
+meanwhile so that neither the run nor another reconciler moves: done or not done settle the call
+with a terminal event carrying the evidence; unknown flags it. Any other unresolved attempt is
+flagged with a `reconcile.unresolved` mutation in the session's `reconciler` stream: what to do
+about it is an operator's or adapter's decision (`resolve_attempt`).
 
 Its work grows with the open attempts, not with history: the append script keeps each session's
 open attempts, and an index lists the sessions that may have some.
@@ -15,6 +18,7 @@ import json
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
@@ -23,12 +27,24 @@ from ledger_bus.agent.rewind import report_rewind
 from ledger_bus.model.errors import (
     HistoryRewound,
     IdempotencyConflict,
+    InvalidEvent,
+    LeaseLost,
     LedgerError,
 )
-from ledger_bus.model.ids import ANY, StreamId
+from ledger_bus.model.ids import ANY, StreamId, previous_cursor
 from ledger_bus.model.jsontext import JSONObject
-from ledger_bus.model.records import AppendResult, OpenAttempt
+from ledger_bus.model.prepared import Fence
+from ledger_bus.model.records import AppendResult, OpenAttempt, RecordedEvent
 from ledger_bus.operations.heartbeat import write_heartbeat
+from ledger_bus.operations.probes import (
+    DEFAULT_TIMEOUT_S,
+    Probe,
+    ProbeCall,
+    Probed,
+    probe_name,
+    run_probe,
+    settlement,
+)
 from ledger_bus.store.base import ArchiveSource, Attempts, EventStore, need
 from ledger_bus.store.buckets import INDEX_BUCKETS
 
@@ -53,7 +69,9 @@ class ReconcilerConfig:
     buckets: which of the index's buckets this reconciler covers (default: all).
     sessions: cover only these sessions instead.
     archive_idle_s: with an archive, move the sessions quiet this long to it (archiving.py).
-    archive_every_s: how often to look for them, at most."""
+    archive_every_s: how often to look for them, at most.
+    probe_timeout_s: how long a probe may take before it counts as unknown.
+    reprobe_s: how often, at most, a call its probe could not settle is asked about again."""
 
     grace_s: float = 60.0
     interval_s: float = 5.0
@@ -63,6 +81,8 @@ class ReconcilerConfig:
     agent: str = "reconciler"
     archive_idle_s: float | None = None
     archive_every_s: float = 300.0
+    probe_timeout_s: float = DEFAULT_TIMEOUT_S
+    reprobe_s: float = 60.0
 
 
 @dataclass
@@ -73,6 +93,9 @@ class PassReport:
     open_attempts: int = 0
     flagged: int = 0
     already_flagged: int = 0
+    probed: int = 0  # calls a probe was asked about
+    settled: int = 0  # of those, settled by this reconciler (done or not done)
+    probe_unknown: int = 0  # of those, left for a person (the probe could not tell)
     rewinds: int = 0  # flags this reconciler wrote that a failover lost
     pruned: int = 0
     errors: int = 0
@@ -116,10 +139,12 @@ class Reconciler:
     on_action: Callable[[dict[str, Any]], None] = log_action
     metrics: Any = None  # a ReconcilerMetrics, when exported
     archive: EventStore | None = None  # the SQL store idle sessions move to (archive_idle_s)
+    probes: dict[str, Probe] = field(default_factory=dict)  # tool name -> its probe
 
     def __post_init__(self) -> None:
         need(self.store, Attempts)  # it works from open attempts and leases: refused without
         self._flags: dict[str, str] = {}  # attempt key -> cursor of the flag this one wrote
+        self._probed: dict[str, float] = {}  # attempt key -> when its probe said unknown
         self._archived_at = -float("inf")  # when idle sessions were last looked for (monotonic)
 
     def run_alive(self, attempt: OpenAttempt) -> bool:
@@ -127,9 +152,10 @@ class Reconciler:
             return False  # a plain append takes no lease: nothing will ever finish it
         return self.store.lease_alive(attempt.session_id, f"run-{attempt.run_id}")
 
-    def flag(self, attempt: OpenAttempt, now_ms: int) -> bool:
-        """Flag one attempt; False when some reconciler flagged it already."""
-        event = {
+    def flag(self, attempt: OpenAttempt, now_ms: int, probe: JSONObject | None = None) -> bool:
+        """Flag one attempt (with what its probe said, if it has one); False when some
+        reconciler flagged it already."""
+        event: JSONObject = {
             "type": "mutation",
             "agent": self.config.agent,
             "kind": FLAG_KIND,
@@ -144,6 +170,8 @@ class Reconciler:
         }
         if attempt.run_id:
             event["run_id"] = attempt.run_id
+        if probe is not None:
+            event["probe"] = probe
         ref = StreamId(attempt.session_id, RECONCILER_STREAM)
         try:
             # One append_id per attempt: of reconcilers racing, one append lands; the others
@@ -235,14 +263,132 @@ class Reconciler:
                 # This reconciler flagged it, and the flag is gone: a failover rewound the session.
                 report.rewinds += 1
                 report_rewind(self.store, session_id, self.config.agent, lost, "a flag")
-            if attempt.flagged_cursor or now_ms - attempt.opened_ms < grace_ms:
+            if now_ms - attempt.opened_ms < grace_ms:
                 continue
-            if self.run_alive(attempt):
+            probe = self.probes.get(attempt.tool)
+            if probe is not None and self._due(attempt):
+                self._probe(attempt, probe, this)
+                continue
+            if attempt.flagged_cursor or self.run_alive(attempt):
                 continue
             if self.flag(attempt, now_ms):
                 report.flagged += 1
             else:
                 report.already_flagged += 1
+
+    # -- probes ---------------------------------------------------------------------------------
+
+    def _due(self, attempt: OpenAttempt) -> bool:
+        """Whether to ask an attempt's probe now: at once the first time, then (while it stays
+        flagged, its probe unable to tell) every reprobe_s at most."""
+        if not attempt.flagged_cursor:
+            return True
+        asked = self._probed.get(attempt.key)
+        return asked is None or time.monotonic() - asked >= self.config.reprobe_s
+
+    def _probe(self, attempt: OpenAttempt, probe: Probe, this: _Pass) -> None:
+        """Ask the probe about one unresolved attempt and act on what it says, holding the run's
+        lease meanwhile: a run that resumes, or another reconciler, waits for the lease, so the
+        call is settled once and never behind a live run's back. A run holding it is alive."""
+        session = attempt.session_id
+        fence: Fence | None = None
+        if attempt.run_id:
+            owner = f"{self.config.agent}-{uuid.uuid4().hex}"
+            lease = f"run-{attempt.run_id}"
+            ttl_ms = int((self.config.probe_timeout_s + 30) * 1000)
+            token = self.store.acquire_lease(session, lease, owner, ttl_ms)
+            if not token:
+                return  # the run is alive (or another reconciler is asking about it)
+            fence = Fence(lease, owner, token)
+        try:
+            still = {a.key: a for a in self.store.open_attempts(session)}.get(attempt.key)
+            if still is None:
+                return  # settled or resolved since this pass listed it
+            request = self._request(attempt)
+            probed = run_probe(probe, ProbeCall.of(attempt, request), self.config.probe_timeout_s)
+            this.report.probed += 1
+            if probed.state != "unknown":
+                try:
+                    if self._settle(attempt, request, probed, probe_name(probe), fence):
+                        this.report.settled += 1
+                    return
+                except InvalidEvent as err:
+                    probed = Probed.unknown(
+                        f"the probe's finding is not JSON the ledger keeps: {err}"
+                    )
+            this.report.probe_unknown += 1
+            self._probed[attempt.key] = time.monotonic()
+            said: JSONObject = {
+                "name": probe_name(probe),
+                "state": "unknown",
+                "reason": probed.reason,
+            }
+            self.on_action(
+                {"action": "probe", "session": session, "attempt_id": attempt.attempt_id, **said}
+            )
+            if not still.flagged_cursor:
+                if self.flag(attempt, this.now_ms, probe=said):
+                    this.report.flagged += 1
+                else:
+                    this.report.already_flagged += 1
+        finally:
+            if fence is not None:
+                self.store.release_lease(session, fence.lease, fence.owner)
+
+    def _request(self, attempt: OpenAttempt) -> RecordedEvent:
+        """The attempt's tool_call, read at its cursor."""
+        found = self.store.scan_session(
+            attempt.session_id, after_cursor=previous_cursor(attempt.cursor), limit=1
+        )
+        if not found or found[0].cursor != attempt.cursor:
+            raise LedgerError(f"the tool_call of {attempt.key} is not at its cursor")
+        return found[0]
+
+    def _settle(
+        self,
+        attempt: OpenAttempt,
+        request: RecordedEvent,
+        probed: Probed,
+        probe: str,
+        fence: Fence | None,
+    ) -> bool:
+        """Write the terminal event of a call its probe found done or not done; False when
+        another reconciler's settlement of it landed first."""
+        found = settlement(probed, probe, self.config.agent, self.store.now_ms())
+        event: JSONObject = {
+            "type": "tool_result",
+            "agent": self.config.agent,
+            "tool": attempt.tool,
+            "attempt_id": attempt.attempt_id,
+            "status": found.status,
+            "result": found.result,
+            "settled_by": found.settled_by,
+            "parents": [request.event_id],
+        }
+        if attempt.run_id:
+            event["run_id"] = attempt.run_id
+        if request.step_id:
+            event["step_id"] = request.step_id
+        ref = StreamId(attempt.session_id, attempt.stream)
+        try:
+            result = self.store.append(ref, ANY, f"settle:{attempt.key}", [event], fence=fence)
+        except (IdempotencyConflict, LeaseLost):
+            return False  # another reconciler settled it, or the run took its lease back
+        if result.deduplicated:
+            return False
+        self._probed.pop(attempt.key, None)
+        self.on_action(
+            {
+                "action": "settle",
+                "session": attempt.session_id,
+                "attempt_id": attempt.attempt_id,
+                "tool": attempt.tool,
+                "state": probed.state,
+                "cursor": result.cursor,
+                "settled_by": found.settled_by,
+            }
+        )
+        return True
 
     def run_forever(
         self, stop: threading.Event, heartbeat: str | None = None, once: bool = False

@@ -8,10 +8,11 @@ from typing import Any, Literal
 
 from ledger_bus.agent.filters import EventFilter, select
 from ledger_bus.model.errors import InvalidInput, LedgerError, NotFound, Refused
-from ledger_bus.model.ids import ANY, StreamId
+from ledger_bus.model.ids import ANY, StreamId, previous_cursor
 from ledger_bus.model.jsontext import JSONObject, format_time
 from ledger_bus.model.records import OpenAttempt, RecordedEvent
 from ledger_bus.store.base import EventStore
+from ledger_bus.store.steps import Op
 
 Outcome = Literal["unknown", "retried", "ok", "error"]
 
@@ -78,8 +79,26 @@ def _not_open(store: EventStore, session_id: str, attempt_id: str) -> LedgerErro
     return NotFound(f"no attempt {attempt_id!r} was requested in session {session_id!r}")
 
 
-def open_for(attempts: Iterable[OpenAttempt], now_ms: int) -> list[JSONObject]:
-    """Open attempts as records for output."""
+def probes_op(store: EventStore, attempts: Iterable[OpenAttempt]) -> Op[dict[str, JSONObject]]:
+    """What a probe said of each flagged attempt it could not settle, as its flag records it:
+    attempt key -> {"name", "state": "unknown", "reason"}. One read per flagged attempt."""
+    found: dict[str, JSONObject] = {}
+    for a in attempts:
+        if a.flagged_cursor is None:
+            continue
+        flag = yield from store.scan_session_op(a.session_id, previous_cursor(a.flagged_cursor), 1)
+        said = flag[0].get("probe") if flag and flag[0].cursor == a.flagged_cursor else None
+        if isinstance(said, dict):
+            found[a.key] = said
+    return found
+
+
+def open_for(
+    attempts: Iterable[OpenAttempt], now_ms: int, probes: dict[str, JSONObject] | None = None
+) -> list[JSONObject]:
+    """Open attempts as records for output, with what a probe said of each (None: no probe
+    was asked, or none could be)."""
+    said = probes or {}
     return [
         {
             "session": a.session_id,
@@ -90,6 +109,7 @@ def open_for(attempts: Iterable[OpenAttempt], now_ms: int) -> list[JSONObject]:
             "requested_at": format_time(a.opened_ms),
             "open_for_s": round((now_ms - a.opened_ms) / 1000, 3),
             "flagged": a.flagged_cursor is not None,
+            "probe": said.get(a.key),
         }
         for a in attempts
     ]

@@ -55,6 +55,7 @@ from ledger_bus.model.errors import (
 from ledger_bus.model.ids import check_name, cursor_ms, format_cursor, parse_cursor, quoted
 from ledger_bus.model.jsontext import format_time
 from ledger_bus.model.records import RecordedEvent, SessionInfo
+from ledger_bus.operations.resolve import probes_op
 from ledger_bus.store.async_store import AsyncStore
 from ledger_bus.ui import pages
 from ledger_bus.ui.folds import Folds
@@ -259,8 +260,10 @@ class View:
                     "events": [r.to_dict() for r in page.rows],
                 }
             )
-        board, groups = await asyncio.gather(
-            self.folds.board(s, session_id, self.now()), s.groups(session_id)
+        board, groups, probes = await asyncio.gather(
+            self.folds.board(s, session_id, self.now()),
+            s.groups(session_id),
+            s.drive(probes_op(s.core, page.open_attempts)),
         )
         return self.render(
             "session.html",
@@ -271,6 +274,7 @@ class View:
             all_runs=len(runs),
             depth=depth if depth >= 0 else None,
             open_attempts=pages.attention(page.open_attempts),
+            probes=probes,
             board=board,
             groups=groups,
             refresh_ms=self.refresh_ms,
@@ -319,12 +323,14 @@ class View:
             self.folds.board(s, session_id, self.now()),
             s.groups(session_id),
         )
+        probes = await s.drive(probes_op(s.core, attempts))
         return self.render(
             "_panels.html",
             session=session_id,
             runs=pages.newest_runs(runs),
             all_runs=len(runs),
             open_attempts=pages.attention(attempts),
+            probes=probes,
             board=board,
             groups=groups,
         )

@@ -64,3 +64,18 @@ def test_append_scenarios(store: EventStore, scenario: dict[str, Any]) -> None:
             assert [e["body"] for e in events] == expect["bodies"]
         if "event_ids" in expect:
             assert [e.event_id for e in events] == expect["event_ids"]
+
+
+KEYS = json.loads((VECTORS / "idempotency_keys.json").read_text("utf-8"))["keys"]
+
+
+@pytest.mark.parametrize("vector", KEYS, ids=[f"{v['run_id']}:{v['step_id']}" for v in KEYS])
+def test_idempotency_key_vectors(vector: dict[str, Any]) -> None:
+    inputs = (vector["session_id"], vector["run_id"], vector["step_id"], vector["incarnation"])
+    assert lb.idempotency_key(*inputs) == vector["key"]
+    joined = "\x1f".join(["ledger-bus idempotency key", *map(str, inputs)])
+    assert vector["key"] == "lb1-" + hashlib.sha256(joined.encode()).hexdigest()[:32]
+
+
+def test_the_key_vectors_are_all_different() -> None:
+    assert len({v["key"] for v in KEYS}) == len(KEYS)

@@ -9,10 +9,12 @@ import type { RecordedEvent } from "./model/records.js";
 export type Support = "strict" | "best_effort" | "unsupported";
 export const DEFAULT_LEASE_MS = 10_000;
 export const ABANDONED = "abandoned by a crash; replayed on resume";
+/** The outcome a reconciler's probe records for a call whose effect did not take place: the resumed run calls the tool again, under the same key. */
+export const NOT_DONE = "not_done";
 
-/** A call's `tool_call`: committed before the call runs. */
-export function requestEvent(tool: string, args: Record<string, unknown>, attemptId: string, stepId: string): Record<string, unknown> {
-  return { type: "tool_call", tool, args, attempt_id: attemptId, step_id: stepId };
+/** A call's `tool_call`: committed before the call runs, with the logical call's idempotency key. */
+export function requestEvent(tool: string, args: Record<string, unknown>, attemptId: string, stepId: string, key: string): Record<string, unknown> {
+  return { type: "tool_call", tool, args, attempt_id: attemptId, step_id: stepId, idempotency_key: key };
 }
 
 /** A call's `tool_result`: its outcome, "ok" or "error". */
@@ -32,6 +34,13 @@ export function abandonedEvent(call: RecordedEvent, stepId: string): Record<stri
 export function isAbandoned(result: RecordedEvent): boolean {
   const value = result.fields["result"] as Record<string, unknown> | null | undefined;
   return typeof value === "object" && value !== null && value["outcome"] === "unknown" && value["reason"] === ABANDONED && Object.keys(value).length === 2;
+}
+
+/** Whether a tool_result is a probe's finding that the call's effect did not take place: the step runs again, under the same key. */
+export function isNotDone(result: RecordedEvent | undefined): boolean {
+  if (result === undefined || !result.fields["settled_by"]) return false;
+  const value = result.fields["result"] as Record<string, unknown> | null | undefined;
+  return typeof value === "object" && value !== null && value["outcome"] === NOT_DONE;
 }
 
 /** What a tool_result with status "error" records of the exception. */
@@ -91,4 +100,7 @@ export interface Attempt {
   attemptId: string;
   stepId: string;
   callId: string;
+  /** The logical call's key (currentCall().idempotencyKey while the tool runs). */
+  idempotencyKey?: string;
+  args?: Record<string, unknown>;
 }

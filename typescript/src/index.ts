@@ -69,4 +69,6 @@ export { Recorder, Run, LIFECYCLE, type Recovery, type RecorderOptions, type Run
 /** @deprecated The recorder's options are `RunOptions` now; the tailer's are `TailerRunOptions`. */
 export type { RunOptions as RecorderRunOptions } from "./recorder.js";
 export * from "./calls.js";
+export { currentCall, NoCurrentCall, calling, type CurrentCall } from "./current.js";
+export { idempotencyKey, KEY_PREFIX } from "./model/keys.js";
 export { type Durability, parseDurability } from "./model/durability.js";

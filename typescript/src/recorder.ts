@@ -25,6 +25,7 @@ import {
   type Delegation,
   failure,
   isAbandoned,
+  isNotDone,
   OutcomeNotRecorded,
   requestEvent,
   RequestNotRecorded,
@@ -32,10 +33,12 @@ import {
   ToolFailed,
   UnresolvedAttempt,
 } from "./calls.js";
+import { calling, type CurrentCall } from "./current.js";
 import { canonicalText, type Json } from "./model/canonical.js";
 import { DurabilityNotConfirmed, HistoryRewound, LeaseLost, LedgerError } from "./model/errors.js";
 import type { Fence } from "./model/fences.js";
 import { ANY, deriveEventId, streamId, type StreamId, streamText } from "./model/ids.js";
+import { idempotencyKey } from "./model/keys.js";
 import type { AppendResult, RecordedEvent } from "./model/records.js";
 import { type Attempts, type Log, need } from "./store/capabilities.js";
 
@@ -384,7 +387,7 @@ export class Run {
     if (begun.done) return begun.value as T;
     let value: T;
     try {
-      value = await fn(args);
+      value = await calling(this.currentCall(begun.attempt), () => fn(args));
     } catch (err) {
       await this.endCall(begun.attempt, "error", failure(err));
       throw err;
@@ -404,6 +407,7 @@ export class Run {
       if (replayed !== RUN_AGAIN) return { done: true, value: replayed };
     }
     const attemptId = this.attemptId(stepId, earlier.length + 1);
+    const key = idempotencyKey(this.recorder.sessionId, this.runId, stepId, this.incarnation);
     if (safe && !this.declared.has(tool)) {
       // Unsafe is the default; a tool safe to run twice says so once per run, before its first request.
       await this.write({ type: "mutation", kind: "tool.declared", tool, safe_to_replay: true });
@@ -411,12 +415,25 @@ export class Run {
     }
     let callId: string;
     try {
-      callId = await this.write(requestEvent(tool, args, attemptId, stepId));
+      callId = await this.write(requestEvent(tool, args, attemptId, stepId, key));
     } catch (err) {
       const why = err instanceof DurabilityNotConfirmed ? "written but not confirmed durable" : "not recorded";
       throw new RequestNotRecorded(`${tool} was not called: its request was ${why}: ${String(err)}`);
     }
-    return { done: false, attempt: { tool, attemptId, stepId, callId } };
+    return { done: false, attempt: { tool, attemptId, stepId, callId, idempotencyKey: key, args } };
+  }
+
+  /** A begun call as its tool sees it (`currentCall()` while it runs). */
+  currentCall(attempt: Attempt): CurrentCall {
+    return {
+      tool: attempt.tool,
+      sessionId: this.recorder.sessionId,
+      runId: this.runId,
+      stepId: attempt.stepId,
+      attemptId: attempt.attemptId,
+      idempotencyKey: attempt.idempotencyKey ?? idempotencyKey(this.recorder.sessionId, this.runId, attempt.stepId, this.incarnation),
+      args: attempt.args ?? {},
+    };
   }
 
   /** After a call: its outcome. OutcomeNotRecorded: it could not be committed. */
@@ -435,11 +452,14 @@ export class Run {
   private async replay(stepId: string, earlier: RecordedEvent[], safe: boolean): Promise<unknown> {
     for (const call of earlier) {
       const result = this.history.results.get(String(call.fields["attempt_id"]));
-      if (result === undefined || isAbandoned(result)) continue;
+      if (result === undefined || isAbandoned(result) || isNotDone(result)) continue;
       if (result.fields["status"] === "ok") return result.fields["result"] ?? null;
       throw new ToolFailed(`${String(call.fields["tool"])} failed when first run: ${JSON.stringify(result.fields["result"] ?? null)}`);
     }
     const latest = earlier[earlier.length - 1] as RecordedEvent;
+    // A probe found the last attempt's effect never took place: call again, safe to replay or
+    // not; the key it carries again makes a late first attempt harmless.
+    if (isNotDone(this.history.results.get(String(latest.fields["attempt_id"])))) return RUN_AGAIN;
     if (!safe) throw new UnresolvedAttempt(String(latest.fields["attempt_id"]), String(latest.fields["tool"]));
     // Safe to replay: close the abandoned attempt explicitly, then run a new one.
     if (!this.history.results.has(String(latest.fields["attempt_id"]))) {
@@ -506,7 +526,8 @@ export class Run {
       }
     }
     const child = childRunId ?? shortId();
-    const callId = await this.write(requestEvent("delegate", { agent, objective, child_run: child }, attemptId, stepId));
+    const key = idempotencyKey(this.recorder.sessionId, this.runId, stepId, this.incarnation);
+    const callId = await this.write(requestEvent("delegate", { agent, objective, child_run: child }, attemptId, stepId, key));
     return { stepId, attemptId, childRunId: child, callEventId: callId, agent };
   }
 

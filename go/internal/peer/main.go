@@ -16,7 +16,8 @@
 // that stops it); a run held open across requests, as the Node peer holds one (a fencing
 // drill's): {"op": "run_start", "session", "run_id", "lease_ms", "resume"} (its version),
 // {"op": "run_message", "run_id", "body"} (its version after it), {"op": "run_finish",
-// "run_id"}. Replies: {"ok": ...} or {"error": <the error's kind>, "message": ...}, the
+// "run_id"}; the exactly-once drill's agent: {"op": "pay", "session", "run_id", "lease_ms",
+// "payments", "amount", "kill_at"}. Replies: {"ok": ...} or {"error": <the error's kind>, "message": ...}, the
 // same as the Node peer's.
 package main
 
@@ -27,7 +28,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
+	"syscall"
 	"time"
 
 	ledgerbus "github.com/ledger-bus/ledger-bus/go"
@@ -157,6 +162,8 @@ func (p *peer) handle(ctx context.Context, line []byte) (any, error) {
 		return p.resumeCall(ctx, session, r)
 	case "run_start", "run_message", "run_finish":
 		return p.openRun(ctx, session, r)
+	case "pay":
+		return p.pay(ctx, session, r)
 	}
 	return nil, fmt.Errorf("unknown op %v", r["op"])
 }
@@ -243,6 +250,92 @@ func (p *peer) resumeCall(ctx context.Context, session string, r request) (any, 
 		return nil, err
 	}
 	return map[string]any{"value": value, "ran": ran}, nil
+}
+
+// pay is the exactly-once drill's agent (tests/features/test_exactly_once.py): a run, resumed
+// when it has a history, that charges the payment service once under the call's idempotency
+// key, this process killed (SIGKILL) at r["kill_at"].
+func (p *peer) pay(ctx context.Context, session string, r request) (any, error) {
+	recorder, err := p.recorder(session, r)
+	if err != nil {
+		return nil, err
+	}
+	run, err := recorder.Start(ctx, agent.RunOptions{RunID: r["run_id"].(string), Resume: true, LeaseWait: 10 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	killAt, _ := r["kill_at"].(string)
+	payments, _ := r["payments"].(string)
+	args := map[string]any{"amount": r["amount"], "to": session}
+	paid, err := run.Call(ctx, "charge", args, func(ctx context.Context) (any, error) {
+		return charge(ctx, payments, killAt, args)
+	})
+	if err == nil && killAt == "after_result" {
+		die()
+	}
+	if finished := run.Finish(ctx, err); err == nil {
+		err = finished
+	}
+	return paid, err
+}
+
+// charge is the payment service's protocol (examples/payments.py) spelled out, so that the
+// process can die between sending the request and reading its reply.
+func charge(ctx context.Context, payments, killAt string, args map[string]any) (any, error) {
+	call, ok := agent.CallFrom(ctx)
+	if !ok {
+		return nil, errors.New("the tool's context carries no call")
+	}
+	if killAt == "before_request" {
+		die()
+	}
+	where, err := url.Parse(payments)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := net.Dial("tcp", where.Host)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	body, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	sent, err := http.NewRequestWithContext(ctx, http.MethodPost, payments+"/charges", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	sent.Header.Set("Content-Type", "application/json")
+	sent.Header.Set("Idempotency-Key", call.IdempotencyKey)
+	if err := sent.Write(conn); err != nil {
+		return nil, err
+	}
+	if killAt == "after_send" {
+		die() // the request is on the wire; its reply is never read
+	}
+	reply, err := http.ReadResponse(bufio.NewReader(conn), sent)
+	if err != nil {
+		return nil, err
+	}
+	defer reply.Body.Close()
+	var found map[string]any
+	if err := json.NewDecoder(reply.Body).Decode(&found); err != nil {
+		return nil, err
+	}
+	if reply.StatusCode != http.StatusOK && reply.StatusCode != http.StatusCreated {
+		return nil, fmt.Errorf("the payment service answered %d: %v", reply.StatusCode, found)
+	}
+	if killAt == "after_reply" {
+		die()
+	}
+	return found, nil
+}
+
+// die is a crash: SIGKILL, no deferred call runs, nothing is flushed.
+func die() {
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {}
 }
 
 // openRun starts a run held open across requests (resumed with "resume", waiting for a

@@ -94,6 +94,7 @@
     const call = found || { key: key, id: id, run: ledger.run || "", tool: tool, kind: kind };
     if (ledger.requested) { call.requested = ledger.requested; call.start = cursorMs(ledger.requested); }
     if (ledger.settled) { call.settled = ledger.settled; call.end = cursorMs(ledger.settled); }
+    if (ledger.settled_by) { call.settledBy = ledger.settled_by; }
     if (ledger.flagged) { call.flagged = ledger.flagged; }
     if (!found || ledger.settled || !call.settled) { call.status = ledger.status; }
     Object.assign(call, extra);
@@ -599,15 +600,20 @@
     if (call.tokens) { facts.append(" · " + call.tokens); }
     if (call.run) { facts.append(" · run " + call.run); }
     detail.append(facts);
-    const parts = [["request", call.requested], ["result", call.settled], ["flagged by the reconciler", call.flagged]];
-    for (const [name, cursor] of parts) {
+    if (call.settledBy) {
+      // A reconciler's probe, not the call, found this outcome: say which, and on what evidence.
+      const by = call.settledBy;
+      detail.append(el("p", "settled-by", "settled by the probe " + by.probe + " (" + by.state + ", " + by.at + "): " + JSON.stringify(by.evidence)));
+    }
+    const parts = [["request", call.requested, "request"], [call.settledBy ? "result, settled by a probe" : "result", call.settled, "result"], ["flagged by the reconciler", call.flagged, "flagged"]];
+    for (const [name, cursor, part] of parts) {
       if (!cursor) { continue; }
       const head = el("h3", "", name + " · ");
       const link = el("a", "", clock(cursorMs(cursor), true));
       link.href = eventUrl(cursor);
       head.append(link);
       const pre = el("pre", "", "…");
-      pre.dataset.part = name.split(" ")[0];
+      pre.dataset.part = part;
       detail.append(head, pre);
       fetch(eventUrl(cursor) + "?format=json").then(function (r) { return r.json(); })
         .then(function (data) { pre.textContent = visible(JSON.stringify(data, null, 2)); })

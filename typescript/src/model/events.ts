@@ -31,6 +31,8 @@ export interface ToolCall extends Common {
   tool: string;
   args?: Record<string, unknown>;
   attempt_id: string;
+  /** The logical call's key, the same for every attempt at it (model/keys.ts). */
+  idempotency_key?: string | null;
 }
 export interface ToolResult extends Common {
   type: "tool_result";
@@ -38,6 +40,8 @@ export interface ToolResult extends Common {
   attempt_id: string;
   status: "ok" | "error";
   result?: unknown;
+  /** Set when a reconciler's probe found how the call ended: the probe, its evidence, when, by whom. */
+  settled_by?: Record<string, unknown> | null;
 }
 export interface Mutation extends Common {
   type: "mutation";
@@ -73,6 +77,7 @@ const nonEmpty: Check = (v) =>
       : null;
 const anything: Check = () => null;
 const object: Check = (v) => (isPlainObject(v) ? null : "Input should be a valid dictionary");
+const optionalObject: Check = (v) => (v === null ? null : object(v));
 const status: Check = (v) => (v === "ok" || v === "error" ? null : "Input should be 'ok' or 'error'");
 
 interface FieldSpec {
@@ -96,6 +101,7 @@ const SCHEMAS: Record<EventType, Record<string, FieldSpec>> = {
     tool: { check: ident, required: true },
     args: { check: object, required: false },
     attempt_id: { check: ident, required: true },
+    idempotency_key: { check: optionalIdent, required: false },
   },
   tool_result: {
     ...COMMON,
@@ -103,6 +109,7 @@ const SCHEMAS: Record<EventType, Record<string, FieldSpec>> = {
     attempt_id: { check: ident, required: true },
     status: { check: status, required: true },
     result: { check: anything, required: false },
+    settled_by: { check: optionalObject, required: false },
   },
   mutation: { ...COMMON, kind: { check: nonEmpty, required: true } },
 };
@@ -121,8 +128,8 @@ const COMMON_DEFAULTS: [string, unknown][] = [
 ];
 const DEFAULTS: Record<EventType, [string, unknown][]> = {
   message: COMMON_DEFAULTS,
-  tool_call: [...COMMON_DEFAULTS, ["args", {}]],
-  tool_result: [...COMMON_DEFAULTS, ["result", null]],
+  tool_call: [...COMMON_DEFAULTS, ["args", {}], ["idempotency_key", null]],
+  tool_result: [...COMMON_DEFAULTS, ["result", null], ["settled_by", null]],
   mutation: COMMON_DEFAULTS,
 };
 

@@ -10,13 +10,15 @@
  * {"op": "burst", "session", "stream", "count"} (appends one at a time, as fast as it can),
  * {"op": "ping"} (answered once connected), {"op": "scan", "session"}, {"op": "tail", "session", "n"}, {"op": "digest", "events"};
  * a run held open across requests (the recorder's fencing drill): run_start, run_message, run_finish;
+ * the exactly-once drill's agent: pay (a run that charges the payment service, killed at kill_at);
  * Pi's (on Node 22): pi_hang, pi_resume, pi_open, pi_turn, pi_close.
  * Replies: {"ok": ...} or {"error": <the error's class name>, "message": ...}.
  */
 
+import { request as httpRequest } from "node:http";
 import { createInterface } from "node:readline";
 
-import { connect, eventLine, appendLine, prepareAppend, Recorder, type Run, streamId, type RecordedEvent } from "../../src/index.js";
+import { connect, currentCall, eventLine, appendLine, prepareAppend, Recorder, type Run, streamId, type RecordedEvent } from "../../src/index.js";
 
 // Pi is loaded by the requests that use it: it is most of a peer's start.
 const pi = async (): Promise<[typeof import("../../src/adapters/pi.js"), typeof import("./pi.js")]> =>
@@ -80,6 +82,41 @@ async function handle(request: Request): Promise<unknown> {
       } finally {
         await run.finish();
       }
+    }
+    case "pay": {
+      // The exactly-once drill's agent (tests/features/test_exactly_once.py): a run, resumed
+      // when it has a history, that charges the payment service once under the call's key,
+      // this process killed (SIGKILL) at request["kill_at"].
+      const killAt = request["kill_at"] as string;
+      const die = (): never => {
+        process.kill(process.pid, "SIGKILL");
+        throw new Error("unreachable");
+      };
+      const recorder = new Recorder(store, session, "node-payer", { leaseTtlMs: request["lease_ms"] as number });
+      const run = await recorder.start({ runId: request["run_id"] as string, resume: true, leaseWaitMs: 10_000 });
+      const paid = await run.call("charge", { amount: request["amount"], to: session }, async (args) => {
+        const key = currentCall().idempotencyKey;
+        if (killAt === "before_request") die();
+        const body = JSON.stringify(args);
+        const reply = await new Promise<{ status: number; text: string }>((done, failed) => {
+          const sent = httpRequest(`${request["payments"] as string}/charges`, { method: "POST", headers: { "Content-Type": "application/json", "Idempotency-Key": key, "Content-Length": Buffer.byteLength(body) } }, (res) => {
+            let text = "";
+            res.on("data", (chunk: Buffer) => (text += chunk.toString()));
+            res.on("end", () => { done({ status: res.statusCode ?? 0, text }); });
+          });
+          sent.on("error", failed);
+          // The request is on the wire once written; its reply is never read.
+          sent.end(body, () => {
+            if (killAt === "after_send") die();
+          });
+        });
+        if (reply.status !== 200 && reply.status !== 201) throw new Error(`the payment service answered ${reply.status}: ${reply.text}`);
+        if (killAt === "after_reply") die();
+        return JSON.parse(reply.text) as unknown;
+      });
+      if (killAt === "after_result") die();
+      await run.finish();
+      return paid;
     }
     case "run_start": {
       // A run started (or resumed, waiting for a stopped holder's lease) and held open.
