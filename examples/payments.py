@@ -1,9 +1,12 @@
 """A small payment service that takes idempotency keys, a tool that charges it, and a probe that
 asks it whether a charge happened (docs/reconcile.md).
 
-    python examples/payments.py serve PORT CHARGES_FILE      # the service, on 127.0.0.1:PORT
-    PAYMENTS_URL=http://127.0.0.1:PORT python examples/payments.py pay LEDGER_URL SESSION RUN AMOUNT
+    python payments.py serve PORT CHARGES_FILE      # the service, on 127.0.0.1:PORT
+    PAYMENTS_URL=http://127.0.0.1:PORT python payments.py pay LEDGER_URL SESSION RUN AMOUNT
     PAYMENTS_URL=http://127.0.0.1:PORT ledger-bus reconcile --probes payments:PROBES ...
+
+`pay` with PAYMENTS_CRASH=1 dies (SIGKILL) once its charge is sent and before the reply is read:
+the crash the reconciler's probe is for.
 
 The service keeps its own ledger of charges, one JSON line each, written before it answers:
 `POST /charges` with an `Idempotency-Key` header charges once per key (the same key again gets
@@ -15,15 +18,18 @@ for every attempt at one logical call, and the probe asks the service about that
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
+import signal
 import sys
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import ledger_bus as lb
 from ledger_bus import ProbeCall, Probed
@@ -108,9 +114,20 @@ def charge(amount: int, to: str) -> dict[str, Any]:
         headers={"Content-Type": "application/json", "Idempotency-Key": key},
         method="POST",
     )
+    if os.environ.get("PAYMENTS_CRASH"):
+        return crash_after_sending(request)
     with urllib.request.urlopen(request, timeout=10) as reply:
         found: dict[str, Any] = json.loads(reply.read())
         return found
+
+
+def crash_after_sending(request: urllib.request.Request) -> NoReturn:
+    """A crash at the worst moment: the charge is on its way, its answer never read."""
+    where = urllib.parse.urlsplit(request.full_url)
+    connection = http.client.HTTPConnection(where.hostname or "", where.port)
+    connection.request("POST", where.path, request.data, dict(request.header_items()))
+    os.kill(os.getpid(), signal.SIGKILL)
+    raise AssertionError("unreachable")
 
 
 def probe_charge(call: ProbeCall) -> Probed:

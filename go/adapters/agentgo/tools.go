@@ -94,10 +94,12 @@ func (r *Run) callTool(ctx context.Context, exec ag.ToolExecution, next ag.ToolE
 		return recordedResult(exec.Call, begun.Value, false)
 	}
 
-	// The tool runs with the call in its context (a run started there is the call's child),
-	// and with no run of the adapter's: a subagent's calls are not its parent's.
+	// The tool runs with the call in its context (a run started there is the call's child;
+	// agent.CallFrom gives the tool its idempotency key), and with no run of the adapter's: a
+	// subagent's calls are not its parent's.
 	called := context.WithValue(context.WithValue(ctx, callKey{}, inflight{run: r, attempt: begun.Attempt, turn: exec.TurnIndex, callID: exec.Call.ID}),
 		runKey{}, (*Run)(nil))
+	called = r.run.CallContext(called, begun.Attempt)
 	result, toolErr := next(called, exec)
 	status, value := agent.StatusOK, outcomeOf(result)
 	switch {
