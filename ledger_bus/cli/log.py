@@ -36,8 +36,9 @@ from ledger_bus.model.ids import (
 )
 from ledger_bus.model.jsontext import format_time, parse_json_values
 from ledger_bus.model.records import AppendResult
+from ledger_bus.operations.resolve import open_for, probes_op
 from ledger_bus.store import ARCHIVE_ENV
-from ledger_bus.store.base import EventStore, ServerAdmin, Tiered
+from ledger_bus.store.base import Attempts, EventStore, ServerAdmin, Tiered
 
 
 class ExpectedVersionType(click.ParamType):  # type: ignore[type-arg]
@@ -237,9 +238,15 @@ def sessions(
 @click.argument("session")
 @pass_settings
 def inspect(settings: Settings, session: str) -> None:
-    """What a session holds: streams and versions, event count, first and last commit."""
+    """What a session holds: streams and versions, event count, first and last commit, and its
+    open calls (each with what a probe said of it)."""
     store, session = settings.named(session)
     info = store.session_info(session).to_dict()
+    opened = None
+    if isinstance(store, Attempts):
+        attempts = store.open_attempts(session)
+        opened = open_for(attempts, store.now_ms(), store.run_op(probes_op(store, attempts)))
+        info["open_calls"] = opened
     if not settings.as_table:
         emit(info)
         return
@@ -249,6 +256,8 @@ def inspect(settings: Settings, session: str) -> None:
         rows,
         f"{session}: {info['events']} events, {info['first_at']} .. {info['last_at']}",
     )
+    if opened:
+        show_rows(settings, opened, f"{session}: open calls")
 
 
 @cli.command()

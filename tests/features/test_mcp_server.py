@@ -28,6 +28,8 @@ from ledger_bus.access.tokens import Tokens, add_token
 from ledger_bus.demo.server import free_port
 from ledger_bus.mcp.server import build_server
 from ledger_bus.model.ids import CURSOR_ZERO
+from ledger_bus.operations.probes import Probed
+from ledger_bus.operations.reconciler import Reconciler, ReconcilerConfig
 from ledger_bus.store.base import EventStore
 from tests.support.helpers import cli_env, ledger_cli, ledger_serving
 
@@ -118,6 +120,23 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Eve
     store.close()
 
 
+async def _open_call_probed(client: Client, store: EventStore) -> None:
+    """task-1's open call, before and after a probe that cannot tell: what it said stands
+    beside the call's flag."""
+    (open_call,) = await _call(client, "open_calls", session="task-1")
+    assert (open_call["attempt_id"], open_call["tool"]) == ("t1", "deploy")
+    assert open_call["probe"] is None
+    Reconciler(
+        store,
+        ReconcilerConfig(grace_s=0, sessions=("task-1",)),
+        on_action=lambda record: None,
+        probes={"deploy": lambda call: Probed.unknown("the deploy log is gone")},
+    ).run_pass()
+    (open_call,) = await _call(client, "open_calls", session="task-1")
+    assert open_call["flagged"] is True
+    assert open_call["probe"]["reason"] == "the deploy log is gone"
+
+
 def test_every_tool_resource_and_prompt_through_the_sdks_client(
     served: tuple[EventStore, Connect],
 ) -> None:
@@ -170,8 +189,7 @@ def test_every_tool_resource_and_prompt_through_the_sdks_client(
             client, "dispatch_close", session="task-1", dispatch_id=opened["id"], outcome="done"
         )
         assert await _call(client, "dispatch_list", session="task-1") == []
-        (open_call,) = await _call(client, "open_calls", session="task-1")
-        assert (open_call["attempt_id"], open_call["tool"]) == ("t1", "deploy")
+        await _open_call_probed(client, store)
         resolved = await _call(
             client, "resolve", session="task-1", attempt_id="t1", outcome="ok", result={"n": 1}
         )

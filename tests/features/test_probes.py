@@ -3,6 +3,9 @@ settles an open call with what its probe finds (operations/probes.py)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -19,7 +22,7 @@ from ledger_bus.operations.probes import ProbeCall, Probed, load_probes, run_pro
 from ledger_bus.operations.reconciler import FLAG_KIND, Reconciler, ReconcilerConfig
 from ledger_bus.operations.resolve import resolve_attempt
 from ledger_bus.store.base import EventStore
-from tests.support.helpers import wait_for
+from tests.support.helpers import ROOT, cli_env, wait_for
 
 SESSION = "pay"
 TTL_MS = 150
@@ -317,3 +320,97 @@ def test_run_probe_answers_within_its_timeout() -> None:
     call = ProbeCall("s", None, None, "a#1", "t", {}, None, "2026-01-01T00:00:00.000Z", "x", "1-0")
     found = run_probe(hangs, call, 0.1)  # a probe that answered would have said done
     assert found == Probed.unknown("the probe did not answer within 0.1 s")
+
+
+# -- what people see ----------------------------------------------------------------------------
+
+PROBES_MODULE = """
+from ledger_bus import Probed
+
+def charge(call):
+    return Probed.done({"charged": call.args["amount"]}, {"charge_id": "ch_1", "key": call.idempotency_key})
+
+def refund(call):
+    return Probed.unknown("refunds cannot be looked up")
+
+PROBES = {"charge": charge, "refund": refund}
+"""
+
+
+def test_the_command_line_settles_with_probes_and_shows_what_they_said(
+    redis_url: str, prefix: str, redis_store: EventStore, tmp_path: Path
+) -> None:
+    ref = lb.StreamId("ops", "main")
+    calls = [
+        {
+            "type": "tool_call",
+            "agent": "w",
+            "tool": tool,
+            "args": {"amount": 3},
+            "attempt_id": attempt,
+        }
+        for tool, attempt in [("charge", "c1"), ("refund", "r1"), ("notify", "n1")]
+    ]
+    calls[0]["idempotency_key"] = idempotency_key("ops", "w-run", "c1")
+    redis_store.append(ref, 0, "calls", calls)
+    (tmp_path / "shop_probes.py").write_text(PROBES_MODULE)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "ledger_bus", *args],
+            cwd=tmp_path,  # where the probes' module is, as a user runs it
+            env={**cli_env(redis_url, prefix), "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    before = redis_store.session_info("ops").events
+    for bad, said in [
+        ("no_such_probes:PROBES", "cannot import no_such_probes"),
+        ("shop_probes", "expected module:attr"),
+        ("shop_probes:charge", "not a mapping of tool names to probes"),
+    ]:
+        refused = run("reconcile", "--once", "--grace", "0", "--session", "ops", "--probes", bad)
+        assert refused.returncode == 2, refused.stderr
+        assert said in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+    assert redis_store.session_info("ops").events == before  # refused: nothing written
+
+    done = run(
+        "reconcile", "--once", "--grace", "0", "--session", "ops", "--probes", "shop_probes:PROBES"
+    )
+    assert done.returncode == 0, done.stderr
+    actions = [json.loads(line) for line in done.stdout.splitlines()]
+    (settled,) = [a for a in actions if a["action"] == "settle"]
+    assert settled["attempt_id"] == "c1"
+    assert settled["settled_by"]["evidence"]["charge_id"] == "ch_1"
+    assert settled["settled_by"]["evidence"]["key"] == calls[0]["idempotency_key"]
+    (asked,) = [a for a in actions if a["action"] == "probe"]
+    assert (asked["attempt_id"], asked["reason"]) == ("r1", "refunds cannot be looked up")
+
+    listed = [json.loads(line) for line in run("unresolved", "ops").stdout.splitlines()]
+    assert {r["attempt_id"]: (r["flagged"], r["probe"]) for r in listed} == {
+        "r1": (
+            True,
+            {
+                "name": "shop_probes:refund",
+                "state": "unknown",
+                "reason": "refunds cannot be looked up",
+            },
+        ),
+        "n1": (True, None),
+    }
+    inspected = run("inspect", "ops", "-o", "jsonl")
+    assert inspected.returncode == 0, inspected.stderr
+    opened = json.loads(inspected.stdout)["open_calls"]
+    assert [(r["attempt_id"], r["probe"] and r["probe"]["state"]) for r in opened] == [
+        ("r1", "unknown"),
+        ("n1", None),
+    ]
+    # A settled call's evidence: on its tool_result, as reading the stream shows it.
+    read = run("read", "ops", "main", "-o", "jsonl")
+    (result,) = [e for e in map(json.loads, read.stdout.splitlines()) if e["type"] == "tool_result"]
+    assert result["settled_by"]["state"] == "done"
+    assert result["result"] == {"charged": 3}

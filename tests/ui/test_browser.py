@@ -740,3 +740,34 @@ def test_behind_tokens_a_browser_given_a_reader_s_token_sees_a_session_live_and_
         trace(page, f"{url}/s/team-a-1")
         assert page.goto(f"{url}/s/team-b-1").status == 403
         context.close()
+
+
+def test_an_open_call_shows_what_its_probe_said_and_a_settled_one_its_evidence(
+    redis_store: EventStore, base: str, page: Any
+) -> None:
+    from ledger_bus.operations.probes import Probed
+    from ledger_bus.operations.reconciler import Reconciler, ReconcilerConfig
+
+    # Two calls whose runs are gone: a refund its probe cannot tell about, a charge it finds
+    ref = lb.StreamId("pr", "run-dead")
+    redis_store.append(ref, 0, "d0", [call("r1", "dead", "refund"), call("c1", "dead", "charge")])
+    probes = {
+        "refund": lambda found: Probed.unknown("refunds cannot be looked up"),
+        "charge": lambda found: Probed.done({"charged": 5}, {"charge_id": "ch_7"}),
+    }
+    config = ReconcilerConfig(grace_s=0)
+    Reconciler(redis_store, config, on_action=lambda r: None, probes=probes).run_pass()
+    trace(page, f"{base}/s/pr")
+    (row,) = page.locator('#open tbody tr[data-attempt="r1"]').all()
+    assert row.get_attribute("data-status") == "flagged"
+    assert row.locator("td.probe").inner_text() == "unknown: refunds cannot be looked up"
+    assert page.locator('#open tbody tr[data-attempt="c1"]').count() == 0
+    # The settled call: its bar says so, its detail shows the probe's evidence
+    page.click('.wf-row[data-attempt="c1"] .wf-bar')
+    detail_read(page)
+    said = page.locator("#detail .settled-by").inner_text()
+    assert "settled by the probe" in said
+    assert "done" in said
+    assert '"charge_id":"ch_7"' in said
+    answered = json.loads(page.locator('#detail pre[data-part="result"]').inner_text())
+    assert answered["settled_by"]["evidence"] == {"charge_id": "ch_7"}
