@@ -328,7 +328,8 @@ PROBES_MODULE = """
 from ledger_bus import Probed
 
 def charge(call):
-    return Probed.done({"charged": call.args["amount"]}, {"charge_id": "ch_1", "key": call.idempotency_key})
+    evidence = {"charge_id": "ch_1", "key": call.idempotency_key}
+    return Probed.done({"charged": call.args["amount"]}, evidence)
 
 def refund(call):
     return Probed.unknown("refunds cannot be looked up")
