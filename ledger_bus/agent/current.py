@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -49,8 +49,18 @@ def current_call() -> CurrentCall:
 @contextmanager
 def calling(call: CurrentCall) -> Iterator[CurrentCall]:
     """Make `call` the current call while the block runs (the tool runs inside it)."""
-    token = _CURRENT.set(call)
+    token = enter(call)
     try:
         yield call
     finally:
-        _CURRENT.reset(token)
+        leave(token)
+
+
+def enter(call: CurrentCall) -> Token[CurrentCall | None]:
+    """Make `call` the current call until `leave(token)`, for a framework whose hooks run
+    before and after the tool (ADK's plugin callbacks) rather than around it."""
+    return _CURRENT.set(call)
+
+
+def leave(token: Token[CurrentCall | None]) -> None:
+    _CURRENT.reset(token)

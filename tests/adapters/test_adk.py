@@ -678,3 +678,43 @@ def test_the_guard_stops_a_resumed_invocation_running_its_call_again(
         )
         is None
     )
+
+
+def test_under_the_guard_a_tool_gets_its_call_and_the_key_its_request_carries(
+    memory_store: EventStore,
+) -> None:
+    service = LedgerSessionService(memory_store)
+    seen: list[lb.CurrentCall] = []
+
+    async def charge(amount: int) -> dict[str, Any]:
+        """Charge an amount."""
+        seen.append(lb.current_call())
+        return {"charged": amount}
+
+    async def main() -> None:
+        root = agents([calls("charge", {"amount": 5}), said("done")], [])
+        root.tools = [charge]
+        app = App(name=APP, root_agent=root, plugins=[service.guard()])
+        runner = Runner(app=app, session_service=service)
+        await service.create_session(app_name=APP, user_id="ann", session_id="k")
+        await run_turn(runner, "ann", "k", "charge 5")
+        await service.close()
+
+    asyncio.run(main())
+    (call,) = seen
+    ledger = session_of(APP, "ann", "k")
+    (request,) = [
+        e
+        for e in memory_store.scan_session(ledger)
+        if e.type == "tool_call" and e.get("tool") == "charge"
+    ]
+    assert call.idempotency_key == request["idempotency_key"]
+    assert (call.tool, call.session_id, call.attempt_id, call.args) == (
+        "charge",
+        ledger,
+        request.attempt_id,
+        {"amount": 5},
+    )
+    assert call.run_id == request.run_id
+    with pytest.raises(lb.NoCurrentCall):
+        lb.current_call()

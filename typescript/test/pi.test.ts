@@ -11,7 +11,7 @@ import { SessionManager, type SessionEntry } from "@earendil-works/pi-coding-age
 import { describe, expect, it } from "vitest";
 
 import { PiLedger, PiSessionTaken } from "../src/adapters/pi.js";
-import { streamId, UnresolvedAttempt, type EventStore } from "../src/index.js";
+import { idempotencyKey, streamId, UnresolvedAttempt, type EventStore } from "../src/index.js";
 import { fauxAssistantMessage, fauxText, fauxToolCall, nesting, scripted, tool } from "./support/pi.js";
 import { stores } from "./support/stores.js";
 
@@ -81,6 +81,10 @@ describe.each(["memory", "redis"] as const)("the Pi adapter on %s", (kind) => {
     const events = await store.readStream(streamId("task", stream));
     const calls = events.filter((e) => e.fields["type"] === "tool_call" && e.fields["tool"] !== "model").map((e) => [e.fields["attempt_id"], e.fields["tool"], e.fields["args"]]);
     expect(calls).toEqual([["call-1", "search", { q: "x" }], ["call-2", "fetch", { q: "y" }]]);
+    // Each call carries its idempotency key, what a tool gets from pi.keyOf(its toolCallId).
+    const keys = events.filter((e) => e.fields["type"] === "tool_call" && e.fields["tool"] !== "model").map((e) => e.fields["idempotency_key"]);
+    expect(keys).toEqual([pi.keyOf("call-1"), pi.keyOf("call-2")]);
+    expect(pi.keyOf("call-1")).toBe(idempotencyKey("task", stream, "call-1"));
     const results = events.filter((e) => e.fields["type"] === "tool_result" && e.fields["tool"] !== "model");
     expect(results.map((e) => [e.fields["attempt_id"], e.fields["status"], e.fields["result"]])).toEqual([
       ["call-1", "ok", { content: [{ type: "text", text: "found x" }], details: { tool: "search", q: "x" } }],

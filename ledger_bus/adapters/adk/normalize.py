@@ -26,6 +26,7 @@ from google.adk.events.event import Event
 
 from ledger_bus.adapters.adk.layout import AGENT, run_of
 from ledger_bus.model.jsontext import JSONObject
+from ledger_bus.model.keys import idempotency_key
 
 USER: Final = "user"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -52,9 +53,18 @@ def safe(name: str | None) -> str:
     return "~" + hashlib.sha256((name or "").encode()).hexdigest()[:32]
 
 
-def normalized(event: Event, *, starts: bool, parent_run: str | None) -> list[JSONObject]:
+def call_key(session_id: str, invocation_id: str, author: str, call_id: str) -> str:
+    """The idempotency key of a function call: its ledger session, its run, and its id as the
+    step (spec 7.1), what the guard plugin gives the tool as `current_call()`."""
+    return idempotency_key(session_id, run_of(invocation_id, author), safe(call_id))
+
+
+def normalized(
+    event: Event, *, starts: bool, parent_run: str | None, session_id: str
+) -> list[JSONObject]:
     """What `event` says, as the ledger's events. `starts`: the first event of its run (the run
-    of its author in its invocation); `parent_run`: the run that transferred to this one."""
+    of its author in its invocation); `parent_run`: the run that transferred to this one;
+    `session_id`: the ledger session it goes to (its calls' keys are derived from it)."""
     author = event.author or AGENT
     run = run_of(event.invocation_id, author)
     ids: dict[str, Any] = {"run_id": run, "step_id": event.id}
@@ -101,6 +111,7 @@ def normalized(event: Event, *, starts: bool, parent_run: str | None) -> list[JS
             out.append({
                 "type": "tool_call", "agent": author, "tool": safe(call.name),
                 "args": dict(call.args or {}), "attempt_id": safe(call.id),
+                "idempotency_key": call_key(session_id, event.invocation_id, author, call.id or ""),
                 "event_id": call_event_id(call.id or ""),
                 "parents": [said if text else _at(event, "model")], **ids,
             })  # fmt: skip

@@ -35,6 +35,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable
+from contextvars import Token
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
@@ -65,8 +66,9 @@ from ledger_bus.adapters.adk.layout import (
     EVENTS,
     HEADER,
 )
-from ledger_bus.adapters.adk.normalize import normalized
+from ledger_bus.adapters.adk.normalize import call_key, normalized, safe
 from ledger_bus.adapters.adk.shared import SCOPES, STALE, Change, Own, SharedState
+from ledger_bus.agent.current import CurrentCall, enter, leave
 from ledger_bus.agent.recorder import DEFAULT_LEASE_MS, UnresolvedAttempt
 from ledger_bus.model.errors import (
     BackendUnavailable,
@@ -235,16 +237,58 @@ def _enough(records: list[RecordedEvent], want: int | None, after: float | None)
 
 
 class _Guard(BasePlugin):
-    """LedgerSessionService.guard's plugin."""
+    """LedgerSessionService.guard's plugin: it also gives each tool it lets run its call
+    (`ledger_bus.current_call()`, the call's idempotency key among it) while it runs."""
 
     def __init__(self, service: LedgerSessionService, safe: frozenset[str]):
         super().__init__(name="ledger_bus_guard")
         self.service = service
         self.safe = safe
+        self._calling: dict[str, Token[CurrentCall | None]] = {}  # function call id -> its set
 
     async def before_tool_callback(
         self, *, tool: Any, tool_args: dict[str, Any], tool_context: Any
     ) -> JSONObject | None:
+        refused = self._refused(tool, tool_args, tool_context)
+        if refused is None:
+            # Set here and reset after the tool: ADK awaits this callback, then the tool, in one
+            # task, so the tool sees it (a context variable set in an awaited coroutine stays).
+            session = tool_context.session
+            ledger = layout.session_of(session.app_name, session.user_id, session.id)
+            call_id = tool_context.function_call_id or ""
+            call = CurrentCall(
+                tool.name,
+                ledger,
+                layout.run_of(tool_context.invocation_id, tool_context.agent_name),
+                safe(call_id),
+                safe(call_id),
+                call_key(ledger, tool_context.invocation_id, tool_context.agent_name, call_id),
+                dict(tool_args),
+            )
+            self._calling[call_id] = enter(call)
+        return refused
+
+    async def after_tool_callback(
+        self, *, tool: Any, tool_args: dict[str, Any], tool_context: Any, result: Any
+    ) -> JSONObject | None:
+        self._done(tool_context)
+        return None
+
+    async def on_tool_error_callback(
+        self, *, tool: Any, tool_args: dict[str, Any], tool_context: Any, error: Exception
+    ) -> JSONObject | None:
+        self._done(tool_context)
+        return None
+
+    def _done(self, tool_context: Any) -> None:
+        token = self._calling.pop(tool_context.function_call_id or "", None)
+        if token is not None:
+            leave(token)
+
+    def _refused(
+        self, tool: Any, tool_args: dict[str, Any], tool_context: Any
+    ) -> JSONObject | None:
+        """Why the tool may not run (its response), or None."""
         if tool.name in self.safe:
             return None
         events = tool_context.session.events
@@ -634,7 +678,8 @@ class LedgerSessionService(BaseSessionService):
         native = {"type": "mutation", "agent": AGENT, "kind": EVENT, "event": stored}
         # What the event says, read from it as stored: JSON, whatever the tools returned.
         said = Event.model_validate(stored)
-        return [native, *normalized(said, starts=starts, parent_run=parent)]
+        ledger = layout.session_of(session.app_name, session.user_id, session.id)
+        return [native, *normalized(said, starts=starts, parent_run=parent, session_id=ledger)]
 
     def _append_op(
         self,

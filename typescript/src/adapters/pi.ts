@@ -61,6 +61,7 @@ import { UnresolvedAttempt } from "../calls.js";
 import { LeaseLost, LedgerError, VersionConflict } from "../model/errors.js";
 import type { Fence } from "../model/fences.js";
 import { checkName, streamId, type StreamId } from "../model/ids.js";
+import { idempotencyKey } from "../model/keys.js";
 import type { RecordedEvent } from "../model/records.js";
 import { type Attempts, type Log, need } from "../store/capabilities.js";
 
@@ -324,7 +325,7 @@ export class PiLedger {
 
   /** The events of one Pi entry: its native record, then what it says, normalized. */
   private entryEvents(entry: SessionEntry): Fields[] {
-    return [this.native(ENTRY, { entry: plain(entry) }), ...normalized(entry, this.agent, this.stream.name, this.recorded)];
+    return [this.native(ENTRY, { entry: plain(entry) }), ...normalized(entry, this.agent, this.stream, this.recorded)];
   }
 
   private resultEvent(id: string, tool: string, isError: boolean, content: unknown, details: unknown): Fields {
@@ -382,6 +383,15 @@ export class PiLedger {
   // -- tools ----------------------------------------------------------------------------------
 
   /**
+   * The idempotency key of a tool call of this session (spec 7.1: the Pi session's run and the
+   * call's id), the same for every attempt at it: what a tool hands the system it acts on, by
+   * the `toolCallId` Pi gives its `execute`. Recorded on the call's `tool_call`.
+   */
+  keyOf(toolCallId: string): string {
+    return idempotencyKey(this.stream.sessionId, this.stream.name, toolCallId);
+  }
+
+  /**
    * Pi's hooks, as an extension (give it to Pi's resource loader as an extension factory): a
    * tool runs only once its request is committed, and its outcome is recorded before Pi goes on.
    */
@@ -398,6 +408,7 @@ export class PiLedger {
             this.enqueue(() => [
               {
                 type: "tool_call", agent: this.agent, tool: event.toolName, args: plain(event.input), attempt_id: event.toolCallId, event_id: eventId, run_id: this.stream.name,
+                idempotency_key: this.keyOf(event.toolCallId),
                 ...(parent === undefined ? {} : { parents: [parent] }),
               },
             ]);
@@ -575,7 +586,8 @@ export interface Recorded {
  * entry's (`<run>/<entry id>/<part>`), so that parents name them before they are written; each
  * call is one attempt, whichever side (an entry or a hook, `recorded`) writes it first.
  */
-export function normalized(entry: SessionEntry, agent: string, runId: string, recorded: Recorded): Fields[] {
+export function normalized(entry: SessionEntry, agent: string, stream: StreamId, recorded: Recorded): Fields[] {
+  const runId = stream.name;
   // Model calls that made no message: a `usage` entry's (a cache warming, say), and the summary
   // behind a compaction or a branch summary.
   if (entry.type === "usage") {
@@ -624,6 +636,7 @@ export function normalized(entry: SessionEntry, agent: string, runId: string, re
           tool: String(block["name"]),
           args: plain((block["arguments"] ?? {}) as Json),
           attempt_id: id,
+          idempotency_key: idempotencyKey(stream.sessionId, runId, id),
           event_id: eventId,
           parents: [said],
           ...ids,
@@ -731,7 +744,7 @@ class ImportWriter {
         events.push({ type: "mutation", agent: this.agent, kind: HEADER, header: entry });
       } else {
         events.push({ type: "mutation", agent: this.agent, kind: ENTRY, entry });
-        events.push(...normalized(entry, this.agent, this.stream.name, recorded));
+        events.push(...normalized(entry, this.agent, this.stream, recorded));
       }
     }
     let version = 0;
