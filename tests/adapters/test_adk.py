@@ -39,6 +39,7 @@ from ledger_bus.agent.recorder import UnresolvedAttempt
 from ledger_bus.exports.otel import spans_of
 from ledger_bus.model.ids import StreamId
 from ledger_bus.model.records import RecordedEvent
+from ledger_bus.operations.probes import Probed
 from ledger_bus.operations.reconciler import Reconciler, ReconcilerConfig
 from ledger_bus.store.base import EventStore
 from tests.support.adk import APP, ScriptedModel, agents, calls, run_turn, said, scenario, user
@@ -384,11 +385,13 @@ asyncio.run(main())
 
 
 @pytest.mark.parametrize(
-    "service_kind",
+    ("service_kind", "decided_by"),
     [
-        "ledger",
+        ("ledger", "resolve"),
+        ("ledger", "probe"),
         pytest.param(
             "adk-database",
+            None,
             marks=pytest.mark.xfail(
                 strict=True,
                 reason="ADK drops a call left without its response: the model never learns it",
@@ -397,8 +400,13 @@ asyncio.run(main())
     ],
 )
 def test_a_call_a_killed_process_left_open_is_flagged_and_after_resolve_the_agent_gets_its_outcome(
-    service_kind: str, request: pytest.FixtureRequest, tmp_path: Path, prefix: str
+    service_kind: str,
+    decided_by: str | None,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    prefix: str,
 ) -> None:
+    """Decided by an operator's resolve after the flag, or settled by a probe instead."""
     script = tmp_path / "crash.py"
     script.write_text(CRASHING.format(root=str(ROOT)))
     if service_kind == "ledger":
@@ -422,16 +430,24 @@ def test_a_call_a_killed_process_left_open_is_flagged_and_after_resolve_the_agen
         [attempt] = store.open_attempts(ledger)
         assert attempt.tool == "deploy"
         actions: list[dict[str, Any]] = []
-        reconciler = Reconciler(store, ReconcilerConfig(grace_s=0), on_action=actions.append)
+        probes = {"deploy": lambda call: Probed.done({"deployed": True}, "the deploy log")}
+        reconciler = Reconciler(
+            store,
+            ReconcilerConfig(grace_s=0),
+            on_action=actions.append,
+            probes=probes if decided_by == "probe" else {},
+        )
         deadline = time.monotonic() + 10
         while not actions and time.monotonic() < deadline:
-            reconciler.run_pass()  # flagged once the dead process's lease has lapsed
+            reconciler.run_pass()  # flagged (or settled) once the dead process's lease lapsed
             time.sleep(0.1)
-        assert [(a["action"], a["attempt_id"]) for a in actions] == [("flag", attempt.attempt_id)]
-        resolved = ledger_cli(
-            url, prefix, "resolve", ledger, attempt.attempt_id, "--ok", '{"deployed": true}'
-        )
-        assert resolved.returncode == 0, resolved.stderr
+        done = "settle" if decided_by == "probe" else "flag"
+        assert [(a["action"], a["attempt_id"]) for a in actions] == [(done, attempt.attempt_id)]
+        if decided_by == "resolve":
+            resolved = ledger_cli(
+                url, prefix, "resolve", ledger, attempt.attempt_id, "--ok", '{"deployed": true}'
+            )
+            assert resolved.returncode == 0, resolved.stderr
 
     async def resume() -> list[types.Content]:
         model = ScriptedModel(script=[said("deployed, as the record says")])
