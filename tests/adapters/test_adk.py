@@ -677,7 +677,9 @@ def test_the_guard_stops_a_resumed_invocation_running_its_call_again(
     tool: Any = SimpleNamespace(name="deploy")
     # A resumable app's invocation, resumed in another process, runs its unanswered call again:
     # the same invocation, the same call id, not out in this process.
-    replay: Any = SimpleNamespace(session=session, invocation_id="i", function_call_id="call-1")
+    replay: Any = SimpleNamespace(
+        session=session, invocation_id="i", function_call_id="call-1", agent_name="root"
+    )
     refused = asyncio.run(
         service.guard().before_tool_callback(
             tool=tool, tool_args={"target": "prod"}, tool_context=replay
