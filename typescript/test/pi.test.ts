@@ -11,7 +11,7 @@ import { SessionManager, type SessionEntry } from "@earendil-works/pi-coding-age
 import { describe, expect, it } from "vitest";
 
 import { PiLedger, PiSessionTaken } from "../src/adapters/pi.js";
-import { idempotencyKey, streamId, UnresolvedAttempt, type EventStore } from "../src/index.js";
+import { currentCall, type CurrentCall, idempotencyKey, streamId, UnresolvedAttempt, type EventStore } from "../src/index.js";
 import { fauxAssistantMessage, fauxText, fauxToolCall, nesting, scripted, tool } from "./support/pi.js";
 import { stores } from "./support/stores.js";
 
@@ -104,6 +104,32 @@ describe.each(["memory", "redis"] as const)("the Pi adapter on %s", (kind) => {
     expect(again.sessionManager.buildSessionContext()).toEqual(pi.sessionManager.buildSessionContext());
     expect(again.sessionManager.getHeader()).toEqual(pi.sessionManager.getHeader());
     await again.close();
+  });
+
+  it("a recorded tool reads its call, its key among it, from currentCall()", async () => {
+    const store = open(kind);
+    const pi = await PiLedger.open(store, { session: "keys", cwd: "/work" });
+    const seen: CurrentCall[] = [];
+    const tools = (calls: Map<string, number>) =>
+      pi.recordTools(
+        TOOLS(calls).map((t) => ({
+          ...t,
+          execute: async (...args: Parameters<typeof t.execute>) => {
+            seen.push(currentCall());
+            return t.execute(...args);
+          },
+        })),
+      );
+    const ours = await scripted(pi.sessionManager, TWO_TOOLS(), tools, pi.extension);
+    await ours.session.prompt("what are x and y?");
+    await pi.flush();
+    expect(seen.map((c) => [c.tool, c.attemptId, c.args, c.idempotencyKey])).toEqual([
+      ["search", "call-1", { q: "x" }, pi.keyOf("call-1")],
+      ["fetch", "call-2", { q: "y" }, pi.keyOf("call-2")],
+    ]);
+    const requests = (await store.readStream(streamId("keys", pi.streamName))).filter((e) => e.fields["type"] === "tool_call" && e.fields["tool"] !== "model");
+    expect(requests.map((e) => e.fields["idempotency_key"])).toEqual([pi.keyOf("call-1"), pi.keyOf("call-2")]);
+    await pi.close();
   });
 
   it("a branch, a label, a compaction, and the active leaf moved without an entry, load back as they were", async () => {

@@ -55,9 +55,11 @@ import {
   type SessionEntry,
   type SessionHeader,
   SessionManager,
+  type ToolDefinition,
 } from "@earendil-works/pi-coding-agent";
 
 import { UnresolvedAttempt } from "../calls.js";
+import { calling, type CurrentCall } from "../current.js";
 import { LeaseLost, LedgerError, VersionConflict } from "../model/errors.js";
 import type { Fence } from "../model/fences.js";
 import { checkName, streamId, type StreamId } from "../model/ids.js";
@@ -389,6 +391,27 @@ export class PiLedger {
    */
   keyOf(toolCallId: string): string {
     return idempotencyKey(this.stream.sessionId, this.stream.name, toolCallId);
+  }
+
+  /**
+   * Pi tools whose `execute` runs with its call as `currentCall()` (its idempotency key among
+   * it), as the recorder's tools run: give Pi these instead of the tools themselves.
+   */
+  recordTools<T extends ToolDefinition>(tools: readonly T[]): T[] {
+    return tools.map((tool) => {
+      const execute = tool.execute.bind(tool) as (...args: Parameters<T["execute"]>) => ReturnType<T["execute"]>;
+      const recorded = (...args: Parameters<T["execute"]>): ReturnType<T["execute"]> => {
+        const [toolCallId, params] = args as unknown as [string, unknown];
+        return calling(this.callOf(toolCallId, tool.name, params), () => execute(...args));
+      };
+      return { ...tool, execute: recorded };
+    });
+  }
+
+  /** A tool call of this session as its tool sees it (`currentCall()` inside `recordTools`'s tools). */
+  callOf(toolCallId: string, tool: string, args: unknown): CurrentCall {
+    const plainArgs = typeof args === "object" && args !== null && !Array.isArray(args) ? (args as Record<string, unknown>) : {};
+    return { tool, sessionId: this.stream.sessionId, runId: this.stream.name, stepId: toolCallId, attemptId: toolCallId, idempotencyKey: this.keyOf(toolCallId), args: plainArgs };
   }
 
   /**
