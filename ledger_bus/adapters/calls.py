@@ -80,10 +80,13 @@ def _fold(state: _Calls, event: RecordedEvent) -> None:
         state.results[str(event.attempt_id)] = event
 
 
-def _decided_alike(state: _Calls, agent: str, tool: str, args: JSONObject) -> RecordedEvent | None:
+def _decided_alike(
+    state: _Calls, agent: str, tool: str, args: JSONObject
+) -> tuple[RecordedEvent, RecordedEvent] | None:
     """The oldest outcome of `tool` with these arguments that someone other than the framework
-    (an operator's `ledger-bus resolve`) recorded for a call it never finished, and that no
-    later call has taken yet: the outcome of the call a rerun reaches again."""
+    (an operator's `ledger-bus resolve`, a reconciler's probe) recorded for a call it never
+    finished, and that no later call has taken yet: the outcome of the call a rerun reaches
+    again, with that call's request."""
     for calls in state.calls.values():
         latest = calls[-1]
         result = state.results.get(str(latest.attempt_id))
@@ -95,7 +98,7 @@ def _decided_alike(state: _Calls, agent: str, tool: str, args: JSONObject) -> Re
             and latest.get("tool") == tool
             and latest.get("args") == args
         ):
-            return result
+            return result, latest
     return None
 
 
@@ -196,8 +199,8 @@ class CallLedger:
             if earlier or decided is None:
                 break
             try:
-                yield from self._take_op(stream, view.version, step_id, decided, args)
-                return True, decided
+                yield from self._take_op(stream, view.version, step_id, *decided, args)
+                return True, decided[0]
             except VersionConflict:
                 state = yield from view.refresh_op(self.store)  # another writer came first
                 earlier = state.calls.get(step_id, [])
@@ -266,23 +269,25 @@ class CallLedger:
             yield from self._write_op(stream, fence, closed)
         return []
 
-    def _take_op(
+    def _take_op(  # noqa: PLR0913  (the call, what it takes, and where)
         self,
         stream: StreamId,
         version: int,
         step_id: str,
         decided: RecordedEvent,
+        asked: RecordedEvent,
         args: JSONObject,
     ) -> Op[None]:
-        """Record that the call `step_id` got the outcome `decided` without running: its
-        request and that outcome, in one append at the stream's `version` (so two calls never
-        take one outcome), the request linked to the decision."""
+        """Record that the call `step_id` got the outcome `decided` of the call `asked` without
+        running: its request (under `asked`'s idempotency key: the same logical call) and that
+        outcome, in one append at the stream's `version` (so two calls never take one outcome),
+        the request linked to the decision."""
         tool = str(decided["tool"])
         run_id = _run_id(stream, step_id)
         attempt_id = f"{step_id}#1"
-        key = f"take:{attempt_id}:{decided.event_id}"
-        call_id = derive_event_id(stream.session_id, stream.name, key, 0)
-        key = str(decided.get("idempotency_key") or "") or idempotency_key(
+        take = f"take:{attempt_id}:{decided.event_id}"
+        call_id = derive_event_id(stream.session_id, stream.name, take, 0)
+        key = str(asked.get("idempotency_key") or "") or idempotency_key(
             stream.session_id, run_id, step_id
         )
         request = request_event(
@@ -298,7 +303,7 @@ class CallLedger:
             parents=[call_id, decided.event_id],
         )
         events = [{"agent": self.agent, **request}, {"agent": self.agent, **outcome}]
-        yield from self.store.append_op(stream, version, key, events)
+        yield from self.store.append_op(stream, version, take, events)
 
     def recorded_op(
         self, stream: StreamId, steps: set[str]

@@ -61,7 +61,7 @@ _DEFAULT_ITEMS: Final = {kind: tuple(table.items()) for kind, table in DEFAULTS.
 _FREE_FIELDS: Final[dict[str, tuple[str, ...] | None]] = {
     "message": (),
     "tool_call": ("args",),
-    "tool_result": ("result",),
+    "tool_result": ("result", "settled_by"),
     "mutation": None,
 }
 

@@ -317,6 +317,8 @@ class Reconciler:
                         f"the probe's finding is not JSON the ledger keeps: {err}"
                     )
             this.report.probe_unknown += 1
+            if len(self._probed) >= REMEMBERED_FLAGS:
+                self._probed.clear()  # forgotten ones are asked again at once: no harm
             self._probed[attempt.key] = time.monotonic()
             said: JSONObject = {
                 "name": probe_name(probe),
@@ -372,8 +374,13 @@ class Reconciler:
         ref = StreamId(attempt.session_id, attempt.stream)
         try:
             result = self.store.append(ref, ANY, f"settle:{attempt.key}", [event], fence=fence)
-        except (IdempotencyConflict, LeaseLost):
-            return False  # another reconciler settled it, or the run took its lease back
+        except IdempotencyConflict:
+            return False  # another reconciler's settlement of it landed first
+        except LeaseLost as err:
+            # The probe outlasted the lease (held for its timeout and 30 s) and the run took it
+            # back: its finding is not written; the run decides.
+            self.on_action({"action": "error", "session": attempt.session_id, "error": str(err)})
+            return False
         if result.deduplicated:
             return False
         self._probed.pop(attempt.key, None)

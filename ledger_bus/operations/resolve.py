@@ -3,18 +3,25 @@ flagged, and the open calls listed for them to choose from."""
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from ledger_bus.agent.filters import EventFilter, select
 from ledger_bus.model.errors import InvalidInput, LedgerError, NotFound, Refused
 from ledger_bus.model.ids import ANY, StreamId, previous_cursor
 from ledger_bus.model.jsontext import JSONObject, format_time
+from ledger_bus.model.prepared import Fence
 from ledger_bus.model.records import OpenAttempt, RecordedEvent
 from ledger_bus.store.base import EventStore
 from ledger_bus.store.steps import Op
 
 Outcome = Literal["unknown", "retried", "ok", "error"]
+RESOLVE_LEASE_MS: Final = 30_000  # held for a few round trips; lapses on its own if we die
+# How long a decision waits for the call's run lease: a killed process's lapses within its TTL
+# (10 s by default); a live run's, or a reconciler's probing, is waited out no longer.
+RESOLVE_WAIT_S: Final = 15.0
 
 
 def resolve_attempt(  # noqa: PLR0913  (public: keyword-only, one per way to close it)
@@ -26,19 +33,60 @@ def resolve_attempt(  # noqa: PLR0913  (public: keyword-only, one per way to clo
     result: Any = None,
     retry_attempt: str | None = None,
     agent: str = "operator",
+    lease_wait_s: float = RESOLVE_WAIT_S,
 ) -> str:
     """Close an open attempt with an explicit terminal event; returns the cursor written.
 
     outcome "unknown": nobody knows whether the call took effect; "retried": it is superseded by
     `retry_attempt` (requested separately, by the adapter); "ok" / "error": the real result,
     learned some other way.
+
+    The call's run lease is taken while the decision is written (and the write made under it):
+    a run that holds it is alive, or a reconciler is asking a probe about the call. The lease is
+    waited for up to `lease_wait_s` (a killed process's lapses within its TTL), then the
+    decision is refused (Refused) rather than written beside theirs.
     """
+    if outcome == "retried" and not retry_attempt:
+        raise InvalidInput("a retried attempt names the attempt that retries it")
     found = {a.attempt_id: a for a in store.open_attempts(session_id)}
     attempt = found.get(attempt_id)
     if attempt is None:
         raise _not_open(store, session_id, attempt_id)
-    if outcome == "retried" and not retry_attempt:
-        raise InvalidInput("a retried attempt names the attempt that retries it")
+    fence: Fence | None = None
+    if attempt.run_id:
+        lease, owner = f"run-{attempt.run_id}", f"{agent}-{uuid.uuid4().hex}"
+        deadline = time.monotonic() + lease_wait_s
+        while not (token := store.acquire_lease(session_id, lease, owner, RESOLVE_LEASE_MS)):
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)
+        if not token:
+            raise Refused(
+                f"attempt {attempt_id!r} of session {session_id!r} is not resolved: its run holds"
+                f" its lease (run-{attempt.run_id}): it is alive, or a reconciler is settling it"
+            )
+        fence = Fence(lease, owner, token)
+    try:
+        return _decide(store, attempt, outcome, result, retry_attempt, agent, fence)
+    finally:
+        if fence is not None:
+            store.release_lease(session_id, fence.lease, fence.owner)
+
+
+def _decide(  # noqa: PLR0913  (the decision's parts, each said once)
+    store: EventStore,
+    attempt: OpenAttempt,
+    outcome: Outcome,
+    result: Any,
+    retry_attempt: str | None,
+    agent: str,
+    fence: Fence | None,
+) -> str:
+    """Write the decision, once the attempt is seen still open under the lease."""
+    session_id, attempt_id = attempt.session_id, attempt.attempt_id
+    still = {a.key for a in store.open_attempts(session_id)}
+    if attempt.key not in still:  # settled or resolved while the lease was being taken
+        raise _not_open(store, session_id, attempt_id)
     value: Any = result
     if outcome == "unknown":
         value = {"outcome": "unknown", "resolved_by": agent}
@@ -55,7 +103,7 @@ def resolve_attempt(  # noqa: PLR0913  (public: keyword-only, one per way to clo
     if attempt.run_id:
         event["run_id"] = attempt.run_id
     ref = StreamId(session_id, attempt.stream)
-    return store.append(ref, ANY, f"resolve:{attempt.key}", [event]).cursor
+    return store.append(ref, ANY, f"resolve:{attempt.key}", [event], fence=fence).cursor
 
 
 def _not_open(store: EventStore, session_id: str, attempt_id: str) -> LedgerError:

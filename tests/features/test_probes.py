@@ -3,6 +3,7 @@ settles an open call with what its probe finds (operations/probes.py)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -14,9 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import rfc8785
 
 import ledger_bus as lb
+from ledger_bus.adapters.calls import CallLedger, ToolStep
 from ledger_bus.agent.recorder import Attempt
+from ledger_bus.model.batch import Limits, prepare_append
 from ledger_bus.model.keys import idempotency_key
 from ledger_bus.operations.probes import ProbeCall, Probed, load_probes, run_probe
 from ledger_bus.operations.reconciler import FLAG_KIND, Reconciler, ReconcilerConfig
@@ -234,6 +238,14 @@ def raises(call: ProbeCall) -> Probed:
             lambda call: Probed.done(result={"bad": float("nan")}),
             "the probe's finding is not JSON the ledger keeps",
         ),
+        (
+            lambda call: Probed.done("ok", evidence={"bad": float("nan")}),
+            "the probe's finding is not JSON the ledger keeps",
+        ),
+        (
+            lambda call: Probed.not_done(evidence={"big": 2**60}),
+            "the probe's finding is not JSON the ledger keeps",
+        ),
     ],
 )
 def test_a_probe_that_misbehaves_leaves_its_call_flagged_and_the_pass_goes_on(
@@ -415,3 +427,70 @@ def test_the_command_line_settles_with_probes_and_shows_what_they_said(
     (result,) = [e for e in map(json.loads, read.stdout.splitlines()) if e["type"] == "tool_result"]
     assert result["settled_by"]["state"] == "done"
     assert result["result"] == {"charged": 3}
+
+
+def test_a_call_asked_again_under_a_new_id_takes_the_settlement_and_the_first_call_s_key(
+    memory_store: EventStore,
+) -> None:
+    # A framework whose call ids do not outlive a crash (the Agents SDK): the model asks again
+    # under a new id; the rerun takes what the probe found, under the first call's key.
+    calls = CallLedger(memory_store, agent="framework", lease_ttl_ms=TTL_MS)
+    stream = lb.StreamId(SESSION, "oa.tools")
+    first = ToolStep("c-1", "charge", {"amount": 4}, False, match_args=True, named=True)
+    done, begun = memory_store.run_op(calls.begin_op(stream, first))
+    assert not done  # the process dies in the tool: its lease lapses
+    wait_for(lambda: not memory_store.lease_alive(SESSION, f"run-{begun.run_id}"), "the lease")
+    found = Probed.done({"charged": 4}, "ch_4")
+    assert reconciler(memory_store, {"charge": lambda call: found}).run_pass().settled == 1
+
+    again = ToolStep("c-2", "charge", {"amount": 4}, False, match_args=True, named=True)
+    done, taken = memory_store.run_op(calls.begin_op(stream, again))
+    assert done
+    assert taken["result"] == {"charged": 4}
+    events = memory_store.read_stream(stream)
+    request, outcome = events[-2:]
+    assert (request.type, request.attempt_id, outcome.type) == ("tool_call", "c-2#1", "tool_result")
+    assert request["idempotency_key"] == begun.idempotency_key
+    assert outcome.parents[0] == request.event_id  # the taken result follows from its request
+
+
+def test_a_settlement_s_evidence_is_canonical_json_as_every_sdk_writes_it() -> None:
+    # settled_by holds any JSON: the append digest covers it by RFC 8785, as TS and Go compute it
+    settled: dict[str, Any] = {
+        "type": "tool_result",
+        "agent": "reconciler",
+        "tool": "charge",
+        "attempt_id": "a#1",
+        "status": "ok",
+        "result": {"amount": 5.0},
+        "settled_by": {"probe": "p", "state": "done", "evidence": {"amount": 5.0, "x": 1e21}},
+    }
+    digest = prepare_append("s", "x", "a", [settled], Limits()).digest
+    assert digest == hashlib.sha256(b"[" + rfc8785.dumps(settled) + b"]").hexdigest()
+
+
+def test_an_operator_s_decision_while_a_probe_asks_is_refused_and_one_outcome_stands(
+    redis_store: EventStore,
+) -> None:
+    crash_in_call(redis_store, "r1", {"amount": 9})
+    (attempt,) = redis_store.open_attempts(SESSION)
+    asking, answer = threading.Event(), threading.Event()
+
+    def slow(call: ProbeCall) -> Probed:
+        asking.set()
+        answer.wait(10)
+        return Probed.not_done("no charge")
+
+    worker = threading.Thread(target=reconciler(redis_store, {"charge": slow}).run_pass)
+    worker.start()
+    assert asking.wait(10)
+    with pytest.raises(lb.Refused, match="holds its lease"):
+        resolve_attempt(
+            redis_store, SESSION, attempt.attempt_id, "ok", result="by hand", lease_wait_s=0.3
+        )
+    answer.set()
+    worker.join()
+    (only,) = results_of(redis_store, "r1")
+    assert only["settled_by"]["state"] == "not_done"
+    with pytest.raises(lb.Refused, match="closed already"):
+        resolve_attempt(redis_store, SESSION, attempt.attempt_id, "ok", result="by hand")

@@ -17,6 +17,7 @@ from ledger_bus.agent.tailer import Tailer, TailerOptions
 from ledger_bus.demo.server import LocalServer
 from ledger_bus.operations.archiving import archive_session
 from ledger_bus.operations.doctor import examine
+from ledger_bus.operations.probes import Probed
 from ledger_bus.operations.reconciler import Reconciler, ReconcilerConfig
 from ledger_bus.operations.resolve import resolve_attempt
 from ledger_bus.store.base import EventStore
@@ -158,26 +159,33 @@ def test_a_writer_may_not_list_the_keyspace_nor_administer(
     client.close()
 
 
-def test_a_reconciler_flags_an_orphan_and_forgets_idle_sessions(
+def test_a_reconciler_flags_an_orphan_settles_one_by_its_probe_and_forgets_idle_sessions(
     as_role: Callable[..., EventStore], admin: redis.Redis
 ) -> None:
     writer, reconciler_store = as_role("writer"), as_role("reconciler")
     writer.append(lb.StreamId("crash", "main"), 0, "c1", [call("att-1")])
+    # a dead run's call whose tool has a probe: settled under the run's lease
+    writer.append(lb.StreamId("paid", "run-r9"), 0, "c1", [call("att-9", "r9", "charge")])
     # an attempt opened by one append and closed by the next (in one append it is never open)
     writer.append(lb.StreamId("idle", "main"), 0, "c1", [call("x")])
     writer.append(lb.StreamId("idle", "main"), 1, "r1", [result("x")])
 
     reconciler = Reconciler(
-        reconciler_store, ReconcilerConfig(grace_s=0, prune_after_s=0), on_action=lambda r: None
+        reconciler_store,
+        ReconcilerConfig(grace_s=0, prune_after_s=0),
+        on_action=lambda r: None,
+        probes={"charge": lambda found: Probed.done("paid", "ch_9")},
     )
     time.sleep(0.01)
     admin.script_flush()  # its scripts are loaded again by the reconciler itself
     report = reconciler.run_pass()
 
-    assert (report.flagged, report.pruned, report.errors) == (1, 1, 0)
+    assert report.last_error is None
+    assert (report.flagged, report.settled, report.pruned, report.errors) == (1, 1, 1, 0)
     assert reconciler_store.open_attempts("crash")[0].flagged_cursor is not None
-    refused(lambda: reconciler_store.acquire_lease("crash", "run-x", "me", 1000))
+    assert reconciler_store.open_attempts("paid") == []
     refused(lambda: reconciler_store.group_create("crash", "g", None))
+    refused(lambda: reconciler_store.delete_session("crash"))
 
 
 def test_an_inspector_reads_exports_and_follows_with_its_own_group_but_writes_nothing(

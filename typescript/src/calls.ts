@@ -38,7 +38,9 @@ export function isAbandoned(result: RecordedEvent): boolean {
 
 /** Whether a tool_result is a probe's finding that the call's effect did not take place: the step runs again, under the same key. */
 export function isNotDone(result: RecordedEvent | undefined): boolean {
-  if (result === undefined || !result.fields["settled_by"]) return false;
+  if (result === undefined) return false;
+  const by = result.fields["settled_by"];
+  if (typeof by !== "object" || by === null || Object.keys(by).length === 0) return false;
   const value = result.fields["result"] as Record<string, unknown> | null | undefined;
   return typeof value === "object" && value !== null && value["outcome"] === NOT_DONE;
 }

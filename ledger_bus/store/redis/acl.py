@@ -46,6 +46,9 @@ def role_rules(role: str, prefix: str = "lb") -> str:
     """The ACL rules (without user name and password) of one role under one key prefix."""
     every = f"~{prefix}:*"
     leases = f"(+set +pexpire +del ~{prefix}:{{*}}:lease:*)"
+    # A lease's first holding draws its token (lease.lua's HINCRBY); the writer and the operator
+    # have HINCRBY from _DELETE.
+    tokens = f"(+hincrby ~{prefix}:{{*}}:fences)"
     # Writing artifacts a chunk at a time (RedisStore._put_artifacts, artifact_put.lua); the
     # append script makes them persist and counts their references.
     artifacts = (
@@ -61,8 +64,12 @@ def role_rules(role: str, prefix: str = "lb") -> str:
             f" {artifacts}"
         )
     if role == "reconciler":
-        # Reads open attempts and leases, appends flags, forgets idle sessions from the index.
-        return f"{_CONNECT} {_CLUSTER} {_READ} {_APPEND} {every} {forget} {artifacts}"
+        # Reads open attempts and leases, appends flags, forgets idle sessions from the index;
+        # takes a dead run's lease while its probe settles an open call (operations/probes.py).
+        return (
+            f"{_CONNECT} {_CLUSTER} {_READ} {_APPEND} {every} {leases} {tokens} {forget}"
+            f" {artifacts}"
+        )
     if role == "inspector":
         # Reads everything of the prefix; writes only what following with its own group needs:
         # the group's place on a session log, and its dead letters. No XADD to a session log.
