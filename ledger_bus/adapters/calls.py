@@ -219,7 +219,11 @@ class CallLedger:
         key = key or idempotency_key(session, run_id, step_id)
         try:
             parents: list[JSON] = []
-            if unfinished:
+            if unfinished and unfinished[-1].run_id not in (None, run_id):
+                # Another call's attempt, asked again under a new id: its own lease is taken
+                # too, as a reconciler settling it takes it, so the two never both close it.
+                parents = yield from self._again_elsewhere_op(stream, unfinished[-1], step)
+            elif unfinished:
                 parents = yield from self._again_op(stream, fence, state, unfinished[-1], step)
             attempt_id = step_id if named and not earlier else f"{step_id}#{len(earlier) + 1}"
             if safe_to_replay:
@@ -268,6 +272,33 @@ class CallLedger:
             )
             yield from self._write_op(stream, fence, closed)
         return []
+
+    def _again_elsewhere_op(
+        self, stream: StreamId, latest: RecordedEvent, step: ToolStep
+    ) -> Op[list[JSON]]:
+        """_again_op for an attempt of another run id (a call asked again under a new id),
+        under that run's lease, on the stream as it is once the lease is held."""
+        session, old = stream.session_id, f"run-{latest.run_id}"
+        owner = uuid.uuid4().hex
+        token = yield from self.store.acquire_lease_op(session, old, owner, self.lease_ttl_ms)
+        if not token:
+            raise LedgerError(
+                f"{step.tool} call {latest.attempt_id}, asked again as {step.step_id}, is held by"
+                " another live process (its run, or a reconciler settling it); ask again later"
+            )
+        try:
+            state = yield from self._views.of(stream).refresh_op(self.store)
+            result = state.results.get(str(latest.attempt_id))
+            if result is not None and not abandoned(result) and not not_done(result):
+                raise LedgerError(
+                    f"{step.tool} call {latest.attempt_id} was settled while {step.step_id}"
+                    " asked for it again; ask again"
+                )
+            return (
+                yield from self._again_op(stream, Fence(old, owner, token), state, latest, step)
+            )
+        finally:
+            yield from self.store.release_lease_op(session, old, owner)
 
     def _take_op(  # noqa: PLR0913  (the call, what it takes, and where)
         self,

@@ -494,3 +494,30 @@ def test_an_operator_s_decision_while_a_probe_asks_is_refused_and_one_outcome_st
     assert only["settled_by"]["state"] == "not_done"
     with pytest.raises(lb.Refused, match="closed already"):
         resolve_attempt(redis_store, SESSION, attempt.attempt_id, "ok", result="by hand")
+
+
+def test_a_call_asked_again_under_a_new_id_waits_for_a_reconciler_settling_the_first(
+    memory_store: EventStore,
+) -> None:
+    # Safe to replay, asked again under a new id while a reconciler holds the first call's run
+    # lease (asking its probe): the rerun does not close the first call beside the settlement.
+    calls = CallLedger(memory_store, agent="framework", lease_ttl_ms=TTL_MS)
+    stream = lb.StreamId(SESSION, "oa.tools")
+    first = ToolStep("c-1", "charge", {"amount": 6}, True, match_args=True, named=True)
+    _, begun = memory_store.run_op(calls.begin_op(stream, first))
+    wait_for(lambda: not memory_store.lease_alive(SESSION, f"run-{begun.run_id}"), "the lease")
+    held = memory_store.acquire_lease(SESSION, f"run-{begun.run_id}", "reconciler", 10_000)
+    again = ToolStep("c-2", "charge", {"amount": 6}, True, match_args=True, named=True)
+    with pytest.raises(lb.LedgerError, match="held by another live process"):
+        memory_store.run_op(calls.begin_op(stream, again))
+    assert [e.type for e in memory_store.read_stream(stream)].count("tool_result") == 0
+    # The reconciler's probe settles it done; the rerun then takes that outcome, once.
+    found = Probed.done({"charged": 6}, "ch_6")
+    assert held
+    memory_store.release_lease(SESSION, f"run-{begun.run_id}", "reconciler")
+    assert reconciler(memory_store, {"charge": lambda call: found}).run_pass().settled == 1
+    done, taken = memory_store.run_op(calls.begin_op(stream, again))
+    assert done
+    assert taken["result"] == {"charged": 6}
+    results = [e for e in memory_store.read_stream(stream) if e.type == "tool_result"]
+    assert [r.attempt_id for r in results] == ["c-1", "c-2#1"]
