@@ -18,7 +18,7 @@ import pytest
 import rfc8785
 
 import ledger_bus as lb
-from ledger_bus.adapters.calls import CallLedger, ToolStep
+from ledger_bus.adapters.calls import Begun, CallLedger, ToolStep
 from ledger_bus.agent.recorder import Attempt
 from ledger_bus.model.batch import Limits, prepare_append
 from ledger_bus.model.keys import idempotency_key
@@ -429,17 +429,26 @@ def test_the_command_line_settles_with_probes_and_shows_what_they_said(
     assert result["result"] == {"charged": 3}
 
 
+def framework_call_left_open(
+    store: EventStore, amount: int, *, safe: bool
+) -> tuple[CallLedger, lb.StreamId, Begun]:
+    """An Agents SDK-like call (`c-1`, matched by its arguments) whose process died in the
+    tool: its request recorded, its lease lapsed."""
+    calls = CallLedger(store, agent="framework", lease_ttl_ms=TTL_MS)
+    stream = lb.StreamId(SESSION, "oa.tools")
+    first = ToolStep("c-1", "charge", {"amount": amount}, safe, match_args=True, named=True)
+    done, begun = store.run_op(calls.begin_op(stream, first))
+    assert not done
+    wait_for(lambda: not store.lease_alive(SESSION, f"run-{begun.run_id}"), "the lease")
+    return calls, stream, begun
+
+
 def test_a_call_asked_again_under_a_new_id_takes_the_settlement_and_the_first_call_s_key(
     memory_store: EventStore,
 ) -> None:
     # A framework whose call ids do not outlive a crash (the Agents SDK): the model asks again
     # under a new id; the rerun takes what the probe found, under the first call's key.
-    calls = CallLedger(memory_store, agent="framework", lease_ttl_ms=TTL_MS)
-    stream = lb.StreamId(SESSION, "oa.tools")
-    first = ToolStep("c-1", "charge", {"amount": 4}, False, match_args=True, named=True)
-    done, begun = memory_store.run_op(calls.begin_op(stream, first))
-    assert not done  # the process dies in the tool: its lease lapses
-    wait_for(lambda: not memory_store.lease_alive(SESSION, f"run-{begun.run_id}"), "the lease")
+    calls, stream, begun = framework_call_left_open(memory_store, 4, safe=False)
     found = Probed.done({"charged": 4}, "ch_4")
     assert reconciler(memory_store, {"charge": lambda call: found}).run_pass().settled == 1
 
@@ -501,11 +510,7 @@ def test_a_call_asked_again_under_a_new_id_waits_for_a_reconciler_settling_the_f
 ) -> None:
     # Safe to replay, asked again under a new id while a reconciler holds the first call's run
     # lease (asking its probe): the rerun does not close the first call beside the settlement.
-    calls = CallLedger(memory_store, agent="framework", lease_ttl_ms=TTL_MS)
-    stream = lb.StreamId(SESSION, "oa.tools")
-    first = ToolStep("c-1", "charge", {"amount": 6}, True, match_args=True, named=True)
-    _, begun = memory_store.run_op(calls.begin_op(stream, first))
-    wait_for(lambda: not memory_store.lease_alive(SESSION, f"run-{begun.run_id}"), "the lease")
+    calls, stream, begun = framework_call_left_open(memory_store, 6, safe=True)
     held = memory_store.acquire_lease(SESSION, f"run-{begun.run_id}", "reconciler", 10_000)
     again = ToolStep("c-2", "charge", {"amount": 6}, True, match_args=True, named=True)
     with pytest.raises(lb.LedgerError, match="held by another live process"):
