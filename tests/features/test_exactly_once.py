@@ -232,6 +232,8 @@ class Lane:
                 self.failures.append(f"{self.kind}-{n}: {type(err).__name__}: {err}"[:600])
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # about 2 minutes alone; more beside the rest of the suite
 def test_each_logical_charge_happens_exactly_once_across_kills_and_resumes(
     redis_store: EventStore, redis_url: str, prefix: str, payments: Any, tmp_path: Path
 ) -> None:
