@@ -252,7 +252,7 @@ demo: install
 # docs/api: the public Python surface, made from the code's docstrings (pdoc); the modules named
 # here are the public ones (tests/packaging/test_public_surface.py holds the pages to the code).
 API_MODULES = ledger_bus ledger_bus.aio ledger_bus.otel ledger_bus.adapters.langgraph \
-  ledger_bus.adapters.openai_agents ledger_bus.adapters.adk ledger_bus.testing \
+  ledger_bus.adapters.openai_agents ledger_bus.adapters.adk ledger_bus.adapters.a2a ledger_bus.testing \
   ledger_bus.testing.contract \
   $(addprefix ledger_bus.testing.contract.,log attempts groups bounds deletes restores) \
   ledger_bus.testing.events

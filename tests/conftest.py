@@ -19,9 +19,9 @@ from tests.support.helpers import url_for
 from tests.support.pgserver import LocalPostgres
 from tests.support.tls import make_pki
 
-# Google ADK's own session tests: run by tests/adapters/test_adk_own_suite.py, in a pytest of
-# their own (asyncio mode on, as ADK runs them), not collected here.
-collect_ignore = ["adapters/adk_suite"]
+# Google ADK's and a2a-sdk's own tests: run by tests/adapters/test_adk_own_suite.py and
+# test_a2a_own_suite.py, each in a pytest of its own (asyncio mode on, as they run them).
+collect_ignore = ["adapters/adk_suite", "adapters/a2a_suite"]
 
 
 @pytest.fixture(scope="session")

@@ -29,7 +29,7 @@ from ledger_bus.store.base import PAGE, EventStore
 
 _DATE: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
 # The kinds of mutation that are a framework's native record, kept for its own resume.
-NATIVE_PREFIXES: Final = ("langgraph.", "agents.", "pi.", "agentgo.", "adk.")
+NATIVE_PREFIXES: Final = ("langgraph.", "agents.", "pi.", "agentgo.", "adk.", "a2a.")
 NATIVE_KINDS: Final = frozenset({"native.checkpoint"})
 
 

@@ -11,6 +11,7 @@ user knows (docs/adapters.md):
   (ledger_bus/adapters/langgraph/layout.py);
 - the OpenAI Agents SDK: a session's id when it is a session id, else `oa~` and 40 hex digits
   (ledger_bus/adapters/openai_agents.py);
+- A2A: `a2a~<task id>`, the id as an ADK part (ledger_bus/adapters/a2a/layout.py);
 - Pi and AgentGo keep their sessions in the ledger session the caller names, so that name is
   the one a user knows (a Pi session's own id names a stream of it, `pi.<id>`).
 
@@ -83,14 +84,16 @@ def framework_id(session: str) -> str | None:
 def sessions_named(name: str, sessions: Iterable[str]) -> list[str]:
     """The sessions a user may mean by `name`, among `sessions`: `[name]` when that session is
     one of them; else, sorted, each whose framework knows it by `name` (an ADK session by its
-    session id, a LangGraph thread by its thread id, an Agents SDK session by its id); `[]`
-    when none is."""
+    session id, a LangGraph thread by its thread id, an Agents SDK session by its id, an A2A
+    task by its task id); `[]` when none is."""
     known = set(sessions)
     if name in known:
         return [name]
     part = adk_part(name)
     found = {s for s in known if framework_id(s) == part}
     found.update(s for s in digested(name) if s in known)
+    if f"a2a~{part}" in known:  # an A2A task, by its task id
+        found.add(f"a2a~{part}")
     return sorted(found)
 
 

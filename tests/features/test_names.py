@@ -8,6 +8,7 @@ import asyncio
 
 import pytest
 
+from ledger_bus.adapters.a2a.layout import session_of as a2a_session_of
 from ledger_bus.adapters.adk import LedgerSessionService
 from ledger_bus.adapters.adk.layout import session_of
 from ledger_bus.adapters.langgraph.layout import thread_session
@@ -54,13 +55,14 @@ def test_each_adapters_naming_is_undone(given: str) -> None:
     """The rules written again in agent/names.py are the adapters' own."""
     adk = session_of("my app", "ann@example.com", given)
     thread, agents_sdk = thread_session(given), ledger_session(given)
+    task = a2a_session_of(given)
     decoys = [session_of("my app", "ann", given + "x"), session_of(given, given, "other")]
-    sessions = [adk, thread, agents_sdk, *decoys]
+    sessions = [adk, thread, agents_sdk, task, *decoys, a2a_session_of(given + "x")]
     if given in sessions:
         # Kept under its own name (a thread or an Agents SDK session whose id is a session id)
         assert sessions_named(given, sessions) == [given]
         sessions = [s for s in sessions if s != given]
-    assert sessions_named(given, sessions) == sorted({adk, thread, agents_sdk} - {given})
+    assert sessions_named(given, sessions) == sorted({adk, thread, agents_sdk, task} - {given})
     assert framework_id(adk) is not None
     assert framework_id(decoys[0]) != framework_id(adk)
 

@@ -7,18 +7,21 @@ its run and none under "session", and its counts are in words that agree with th
 from __future__ import annotations
 
 import re
-import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from ledger_bus.agent.recorder import Recorder
 from ledger_bus.store.base import EventStore
 from ledger_bus.ui.app import session_path
-from tests.support.ui import in_thread, needs_chromium
+from tests.support.adapter_sessions import (
+    adk_session,
+    agentgo_session,
+    agents_sdk_session,
+    langgraph_session,
+    pi_session,
+)
+from tests.support.ui import needs_chromium
 
 pytestmark = needs_chromium
 
@@ -83,14 +86,7 @@ def drawn(page: Any, url: str) -> Drawn:
 def test_a_langgraph_thread_reads_as_its_conversation_with_no_serialized_state_on_screen(
     redis_store: EventStore, base: str, page: Any, tmp_path: Any
 ) -> None:
-    pytest.importorskip("langgraph")
-    from ledger_bus.adapters.langgraph import LedgerSaver
-    from tests.support.graphs import ask, build
-
-    graph = build(LedgerSaver(redis_store), tmp_path)
-    question, config = ask("lg-chat")
-    graph.invoke(question, config)
-
+    langgraph_session(redis_store, tmp_path, "lg-chat")
     page.goto(f"{base}/s/lg-chat")
     text = page.inner_text("#timeline")
     # The conversation: the question, the model's calls with their tokens, both tool calls with
@@ -119,13 +115,8 @@ def test_a_langgraph_thread_reads_as_its_conversation_with_no_serialized_state_o
 def test_an_adk_session_reads_as_its_conversation_with_adks_records_out_of_sight(
     redis_store: EventStore, base: str, page: Any
 ) -> None:
-    pytest.importorskip("google.adk")
-    from ledger_bus.adapters.adk import LedgerSessionService
-    from ledger_bus.adapters.adk.layout import session_of
-    from tests.support.adk import APP, in_thread, scenario
-
-    in_thread(lambda: scenario(LedgerSessionService(redis_store)))
-    page.goto(f"{base}/s/{session_of(APP, 'ann', 's1')}")
+    session = adk_session(redis_store)
+    page.goto(f"{base}/s/{session}")
     text = page.inner_text("#timeline")
     # The conversation: what was said on both sides, the model's calls with their tokens, the
     # tool's calls with their results, the transfer as a delegation.
@@ -138,23 +129,18 @@ def test_an_adk_session_reads_as_its_conversation_with_adks_records_out_of_sight
     assert page.locator("#timeline .tokens").count() == 7
     native = re.compile(r"adk\.event(?!s)")  # the record's kind, not the stream's name
     assert not native.search(text)
-    page.goto(f"{base}/s/{session_of(APP, 'ann', 's1')}?native=1")
+    page.goto(f"{base}/s/{session}?native=1")
     assert native.search(page.inner_text("#timeline"))
 
 
 def test_an_adk_session_draws_each_agent_s_turn_as_a_run_with_its_calls(
     redis_store: EventStore, base: str, page: Any
 ) -> None:
-    pytest.importorskip("google.adk")
-    from ledger_bus.adapters.adk import LedgerSessionService
-    from ledger_bus.adapters.adk.layout import session_of
-    from tests.support.adk import APP, in_thread, scenario
-
     # Given ADK's Runner on the ledger: four turns of ann's, the third transferred to billing
-    in_thread(lambda: scenario(LedgerSessionService(redis_store)))
+    session = adk_session(redis_store)
     # When her session is opened by the id ADK knows it by
     shown = drawn(page, f"{base}/s/s1")
-    assert page.url == base + session_path(session_of(APP, "ann", "s1"))
+    assert page.url == base + session_path(session)
     # Then each agent's part of each turn is a run, billing's first under root's, who sent it
     assert shown.agents() == [("root", 0), ("root", 0), ("root", 0), ("billing", 1), ("billing", 0)]
     invocation = shown.tree[2][0].rsplit("/", 1)[0]
@@ -182,14 +168,8 @@ def test_an_adk_session_draws_each_agent_s_turn_as_a_run_with_its_calls(
 def test_a_langgraph_thread_draws_each_node_execution_as_a_run_with_its_calls(
     redis_store: EventStore, base: str, page: Any, tmp_path: Path
 ) -> None:
-    pytest.importorskip("langgraph")
-    from ledger_bus.adapters.langgraph import LedgerSaver
-    from tests.support.graphs import ask, build
-
     # Given a graph whose agent node asks for two tools, which its tools node runs
-    graph = build(LedgerSaver(redis_store), tmp_path)
-    question, config = ask("lg-runs")
-    graph.invoke(question, config)
+    langgraph_session(redis_store, tmp_path, "lg-runs")
     # When the thread is opened
     shown = drawn(page, f"{base}/s/lg-runs")
     # Then each node's execution is a run
@@ -214,43 +194,8 @@ def test_a_langgraph_thread_draws_each_node_execution_as_a_run_with_its_calls(
 def test_an_agents_sdk_session_draws_a_handoff_as_a_child_run_with_its_calls(
     redis_store: EventStore, base: str, page: Any, tmp_path: Path
 ) -> None:
-    pytest.importorskip("agents")
-    from agents import Agent, Runner, function_tool
-    from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
-
-    from ledger_bus.adapters.openai_agents import LedgerSession
-
     # Given triage handing off to support, which refunds, on a LedgerSession with its run hooks
-    session = LedgerSession("oa-runs", redis_store)
-
-    @function_tool
-    def refund(order: int) -> str:
-        """Refund an order."""
-        return f"refunded {order}"
-
-    def said(step: str, *output: Any) -> ModelStep:
-        return ModelStep(output=list(output), response_id=step)
-
-    support = Agent(
-        name="support",
-        model=ScriptedModel(
-            [
-                said("r2", function_call("refund", {"order": 7}, call_id="c-refund")),
-                said("r3", assistant_message("refunded")),
-            ]
-        ),
-        tools=list(session.record_tools([refund])),
-    )
-    triage = Agent(
-        name="triage",
-        model=ScriptedModel([said("r1", function_call("transfer_to_support", {}, call_id="h1"))]),
-        handoffs=[support],
-    )
-
-    async def scenario() -> None:
-        await Runner.run(triage, "refund order 7", session=session, hooks=session.run_hooks())
-
-    in_thread(scenario)
+    agents_sdk_session(redis_store, "oa-runs")
     # When the session is opened
     shown = drawn(page, f"{base}/s/oa-runs")
     # Then triage's run is drawn with support's under it, each with its calls
@@ -287,18 +232,9 @@ def test_a_recorder_s_runs_draw_with_the_delegated_run_under_its_parent(
 def test_an_agentgo_run_draws_its_subagent_as_a_child_run_with_its_calls(
     redis_url: str, prefix: str, base: str, page: Any, tmp_path: Path
 ) -> None:
-    from tests.support.gopeer import GO_MODULE, go_program, need_go
-
-    need_go()
     # Given AgentGo's scripted agent (docs/go.md's wiring): lookup and research, a subagent in
     # a child run, then deploy
-    program = go_program(GO_MODULE / "adapters" / "agentgo", "./internal/scripted")
-    ran = subprocess.run(
-        [str(program), "-url", redis_url, "-prefix", prefix, "-session", "ship", "-run", "r1",
-         "-marks", str(tmp_path)],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    assert ran.returncode == 0, ran.stderr + ran.stdout
+    agentgo_session(redis_url, prefix, tmp_path, "ship")
     # When the session is opened
     shown = drawn(page, f"{base}/s/ship")
     # Then the subagent's run is drawn under r1's, each with its calls
@@ -318,34 +254,14 @@ def test_an_agentgo_run_draws_its_subagent_as_a_child_run_with_its_calls(
 def test_a_pi_session_draws_as_one_run_with_its_calls(
     redis_url: str, prefix: str, redis_store: EventStore, base: str, page: Any
 ) -> None:
-    from tests.support.helpers import ledger_cli
-    from tests.support.node import NodePeer, need_node, node22
-
-    need_node()
-    node = node22()
-    if node is None:
-        pytest.fail("Pi 1.x needs Node 22.19 or newer: `make test` installs it into tests/node22")
     # Given a Pi agent killed inside its deploy tool, the call resolved by an operator, and the
     # Pi session opened again, which gives Pi the outcome and goes on to its answer
-    crashed = NodePeer(redis_url, prefix, node)
-    try:
-        pi_session = crashed.ask("pi_hang", session="pi", call_id="call-7", lease_ms=300)
-        crashed.process.kill()
-        crashed.process.wait()
-    finally:
-        crashed.close()
-    resolved = ledger_cli(redis_url, prefix, "resolve", "pi", "call-7", "--ok", '{"deployed": 1}')
-    assert resolved.returncode == 0, resolved.stderr
-    deadline = time.monotonic() + 10
-    while redis_store.lease_alive("pi", f"run-pi.{pi_session}") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    with NodePeer(redis_url, prefix, node) as resumed:
-        assert resumed.ask("pi_resume", session="pi", pi_session=pi_session)["ran"] == 0
+    _, opened = pi_session(redis_url, prefix, redis_store, "pi")
     # When the session is opened
     shown = drawn(page, f"{base}/s/pi")
     # Then the Pi session is one run (its stream pi.<id>), its call under it
-    assert shown.tree == [(f"pi.{pi_session}", "pi", 0)]
-    assert shown.runs == [f"pi.{pi_session}"]
+    assert shown.tree == [(f"pi.{opened}", "pi", 0)]
+    assert shown.runs == [f"pi.{opened}"]
     assert shown.calls_of() == [["deploy", "model", "model"]]
     assert "" not in shown.calls
     assert (shown.said["stream"], shown.said["run"]) == ("1 stream", "1 run")

@@ -23,9 +23,9 @@ its event's append commits (shared.py).
 
 from __future__ import annotations
 
-import hashlib
-import re
 from typing import Final
+
+from ledger_bus.adapters.parts import part
 
 AGENT: Final = "adk"
 EVENTS: Final = "adk.events"
@@ -44,15 +44,6 @@ DELETED: Final = "adk.deleted"
 # A checkpoint of the session-scoped state every this many ADK events: a read of the head's
 # state reads at most this many events back, and a checkpoint costs one state's bytes.
 CHECKPOINT_EVERY: Final = 50
-
-_PLAIN = re.compile(r"[A-Za-z0-9._@+-]{1,60}")
-
-
-def part(value: str) -> str:
-    """An id as a part of a ledger name: itself when plain, else `~` and its digest."""
-    if _PLAIN.fullmatch(value):
-        return value
-    return "~" + hashlib.sha256(value.encode()).hexdigest()[:32]
 
 
 def session_of(app_name: str, user_id: str, session_id: str) -> str:
