@@ -51,6 +51,8 @@ from ledger_bus.adapters.a2a import (
     session_of,
 )
 from ledger_bus.demo.server import free_port
+from ledger_bus.exports.atif import atif_of
+from ledger_bus.exports.otel import spans_of
 from ledger_bus.exports.trajectory import Builder
 from ledger_bus.store.base import EventStore
 from tests.support.a2a_replica import Counter, card
@@ -222,6 +224,15 @@ def test_every_update_is_kept_and_the_task_reads_as_a_session(memory_store: Even
         builder.add(e)
     runs = [r for r in builder.tree().runs.values() if r.run_id]
     assert [(r.agent, r.status) for r in runs] == [("counter", "ok")]
+    # and the exports read it as any session: an ATIF trajectory of the conversation, spans of
+    # the agent's run
+    atif = atif_of(memory_store, session)
+    words = json.dumps(atif)
+    assert "count to 3" in words
+    assert "tick 3 by one" in words
+    assert "a2a.task" not in words, "A2A's own records are not the conversation"
+    spans = list(spans_of(memory_store, session))
+    assert any(s.name == "invoke_agent counter" for s in spans), [s.name for s in spans]
 
 
 def _payload(event: Event) -> dict[str, Any]:
