@@ -52,7 +52,7 @@ from ag_ui.core import (
 
 from ledger_bus.agent.filters import is_native
 from ledger_bus.model.errors import InvalidInput
-from ledger_bus.model.ids import cursor_ms, parse_cursor, quoted
+from ledger_bus.model.ids import cursor_ms, format_cursor, parse_cursor, quoted
 from ledger_bus.model.records import RecordedEvent
 
 STARTS: Final = ("run.started", "run.resumed")
@@ -75,7 +75,8 @@ def position(value: str | None) -> Position | None:
         return None
     cursor, _, index = value.partition("/")
     try:
-        parse_cursor(cursor)
+        # Written as the store writes cursors (one may come unpadded): they are compared as text.
+        cursor = format_cursor(*parse_cursor(cursor))
         if index and not (index.isdigit() and len(index) < 6):
             raise ValueError(index)
     except (InvalidInput, ValueError):
@@ -87,7 +88,8 @@ def position(value: str | None) -> Position | None:
 class _Run:
     subagent: str
     agent: str
-    opened_by: BaseEvent
+    opened_by: SubagentStartedEvent
+    parent: str | None = None  # the ledger run it was delegated by
 
 
 @dataclass
@@ -111,9 +113,38 @@ class Mapper:
         }
         return StateSnapshotEvent(snapshot={"session": self.session_id, "at": at, "runs": running})
 
-    def reopened(self) -> list[BaseEvent]:
-        """The runs open now, said again for a resumed stream."""
-        return [_reopen(r.opened_by) for r in self.runs.values()]
+    def reopened(self, before: str | None = None) -> list[BaseEvent]:
+        """The runs open now, said again for a resumed stream (with `before`, an id: those
+        opened up to it; one opened after it is still to be sent). A parent comes before its
+        children and is named by its id now (a restarted one's new id); a parent no longer open
+        is not named, for the new stream never started it."""
+        opened = {
+            run: r
+            for run, r in self.runs.items()
+            if before is None or _order(ident_of(r.opened_by)) <= _order(before)
+        }
+        said: list[BaseEvent] = []
+        placed: set[str] = set()
+
+        def place(run: str, seen: frozenset[str]) -> None:
+            if run in placed:
+                return
+            r = opened[run]
+            parent = r.parent if r.parent in opened and r.parent not in seen else None
+            if parent is not None:
+                place(parent, seen | {run})
+            again = _reopen(r.opened_by)
+            assert isinstance(again, SubagentStartedEvent)
+            if parent is not None:
+                again.parent_subagent_run_id = opened[parent].subagent
+            else:
+                again.parent_subagent_run_id = again.parent_tool_call_id = None
+            said.append(again)
+            placed.add(run)
+
+        for run in opened:
+            place(run, frozenset())
+        return said
 
     def feed(self, event: RecordedEvent) -> list[BaseEvent]:
         """The AG-UI events of `event`, each with its id in its metadata."""
@@ -174,7 +205,7 @@ class Mapper:
             if call is not None:
                 linked["parent_tool_call_id"] = call
         started = SubagentStartedEvent(subagent_run_id=subagent, name=event.agent, **linked)
-        self.runs[run] = _Run(subagent, event.agent, started)
+        self.runs[run] = _Run(subagent, event.agent, started, by if parent is not None else None)
         made.append(started)
         return made
 
@@ -185,6 +216,16 @@ class Mapper:
             said = event.fields.get("error") or event.fields.get("state") or "the run failed"
             return SubagentErrorEvent(subagent_run_id=subagent, message=str(said))
         return SubagentFinishedEvent(subagent_run_id=subagent)
+
+
+def ident_of(event: BaseEvent) -> str:
+    """A mapped event's id, whether or not it is said again."""
+    return str(((event.metadata or {}).get("ledger") or {}).get("id", ""))
+
+
+def _order(found: str) -> tuple[str, int]:
+    cursor, _, n = found.partition("/")
+    return cursor, int(n or 1 << 30)
 
 
 def resumed_inside(made: list[BaseEvent], index: int) -> list[BaseEvent]:

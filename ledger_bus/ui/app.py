@@ -453,7 +453,10 @@ class View:
                 after = start.cursor
             if snapshot:
                 first.append(mapper.snapshot(after))
-            first += mapper.reopened() + inside
+            before = None
+            if start is not None:
+                before = start.cursor if start.index is None else f"{start.cursor}/{start.index}"
+            first += mapper.reopened(before) + inside
         for event in first:
             yield _sse(event)
         async for item in self.hub.events(s, session_id, after or CURSOR_ZERO, PING_S):

@@ -41,14 +41,17 @@ from a2a.types import (
     TaskState,
     TaskStatus,
 )
+from a2a.utils.errors import InvalidParamsError
 from a2a.utils.proto_utils import to_stream_response
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 from ledger_bus.adapters.a2a import (
+    LedgerRequestHandler,
     LedgerTaskEventStream,
     LedgerTaskStore,
     LedgerVersionedTaskStore,
     session_of,
+    version_of,
 )
 from ledger_bus.demo.server import free_port
 from ledger_bus.exports.atif import atif_of
@@ -235,6 +238,19 @@ def test_every_update_is_kept_and_the_task_reads_as_a_session(memory_store: Even
     assert any(s.name == "invoke_agent counter" for s in spans), [s.name for s in spans]
 
 
+def test_a_plain_store_s_saves_say_their_new_artifacts_too(memory_store: EventStore) -> None:
+    # Given the SDK's handler on a plain LedgerTaskStore, which the SDK hands no events
+    tasks = LedgerTaskStore(memory_store, agent="counter")
+    asyncio.run(served_run(tasks))
+    (listed,) = asyncio.run(tasks.list(ListTasksRequest(), ANN)).tasks
+    # Then each artifact the task gained is said, once, as its agent's message
+    events = list(memory_store.scan_session(session_of(listed.id)))
+    said = [e.fields["body"] for e in events if e.type == "message" and e.agent == "counter"]
+    assert [b for b in said if " by " in b] == ["tick 1 by one", "tick 2 by one", "tick 3 by one"]
+    saves = asyncio.run(tasks.history(listed.id, ANN))
+    assert all(s.event is None for s in saves)
+
+
 def _payload(event: Event) -> dict[str, Any]:
     return dict(MessageToDict(to_stream_response(event)))
 
@@ -373,7 +389,7 @@ def replica(
 
 
 async def streamed(
-    client: httpx.AsyncClient, url: str, method: str, params: Any
+    client: httpx.AsyncClient, url: str, method: str, params: Any, after: int | None = None
 ) -> AsyncIterator[StreamResponse]:
     body = {
         "jsonrpc": "2.0",
@@ -382,6 +398,8 @@ async def streamed(
         "params": MessageToDict(params),
     }
     headers = {"A2A-Version": "1.0", "Accept": "text/event-stream"}
+    if after is not None:
+        headers["Last-Event-ID"] = str(after)
     async with client.stream("POST", url, json=body, headers=headers, timeout=60) as response:
         async for line in response.aiter_lines():
             if line.startswith("data:"):
@@ -421,11 +439,23 @@ def ticks_of(events: list[StreamResponse]) -> tuple[list[int], list[int]]:
     return made, told
 
 
+def payload(event: StreamResponse) -> Any:
+    return getattr(event, str(event.WhichOneof("payload")))
+
+
+def versions(events: list[StreamResponse]) -> list[int | None]:
+    return [version_of(payload(e)) for e in events]
+
+
+async def until_done(events: AsyncIterator[StreamResponse]) -> list[StreamResponse]:
+    return [e async for e in events]
+
+
 @pytest.mark.timeout(180)
 def test_a_replica_killed_mid_task_loses_no_update_and_the_other_streams_the_rest_once(
     redis_url: str, prefix: str, redis_store: EventStore, tmp_path: Path
 ) -> None:
-    async def scenario() -> None:
+    async def scenario() -> tuple[list[StreamResponse], ...]:
         with (
             replica(redis_url, prefix, "a", tmp_path / "a.log") as (a, process_a),
             replica(redis_url, prefix, "b", tmp_path / "b.log") as (b, _),
@@ -433,58 +463,99 @@ def test_a_replica_killed_mid_task_loses_no_update_and_the_other_streams_the_res
             async with httpx.AsyncClient() as client:
                 # Given a client streaming a task from replica a
                 from_a: list[StreamResponse] = []
-                async for event in streamed(
-                    client, a, "SendStreamingMessage", SendMessageRequest(message=said("count"))
-                ):
+                asked = SendMessageRequest(message=said("count"))
+                async for event in streamed(client, a, "SendStreamingMessage", asked):
                     from_a.append(event)
                     if ticks_of(from_a)[1][-1:] == [3]:
                         break
                 task_id = from_a[0].task.id
+                last = versions(from_a)[-1]
                 # When a is killed in the middle of it
                 process_a.send_signal(signal.SIGKILL)
                 process_a.wait(timeout=10)
-                # and the client subscribes again through b, and asks b to go on with the task
-                from_b: list[StreamResponse] = []
-                resubscribed = streamed(
-                    client, b, "SubscribeToTask", SubscribeToTaskRequest(id=task_id)
-                )
-                from_b.append(await anext(resubscribed))
+                # and the client subscribes again through b after the last event it had (and
+                # another without saying where it was, as A2A's own clients do)
+                again = SubscribeToTaskRequest(id=task_id)
+                resumed = streamed(client, b, "SubscribeToTask", again, last)
+                plain = streamed(client, b, "SubscribeToTask", again)
+                snapshot = await anext(plain)
+                # and b is asked to go on with the task
                 go_on = SendMessageRequest(
                     message=said("go on", task_id=task_id, context_id=from_a[0].task.context_id),
                     configuration=SendMessageConfiguration(return_immediately=True),
                 )
                 await called(client, b, "SendMessage", go_on)
-                async for event in resubscribed:
-                    from_b.append(event)
+                from_b, after_snapshot = await asyncio.gather(
+                    until_done(resumed), until_done(plain)
+                )
                 final = ParseDict(
                     await called(client, b, "GetTask", GetTaskRequest(id=task_id)), Task()
                 )
-        # Then the snapshot b sends holds every update a streamed (a kept nothing the ledger lost)
-        streamed_by_a = ticks_of(from_a)
-        assert streamed_by_a == ([1, 2, 3], [1, 2, 3])
-        snapshot = from_b[0].task
-        held = sorted(int(x.artifact_id.split("-")[1]) for x in snapshot.artifacts)
-        assert held[:3] == [1, 2, 3]
-        assert held == list(range(1, len(held) + 1))
-        # and b streams each later update once, in order, none the snapshot holds
-        made, told = ticks_of(from_b[1:])
-        assert made == list(range(len(held) + 1, 13)), (held, made)
-        assert told == made
-        assert from_b[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
-        # and the task ends with each tick once
-        assert [x.artifact_id for x in final.artifacts] == [f"tick-{n}" for n in range(1, 13)]
-        assert final.status.state == TaskState.TASK_STATE_COMPLETED
+        return from_a, from_b, [snapshot, *after_snapshot], [final]
+
+    from_a, from_b, from_plain, (final,) = asyncio.run(scenario())
+    # Then every event a streamed carries its task version
+    assert ticks_of(from_a) == ([1, 2, 3], [1, 2, 3])
+    assert None not in versions(from_a)
+    # and the resumed subscription sends every later update once, in order, from the first a
+    # did not send (one a saved before it died included) to the task's end: together with what
+    # a sent, each of the task's updates on the ledger, once
+    (session,) = [name for name, _ in redis_store.sessions() if name.startswith("a2a~")]
+    saved = [
+        e.version
+        for e in redis_store.scan_session(session)
+        if e.fields.get("kind") == "a2a.task" and "event" in e.fields
+    ]
+    assert versions(from_a) + versions(from_b) == saved
+    made, told = ticks_of(from_a + from_b)
+    assert made == told == list(range(1, 13))
+    assert from_b[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    # and a subscription that says nothing of where it was gets the task as it stands (every
+    # update a sent in it), then each later update once, none the snapshot holds
+    held = sorted(int(x.artifact_id.split("-")[1]) for x in from_plain[0].task.artifacts)
+    assert held[:3] == [1, 2, 3]
+    assert held == list(range(1, len(held) + 1))
+    later, _ = ticks_of(from_plain[1:])
+    assert later == list(range(len(held) + 1, 13)), (held, later)
+    # and the task ends with each tick once
+    assert [x.artifact_id for x in final.artifacts] == [f"tick-{n}" for n in range(1, 13)]
+    assert final.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+def test_a_resumed_subscription_of_a_task_that_ended_sends_what_was_missed_then_ends(
+    memory_store: EventStore,
+) -> None:
+    tasks = LedgerVersionedTaskStore(memory_store, agent="counter")
+    handler = LedgerRequestHandler(
+        agent_executor=Counter("one", ticks=3, tick_s=0.0), agent_card=card(1), task_store=tasks
+    )
+
+    async def scenario() -> None:
+        asked = SendMessageRequest(message=said("count"))
+        sent = [e async for e in handler.on_message_send_stream(asked, ANN)]
+        found = [version_of(e) for e in sent]
+        stamped = [v for v in found if v is not None]
+        assert stamped == found, "each event carries its version"
+        assert stamped == sorted(stamped)
+        task_id = sent[0].id
+
+        def resumed_after(after: str) -> ServerCallContext:
+            return ServerCallContext(user=ANN.user, state={"headers": {"last-event-id": after}})
+
+        async def resubscribed(after: str) -> list[Any]:
+            asked = SubscribeToTaskRequest(id=task_id)
+            return [e async for e in handler.on_subscribe_to_task(asked, resumed_after(after))]
+
+        # A client that had the first four events gets the rest, then the stream ends
+        rest = await resubscribed(str(stamped[3]))
+        assert [version_of(e) for e in rest] == stamped[4:]
+        # one that had them all gets nothing more
+        assert await resubscribed(str(stamped[-1])) == []
+        # and a resume point that is not a version is refused in one line
+        with pytest.raises(InvalidParamsError, match="Last-Event-ID must be a task version"):
+            await resubscribed("yesterday")
 
     asyncio.run(scenario())
-    # and the ledger holds each update once, whichever replica made it
-    (session,) = [name for name, _ in redis_store.sessions() if name.startswith("a2a~")]
-    records = list(redis_store.scan_session(session))
-    ticks = [
-        e.fields["event"]["artifactUpdate"]["artifact"]["artifactId"]
-        for e in records
-        if e.fields.get("kind") == "a2a.task" and "artifactUpdate" in e.fields.get("event", {})
-    ]
-    assert ticks == [f"tick-{n}" for n in range(1, 13)]
 
 
 def test_bad_versions_are_refused_in_one_line(memory_store: EventStore) -> None:

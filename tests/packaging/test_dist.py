@@ -275,7 +275,24 @@ assert asyncio.run(service.get_session(app_name="app", user_id="u", session_id="
 """
 
 A2A = """
+import asyncio
+from a2a.server.context import ServerCallContext
+from a2a.types import Task, TaskState, TaskStatus
+import ledger_bus as lb
 from ledger_bus.adapters.a2a import LedgerTaskStore
+tasks = LedgerTaskStore(lb.connect("memory://"))
+made = Task(id="t", context_id="c", status=TaskStatus(state=TaskState.TASK_STATE_WORKING))
+asyncio.run(tasks.save(made, ServerCallContext()))
+assert asyncio.run(tasks.get("t", ServerCallContext())) == made
+"""
+
+AG_UI = """
+import ledger_bus as lb
+from ledger_bus.exports.agui import Mapper, wire
+store = lb.connect("memory://")
+store.append(lb.StreamId("s", "main"), 0, "a", [{"type": "message", "agent": "a", "body": "hi"}])
+(said,) = store.scan_session("s")
+assert '"delta":"hi"' in wire(Mapper("s").feed(said)[1])
 """
 
 # The first message of an MCP client over stdio: the server answers it, then ends with stdin.
@@ -337,6 +354,7 @@ def contract_suite(bin_: Path, home: Path, env: dict[str, str]) -> None:
 CHECKS: dict[str, tuple[Check, str]] = {
     "adk": (python(ADK), ""),
     "a2a": (python(A2A), ""),
+    "ag-ui": (python(AG_UI), ""),
     "langgraph": (python(LANGGRAPH), ""),
     "mcp": (mcp_server, "redis"),
     "openai-agents": (python(OPENAI_AGENTS), ""),

@@ -39,6 +39,7 @@ def test_the_public_modules_are_the_ones_the_docs_promise() -> None:
         "ledger_bus.adapters.langgraph",
         "ledger_bus.adapters.openai_agents",
         "ledger_bus.adapters.adk",
+        "ledger_bus.adapters.a2a",
         "ledger_bus.testing",
         "ledger_bus.testing.contract",
         *(part.__name__ for part in PARTS.values()),

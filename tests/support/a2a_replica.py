@@ -1,6 +1,6 @@
 """One replica of an A2A server on the ledger, for the tests that kill one (a process of its own):
-a2a-sdk's request handler and JSON-RPC routes, a LedgerVersionedTaskStore and a
-LedgerTaskEventStream on one Redis, and a scripted agent that counts.
+a2a-sdk's JSON-RPC routes, the ledger's request handler (a LedgerVersionedTaskStore and a
+LedgerTaskEventStream on one Redis), and a scripted agent that counts.
 
     python -m tests.support.a2a_replica --port P --url redis://... --prefix X --name a
 
@@ -21,7 +21,6 @@ from a2a.helpers.proto_helpers import new_task_from_user_message
 from a2a.server.agent_execution.agent_executor import AgentExecutor
 from a2a.server.agent_execution.context import RequestContext
 from a2a.server.events.event_queue import EventQueue
-from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks.task_updater import TaskUpdater
 from a2a.types import (
@@ -36,7 +35,7 @@ from a2a.types import (
 from starlette.applications import Starlette
 
 from ledger_bus import aio
-from ledger_bus.adapters.a2a import LedgerTaskEventStream, LedgerVersionedTaskStore
+from ledger_bus.adapters.a2a import LedgerRequestHandler, LedgerVersionedTaskStore
 
 TICK = re.compile(r"tick-(\d+)")
 
@@ -100,11 +99,10 @@ def card(port: int) -> AgentCard:
 
 async def serve(args: argparse.Namespace) -> None:
     store = await aio.connect(args.url, prefix=args.prefix)
-    handler = DefaultRequestHandler(
+    handler = LedgerRequestHandler(
         agent_executor=Counter(args.name, args.ticks, args.tick_s),
         task_store=LedgerVersionedTaskStore(store, agent="counter"),
         agent_card=card(args.port),
-        event_stream=LedgerTaskEventStream(store),
     )
     app = Starlette(
         routes=[

@@ -291,3 +291,66 @@ def test_a_view_without_the_extra_says_which_to_install(tmp_path: Path) -> None:
     )  # fmt: skip
     assert ran.stdout.startswith("501 the AG-UI stream needs ag_ui"), ran.stdout + ran.stderr
     assert "pip install 'ledger-bus[ag-ui]'" in ran.stdout
+
+
+def lifecycle(store: EventStore, session: str, steps: list[tuple[str, dict[str, Any]]]) -> None:
+    """Events appended to their runs' streams, one append each, in order (run id, fields)."""
+    for n, (run, fields) in enumerate(steps):
+        event = {"type": "mutation", "agent": "w", "run_id": run, **fields}
+        store.append(lb.StreamId(session, f"run-{run}"), lb.ANY, f"e{n}", [event])
+
+
+def test_a_resume_inside_a_run_started_again_sends_its_new_start_once(
+    redis_url: str, prefix: str, redis_store: EventStore
+) -> None:
+    need_node()
+    # Given a run started again before it finished (a crashed run resumed: run.resumed, no
+    # run.finished), which the stream says as the first one's end and the second one's start
+    lifecycle(redis_store, "again", [
+        ("R", {"kind": "run.started"}),
+        ("R", {"kind": "step.done", "n": 1}),
+        ("R", {"kind": "run.resumed"}),
+        ("R", {"kind": "step.done", "n": 2}),
+        ("R", {"kind": "run.finished", "status": "ok"}),
+    ])  # fmt: skip
+    resumed = list(redis_store.scan_session("again"))[2].cursor
+    with served(view_app(redis_url, prefix)) as base:
+        url = f"{base}/s/again/ag-ui"
+        whole = [i for i, _ in read_stream(url, idle_s=1.0)]
+        # When a front end cut off between the two resumes after the first
+        rest = watch(f"{url}?after={resumed}/0", "--stop-after", "4")
+        # (the same with the cursor written unpadded, as a client may keep it)
+        ms, seq = resumed.split("-")
+        unpadded = watch(f"{url}?after={ms}-{int(seq)}/0", "--stop-after", "4")
+    # Then AG-UI's client takes it, and it holds the second start once, the rest after it
+    kinds = ["RUN_STARTED", "SUBAGENT_STARTED", "CUSTOM", "SUBAGENT_FINISHED"]
+    assert [e["type"] for e in rest] == kinds
+    assert rest[1]["subagentRunId"] == "R#2"
+    assert unpadded == rest
+    assert "reopened" not in rest[1]["metadata"]["ledger"]
+    assert [ident(e) for e in rest[1:]] == whole[whole.index(f"{resumed}/0") + 1 :]
+
+
+def test_a_run_still_open_under_a_parent_that_finished_is_said_again_without_it(
+    redis_url: str, prefix: str, redis_store: EventStore
+) -> None:
+    need_node()
+    # Given a planner that delegated to a writer and finished, the writer's run still going
+    lifecycle(redis_store, "orphan", [
+        ("P", {"kind": "run.started"}),
+        ("C", {"kind": "run.started", "parent_run": "P"}),
+        ("P", {"kind": "run.finished", "status": "ok"}),
+        ("C", {"kind": "step.done", "n": 1}),
+    ])  # fmt: skip
+    last = redis_store.tail("orphan", 1)[0].cursor
+    with served(view_app(redis_url, prefix)) as base:
+        url = f"{base}/s/orphan/ag-ui"
+        # When a front end resumes after the last event, or asks for a snapshot first
+        resumed = watch(f"{url}?after={last}", "--stop-after", "2")
+        snapped = watch(f"{url}?snapshot=1", "--stop-after", "3")
+    # Then AG-UI's client takes both: the writer's run said again, with no parent it never saw
+    for got in (resumed, snapped[0:1] + snapped[2:]):
+        assert [e["type"] for e in got] == ["RUN_STARTED", "SUBAGENT_STARTED"]
+        assert got[1]["subagentRunId"] == "C"
+        assert "parentSubagentRunId" not in got[1]
+    assert snapped[1]["type"] == "STATE_SNAPSHOT"

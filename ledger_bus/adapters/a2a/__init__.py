@@ -11,6 +11,11 @@ or, for replicas behind one address (the SDK's cluster mode):
                                     task_store=LedgerVersionedTaskStore(store),
                                     event_stream=LedgerTaskEventStream(store))
 
+or, with streams a client resumes where it left off (`Last-Event-ID`: handler.py):
+
+    handler = LedgerRequestHandler(agent_executor=..., agent_card=card,
+                                   task_store=LedgerVersionedTaskStore(store))
+
 Each task is a ledger session; every save is an append at the version the server read (a stale
 replica's is refused), every status and artifact update is kept, and a resubscription on any
 replica reads the task's events from the ledger (store.py, layout.py). The ledger's own events
@@ -27,6 +32,7 @@ try:
 except ImportError as err:
     raise needs(err, "ledger_bus.adapters.a2a") from None
 
+from ledger_bus.adapters.a2a.handler import VERSION, LedgerRequestHandler, version_of
 from ledger_bus.adapters.a2a.layout import session_of
 from ledger_bus.adapters.a2a.store import (
     LedgerTaskEventStream,
@@ -36,9 +42,12 @@ from ledger_bus.adapters.a2a.store import (
 )
 
 __all__ = [
+    "VERSION",
+    "LedgerRequestHandler",
     "LedgerTaskEventStream",
     "LedgerTaskStore",
     "LedgerVersionedTaskStore",
     "Saved",
     "session_of",
+    "version_of",
 ]

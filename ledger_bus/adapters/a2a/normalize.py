@@ -6,7 +6,8 @@ AG-UI: written in the save's append, before its `a2a.task` record.
 - each message new to the task (its history, its status's message): a `message` of the agent
   `user` for a user's, of the store's agent for the agent's;
 - an artifact update: a `message` of the agent with the artifact's text (the `a2a.task` record
-  beside it keeps the artifact whole: its id, name and parts);
+  beside it keeps the artifact whole: its id, name and parts); a save with no event (a plain
+  store's) says each artifact, or each part of one, that the task did not hold before;
 - a status that changes the task's state: a `task.status` mutation, and when the state ends the
   task (completed, failed, rejected, canceled) the run's `run.finished`.
 """
@@ -67,6 +68,8 @@ def normalized(prev: Task | None, task: Task, event: Event | None, agent: str) -
             out.append(_message(message, agent, run))
     if isinstance(event, TaskArtifactUpdateEvent):
         out.append(_artifact(event.artifact, agent, run))
+    elif event is None:  # a save of the task alone (the SDK gives a plain store no event)
+        out += [_artifact(a, agent, run) for a in _new_parts(prev, task)]
     before = prev.status.state if prev is not None else TaskState.TASK_STATE_UNSPECIFIED
     if task.status.state != before:
         state = state_name(task.status.state)
@@ -112,6 +115,20 @@ def _part_text(part: Part) -> str:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
     name = part.filename or part.url or part.media_type or "file"
     return f"[{name}]"
+
+
+def _new_parts(prev: Task | None, task: Task) -> list[Artifact]:
+    """What the task's artifacts hold that `prev`'s did not: each new artifact, and the parts
+    added to one (an artifact streamed in chunks), as artifacts of their own."""
+    before = {a.artifact_id: len(a.parts) for a in prev.artifacts} if prev is not None else {}
+    found = []
+    for artifact in task.artifacts:
+        had = before.get(artifact.artifact_id, 0)
+        if len(artifact.parts) > had:
+            added = Artifact(artifact_id=artifact.artifact_id, name=artifact.name)
+            added.parts.extend(artifact.parts[had:])
+            found.append(added)
+    return found
 
 
 def _messages(task: Task) -> list[Message]:

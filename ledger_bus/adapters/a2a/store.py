@@ -23,6 +23,7 @@ import asyncio
 import builtins
 import uuid
 from collections.abc import AsyncGenerator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -68,6 +69,9 @@ _TAIL: Final = 8
 # One wait on the ledger of a subscription on a blocking store (on a worker thread): short, so
 # that a subscription closed by its reader lets its thread go soon.
 _WAIT_MS: Final = 1_000
+# The subscriptions a stream on a blocking store serves at once, each on a thread while it waits
+# (more wait their turn); an asyncio store's waits need none.
+WAITERS: Final = 64
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,11 @@ class Saved:
     version: int
     task: Task | None
     event: Event | None
+
+
+def _is_record(event: RecordedEvent) -> bool:
+    """Whether an event of a task's stream is a save or a deletion of the task."""
+    return event.type == "mutation" and event.fields.get("kind") in (TASK, DELETED)
 
 
 def task_from(data: JSONObject) -> Task:
@@ -148,12 +157,10 @@ class _Ledger:
             if not version:
                 return Head(0, None)
             mine = yield from self.store.read_stream_op(stream)
-        records = [
-            e for e in mine if e.type == "mutation" and e.fields.get("kind") in (TASK, DELETED)
-        ]
-        if not records and len(mine) >= _TAIL:  # others wrote into the stream since: read it all
+        records = [e for e in mine if _is_record(e)]
+        if not records and mine[0].version > 1:  # the stream's record is further back: read it
             mine = yield from self.store.read_stream_op(stream)
-            records = [e for e in mine if e.fields.get("kind") in (TASK, DELETED)]
+            records = [e for e in mine if _is_record(e)]
         return Head(mine[-1].version, records[-1] if records else None)
 
     def append_op(  # noqa: PLR0913  (a save: what, after what, at which version, whose, its id)
@@ -413,6 +420,19 @@ class LedgerTaskEventStream(TaskEventStream):
 
     def __init__(self, store: EventStore | AsyncStore):
         self.ledger = _Ledger(store, AGENT)
+        # On a store that blocks, each subscription waits on a thread, of a pool of the stream's
+        # own: the waits do not hold the threads the saves and reads run on.
+        self._waits: ThreadPoolExecutor | None = None
+        if self.ledger.astore is None or not self.ledger.astore.native:
+            self._waits = ThreadPoolExecutor(WAITERS, thread_name_prefix="a2a-subscription")
+
+    async def _wait(self, session_id: str, cursor: str) -> list[RecordedEvent]:
+        op = self.ledger.store.wait_session_op(session_id, cursor, _WAIT_MS)
+        if self._waits is None:
+            return await self.ledger.drive(op)
+        return await asyncio.get_running_loop().run_in_executor(
+            self._waits, self.ledger.store.run_op, op
+        )
 
     async def publish(self, task_id: str, event: VersionedEvent) -> None:
         """Nothing to do: the event was written with the save that applied it."""
@@ -439,9 +459,7 @@ class LedgerTaskEventStream(TaskEventStream):
                 data = record.fields.get("event")
                 if record.fields.get("kind") == TASK and data is not None:
                     yield VersionedEvent(event=event_from(data), version=TaskVersion(version))
-            found = await self.ledger.drive(
-                self.ledger.store.wait_session_op(stream.session_id, cursor, _WAIT_MS)
-            )
+            found = await self._wait(stream.session_id, cursor)
             if found:
                 cursor = max(cursor, found[-1].cursor)
 
