@@ -1,8 +1,8 @@
 """A2A's task store and cross-replica event stream on the ledger (layout in layout.py).
 
-- `LedgerTaskStore`: a2a-sdk's `TaskStore`, for a server in one process. Each save is an append
-  at the version of the task it read, made again on a conflict: saves from two places never
-  overwrite each other unseen, and every one is kept (the task's history is its stream).
+- `LedgerTaskStore`: a2a-sdk's `TaskStore`, for a server in one process. Its saves carry no
+  version (the SDK's `TaskStore` has none): each is appended on top of the last, the last save
+  is the task, and every one is kept (the task's history is its stream).
 - `LedgerVersionedTaskStore`: the SDK's `VersionedTaskStore`, for its cluster mode (replicas
   behind one address). Its version is the task's stream version; a save at a version another
   writer moved past is refused with the SDK's `ConcurrentTaskModificationError`, and writes
@@ -251,9 +251,10 @@ def _everyone(_: ServerCallContext) -> str:
 
 class LedgerTaskStore(TaskStore):
     """a2a-sdk's TaskStore on the ledger: `DefaultRequestHandler(..., task_store=LedgerTaskStore(
-    store))`. Each save appends the task at the version it read, again on a conflict; `get`
-    gives the task as last saved, `list` the owner's tasks, `delete` ends it (its history stays).
-    `agent` names the agent in the ledger's own events of its tasks."""
+    store))`. Each save is appended on top of the last (the last save is the task; every one
+    stays in its `history`); `get` gives the task as last saved, `list` the owner's tasks,
+    `delete` ends it (its history stays). `agent` names the agent in the ledger's own events of
+    its tasks."""
 
     def __init__(
         self,
@@ -269,10 +270,7 @@ class LedgerTaskStore(TaskStore):
     def from_url(cls, url: str, **options: Any) -> LedgerTaskStore:
         """A task store on the store at `url` (any URL `ledger_bus.connect` takes); `close()`
         closes it. `options`: the store's (agent, owner_resolver) and connect's."""
-        own = {k: options.pop(k) for k in ("agent", "owner_resolver") if k in options}
-        made = cls(connect(url, **options), **own)
-        made.ledger.owned = True
-        return made
+        return _opened(cls, url, options)
 
     async def close(self) -> None:
         await self.ledger.close()
@@ -330,10 +328,7 @@ class LedgerVersionedTaskStore(VersionedTaskStore):
     @classmethod
     def from_url(cls, url: str, **options: Any) -> LedgerVersionedTaskStore:
         """As LedgerTaskStore.from_url."""
-        own = {k: options.pop(k) for k in ("agent", "owner_resolver") if k in options}
-        made = cls(connect(url, **options), **own)
-        made.ledger.owned = True
-        return made
+        return _opened(cls, url, options)
 
     @property
     def as_task_store(self) -> LedgerTaskStore:
@@ -466,6 +461,17 @@ class LedgerTaskEventStream(TaskEventStream):
     async def destroy(self, task_id: str) -> None:
         """Nothing to let go: the task's stream is its record, and stays."""
         del task_id
+
+
+Opened = TypeVar("Opened", LedgerTaskStore, LedgerVersionedTaskStore)
+
+
+def _opened(kind: type[Opened], url: str, options: dict[str, Any]) -> Opened:
+    """A store of `kind` on the store at `url`, which it closes (`close()`)."""
+    own = {k: options.pop(k) for k in ("agent", "owner_resolver") if k in options}
+    made = kind(connect(url, **options), **own)
+    made.ledger.owned = True
+    return made
 
 
 def _as_int(version: TaskVersion) -> int:
