@@ -378,8 +378,9 @@ def loose_event(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def as_given(event: dict[str, Any], recorded: dict[str, Any]) -> dict[str, Any]:
-    """The recorded fields, without those the ledger fills in when the event gave none."""
-    drop = {"event_id"} if "event_id" not in event else set()
+    """The recorded fields, without those the ledger fills in when the event gave none (an
+    `event_id` of None is none: the ledger makes one)."""
+    drop = {"event_id"} if event.get("event_id") is None else set()
     return {k: v for k, v in recorded.items() if k not in drop}
 
 
