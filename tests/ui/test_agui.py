@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[2]
 Wire = list[tuple[str | None, dict[str, Any]]]
 
 
-def read_stream(url: str, headers: dict[str, str] | None = None, idle_s: float = 2.0) -> Wire:
+def read_stream(url: str, headers: dict[str, str] | None = None, idle_s: float = 1.5) -> Wire:
     """The stream's events as the wire has them, (SSE id, JSON), until none came for `idle_s`."""
     got: Wire = []
     timeout = httpx.Timeout(10, read=idle_s)
@@ -155,28 +155,34 @@ def test_each_adapter_s_session_is_an_ag_ui_stream_its_models_and_its_client_tak
 
 
 WRITER = """
-import sys, time
+import os, sys, time
 import ledger_bus
 from ledger_bus.agent.recorder import Recorder
 
 store = ledger_bus.connect(sys.argv[1], prefix=sys.argv[2])
 with Recorder(store, "live", "worker").run("job") as run:
     for n in range(int(sys.argv[3])):
-        time.sleep(0.25)
+        if n == 3:  # the rest once the test says so: the run is still going when it is cut off
+            while not os.path.exists(sys.argv[4]):
+                time.sleep(0.02)
+        time.sleep(0.05)
         run.call("step", {"n": n}, lambda n: n * n)
 """
 
 
 @pytest.mark.timeout(120)
 def test_a_front_end_watches_another_process_s_run_live_and_resumes_after_a_cut_without_a_gap(
-    redis_url: str, prefix: str, redis_store: EventStore
+    redis_url: str, prefix: str, redis_store: EventStore, tmp_path: Path
 ) -> None:
     need_node()
     redis_store.append(lb.StreamId("live", "main"), 0, "a0", [msg("the job is about to start")])
     with served(view_app(redis_url, prefix)) as base:
         url = f"{base}/s/live/ag-ui"
-        # Given another process doing a run, a call every quarter of a second
-        writer = subprocess.Popen([sys.executable, "-c", WRITER, redis_url, prefix, "12"], cwd=ROOT)
+        # Given another process doing a run of 12 calls, 3 made so far
+        go_on = tmp_path / "go-on"
+        writer = subprocess.Popen(
+            [sys.executable, "-c", WRITER, redis_url, prefix, "12", str(go_on)], cwd=ROOT
+        )
         try:
             # When a front end watches it with AG-UI's client, and its connection drops in the
             # middle of a call: the stream's RUN_STARTED, 3 events of the message, the run, two
@@ -186,7 +192,8 @@ def test_a_front_end_watches_another_process_s_run_live_and_resumes_after_a_cut_
             last = ident(first[-1])
             assert first[-1]["type"] == "TOOL_CALL_ARGS"
             assert last is not None
-            # and it comes back after the last event it had, until the run finishes
+            # and it comes back after the last event it had while the run goes on, until it ends
+            go_on.touch()
             rest = watch(f"{url}?after={last}", "--until", "SUBAGENT_FINISHED")
         finally:
             writer.wait(timeout=30)
