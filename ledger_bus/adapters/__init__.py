@@ -1,4 +1,5 @@
-"""Adapters for the frameworks agents are written in: LangGraph (`adapters.langgraph`) and the
-OpenAI Agents SDK (`adapters.openai_agents`). Each needs its extra (`pip install
-'ledger-bus[langgraph]'`, `'ledger-bus[openai-agents]'`); the rest of ledger_bus imports without
-them."""
+"""Adapters for the frameworks agents are written in and the protocols they speak: LangGraph
+(`adapters.langgraph`), the OpenAI Agents SDK (`adapters.openai_agents`), Google ADK
+(`adapters.adk`) and A2A servers (`adapters.a2a`). Each needs its extra (`pip install
+'ledger-bus[langgraph]'`, `'ledger-bus[openai-agents]'`, `'ledger-bus[adk]'`,
+`'ledger-bus[a2a]'`); the rest of ledger_bus imports without them."""
