@@ -90,6 +90,7 @@ class _Run:
     agent: str
     opened_by: SubagentStartedEvent
     parent: str | None = None  # the ledger run it was delegated by
+    parent_subagent: str | None = None  # that run's subagent then (its incarnation)
 
 
 @dataclass
@@ -116,8 +117,8 @@ class Mapper:
     def reopened(self, before: str | None = None) -> list[BaseEvent]:
         """The runs open now, said again for a resumed stream (with `before`, an id: those
         opened up to it; one opened after it is still to be sent). A parent comes before its
-        children and is named by its id now (a restarted one's new id); a parent no longer open
-        is not named, for the new stream never started it."""
+        children; a parent no longer open, or open again as another incarnation, is not named,
+        for the new stream never started the one the child was started under."""
         opened = {
             run: r
             for run, r in self.runs.items()
@@ -131,6 +132,8 @@ class Mapper:
                 return
             r = opened[run]
             parent = r.parent if r.parent in opened and r.parent not in seen else None
+            if parent is not None and opened[parent].subagent != r.parent_subagent:
+                parent = None  # restarted since: the parent it was started under has ended
             if parent is not None:
                 place(parent, seen | {run})
             again = _reopen(r.opened_by)
@@ -205,7 +208,13 @@ class Mapper:
             if call is not None:
                 linked["parent_tool_call_id"] = call
         started = SubagentStartedEvent(subagent_run_id=subagent, name=event.agent, **linked)
-        self.runs[run] = _Run(subagent, event.agent, started, by if parent is not None else None)
+        self.runs[run] = _Run(
+            subagent,
+            event.agent,
+            started,
+            by if parent is not None else None,
+            parent.subagent if parent is not None else None,
+        )
         made.append(started)
         return made
 

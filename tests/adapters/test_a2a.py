@@ -21,13 +21,18 @@ pytest.importorskip("a2a.server.cluster")
 
 import httpx
 from a2a.auth.user import User
+from a2a.helpers.proto_helpers import new_task_from_user_message
+from a2a.server.agent_execution.agent_executor import AgentExecutor
+from a2a.server.agent_execution.context import RequestContext
 from a2a.server.cluster import ConcurrentTaskModificationError, TaskVersion
 from a2a.server.context import ServerCallContext
-from a2a.server.events.event_queue import Event
+from a2a.server.events.event_queue import Event, EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.tasks import InMemoryTaskStore
 from a2a.server.tasks.task_store import TaskStore
+from a2a.server.tasks.task_updater import TaskUpdater
 from a2a.types import (
+    Artifact,
     GetTaskRequest,
     ListTasksRequest,
     Message,
@@ -53,6 +58,8 @@ from ledger_bus.adapters.a2a import (
     session_of,
     version_of,
 )
+from ledger_bus.adapters.a2a.normalize import normalized
+from ledger_bus.adapters.a2a.store import streamed as sent_to_subscribers
 from ledger_bus.demo.server import free_port
 from ledger_bus.exports.atif import atif_of
 from ledger_bus.exports.otel import spans_of
@@ -498,13 +505,10 @@ def test_a_replica_killed_mid_task_loses_no_update_and_the_other_streams_the_res
     assert None not in versions(from_a)
     # and the resumed subscription sends every later update once, in order, from the first a
     # did not send (one a saved before it died included) to the task's end: together with what
-    # a sent, each of the task's updates on the ledger, once
+    # a sent, each of the task's updates on the ledger, once (all but the save the SDK makes of
+    # the user's "go on", which it streams to no one)
     (session,) = [name for name, _ in redis_store.sessions() if name.startswith("a2a~")]
-    saved = [
-        e.version
-        for e in redis_store.scan_session(session)
-        if e.fields.get("kind") == "a2a.task" and "event" in e.fields
-    ]
+    saved = [e.version for e in redis_store.scan_session(session) if sent_to_subscribers(e)]
     assert versions(from_a) + versions(from_b) == saved
     made, told = ticks_of(from_a + from_b)
     assert made == told == list(range(1, 13))
@@ -586,3 +590,82 @@ def test_a_store_opened_from_a_url_reads_what_another_saved(redis_url: str, pref
         await versioned.close()
 
     asyncio.run(scenario())
+
+
+class Asker(AgentExecutor):
+    """Asks its user which one, and once answered makes the answer and completes."""
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        updater = TaskUpdater(event_queue, str(context.task_id), str(context.context_id))
+        if context.current_task is None:
+            assert context.message is not None
+            await event_queue.enqueue_event(new_task_from_user_message(context.message))
+            question = updater.new_agent_message([Part(text="which one?")])
+            await updater.update_status(TaskState.TASK_STATE_INPUT_REQUIRED, message=question)
+            return
+        await updater.start_work()
+        await updater.add_artifact([Part(text="the second")], artifact_id="answer")
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        return None
+
+
+def test_a_subscription_goes_on_past_a_question_the_user_answered(
+    memory_store: EventStore,
+) -> None:
+    tasks = LedgerVersionedTaskStore(memory_store)
+    handler = LedgerRequestHandler(agent_executor=Asker(), agent_card=card(1), task_store=tasks)
+
+    def kinds(events: list[Any]) -> list[str]:
+        return [next(iter(MessageToDict(to_stream_response(e)))) for e in events]
+
+    async def scenario() -> None:
+        # Given a task that asked its user a question
+        asked = SendMessageRequest(message=said("pick one"))
+        first = [e async for e in handler.on_message_send_stream(asked, ANN)]
+        assert first[-1].status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        task_id, context_id = first[0].id, first[0].context_id
+        # and a client subscribed while it waits
+        waiting = handler.on_subscribe_to_task(SubscribeToTaskRequest(id=task_id), ANN)
+        snapshot = await anext(waiting)
+        assert snapshot.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        rest = asyncio.ensure_future(until_done(waiting))
+        # When the user answers
+        answer = SendMessageRequest(message=said("the second", task_id, context_id))
+        [e async for e in handler.on_message_send_stream(answer, ANN)]
+        # Then the subscription gets the work, the artifact and the end, not the save of the
+        # user's message (the SDK streams none of it)
+        assert kinds(await rest) == ["statusUpdate", "artifactUpdate", "statusUpdate"]
+        # and a client resuming after the task's first event gets every event after it, past
+        # the question it was answered, to the end
+        context = ServerCallContext(
+            user=ANN.user, state={"headers": {"Last-Event-ID": f"{version_of(first[0])}.0"}}
+        )
+        again = SubscribeToTaskRequest(id=task_id)
+        resumed = [e async for e in handler.on_subscribe_to_task(again, context)]
+        assert kinds(resumed) == ["statusUpdate", "statusUpdate", "artifactUpdate", "statusUpdate"]
+        assert resumed[-1].status.state == TaskState.TASK_STATE_COMPLETED
+        # and resume points that are none, or past the task's last version, are refused
+        end = version_of(resumed[-1])
+        assert end is not None
+        for bad in ("²", "yesterday", str(end + 5)):
+            refused = ServerCallContext(user=ANN.user, state={"headers": {"last-event-id": bad}})
+            with pytest.raises(InvalidParamsError):
+                [e async for e in handler.on_subscribe_to_task(again, refused)]
+
+    asyncio.run(scenario())
+
+
+def test_a_task_s_changed_artifact_is_said_whole_and_an_added_part_alone() -> None:
+    made = Artifact(artifact_id="a1", name="draft", parts=[Part(text="draft")])
+    before = task("t", TaskState.TASK_STATE_WORKING, artifacts=[made])
+    grown = task("t", TaskState.TASK_STATE_WORKING, artifacts=[made])
+    grown.artifacts[0].parts.append(Part(text="more"))
+    changed = task("t", TaskState.TASK_STATE_WORKING)
+    changed.artifacts.append(Artifact(artifact_id="a1", parts=[Part(text="final")]))
+    said_of = [
+        [e["body"] for e in normalized(before, after, None, "w") if e["type"] == "message"]
+        for after in (grown, changed, before)
+    ]
+    assert said_of == [["more"], ["final"], []]

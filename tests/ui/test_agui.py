@@ -361,3 +361,28 @@ def test_a_run_still_open_under_a_parent_that_finished_is_said_again_without_it(
         assert got[1]["subagentRunId"] == "C"
         assert "parentSubagentRunId" not in got[1]
     assert snapped[1]["type"] == "STATE_SNAPSHOT"
+
+
+def test_a_run_whose_parent_started_again_is_said_again_without_that_parent(
+    redis_url: str, prefix: str, redis_store: EventStore
+) -> None:
+    need_node()
+    # Given a writer delegated by a planner that then started again (run.resumed), the
+    # writer's run still going
+    lifecycle(redis_store, "restarted", [
+        ("P", {"kind": "run.started"}),
+        ("C", {"kind": "run.started", "parent_run": "P"}),
+        ("P", {"kind": "run.resumed"}),
+        ("C", {"kind": "step.done", "n": 1}),
+    ])  # fmt: skip
+    last = redis_store.tail("restarted", 1)[0].cursor
+    with served(view_app(redis_url, prefix)) as base:
+        live = watch(f"{base}/s/restarted/ag-ui", "--stop-after", "6")
+        resumed = watch(f"{base}/s/restarted/ag-ui?after={last}", "--stop-after", "3")
+    # Then the resumed stream names the planner's new run, and no parent for the writer: the
+    # live stream never said the writer was the new run's
+    started = {e["subagentRunId"]: e for e in live if e["type"] == "SUBAGENT_STARTED"}
+    assert started["C"]["parentSubagentRunId"] == "P"
+    again = {e["subagentRunId"]: e for e in resumed if e["type"] == "SUBAGENT_STARTED"}
+    assert set(again) == {"P#2", "C"}
+    assert "parentSubagentRunId" not in again["C"]

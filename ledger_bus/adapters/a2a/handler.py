@@ -3,10 +3,12 @@
 A2A's `SubscribeToTask` carries no "last event seen": a client that subscribes again gets the
 task as it stands, then what follows (the SDK's handler). `LedgerRequestHandler` is that
 handler, and more: each event it streams carries the version of the task it made, under
-`metadata["ledger-bus.version"]` (an extension's key, which other clients pass over), and a
-`SubscribeToTask` sent with the HTTP header `Last-Event-ID: <version>` (SSE's own resume
-header) is answered from the ledger with the task's events after that version, each once, in
-order, and no snapshot, whichever replica made them and whichever serves the subscription.
+`metadata["ledger-bus.version"]` (an extension's key, which other clients pass over; read it
+with `version_of`), and a `SubscribeToTask` sent with the HTTP header `Last-Event-ID: <version>`
+(the name SSE gives a resume point; the client sets it, from `version_of`) is answered from the
+ledger with the task's events after that version, each once, in order, and no snapshot,
+whichever replica made them and whichever serves the subscription. The header reaches the
+handler through the SDK's JSON-RPC and REST routes (gRPC's context carries no headers).
 
 A subscription, with or without a resume point, is read from the ledger (the task's stream:
 store.py), so what a client gets does not depend on which replica runs the agent. The versions
@@ -16,6 +18,7 @@ save that wrote it (the SDK streams an event once it is saved).
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any, Final
@@ -25,6 +28,7 @@ from a2a.server.cluster.version import TaskVersion
 from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event
 from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.request_handlers.request_handler import validate_request_params
 from a2a.types.a2a_pb2 import (
     AgentCard,
     Message,
@@ -44,6 +48,7 @@ from ledger_bus.adapters.a2a.normalize import TERMINAL, state_name
 from ledger_bus.adapters.a2a.store import LedgerTaskEventStream, LedgerVersionedTaskStore
 
 VERSION: Final = "ledger-bus.version"  # the metadata key of an event's task version
+_VERSION: Final = re.compile(r"([0-9]{1,15})(?:\.0+)?")
 # Where a subscription's stream stops, as the SDK's does: a task that ended, or that waits on
 # its user.
 ENDS: Final = frozenset(TERMINAL) | {
@@ -94,6 +99,7 @@ class LedgerRequestHandler(DefaultRequestHandler):
         async for event in super().on_message_send_stream(params, context):
             yield await found.stamped(event)
 
+    @validate_request_params
     async def on_subscribe_to_task(
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event, None]:
@@ -103,26 +109,42 @@ class LedgerRequestHandler(DefaultRequestHandler):
         stored = await self.tasks.get(params.id, context)
         if stored is None:
             raise TaskNotFoundError
-        ended = stored.task.status.state in TERMINAL
         version = _int(stored.version)
         if after is None:
-            if ended:  # nothing further to stream (the SDK's answer)
+            if stored.task.status.state in TERMINAL:  # nothing further (the SDK's answer)
                 name = state_name(stored.task.status.state)
-                raise UnsupportedOperationError(
-                    message=f"Task {params.id} is in terminal state: {name}"
-                )
+                message = f"Task {params.id} is in terminal state: {name}"
+                raise UnsupportedOperationError(message=message)
             yield stamp(stored.task, version)
             after = version
-        elif after >= version and stored.task.status.state in ENDS:
+        elif after > version:
+            message = f"Last-Event-ID {after} is past task {params.id}'s last version, {version}"
+            raise InvalidParamsError(message=message)
+        elif after == version and stored.task.status.state in ENDS:
             return  # it had everything, up to the task's end or its question
         async with aclosing(self.stream.subscribe(params.id, after=TaskVersion(after))) as events:
             async for versioned in events:
-                event = versioned.event
-                yield stamp(event, _int(versioned.version))
-                if isinstance(event, Message) or (
-                    isinstance(event, TaskStatusUpdateEvent | Task) and event.status.state in ENDS
-                ):
+                event, at = versioned.event, _int(versioned.version)
+                yield stamp(event, at)
+                if isinstance(event, Message) or await self._ends_at(params.id, event, at):
                     return
+
+    async def _ends_at(self, task_id: str, event: Event, at: int) -> bool:
+        """Whether a subscription stops after `event` (at version `at`), as the SDK's does: at
+        the task's end, or at its question to the user, unless (a resumed one) the task went
+        on since."""
+        if not isinstance(event, TaskStatusUpdateEvent | Task):
+            return False
+        if event.status.state in TERMINAL:
+            return True
+        if event.status.state not in ENDS:
+            return False
+        head = await self.tasks.ledger.drive(self.tasks.ledger.head_op(task_id))
+        return head.version <= at
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        await self.stream.close()
 
 
 def resume_point(context: ServerCallContext) -> int | None:
@@ -131,9 +153,11 @@ def resume_point(context: ServerCallContext) -> int | None:
     given = next((v for k, v in headers.items() if k.lower() == "last-event-id"), None)
     if given is None or given == "":
         return None
-    if not str(given).isdigit() or len(str(given)) > 15:
+    # A version as JSON carries it: a number (`15.0` from a client that printed it as read).
+    found = _VERSION.fullmatch(str(given))
+    if found is None:
         raise InvalidParamsError(message=f"Last-Event-ID must be a task version, got {given!r}")
-    return int(given)
+    return int(found.group(1))
 
 
 def stamp(event: Event, version: int) -> Event:

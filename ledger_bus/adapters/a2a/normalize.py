@@ -6,8 +6,9 @@ AG-UI: written in the save's append, before its `a2a.task` record.
 - each message new to the task (its history, its status's message): a `message` of the agent
   `user` for a user's, of the store's agent for the agent's;
 - an artifact update: a `message` of the agent with the artifact's text (the `a2a.task` record
-  beside it keeps the artifact whole: its id, name and parts); a save with no event (a plain
-  store's) says each artifact, or each part of one, that the task did not hold before;
+  beside it keeps the artifact whole: its id, name and parts); any other save (a plain store's,
+  which the SDK hands no event, or a Task event's) says each artifact the task did not hold
+  before, or the parts added to one (the whole of one whose parts changed otherwise);
 - a status that changes the task's state: a `task.status` mutation, and when the state ends the
   task (completed, failed, rejected, canceled) the run's `run.finished`.
 """
@@ -68,7 +69,7 @@ def normalized(prev: Task | None, task: Task, event: Event | None, agent: str) -
             out.append(_message(message, agent, run))
     if isinstance(event, TaskArtifactUpdateEvent):
         out.append(_artifact(event.artifact, agent, run))
-    elif event is None:  # a save of the task alone (the SDK gives a plain store no event)
+    else:  # a save of the task itself (a plain store's, or a Task event): what it changed
         out += [_artifact(a, agent, run) for a in _new_parts(prev, task)]
     before = prev.status.state if prev is not None else TaskState.TASK_STATE_UNSPECIFIED
     if task.status.state != before:
@@ -118,16 +119,18 @@ def _part_text(part: Part) -> str:
 
 
 def _new_parts(prev: Task | None, task: Task) -> list[Artifact]:
-    """What the task's artifacts hold that `prev`'s did not: each new artifact, and the parts
-    added to one (an artifact streamed in chunks), as artifacts of their own."""
-    before = {a.artifact_id: len(a.parts) for a in prev.artifacts} if prev is not None else {}
+    """What the task's artifacts hold that `prev`'s did not: each new artifact whole, the parts
+    added to the end of one (an artifact streamed in chunks), and one whose parts changed
+    otherwise whole again."""
+    before = {a.artifact_id: list(a.parts) for a in prev.artifacts} if prev is not None else {}
     found = []
     for artifact in task.artifacts:
-        had = before.get(artifact.artifact_id, 0)
-        if len(artifact.parts) > had:
-            added = Artifact(artifact_id=artifact.artifact_id, name=artifact.name)
-            added.parts.extend(artifact.parts[had:])
-            found.append(added)
+        had, now = before.get(artifact.artifact_id, []), list(artifact.parts)
+        if now == had:
+            continue
+        added = Artifact(artifact_id=artifact.artifact_id, name=artifact.name)
+        added.parts.extend(now[len(had) :] if now[: len(had)] == had else now)
+        found.append(added)
     return found
 
 

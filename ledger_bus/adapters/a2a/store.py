@@ -104,6 +104,16 @@ class Saved:
     event: Event | None
 
 
+def streamed(record: RecordedEvent) -> bool:
+    """Whether a record of a task's stream holds an event the SDK streams to subscribers: every
+    event saved but a Task after the task's first save (the SDK saves a user's message so, and
+    streams none of it; it streams a Task event only when it makes the task)."""
+    data = record.fields.get("event")
+    if record.fields.get("kind") != TASK or not isinstance(data, dict):
+        return False
+    return "task" not in data or bool(record.fields.get("made"))
+
+
 def _is_record(event: RecordedEvent) -> bool:
     """Whether an event of a task's stream is a save or a deletion of the task."""
     return event.type == "mutation" and event.fields.get("kind") in (TASK, DELETED)
@@ -188,6 +198,8 @@ class _Ledger:
         }
         if event is not None:
             record["event"] = MessageToDict(to_stream_response(event))
+        if prev is None:
+            record["made"] = True  # the task's first save (or its first since it was deleted)
         events = [*normalized(prev, task, event, self.agent), record]
         done = yield from self.store.append_op(
             layout.stream_of(task.id), expected, append_id, events
@@ -421,6 +433,11 @@ class LedgerTaskEventStream(TaskEventStream):
         if self.ledger.astore is None or not self.ledger.astore.native:
             self._waits = ThreadPoolExecutor(WAITERS, thread_name_prefix="a2a-subscription")
 
+    async def close(self) -> None:
+        """Let the pool of threads its subscriptions wait on go (a blocking store's)."""
+        if self._waits is not None:
+            self._waits.shutdown(wait=False, cancel_futures=True)
+
     async def _wait(self, session_id: str, cursor: str) -> list[RecordedEvent]:
         op = self.ledger.store.wait_session_op(session_id, cursor, _WAIT_MS)
         if self._waits is None:
@@ -451,9 +468,9 @@ class LedgerTaskEventStream(TaskEventStream):
                     continue
                 version = record.version
                 cursor = max(cursor, record.cursor)
-                data = record.fields.get("event")
-                if record.fields.get("kind") == TASK and data is not None:
-                    yield VersionedEvent(event=event_from(data), version=TaskVersion(version))
+                if streamed(record):
+                    event = event_from(record.fields["event"])
+                    yield VersionedEvent(event=event, version=TaskVersion(version))
             found = await self._wait(stream.session_id, cursor)
             if found:
                 cursor = max(cursor, found[-1].cursor)
