@@ -201,9 +201,15 @@
   // Agents SDK handoff carries none) goes under the run that was running when it was asked for
   // (the one that started last, when runs nest), else under the first run of its turn in the
   // trajectory (LangGraph writes a node's run once it ran: the model's run that asked for the
-  // tools); "" when none is known (the session's own).
+  // tools); "" when none is known (the session's own). A call of no run id at all goes under
+  // its turn's run before the time is asked.
   function home(call, known) {
     if (known.has(call.run)) { return call.run; }
+    // A call of no run at all (an Agents SDK handoff, written with the turn's items) goes
+    // under its turn's run first: its commit may land after the next run started.
+    if (!call.run) {
+      for (const run of call.turn || []) { if (known.has(run)) { return run; } }
+    }
     let running = null;
     if (call.start !== undefined) {
       for (const run of state.runs) {
