@@ -209,10 +209,9 @@ class CallLedger:
         owner = uuid.uuid4().hex
         store, session = self.store, stream.session_id
         lease = f"run-{run_id}"
-        token = yield from store.acquire_lease_op(session, lease, owner, self.lease_ttl_ms)
-        if not token:
+        fence = yield from store.hold_op(session, lease, owner, self.lease_ttl_ms)
+        if fence is None:
             raise LedgerError(f"{tool} call {step_id} is running in another live process")
-        fence = Fence(lease, owner, token)
         # The logical call's key: that of the call this one asks again, if any (a framework
         # whose call ids do not outlive a crash names it anew), else its own step's.
         key = str(unfinished[-1].get("idempotency_key") or "") if unfinished else ""
@@ -280,8 +279,8 @@ class CallLedger:
         under that run's lease, on the stream as it is once the lease is held."""
         session, old = stream.session_id, f"run-{latest.run_id}"
         owner = uuid.uuid4().hex
-        token = yield from self.store.acquire_lease_op(session, old, owner, self.lease_ttl_ms)
-        if not token:
+        fence = yield from self.store.hold_op(session, old, owner, self.lease_ttl_ms)
+        if fence is None:
             raise LedgerError(
                 f"{step.tool} call {latest.attempt_id}, asked again as {step.step_id}, is held by"
                 " another live process (its run, or a reconciler settling it); ask again later"
@@ -294,9 +293,7 @@ class CallLedger:
                     f"{step.tool} call {latest.attempt_id} was settled while {step.step_id}"
                     " asked for it again; ask again"
                 )
-            return (
-                yield from self._again_op(stream, Fence(old, owner, token), state, latest, step)
-            )
+            return (yield from self._again_op(stream, fence, state, latest, step))
         finally:
             yield from self.store.release_lease_op(session, old, owner)
 

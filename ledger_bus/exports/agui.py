@@ -28,7 +28,6 @@ keeps what it has by id sees every event once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -288,13 +287,8 @@ def wire(event: BaseEvent) -> str:
 
 
 def ident(event: BaseEvent) -> str | None:
-    """A mapped event's id (None for the stream's own RUN_STARTED and snapshot)."""
-    ledger = (event.metadata or {}).get("ledger") or {}
-    found = ledger.get("id")
-    return str(found) if found is not None and not ledger.get("reopened") else None
-
-
-def replayed(mapper: Mapper, events: Iterable[RecordedEvent]) -> None:
-    """Feed the mapper what comes before a stream's start, saying nothing of it."""
-    for event in events:
-        mapper.feed(event)
+    """A mapped event's id as sent (None for the stream's own RUN_STARTED and snapshot, and for
+    an event said again: it keeps the id it was first sent with)."""
+    if ((event.metadata or {}).get("ledger") or {}).get("reopened"):
+        return None
+    return ident_of(event) or None

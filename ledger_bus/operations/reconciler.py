@@ -296,10 +296,9 @@ class Reconciler:
             owner = f"{self.config.agent}-{uuid.uuid4().hex}"
             lease = f"run-{attempt.run_id}"
             ttl_ms = int((self.config.probe_timeout_s + 30) * 1000)
-            token = self.store.acquire_lease(session, lease, owner, ttl_ms)
-            if not token:
+            fence = self.store.hold(session, lease, owner, ttl_ms)
+            if fence is None:
                 return  # the run is alive (or another reconciler is asking about it)
-            fence = Fence(lease, owner, token)
         try:
             still = {a.key: a for a in self.store.open_attempts(session)}.get(attempt.key)
             if still is None:

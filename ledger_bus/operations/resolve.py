@@ -56,16 +56,14 @@ def resolve_attempt(  # noqa: PLR0913  (public: keyword-only, one per way to clo
     if attempt.run_id:
         lease, owner = f"run-{attempt.run_id}", f"{agent}-{uuid.uuid4().hex}"
         deadline = time.monotonic() + lease_wait_s
-        while not (token := store.acquire_lease(session_id, lease, owner, RESOLVE_LEASE_MS)):
+        while not (fence := store.hold(session_id, lease, owner, RESOLVE_LEASE_MS)):
             if time.monotonic() >= deadline:
-                break
+                raise Refused(
+                    f"attempt {attempt_id!r} of session {session_id!r} is not resolved: its run"
+                    f" holds its lease (run-{attempt.run_id}): it is alive, or a reconciler is"
+                    " settling it"
+                )
             time.sleep(0.1)
-        if not token:
-            raise Refused(
-                f"attempt {attempt_id!r} of session {session_id!r} is not resolved: its run holds"
-                f" its lease (run-{attempt.run_id}): it is alive, or a reconciler is settling it"
-            )
-        fence = Fence(lease, owner, token)
     try:
         return _decide(store, attempt, outcome, result, retry_attempt, agent, fence)
     finally:

@@ -147,6 +147,7 @@ class AsyncStore:
     bound_stream = forward(Bounds.bound_stream_op)
     stream_bound = forward(Bounds.stream_bound_op)
     acquire_lease = forward(Attempts.acquire_lease_op)
+    hold = forward(Attempts.hold_op)
     renew_lease = forward(Attempts.renew_lease_op)
     release_lease = forward(Attempts.release_lease_op)
     lease_alive = forward(Attempts.lease_alive_op)

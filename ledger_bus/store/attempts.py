@@ -8,6 +8,7 @@ from collections.abc import Collection
 from typing import ClassVar, Literal, TypeVar
 
 from ledger_bus.model.ids import check_name
+from ledger_bus.model.prepared import Fence
 from ledger_bus.model.records import OpenAttempt
 from ledger_bus.store.buckets import INDEX_BUCKETS
 from ledger_bus.store.steps import Op, operation
@@ -38,6 +39,14 @@ class Attempts(abc.ABC):
         return (yield from self._lease("acquire", session_id, name, owner, ttl_ms))
 
     acquire_lease = operation(acquire_lease_op)
+
+    def hold_op(self, session_id: str, name: str, owner: str, ttl_ms: int) -> Op[Fence | None]:
+        """acquire_lease, as the fence appends under the holding are made with; None when
+        another owner holds the lease."""
+        token = yield from self.acquire_lease_op(session_id, name, owner, ttl_ms)
+        return Fence(name, owner, token) if token else None
+
+    hold = operation(hold_op)
 
     def renew_lease_op(self, session_id: str, name: str, owner: str, ttl_ms: int) -> Op[int]:
         """Extend a lease `owner` holds: its token, unchanged; 0 when it expired or passed to

@@ -458,7 +458,7 @@ class View:
                 before = start.cursor if start.index is None else f"{start.cursor}/{start.index}"
             first += mapper.reopened(before) + inside
         for event in first:
-            yield _sse(event)
+            yield _sse(agui, event)
         async for item in self.hub.events(s, session_id, after or CURSOR_ZERO, PING_S):
             if not may_go_on():
                 return
@@ -466,7 +466,7 @@ class View:
                 yield {"comment": "ping"}
                 continue
             for event in mapper.feed(item[0]):
-                yield _sse(event)
+                yield _sse(agui, event)
 
     async def failed(self, request: Request, exc: Exception) -> Response:
         status, title = _status_of(exc)
@@ -584,8 +584,7 @@ def _agui() -> Any:
     return agui
 
 
-def _sse(event: Any) -> dict[str, str]:
-    agui = _agui()
+def _sse(agui: Any, event: Any) -> dict[str, str]:
     found = agui.ident(event)
     return {"data": agui.wire(event), **({"id": found} if found else {})}
 

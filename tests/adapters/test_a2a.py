@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -177,8 +178,6 @@ def plain(found: Any) -> Any:
 
 
 def _blank(data: str, key: str) -> str:
-    import re
-
     return re.sub(rf'"{key}": "[^"]*"', f'"{key}": "-"', data)
 
 

@@ -23,6 +23,10 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Any, Final
 
+from a2a.server.agent_execution.active_task import (
+    INTERRUPTED_TASK_STATES,
+    TERMINAL_TASK_STATES,
+)
 from a2a.server.agent_execution.agent_executor import AgentExecutor
 from a2a.server.cluster.version import TaskVersion
 from a2a.server.context import ServerCallContext
@@ -35,7 +39,6 @@ from a2a.types.a2a_pb2 import (
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
-    TaskState,
     TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError, UnsupportedOperationError
@@ -44,17 +47,18 @@ from google.protobuf.json_format import MessageToDict
 
 from ledger_bus.adapters.a2a import layout
 from ledger_bus.adapters.a2a.layout import TASK
-from ledger_bus.adapters.a2a.normalize import TERMINAL, state_name
-from ledger_bus.adapters.a2a.store import LedgerTaskEventStream, LedgerVersionedTaskStore
+from ledger_bus.adapters.a2a.normalize import state_name
+from ledger_bus.adapters.a2a.store import (
+    LedgerTaskEventStream,
+    LedgerVersionedTaskStore,
+    version_number,
+)
 
 VERSION: Final = "ledger-bus.version"  # the metadata key of an event's task version
 _VERSION: Final = re.compile(r"([0-9]{1,15})(?:\.0+)?")
-# Where a subscription's stream stops, as the SDK's does: a task that ended, or that waits on
-# its user.
-ENDS: Final = frozenset(TERMINAL) | {
-    TaskState.TASK_STATE_INPUT_REQUIRED,
-    TaskState.TASK_STATE_AUTH_REQUIRED,
-}
+# Where a subscription's stream stops, as the SDK's does (its own sets): a task that ended, or
+# that waits on its user.
+ENDS: Final = TERMINAL_TASK_STATES | INTERRUPTED_TASK_STATES
 
 
 class LedgerRequestHandler(DefaultRequestHandler):
@@ -109,9 +113,11 @@ class LedgerRequestHandler(DefaultRequestHandler):
         stored = await self.tasks.get(params.id, context)
         if stored is None:
             raise TaskNotFoundError
-        version = _int(stored.version)
+        version = version_number(stored.version)
         if after is None:
-            if stored.task.status.state in TERMINAL:  # nothing further (the SDK's answer)
+            if (
+                stored.task.status.state in TERMINAL_TASK_STATES
+            ):  # nothing further (the SDK's answer)
                 name = state_name(stored.task.status.state)
                 message = f"Task {params.id} is in terminal state: {name}"
                 raise UnsupportedOperationError(message=message)
@@ -124,7 +130,7 @@ class LedgerRequestHandler(DefaultRequestHandler):
             return  # it had everything, up to the task's end or its question
         async with aclosing(self.stream.subscribe(params.id, after=TaskVersion(after))) as events:
             async for versioned in events:
-                event, at = versioned.event, _int(versioned.version)
+                event, at = versioned.event, version_number(versioned.version)
                 yield stamp(event, at)
                 if isinstance(event, Message) or await self._ends_at(params.id, event, at):
                     return
@@ -135,7 +141,7 @@ class LedgerRequestHandler(DefaultRequestHandler):
         on since."""
         if not isinstance(event, TaskStatusUpdateEvent | Task):
             return False
-        if event.status.state in TERMINAL:
+        if event.status.state in TERMINAL_TASK_STATES:
             return True
         if event.status.state not in ENDS:
             return False
@@ -200,8 +206,3 @@ class _Saves:
             return event
         self.after = found.version
         return stamp(event, found.version)
-
-
-def _int(version: TaskVersion) -> int:
-    value = version._value
-    return int(value)

@@ -126,7 +126,8 @@ def task_from(data: JSONObject) -> Task:
 
 
 def event_from(data: JSONObject) -> Event:
-    """An A2A event as its StreamResponse's JSON has it."""
+    """An A2A event as its StreamResponse's JSON has it. (The SDK's own
+    `stream_response_to_event` lives in its database stream's module, which needs SQLAlchemy.)"""
     response = ParseDict(data, StreamResponse(), ignore_unknown_fields=True)
     which = response.WhichOneof("payload")
     if which is None:
@@ -333,9 +334,10 @@ class LedgerVersionedTaskStore(VersionedTaskStore):
         agent: str = AGENT,
         owner_resolver: OwnerResolver = resolve_user_scope,
     ):
-        self.ledger = _Ledger(store, agent)
-        self.owner_resolver = owner_resolver
+        # The same tasks as a plain TaskStore (its listing, deletion, history), on one ledger.
         self._plain = LedgerTaskStore(store, agent=agent, owner_resolver=owner_resolver)
+        self.ledger = self._plain.ledger
+        self.owner_resolver = owner_resolver
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> LedgerVersionedTaskStore:
@@ -391,7 +393,7 @@ class LedgerVersionedTaskStore(VersionedTaskStore):
             # What changed is said against the task as stored at that version, not `prev`: the
             # SDK hands the task it changed in place as both. A head past the version is the
             # conflict the append would meet: refused here, nothing written.
-            expected = _as_int(prev_version)
+            expected = version_number(prev_version)
             head = yield from self.ledger.head_op(task.id)
             if head.version != expected or not head.live or head.owner != owner:
                 raise ConcurrentTaskModificationError(task.id)
@@ -456,7 +458,7 @@ class LedgerTaskEventStream(TaskEventStream):
         """The task's events of versions after `after`, then each as it is saved, until the
         reader stops."""
         stream = layout.stream_of(task_id)
-        version = 0 if after.is_missing else _as_int(after)
+        version = 0 if after.is_missing else version_number(after)
         # Where the waits start is taken before the read: whatever commits after the read is
         # past it, so none falls between the two.
         last = await self.ledger.drive(self.ledger.store.tail_op(stream.session_id, 1))
@@ -491,7 +493,8 @@ def _opened(kind: type[Opened], url: str, options: dict[str, Any]) -> Opened:
     return made
 
 
-def _as_int(version: TaskVersion) -> int:
+def version_number(version: TaskVersion) -> int:
+    """A ledger task's version as the number it is (the SDK's versions are opaque to it)."""
     value = version._value
     if not isinstance(value, int):
         raise TypeError(

@@ -583,12 +583,11 @@ class LedgerSessionService(BaseSessionService):
         run = layout.run_of(event.invocation_id, event.author or AGENT)
         if run not in self._out:
             lease = f"run-{run}"
-            token = await self._drive(
-                self.store.acquire_lease_op(ledger, lease, self.owner, self.lease_ttl_ms)
-            )
             # Not taken: another live process holds the run, and this one writes unfenced, as
             # any writer of the session may (its appends are still refused when stale).
-            fence = Fence(lease, self.owner, token) if token else None
+            fence = await self._drive(
+                self.store.hold_op(ledger, lease, self.owner, self.lease_ttl_ms)
+            )
             self._out[run] = _Out(ledger, set(), fence)
         self._out[run].calls.update(calls)
         if self._renewer is None or self._renewer.done():
